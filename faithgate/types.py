@@ -1,0 +1,111 @@
+"""Plain data passed between the layers: examples in, scores out.
+
+Everything here round-trips through JSON (``to_dict`` / ``from_dict``) so that results can be
+cached, saved as a baseline and read by reports without touching a model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Example:
+    """One (source, summary) item to score.
+
+    ``reference`` is an optional human summary; ``label`` is 1 (faithful) / 0 (unfaithful) when
+    known. ``meta`` keeps every other field of the input record (pair ids, error types, ...)
+    so nothing a user gave is lost on the way to a report.
+    """
+
+    id: str
+    source: str
+    summary: str
+    reference: str | None = None
+    label: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Example:
+        return cls(
+            id=str(data["id"]),
+            source=data["source"],
+            summary=data["summary"],
+            reference=data.get("reference"),
+            label=data.get("label"),
+            meta=dict(data.get("meta") or {}),
+        )
+
+
+@dataclass
+class SentenceScore:
+    """A metric's support for one summary sentence (higher = better supported)."""
+
+    index: int
+    text: str
+    value: float
+    # Where in the source the support came from, when the metric knows (sentence index, span).
+    evidence: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Score:
+    """One metric's score of one example.
+
+    ``value`` is the headline number, oriented so that higher means more faithful (a metric
+    that is naturally "lower is better" documents its sign flip). ``settings_hash`` identifies
+    metric, models, backend and settings, like bert_score's hash string, so two scores are
+    comparable only when their hashes match. ``details`` holds metric-specific structure
+    (components, matrices, questions asked, per-token log-probs) for reports.
+    """
+
+    metric: str
+    value: float
+    settings_hash: str
+    example_id: str = ""
+    sentences: list[SentenceScore] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    # Set when the metric could not score this example; value is then NaN and gates fail it.
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not math.isnan(self.value)
+
+    def least_supported(self) -> SentenceScore | None:
+        """The summary sentence with the lowest support, if the metric scores sentences."""
+        scored = [s for s in self.sentences if not math.isnan(s.value)]
+        return min(scored, key=lambda s: s.value) if scored else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        # JSON has no NaN: keep it explicit and reversible.
+        if math.isnan(self.value):
+            data["value"] = None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Score:
+        value = data.get("value")
+        return cls(
+            metric=data["metric"],
+            value=float("nan") if value is None else float(value),
+            settings_hash=data["settings_hash"],
+            example_id=data.get("example_id", ""),
+            sentences=[SentenceScore(**s) for s in data.get("sentences", [])],
+            details=dict(data.get("details") or {}),
+            error=data.get("error"),
+        )
+
+    @classmethod
+    def failed(cls, metric: str, settings_hash: str, example_id: str, error: str) -> Score:
+        """A score that records why an example could not be scored (never a silent 0 or 1)."""
+        return cls(metric, float("nan"), settings_hash, example_id, error=error)

@@ -1,0 +1,1 @@
+"""pytest plugin for faithgate: ``pytest --faithgate`` runs the configured release gate."""
