@@ -1,0 +1,37 @@
+"""Shared test fixtures.
+
+Benchmark data lives outside the repo (``../shared/data`` or ``$FAITHGATE_SHARED_DATA``);
+tests that read it skip when it is absent, as on a user's machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path | None:
+    env = os.environ.get("FAITHGATE_SHARED_DATA")
+    path = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Directory of the public benchmark files; skips the test when absent."""
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip("benchmark data (../shared/data) not present")
+    return path
+
+
+@pytest.fixture(scope="session")
+def bump_rows(shared_data: Path) -> list[dict]:
+    """All rows of BUMP task 1 (reference and edited summaries)."""
+    with (shared_data / "bump_task1.jsonl").open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
