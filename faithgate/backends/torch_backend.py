@@ -49,7 +49,9 @@ def load_tokenizer(spec: ModelSpec) -> Any:
     try:
         return AutoTokenizer.from_pretrained(spec.location, **hf_kwargs(spec))
     except Exception as exc:  # transformers raises many types; report one line
-        raise BackendError(f"cannot load tokenizer of {spec.role} model {spec.name!r}: {exc}") from exc
+        raise BackendError(
+            f"cannot load tokenizer of {spec.role} model {spec.name!r}: {exc}"
+        ) from exc
 
 
 def load_hf_model(spec: ModelSpec, auto_class: Any) -> Any:
@@ -157,18 +159,20 @@ class TorchTextEncoder(TextEncoder):
         for ti, ids in enumerate(encoded):
             dim = self.model.config.hidden_size
             vecs = (
-                stitch_windows(spans_of[ti], per_text[ti]) if ids else np.zeros((0, dim), np.float32)
+                stitch_windows(spans_of[ti], per_text[ti])
+                if ids
+                else np.zeros((0, dim), np.float32)
             )
             result.append(
-                TokenEmbeddings(tok.convert_ids_to_tokens(ids), vecs, windowed=len(spans_of[ti]) > 1)
+                TokenEmbeddings(
+                    tok.convert_ids_to_tokens(ids), vecs, windowed=len(spans_of[ti]) > 1
+                )
             )
         return result
 
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
         tok = self.tokenizer
-        seqs = [
-            tok(t, truncation=True, max_length=self.max_length)["input_ids"] for t in texts
-        ]
+        seqs = [tok(t, truncation=True, max_length=self.max_length)["input_ids"] for t in texts]
         vectors = self._run_batched(seqs, None)
         return pool_and_normalise(vectors, self.pooling, self.model.config.hidden_size)
 

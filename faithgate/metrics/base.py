@@ -51,8 +51,12 @@ class ScoringContext:
         """Identity of a role's model without loading it (for settings hashes)."""
         spec = self.pool.spec(role)
         backend = self.pool.backend_for(role, task)
-        identity = {"role": role, "model": spec.name, "fingerprint": spec.fingerprint,
-                    "backend": backend}
+        identity = {
+            "role": role,
+            "model": spec.name,
+            "fingerprint": spec.fingerprint,
+            "backend": backend,
+        }
         if backend == "onnx":
             from faithgate.backends.export import find_export
 
@@ -91,10 +95,12 @@ class Metric(ABC):
 
     def validate_settings(self) -> None:
         """Raise ``InputError`` for an invalid setting value (override when needed)."""
+        return None
 
     def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
         """Optional: announce upcoming work to shared engines so passes can be planned once
         for every metric of a run (called for all metrics before any ``score_batch``)."""
+        return None
 
     @abstractmethod
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
