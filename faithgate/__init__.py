@@ -27,6 +27,7 @@ _API = {
     "register": "faithgate.metrics.base",
     "get_metric": "faithgate.metrics.base",
     "metric_names": "faithgate.metrics.base",
+    "perturb": "faithgate.perturb",
 }
 
 __all__ = ["__version__", *_API]
