@@ -6,6 +6,8 @@ resolved ``ModelSpec`` into one of them:
 - ``TextEncoder``     contextual token embeddings and pooled sentence embeddings (``embedder``)
 - ``PairClassifier``  class probabilities of (premise, hypothesis) pairs (``nli``)
 - ``LanguageModel``   per-token log-probabilities of a target given a context (``lm``, ``seq2seq``)
+- ``TextGenerator``   generated text from an input text (``qg``: a seq2seq question generator)
+- ``ExtractiveQA``    answer spans of questions in contexts (``qa``)
 
 Outputs are numpy arrays and plain Python; inputs are strings, so the same metric code runs on
 torch fp32, onnxruntime fp32 or onnxruntime int8.
@@ -22,7 +24,14 @@ import numpy as np
 
 from faithgate.models import ModelSpec
 
-TASKS = ("text-encoder", "pair-classifier", "causal-lm", "seq2seq-lm")
+TASKS = (
+    "text-encoder",
+    "pair-classifier",
+    "causal-lm",
+    "seq2seq-lm",
+    "text-generator",
+    "extractive-qa",
+)
 
 
 class RoleModel(ABC):
@@ -113,6 +122,41 @@ class LanguageModel(RoleModel):
     @abstractmethod
     def target_logprobs(self, pairs: Sequence[tuple[str, str]]) -> list[TokenLogprobs]:
         """For each (context, target): the target's per-token log-probabilities."""
+
+
+class TextGenerator(RoleModel):
+    """Generates text from an input text (e.g. a seq2seq question generator, ``qg`` role)."""
+
+    task = "text-generator"
+
+    @abstractmethod
+    def generate(self, inputs: Sequence[str], max_new_tokens: int = 32) -> list[str]:
+        """Greedy (deterministic) output for each input; inputs are truncated to fit."""
+
+
+@dataclass
+class Answer:
+    """An extractive answer: the span text (``""`` for no answer) and the model's confidence."""
+
+    text: str
+    score: float
+    start: int = -1  # character offsets in the context, -1 when there is no answer
+    end: int = -1
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.text.strip()
+
+
+class ExtractiveQA(RoleModel):
+    """Answers questions with spans of a context (SQuAD-style models, ``qa`` role)."""
+
+    task = "extractive-qa"
+
+    @abstractmethod
+    def answer(self, questions: Sequence[str], contexts: Sequence[str]) -> list[Answer]:
+        """Best span per (question, context); an empty ``Answer`` when the model's
+        no-answer score beats every span. Long contexts are windowed, best span kept."""
 
 
 class Backend(ABC):

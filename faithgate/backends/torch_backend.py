@@ -250,4 +250,8 @@ class TorchBackend(Backend):
             from faithgate.backends.torch_lm import load_language_model
 
             return load_language_model(spec, task, **options)
+        if task in ("text-generator", "extractive-qa"):
+            from faithgate.backends.torch_qa import load_qa_model
+
+            return load_qa_model(spec, task, **options)
         raise BackendError(f"the torch backend has no task {task!r}")
