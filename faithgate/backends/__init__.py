@@ -70,7 +70,24 @@ class ModelPool:
         self.model_options = dict(model_options or {})
         self._loaded: dict[tuple, RoleModel] = {}
         self._specs: dict[str, models.ModelSpec] = {}
+        # Models handed in ready-made (``add``): they win over resolution and loading.
+        self._added: dict[tuple[str, str], RoleModel] = {}
         self._lock = threading.RLock()
+
+    def add(self, model: RoleModel, role: str | None = None, task: str | None = None) -> None:
+        """Serve an already-built model for ``(role, task)`` (default: the model's own).
+
+        The seam for tests (fake encoders with hand-made vectors) and for embedding faithgate
+        in a process that already holds a model; its ``spec`` becomes the role's spec, so
+        settings hashes name it.
+        """
+        role = role or model.spec.role
+        task = task or model.task
+        if role not in models.ROLES:
+            raise InputError(f"unknown model role {role!r}; roles are: {', '.join(models.ROLES)}")
+        with self._lock:
+            self._added[(role, task)] = model
+            self._specs[role] = model.spec
 
     def spec(self, role: str) -> models.ModelSpec:
         with self._lock:
@@ -81,9 +98,15 @@ class ModelPool:
             return self._specs[role]
 
     def backend_for(self, role: str, task: str) -> str:
+        added = self._added.get((role, task))
+        if added is not None:
+            return added.backend
         return choose_backend(self.spec(role), task, self.backend)
 
     def get(self, role: str, task: str, **options: Any) -> RoleModel:
+        added = self._added.get((role, task))
+        if added is not None:
+            return added
         spec = self.spec(role)
         merged = {**self.model_options.get(role, {}), **options}
         backend = self.backend_for(role, task)
