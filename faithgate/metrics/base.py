@@ -47,9 +47,17 @@ class ScoringContext:
             self._shared[key] = factory()
         return self._shared[key]
 
+    @property
+    def spacy_model(self) -> str | None:
+        """The configured spaCy pipeline (``--model spacy=...``), None for the default; pass it
+        to ``faithgate.text`` so sentence splitting and NER use the configured pipeline."""
+        return self.pool.model_names.get("spacy")
+
     def model_identity(self, role: str, task: str) -> dict[str, Any]:
         """Identity of a role's model without loading it (for settings hashes)."""
         spec = self.pool.spec(role)
+        if role == "spacy":  # run by spaCy itself through faithgate.text, no backend choice
+            return {"role": role, "model": spec.name, "fingerprint": spec.fingerprint}
         backend = self.pool.backend_for(role, task)
         identity = {
             "role": role,
