@@ -86,11 +86,9 @@ class Score:
         return min(scored, key=lambda s: s.value) if scored else None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        # JSON has no NaN: keep it explicit and reversible.
-        if math.isnan(self.value):
-            data["value"] = None
-        return data
+        """Plain, strictly JSON-valid data: every NaN/inf (value, sentence values, details)
+        becomes ``None`` (JSON has no NaN); ``from_dict`` turns the numeric ones back."""
+        return json_safe(asdict(self))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Score:
@@ -100,7 +98,12 @@ class Score:
             value=float("nan") if value is None else float(value),
             settings_hash=data["settings_hash"],
             example_id=data.get("example_id", ""),
-            sentences=[SentenceScore(**s) for s in data.get("sentences", [])],
+            sentences=[
+                SentenceScore(
+                    **{**s, "value": float("nan") if s.get("value") is None else s["value"]}
+                )
+                for s in data.get("sentences", [])
+            ],
             details=dict(data.get("details") or {}),
             error=data.get("error"),
         )
@@ -109,3 +112,27 @@ class Score:
     def failed(cls, metric: str, settings_hash: str, example_id: str, error: str) -> Score:
         """A score that records why an example could not be scored (never a silent 0 or 1)."""
         return cls(metric, float("nan"), settings_hash, example_id, error=error)
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with NaN and infinite floats replaced by ``None`` (recursively, also inside numpy
+    scalars and tuples), so ``json.dumps(..., allow_nan=False)`` accepts it."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str | int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    # numpy scalars and anything else number-like
+    try:
+        value = float(obj)
+    except (TypeError, ValueError):
+        return obj
+    kind = getattr(getattr(obj, "dtype", None), "kind", "")
+    if kind == "b":
+        return bool(obj)
+    if kind in ("i", "u"):
+        return int(obj)
+    return value if math.isfinite(value) else None
