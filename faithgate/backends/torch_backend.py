@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +13,12 @@ from faithgate.backends.base import (
     RoleModel,
     TextEncoder,
     TokenEmbeddings,
+)
+from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old imports
+    pool_and_normalise,
+    read_pooling,
+    stitch_windows,
+    token_windows,
 )
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
@@ -63,36 +67,6 @@ def load_hf_model(spec: ModelSpec, auto_class: Any) -> Any:
     return model
 
 
-def token_windows(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]:
-    """[start, end) windows of at most ``size`` covering ``n_tokens`` with ``stride`` overlap."""
-    if n_tokens <= size:
-        return [(0, n_tokens)]
-    step = max(1, size - stride)
-    spans, start = [], 0
-    while True:
-        end = min(start + size, n_tokens)
-        spans.append((start, end))
-        if end == n_tokens:
-            return spans
-        start += step
-
-
-def stitch_windows(spans: list[tuple[int, int]], outputs: list[np.ndarray]) -> np.ndarray:
-    """Concatenate per-window token vectors, giving each token the window where it sits
-    furthest from an edge (the later window takes over at the middle of an overlap)."""
-    pieces = []
-    covered = 0
-    for i, ((start, end), vecs) in enumerate(zip(spans, outputs, strict=True)):
-        if i + 1 < len(spans):
-            next_start = spans[i + 1][0]
-            keep_end = (next_start + end) // 2 if next_start < end else end
-        else:
-            keep_end = end
-        pieces.append(vecs[covered - start : keep_end - start])
-        covered = keep_end
-    return np.concatenate(pieces, axis=0)
-
-
 class TorchTextEncoder(TextEncoder):
     def __init__(self, spec: ModelSpec, batch_size: int = 32, stride: int = 64) -> None:
         super().__init__(spec, backend="torch")
@@ -103,7 +77,7 @@ class TorchTextEncoder(TextEncoder):
         self.model = load_hf_model(spec, AutoModel)
         self.batch_size = batch_size
         self.stride = stride
-        self.pooling = _read_pooling(spec)
+        self.pooling = read_pooling(spec.location)
 
     @property
     def max_length(self) -> int:
@@ -175,25 +149,6 @@ class TorchTextEncoder(TextEncoder):
         seqs = [tok(t, truncation=True, max_length=self.max_length)["input_ids"] for t in texts]
         vectors = self._run_batched(seqs, None)
         return pool_and_normalise(vectors, self.pooling, self.model.config.hidden_size)
-
-
-def pool_and_normalise(vectors: list[np.ndarray], pooling: str, dim: int) -> np.ndarray:
-    """Pool per-token vectors (special tokens included, as sentence-transformers does)."""
-    pooled = np.zeros((len(vectors), dim), dtype=np.float32)
-    for i, v in enumerate(vectors):
-        pooled[i] = v[0] if pooling == "cls" else v.mean(axis=0)
-    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    return pooled / np.clip(norms, 1e-12, None)
-
-
-def _read_pooling(spec: ModelSpec) -> str:
-    """sentence-transformers pooling mode from ``1_Pooling/config.json`` (default: mean)."""
-    cfg = Path(spec.location) / "1_Pooling" / "config.json"
-    if cfg.is_file():
-        data = json.loads(cfg.read_text())
-        if data.get("pooling_mode_cls_token"):
-            return "cls"
-    return "mean"
 
 
 class TorchPairClassifier(PairClassifier):

@@ -1,0 +1,61 @@
+"""Pure-numpy helpers shared by every backend: token windows, stitching, pooling.
+
+They live apart from ``torch_backend`` so the torch-free runtime (``onnx_backend``) computes
+token embeddings of long texts exactly as the torch reference does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def token_windows(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]:
+    """[start, end) windows of at most ``size`` covering ``n_tokens`` with ``stride`` overlap."""
+    if n_tokens <= size:
+        return [(0, n_tokens)]
+    step = max(1, size - stride)
+    spans, start = [], 0
+    while True:
+        end = min(start + size, n_tokens)
+        spans.append((start, end))
+        if end == n_tokens:
+            return spans
+        start += step
+
+
+def stitch_windows(spans: list[tuple[int, int]], outputs: list[np.ndarray]) -> np.ndarray:
+    """Concatenate per-window token vectors, giving each token the window where it sits
+    furthest from an edge (the later window takes over at the middle of an overlap)."""
+    pieces = []
+    covered = 0
+    for i, ((start, end), vecs) in enumerate(zip(spans, outputs, strict=True)):
+        if i + 1 < len(spans):
+            next_start = spans[i + 1][0]
+            keep_end = (next_start + end) // 2 if next_start < end else end
+        else:
+            keep_end = end
+        pieces.append(vecs[covered - start : keep_end - start])
+        covered = keep_end
+    return np.concatenate(pieces, axis=0)
+
+
+def pool_and_normalise(vectors: list[np.ndarray], pooling: str, dim: int) -> np.ndarray:
+    """Pool per-token vectors (special tokens included, as sentence-transformers does)."""
+    pooled = np.zeros((len(vectors), dim), dtype=np.float32)
+    for i, v in enumerate(vectors):
+        pooled[i] = v[0] if pooling == "cls" else v.mean(axis=0)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return pooled / np.clip(norms, 1e-12, None)
+
+
+def read_pooling(model_dir: str | Path) -> str:
+    """sentence-transformers pooling mode from ``1_Pooling/config.json`` (default: mean)."""
+    cfg = Path(model_dir) / "1_Pooling" / "config.json"
+    if cfg.is_file():
+        data = json.loads(cfg.read_text())
+        if data.get("pooling_mode_cls_token"):
+            return "cls"
+    return "mean"
