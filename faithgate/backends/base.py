@@ -117,46 +117,138 @@ class TokenLogprobs:
 
 
 class LanguageModel(RoleModel):
-    """Teacher-forced scoring of targets (decoder-only or encoder-decoder)."""
+    """Teacher-forced scoring of targets (decoder-only or encoder-decoder).
 
-    @abstractmethod
-    def target_logprobs(self, pairs: Sequence[tuple[str, str]]) -> list[TokenLogprobs]:
-        """For each (context, target): the target's per-token log-probabilities."""
+    Two levels. ``target_logprobs`` is the string-level convenience (QA answer selection).
+    The token-level methods below are what the likelihood engine (``faithgate.likelihood``)
+    plans its passes with; they take *already tokenized* id sequences so the engine owns
+    templates, tokenization and context cutting, and every backend scores the same ids.
 
+    Conventions for all token-level methods:
 
-class TextGenerator(RoleModel):
-    """Generates text from an input text (e.g. a seq2seq question generator, ``qg`` role)."""
+    - ids are plain ``int`` lists; no special tokens are added by the backend;
+    - a returned log-prob array is float64 with one entry per input token of that segment:
+      entry ``j`` is ``log p(token_j | every earlier token of the sequence)``;
+    - the very first token of a decoder-only sequence has no context: its entry is NaN;
+    - padding, batching and prefix caching must not change any value (beyond float noise,
+      about 1e-5): backends pad with attention masks and correct position ids.
 
-    task = "text-generator"
+    Decoder-only models (``is_encoder_decoder`` False) implement ``segment_logprobs`` and may
+    override ``prefix_logprobs`` with a real key/value-cache reuse (the default re-runs the
+    prefix for every continuation). Encoder-decoder models implement ``seq2seq_logprobs``.
+    """
 
-    @abstractmethod
-    def generate(self, inputs: Sequence[str], max_new_tokens: int = 32) -> list[str]:
-        """Greedy (deterministic) output for each input; inputs are truncated to fit."""
-
-
-@dataclass
-class Answer:
-    """An extractive answer: the span text (``""`` for no answer) and the model's confidence."""
-
-    text: str
-    score: float
-    start: int = -1  # character offsets in the context, -1 when there is no answer
-    end: int = -1
+    task = "causal-lm"
 
     @property
-    def is_empty(self) -> bool:
-        return not self.text.strip()
+    def is_encoder_decoder(self) -> bool:
+        return self.task == "seq2seq-lm"
 
-
-class ExtractiveQA(RoleModel):
-    """Answers questions with spans of a context (SQuAD-style models, ``qa`` role)."""
-
-    task = "extractive-qa"
+    # --- tokenizer facts the engine needs ---------------------------------------------
+    @abstractmethod
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of ``text`` without any special token."""
 
     @abstractmethod
-    def answer(self, questions: Sequence[str], contexts: Sequence[str]) -> list[Answer]:
-        """Best span per (question, context); an empty ``Answer`` when the model's
-        no-answer score beats every span. Long contexts are windowed, best span kept."""
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        """Readable text of each id (for per-token details), e.g. ``[" cat", " sat"]``."""
+
+    @property
+    @abstractmethod
+    def bos_token_id(self) -> int | None:
+        """Id prepended to a decoder-only sequence / an encoder input; None if the model has
+        none (then a decoder-only sequence starts with its first real token)."""
+
+    @property
+    @abstractmethod
+    def eos_token_id(self) -> int | None:
+        """End-of-sequence id (closes an encoder input: BART ``<s> X </s>``, T5 ``X </s>``)."""
+
+    @property
+    def decoder_start_token_id(self) -> int | None:
+        """First decoder input of an encoder-decoder (BART: ``</s>``, T5: pad); None for a
+        decoder-only model."""
+        return None
+
+    @property
+    def max_target_length(self) -> int:
+        """Longest decoder sequence (encoder-decoder); equals ``max_length`` otherwise."""
+        return self.max_length
+
+    # --- decoder-only ----------------------------------------------------------------
+    def segment_logprobs(
+        self, batch: Sequence[Sequence[Sequence[int]]]
+    ) -> list[list[np.ndarray]]:
+        """Decoder-only teacher forcing of concatenated segments, one pass per sequence.
+
+        ``batch[b]`` is a list of id segments, run as one sequence ``seg_0 + seg_1 + ...``.
+        Returns ``out[b][k]``: for each token of segment ``k``, its log-prob given all earlier
+        tokens of the sequence (NaN for the sequence's first token). So one pass over
+        ``[[bos], Y, sep, X, sep2, Y]`` yields log p(X | Y) and log p(Y | Y, X) together.
+        """
+        raise NotImplementedError(f"{type(self).__name__} is not a decoder-only model")
+
+    def prefix_logprobs(
+        self,
+        prefix: Sequence[int],
+        continuations: Sequence[Sequence[Sequence[int]]],
+    ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+        """Score a shared prefix once and many continuations of it.
+
+        Returns ``(prefix_lp, out)``: ``prefix_lp`` as ``segment_logprobs([[prefix]])[0][0]``
+        and ``out[c][k]`` the log-probs of segment ``k`` of continuation ``c`` given
+        ``prefix + earlier segments of c``; identical to ``segment_logprobs([[prefix, *c]])``
+        without its prefix part. Backends with a key/value cache run the prefix once and
+        reuse its cache for every continuation (a source shared by many summaries); this
+        default re-runs the prefix and is correct for any backend.
+        """
+        full = self.segment_logprobs([[prefix]] + [[prefix, *c] for c in continuations])
+        return full[0][0], [segs[1:] for segs in full[1:]]
+
+    # --- encoder-decoder -------------------------------------------------------------
+    def seq2seq_logprobs(
+        self, batch: Sequence[tuple[Sequence[int], Sequence[int]]]
+    ) -> list[np.ndarray]:
+        """Encoder-decoder teacher forcing: for each ``(encoder_ids, target_ids)`` the
+        log-prob of every target token given the encoder input and earlier target tokens.
+
+        ``encoder_ids`` is complete (special tokens included, e.g. ``[bos, eos]`` for an
+        empty source); the decoder input is ``[decoder_start] + target_ids[:-1]``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} is not an encoder-decoder model")
+
+    # --- string-level convenience --------------------------------------------------------
+    def target_logprobs(self, pairs: Sequence[tuple[str, str]]) -> list[TokenLogprobs]:
+        """For each (context, target): the target's per-token log-probabilities.
+
+        Decoder-only: ``[bos] + context + target``; encoder-decoder: encoder
+        ``[bos] context [eos]``, decoder ``target``. The target is kept whole (cut only when
+        it alone exceeds the window); the context loses tokens from its end to fit, which
+        ``context_policy`` records.
+        """
+        results: list[TokenLogprobs] = []
+        for context, target in pairs:
+            tgt = self.tokenize(target)
+            ctx = self.tokenize(context)
+            specials = [t for t in (self.bos_token_id,) if t is not None]
+            if self.is_encoder_decoder:
+                tgt = tgt[: self.max_target_length - 1]
+                enc_specials = specials + [t for t in (self.eos_token_id,) if t is not None]
+                room = self.max_length - len(enc_specials)
+            else:
+                tgt = tgt[: self.max_length - len(specials) - (0 if specials else 1)]
+                room = self.max_length - len(specials) - len(tgt)
+            kept = ctx[: max(0, room)]
+            policy = {"policy": "keep_start", "context_tokens": len(ctx), "kept": len(kept)}
+            if not tgt:
+                lp = np.zeros(0, dtype=np.float64)
+            elif self.is_encoder_decoder:
+                enc = specials + kept + [t for t in (self.eos_token_id,) if t is not None]
+                lp = self.seq2seq_logprobs([(enc, tgt)])[0]
+            else:
+                lp = self.segment_logprobs([[specials + kept, tgt]])[0][1]
+            results.append(TokenLogprobs(self.token_texts(tgt), lp, policy))
+        return results
 
 
 class Backend(ABC):
