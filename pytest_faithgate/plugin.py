@@ -1,11 +1,45 @@
 """pytest hooks and fixtures for faithgate (``pytest --faithgate``).
 
-Without ``--faithgate`` the plugin registers its options and marker and changes nothing else.
+Always active (registered through the ``pytest11`` entry point): the ``--faithgate-*`` options,
+the ``faithgate`` marker (so ``--strict-markers`` accepts it) and the ``faithgate`` fixture.
+Nothing else happens without ``--faithgate``: the hooks that add gate items, collect results and
+print the summary live in ``GatePlugin``, which is registered only when the flag is given.
+
+With ``--faithgate``:
+
+- one gate item per configured dataset (``[tool.faithgate]`` / ``faithgate.toml``: ``outputs``
+  or ``summarizer`` + ``data``) is appended to the collected tests, so ``pytest --faithgate``
+  alone runs the release gate; its failure report is the rule table and the failing examples;
+- every fixture check and gate result travels on its test report (an attribute that
+  pytest-xdist serialises), so the controller prints one summary table and writes the gate's
+  reports, whether tests ran in-process or on xdist workers;
+- models load once per process: one ``PluginSession`` per process holds the model pools, the
+  scorers and the SQLite score cache (safe to share between worker processes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+from faithgate.errors import FaithgateError
+from pytest_faithgate.fixture import FaithgateFixture
+from pytest_faithgate.session import (
+    Options,
+    PluginSession,
+    check_marker_kwargs,
+    load_session_config,
+)
+
+SESSION_KEY = pytest.StashKey[PluginSession]()
+
+MARKER_HELP = (
+    "faithgate(metric=None, threshold=None, margin=None, min_rate=None, types=None, "
+    "settings=None, models=None, backend=None): per-test settings of the faithgate fixture"
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -14,5 +48,141 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--faithgate",
         action="store_true",
         default=False,
-        help="run the faithgate release gate and enable the faithgate fixture",
+        help="run the faithgate release gate (one test per configured dataset) and show "
+        "faithfulness results in the summary",
     )
+    group.addoption(
+        "--faithgate-config",
+        metavar="FILE",
+        default=None,
+        help="gate configuration (default: faithgate.toml or [tool.faithgate] of "
+        "pyproject.toml, searched from the rootdir up)",
+    )
+    group.addoption(
+        "--faithgate-metric",
+        metavar="NAME",
+        default=None,
+        help="metric for the gate and the default of the faithgate fixture",
+    )
+    group.addoption(
+        "--faithgate-threshold",
+        metavar="X",
+        type=float,
+        default=None,
+        help="per-example threshold of the selected metric(s)",
+    )
+    group.addoption(
+        "--faithgate-min-pass-rate",
+        metavar="R",
+        type=float,
+        default=None,
+        help="share of examples that must pass the threshold",
+    )
+    group.addoption(
+        "--faithgate-baseline",
+        metavar="FILE",
+        default=None,
+        help="baseline results JSON for the regression rule",
+    )
+    group.addoption(
+        "--faithgate-update-baseline",
+        action="store_true",
+        default=False,
+        help="write this run's gate results to the baseline file",
+    )
+    group.addoption(
+        "--faithgate-backend",
+        choices=("auto", "torch", "onnx"),
+        default=None,
+        help="model backend (default: from the configuration, else auto)",
+    )
+    for kind in ("junit", "markdown", "json"):
+        group.addoption(
+            f"--faithgate-{kind}",
+            metavar="FILE",
+            default=None,
+            help=f"write the gate's {kind} report to FILE",
+        )
+    group.addoption(
+        "--faithgate-cache",
+        metavar="FILE",
+        default=None,
+        help="score cache (SQLite; default: <cache_dir>/cache.sqlite of the configuration)",
+    )
+    group.addoption(
+        "--faithgate-no-cache",
+        action="store_true",
+        default=False,
+        help="score everything afresh; do not read or write the score cache",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Always: a registered marker keeps --strict-markers happy with or without the flag.
+    config.addinivalue_line("markers", MARKER_HELP)
+    options = Options.from_config(config)
+    if not options.enabled:
+        return
+    session = _build_session(config, options)
+    config.stash[SESSION_KEY] = session
+    from pytest_faithgate.gate_plugin import GatePlugin
+
+    config.pluginmanager.register(GatePlugin(config, session), "faithgate-gate")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.close()
+
+
+def _build_session(config: pytest.Config, options: Options) -> PluginSession:
+    try:
+        gate_config = load_session_config(Path(config.rootpath), options)
+    except FaithgateError as exc:
+        raise pytest.UsageError(f"faithgate: {exc}") from None
+    return PluginSession(Path(config.rootpath), options, gate_config)
+
+
+def _session(config: pytest.Config) -> PluginSession:
+    """The process's session, built on first use when ``--faithgate`` was not given."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None:
+        options = Options.from_config(config)
+        try:
+            gate_config = load_session_config(Path(config.rootpath), options)
+        except FaithgateError as exc:
+            pytest.fail(f"faithgate: {exc}", pytrace=False)
+        session = PluginSession(Path(config.rootpath), options, gate_config)
+        config.stash[SESSION_KEY] = session
+    return session
+
+
+def marker_settings(node: pytest.Item) -> dict[str, Any]:
+    """The ``faithgate`` marker's keyword arguments, the closest marker winning per key
+    (a test's marker overrides its class's, which overrides its module's)."""
+    merged: dict[str, Any] = {}
+    for mark in reversed(list(node.iter_markers("faithgate"))):
+        if mark.args:
+            pytest.fail(
+                f"{node.nodeid}: @pytest.mark.faithgate takes keyword arguments only "
+                f"(got {mark.args!r})",
+                pytrace=False,
+            )
+        merged.update(mark.kwargs)
+    try:
+        check_marker_kwargs(merged, node.nodeid)
+    except FaithgateError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    return merged
+
+
+@pytest.fixture
+def faithgate(request: pytest.FixtureRequest) -> Generator[FaithgateFixture, None, None]:
+    """Score summaries and assert faithfulness; see ``pytest_faithgate.fixture``.
+
+    Works with or without ``--faithgate`` (a test that asks for it wants scoring); models are
+    loaded once per process and shared by every test.
+    """
+    node = request.node
+    yield FaithgateFixture(_session(request.config), node, marker_settings(node))

@@ -1,0 +1,274 @@
+"""The ``faithgate`` fixture: score summaries and assert faithfulness inside ordinary tests.
+
+The fixture works with or without ``--faithgate``: a test that requests it asks for scoring, so
+it always scores (the flag only adds the release-gate items, the terminal table and the gate
+reports). Settings resolve in this order: the call's arguments, the test's
+``@pytest.mark.faithgate(...)`` marker, the ``--faithgate-*`` options, the project configuration.
+
+Every check is recorded on the test (``user_properties``, hence JUnit XML ``<property>``
+elements) and in the terminal summary table under ``--faithgate``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from faithgate.errors import FaithgateError
+from faithgate.types import Example, Score
+from pytest_faithgate.session import PluginSession
+
+CHECKS_KEY = pytest.StashKey[list[dict[str, Any]]]()
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "nan" if math.isnan(value) else f"{value:.4f}"
+
+
+def describe_least_supported(score: Score, label: str = "least supported sentence") -> str:
+    """One line naming the summary sentence the metric supports least, if it scores sentences."""
+    sent = score.least_supported()
+    if sent is None:
+        return f"  {label}: (metric {score.metric!r} does not score sentences)"
+    return f'  {label} (#{sent.index + 1}, {_fmt(sent.value)}): "{_short(sent.text)}"'
+
+
+class FaithgateFixture:
+    """What the ``faithgate`` fixture returns; see the module docstring for settings order."""
+
+    def __init__(
+        self, session: PluginSession, node: pytest.Item, marker: Mapping[str, Any]
+    ) -> None:
+        self._session = session
+        self._node = node
+        self._marker = dict(marker)
+        self._counter = 0
+
+    # -- scoring -------------------------------------------------------------------------
+    def _scorer(self, metric: str) -> Any:
+        return self._session.scorer(
+            metric,
+            settings=self._marker.get("settings") if self._uses_marker_metric(metric) else None,
+            models=self._marker.get("models"),
+            backend=self._marker.get("backend"),
+        )
+
+    def _uses_marker_metric(self, metric: str) -> bool:
+        # Marker settings belong to the marker's metric (or the default one when it names none).
+        named = self._marker.get("metric")
+        return named is None or named == metric
+
+    def _score_many(self, metric: str | None, pairs: Sequence[tuple[str, str]]) -> list[Score]:
+        __tracebackhide__ = True
+        name = self._session.metric_for(metric, self._marker)
+        examples = []
+        for source, summary in pairs:
+            for field_name, value in (("source", source), ("summary", summary)):
+                if not isinstance(value, str) or not value.strip():
+                    pytest.fail(
+                        f"faithgate: {field_name} must be non-empty text, got {value!r}",
+                        pytrace=False,
+                    )
+            self._counter += 1
+            examples.append(Example(f"{self._node.nodeid}#{self._counter}", source, summary))
+        try:
+            rows = self._scorer(name).score(examples)
+        except FaithgateError as exc:
+            pytest.fail(f"faithgate: {exc}", pytrace=False)
+        return [row[name] for row in rows]
+
+    def score(self, source: str, summary: str, metric: str | None = None) -> Score:
+        """The ``Score`` of ``summary`` against ``source`` (higher = more faithful).
+
+        A summary the metric could not score comes back with ``score.ok`` False and the reason
+        in ``score.error`` (its value is NaN, so any comparison with it fails).
+        """
+        __tracebackhide__ = True
+        result = self._score_many(metric, [(source, summary)])[0]
+        self._record("score", result, None, None)
+        return result
+
+    # -- assertions ----------------------------------------------------------------------
+    def assert_faithful(
+        self,
+        source: str,
+        summary: str,
+        threshold: float | None = None,
+        metric: str | None = None,
+    ) -> Score:
+        """Fail the test unless ``summary`` scores at least ``threshold`` against ``source``.
+
+        The failure message shows the metric, score, threshold and least supported sentence.
+        """
+        __tracebackhide__ = True
+        name = self._session.metric_for(metric, self._marker)
+        limit = self._session.threshold_for(name, threshold, self._marker)
+        if limit is None:
+            pytest.fail(
+                f"faithgate: no threshold for metric {name!r}: pass threshold=, use "
+                "@pytest.mark.faithgate(threshold=...), --faithgate-threshold, or set it in "
+                "[tool.faithgate]",
+                pytrace=False,
+            )
+        result = self._score_many(name, [(source, summary)])[0]
+        passed = result.ok and result.value >= limit
+        self._record("assert_faithful", result, limit, passed)
+        if not result.ok:
+            raise AssertionError(
+                f"faithgate: {name} could not score the summary: {result.error}\n"
+                f'  summary: "{_short(summary)}"'
+            )
+        if not passed:
+            raise AssertionError(
+                f"faithgate: summary not faithful enough: {name} = {_fmt(result.value)} < "
+                f"threshold {_fmt(limit)}\n"
+                f"{describe_least_supported(result)}\n"
+                f'  summary: "{_short(summary)}"'
+            )
+        return result
+
+    def assert_consistent(
+        self,
+        source: str,
+        faithful: str,
+        unfaithful: str,
+        metric: str | None = None,
+        margin: float | None = None,
+    ) -> tuple[Score, Score]:
+        """Fail unless the faithful summary outscores the unfaithful one (by more than
+        ``margin``, default 0): the minimal-pair consistency test of BUMP (Ma et al., 2023)."""
+        __tracebackhide__ = True
+        name = self._session.metric_for(metric, self._marker)
+        gap = float(margin if margin is not None else self._marker.get("margin", 0.0))
+        good, bad = self._score_many(name, [(source, faithful), (source, unfaithful)])
+        passed = good.ok and bad.ok and good.value - bad.value > gap
+        # Recorded as "faithful score must exceed unfaithful score + margin".
+        self._record(
+            "assert_consistent",
+            good,
+            bad.value + gap,
+            passed,
+            extra={"unfaithful": bad.value, "margin": gap},
+        )
+        for label, result in (("faithful", good), ("unfaithful", bad)):
+            if not result.ok:
+                raise AssertionError(
+                    f"faithgate: {name} could not score the {label} summary: {result.error}"
+                )
+        if not passed:
+            raise AssertionError(
+                f"faithgate: {name} does not prefer the faithful summary: "
+                f"faithful = {_fmt(good.value)}, unfaithful = {_fmt(bad.value)} "
+                f"(needs faithful - unfaithful > {gap:g})\n"
+                f"{describe_least_supported(bad, 'least supported sentence of the unfaithful summary')}\n"
+                f'  faithful summary:   "{_short(faithful)}"\n'
+                f'  unfaithful summary: "{_short(unfaithful)}"'
+            )
+        return good, bad
+
+    def assert_consistent_under_perturbation(
+        self,
+        source: str,
+        summary: str,
+        types: Iterable[str] | None = None,
+        min_rate: float | None = None,
+        metric: str | None = None,
+        seed: int = 0,
+    ) -> float:
+        """Edit ``summary`` with the perturbation engine (one minimal unfaithful edit per error
+        type, BUMP taxonomy) and fail unless the metric scores the original above the edit in at
+        least ``min_rate`` of the edits (default 1.0). Returns the rate."""
+        __tracebackhide__ = True
+        from pytest_faithgate.perturbation import perturb_summary
+
+        name = self._session.metric_for(metric, self._marker)
+        wanted = types if types is not None else self._marker.get("types")
+        rate_limit = float(min_rate if min_rate is not None else self._marker.get("min_rate", 1.0))
+        try:
+            edits = perturb_summary(source, summary, wanted, seed)
+        except FaithgateError as exc:
+            pytest.fail(f"faithgate: {exc}", pytrace=False)
+        if not edits:
+            pytest.fail(
+                "faithgate: the perturbation engine produced no edit of this summary "
+                f"(types: {', '.join(wanted) if wanted else 'all'})",
+                pytrace=False,
+            )
+        scores = self._score_many(name, [(source, summary)] + [(source, e.text) for e in edits])
+        original, edited = scores[0], scores[1:]
+        if not original.ok:
+            raise AssertionError(f"faithgate: {name} could not score the summary: {original.error}")
+        wins = [e.ok and original.value > e.value for e in edited]
+        rate = sum(wins) / len(wins)
+        passed = rate >= rate_limit
+        self._record(
+            "assert_consistent_under_perturbation",
+            original,
+            rate_limit,
+            passed,
+            value=rate,
+            extra={"rate": rate, "edits": len(edits)},
+        )
+        if not passed:
+            lines = [
+                f"faithgate: {name} prefers the original summary in {sum(wins)}/{len(wins)} "
+                f"edits (rate {rate:.2f} < min_rate {rate_limit:.2f})",
+                f'  original ({_fmt(original.value)}): "{_short(summary)}"',
+            ]
+            for edit, result, won in zip(edits, edited, wins, strict=True):
+                if not won:
+                    why = f"error: {result.error}" if not result.ok else _fmt(result.value)
+                    lines.append(f'  not caught [{edit.type}] ({why}): "{_short(edit.text)}"')
+            raise AssertionError("\n".join(lines))
+        return rate
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def _record(
+        self,
+        check: str,
+        result: Score,
+        limit: float | None,
+        passed: bool | None,
+        value: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Attach the check to the test: JUnit properties and the terminal summary table.
+
+        ``value`` is the quantity compared with ``limit`` (default: the score's value); the
+        check passed when ``passed`` is True.
+        """
+        raw = result.value if value is None else value
+        shown = None if math.isnan(raw) else round(raw, 6)
+        prefix = f"faithgate.{result.metric}"
+        props = self._node.user_properties
+        score_value = None if math.isnan(result.value) else round(result.value, 6)
+        props.append((prefix, "nan" if score_value is None else score_value))
+        if limit is not None:
+            props.append((f"{prefix}.limit", round(limit, 6)))
+        for key, item in (extra or {}).items():
+            props.append((f"{prefix}.{key}", round(item, 6) if isinstance(item, float) else item))
+        if passed is not None:
+            props.append((f"{prefix}.passed", passed))
+        sent = result.least_supported()
+        record = {
+            "test": self._node.nodeid,
+            "check": check,
+            "metric": result.metric,
+            "value": shown,
+            "limit": None if limit is None else round(limit, 6),
+            "passed": passed,
+            "error": result.error,
+            "sentence": sent.text if sent is not None else None,
+            "settings_hash": result.settings_hash,
+        }
+        self._node.stash.setdefault(CHECKS_KEY, []).append(record)

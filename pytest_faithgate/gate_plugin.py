@@ -1,0 +1,84 @@
+"""Hooks active only under ``pytest --faithgate``: gate items, result transport, summary.
+
+Results reach the process that prints the summary on the test reports themselves: the call
+report of a test carries ``faithgate_checks`` (the fixture's checks) and that of a gate item
+``faithgate_gate`` (the gate result as JSON). pytest-xdist serialises extra report attributes,
+so the same ``pytest_runtest_logreport`` hook collects them in-process and on the xdist
+controller; workers never print the table or write reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_faithgate.fixture import CHECKS_KEY
+from pytest_faithgate.session import PluginSession
+from pytest_faithgate.summary import write_terminal_summary
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+class GatePlugin:
+    """Registered by ``pytest_configure`` when ``--faithgate`` is given."""
+
+    def __init__(self, config: pytest.Config, session: PluginSession) -> None:
+        self.config = config
+        self.session = session
+        self.checks: list[dict[str, Any]] = []
+        self.gates: list[dict[str, Any]] = []
+
+    # -- header ---------------------------------------------------------------------------
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        cfg = self.session.gate_config
+        where = str(cfg.source) if cfg.source is not None else "defaults (no configuration file)"
+        return [f"faithgate: {where}; metrics: {', '.join(cfg.metrics)}; backend: {cfg.backend}"]
+
+    # -- gate items -----------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        from pytest_faithgate.items import gate_items
+
+        items.extend(gate_items(session, self.session))
+
+    # -- transport ------------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.when == "call":
+            checks = item.stash.get(CHECKS_KEY, None)
+            if checks:
+                report.faithgate_checks = list(checks)  # type: ignore[attr-defined]
+            gate = getattr(item, "faithgate_result", None)
+            if gate is not None:
+                report.faithgate_gate = gate  # type: ignore[attr-defined]
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if is_xdist_worker(self.config):
+            return
+        self.checks.extend(getattr(report, "faithgate_checks", None) or [])
+        gate = getattr(report, "faithgate_gate", None)
+        if gate is not None:
+            self.gates.append(gate)
+
+    # -- output (controller / single process only) --------------------------------------
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if is_xdist_worker(self.config):
+            return
+        write_terminal_summary(terminalreporter, self.checks, self.gates)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if is_xdist_worker(self.config) or not self.gates:
+            return
+        from pytest_faithgate.items import write_gate_outputs
+
+        write_gate_outputs(self.session, self.gates)

@@ -1,0 +1,196 @@
+"""Per-process state of the plugin: settings resolved once, models and scorers loaded once.
+
+One ``PluginSession`` lives in ``config.stash`` for the whole pytest run. Every fixture call and
+every gate item scores through it, so a model is loaded once per process (once per xdist
+worker) and shared by all tests. The score cache is the SQLite ``ScoreCache``, which is safe to
+write from several worker processes at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faithgate.config import GateConfig, load_config
+from faithgate.errors import ConfigError
+
+# Keys a ``@pytest.mark.faithgate(...)`` marker accepts.
+MARKER_KEYS = (
+    "metric",
+    "threshold",
+    "margin",
+    "min_rate",
+    "types",
+    "settings",
+    "models",
+    "backend",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The ``--faithgate-*`` command-line options, as given (None = not given)."""
+
+    enabled: bool = False
+    config: str | None = None
+    metric: str | None = None
+    threshold: float | None = None
+    min_pass_rate: float | None = None
+    baseline: str | None = None
+    update_baseline: bool = False
+    backend: str | None = None
+    junit: str | None = None
+    markdown: str | None = None
+    json: str | None = None
+    cache: str | None = None
+    no_cache: bool = False
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Options:
+        get = config.getoption
+        return cls(
+            enabled=bool(get("faithgate")),
+            config=get("faithgate_config"),
+            metric=get("faithgate_metric"),
+            threshold=get("faithgate_threshold"),
+            min_pass_rate=get("faithgate_min_pass_rate"),
+            baseline=get("faithgate_baseline"),
+            update_baseline=bool(get("faithgate_update_baseline")),
+            backend=get("faithgate_backend"),
+            junit=get("faithgate_junit"),
+            markdown=get("faithgate_markdown"),
+            json=get("faithgate_json"),
+            cache=get("faithgate_cache"),
+            no_cache=bool(get("faithgate_no_cache")),
+        )
+
+
+def _freeze(value: Any) -> str:
+    """A hashable, order-independent key for settings dicts."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class PluginSession:
+    """Shared scorers, model pools and score cache for one pytest process."""
+
+    def __init__(self, rootdir: Path, options: Options, gate_config: GateConfig) -> None:
+        self.rootdir = rootdir
+        self.options = options
+        # The project configuration with the command-line overrides already applied.
+        self.gate_config = gate_config
+        self._pools: dict[str, Any] = {}
+        self._scorers: dict[str, Any] = {}
+        self._cache: Any = None
+        self._cache_opened = False
+        # How many Scorers this process built (tests check models load once).
+        self.scorers_built = 0
+
+    # -- shared resources ----------------------------------------------------------------
+    @property
+    def cache(self) -> Any:
+        """The process's ``ScoreCache`` (SQLite), or None when caching is off."""
+        if not self._cache_opened:
+            self._cache_opened = True
+            if not self.options.no_cache:
+                from faithgate.cache import ScoreCache
+
+                self._cache = ScoreCache(self.cache_path())
+        return self._cache
+
+    def cache_path(self) -> Path:
+        """``--faithgate-cache``, else ``<cache_dir>/cache.sqlite`` of the configuration, else
+        ``<rootdir>/.faithgate/cache.sqlite``."""
+        if self.options.cache:
+            return Path(self.options.cache).resolve()
+        base = self.gate_config.cache_dir or (self.rootdir / ".faithgate")
+        return Path(base) / "cache.sqlite"
+
+    def pool(self, models: Mapping[str, str] | None = None, backend: str | None = None) -> Any:
+        """One ``ModelPool`` per distinct (models, backend): models load once per process."""
+        from faithgate.backends import ModelPool
+
+        cfg = self.gate_config
+        names = {**cfg.models, **(models or {})}
+        chosen = backend or cfg.backend
+        key = _freeze([names, chosen])
+        if key not in self._pools:
+            self._pools[key] = ModelPool(
+                dict(names),
+                backend=chosen,
+                allow_download=cfg.allow_download,
+                model_options={k: dict(v) for k, v in cfg.model_options.items()},
+            )
+        return self._pools[key]
+
+    def scorer(
+        self,
+        metric: str,
+        settings: Mapping[str, Any] | None = None,
+        models: Mapping[str, str] | None = None,
+        backend: str | None = None,
+    ) -> Any:
+        """The session's ``Scorer`` for one metric with the given settings (built once)."""
+        from faithgate.scorer import Scorer
+
+        merged = {**self.gate_config.metric_settings.get(metric, {}), **(settings or {})}
+        key = _freeze([metric, merged, models or {}, backend])
+        scorer = self._scorers.get(key)
+        if scorer is None:
+            scorer = Scorer(
+                [metric],
+                metric_settings={metric: merged} if merged else None,
+                pool=self.pool(models, backend),
+                cache=self.cache,
+            )
+            self._scorers[key] = scorer
+            self.scorers_built += 1
+        return scorer
+
+    # -- resolution order: call argument > marker > command line > configuration ----------
+    # (command-line options are already folded into ``gate_config`` by ``load_session_config``)
+    def metric_for(self, call: str | None, marker: Mapping[str, Any]) -> str:
+        return call or marker.get("metric") or self.gate_config.metrics[0]
+
+    def threshold_for(
+        self, metric: str, call: float | None, marker: Mapping[str, Any]
+    ) -> float | None:
+        for value in (call, marker.get("threshold")):
+            if value is not None:
+                return float(value)
+        value = self.gate_config.thresholds.get(metric)
+        return None if value is None else float(value)
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+
+
+def load_session_config(rootdir: Path, options: Options) -> GateConfig:
+    """The project configuration (``--faithgate-config`` or the nearest ``faithgate.toml`` /
+    ``[tool.faithgate]`` from the rootdir up) with the ``--faithgate-*`` options applied."""
+    config = load_config(options.config) if options.config else load_config(start=rootdir)
+    return config.override(
+        metrics=[options.metric] if options.metric else None,
+        threshold=options.threshold,
+        min_pass_rate=options.min_pass_rate,
+        baseline=options.baseline,
+        backend=options.backend,
+        junit=options.junit,
+        markdown=options.markdown,
+        json=options.json,
+    )
+
+
+def check_marker_kwargs(kwargs: Mapping[str, Any], where: str) -> None:
+    """Unknown marker keys are an error naming the key (a typo must not be ignored)."""
+    unknown = sorted(set(kwargs) - set(MARKER_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{where}: @pytest.mark.faithgate got unknown argument(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(MARKER_KEYS)}"
+        )

@@ -1,0 +1,67 @@
+"""The ``faithgate`` section of pytest's terminal summary (controller / single process only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """A plain left-aligned text table (no dependencies, stable for tests to parse)."""
+    cells = [list(header)] + [[_cell(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def check_rows(checks: Sequence[dict[str, Any]]) -> list[list[Any]]:
+    rows = []
+    for c in checks:
+        if c.get("error"):
+            verdict = "ERROR"
+        elif c.get("passed") is None:
+            verdict = "-"
+        else:
+            verdict = "PASS" if c["passed"] else "FAIL"
+        rows.append([c["test"], c["check"], c["metric"], c["value"], c["limit"], verdict])
+    return rows
+
+
+def write_terminal_summary(
+    tr: Any,
+    checks: Sequence[dict[str, Any]],
+    gates: Sequence[dict[str, Any]],
+    render_gate: Callable[[dict[str, Any]], list[str]] | None = None,
+) -> None:
+    """Write the gate tables and the fixture checks table; nothing when there is neither."""
+    if not checks and not gates:
+        return
+    tr.write_sep("=", "faithgate")
+    for gate in gates:
+        lines = render_gate(gate) if render_gate is not None else _render_gate_fallback(gate)
+        for line in lines:
+            tr.write_line(line)
+        tr.write_line("")
+    if checks:
+        failed = sum(1 for c in checks if c.get("passed") is False)
+        tr.write_line(f"fixture checks: {len(checks)}, failed: {failed}")
+        header = ("test", "check", "metric", "value", "limit", "verdict")
+        for line in format_table(header, check_rows(checks)):
+            tr.write_line(line)
+
+
+def _render_gate_fallback(gate: dict[str, Any]) -> list[str]:
+    name = gate.get("name", "gate")
+    verdict = "PASSED" if gate.get("passed") else "FAILED"
+    return [f"gate {name}: {verdict}"]
