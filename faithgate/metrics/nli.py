@@ -1,0 +1,352 @@
+"""Entailment metrics: an NLI model's belief that the source entails each summary sentence.
+
+Let ``E(a, b)`` be an NLI model's probability that premise ``a`` entails hypothesis ``b``,
+``s_1..s_n`` the summary sentences and ``D`` the source sentences.
+
+- ``entail_s2s``  = 1/n sum_i max_{d in D} E(d, s_i)                 (sentence vs sentence)
+- ``entail_d2s``  = 1/n sum_i max_{w in W(D)} E(w, s_i)              (document vs sentence;
+  ``W(D)`` are windows of whole sentences that fit the model's context with the hypothesis)
+- ``entail_topk`` = 1/n sum_i E(P_i, s_i), ``P_i`` = the ``k`` source sentences most similar to
+  ``s_i`` by sentence-embedding cosine, joined in document order
+- ``summac_zs``   (Laban et al., 2022, "SummaC: Re-Visiting NLI-based Models for Inconsistency
+  Detection in Summarization", TACL): ``M[j, i] = p_entail(c_j, s_i) - p_contradict(c_j, s_i)``
+  over source chunks ``c_j`` x summary sentences ``s_i``; score = 1/n sum_i max_j M[j, i]
+  (range [-1, 1]); the matrix is kept in the details.
+
+Any sequence-classification NLI model (hub id or local directory, ``nli`` role) works; its class
+order is read from ``config.id2label`` (entailment / neutral / contradiction in any order and
+casing). No NLI weights ship offline: without a configured model the role resolution stops with
+one line saying how to configure one. All (premise, hypothesis) pairs of a batch are
+deduplicated, sorted by length and classified in one batched call; probabilities are cached per
+run, so several NLI metrics (or several summaries of one source) never classify a pair twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from faithgate.backends.base import PairClassifier
+from faithgate.errors import InputError
+from faithgate.metrics.base import Metric, ScoringContext, register
+from faithgate.text import split_sentences, window_sentences
+from faithgate.types import Example, Score, SentenceScore
+
+_ENTAIL_NAMES = ("entailment", "entail", "entails", "entailed")
+
+
+def entailment_index(labels: Sequence[str], model_name: str = "nli") -> int:
+    """Index of the entailment class in ``labels`` (any casing); a one-line error if none.
+
+    ``not_entailment`` / ``non_entailment`` (binary RTE-style heads) are not entailment.
+    """
+    lowered = [str(label).strip().lower() for label in labels]
+    for i, label in enumerate(lowered):
+        if label in _ENTAIL_NAMES:
+            return i
+    for i, label in enumerate(lowered):
+        if label.startswith("entail"):
+            return i
+    raise InputError(
+        f"nli model {model_name!r} has labels {list(labels)} and none is 'entailment': use an "
+        "NLI model whose config.id2label names its classes (entailment / neutral / contradiction)"
+    )
+
+
+def contradiction_index(labels: Sequence[str]) -> int | None:
+    """Index of the contradiction class, or ``None`` for a two-class (entail / not) model."""
+    for i, label in enumerate(labels):
+        if str(label).strip().lower().startswith("contradict"):
+            return i
+    return None
+
+
+class NLIEngine:
+    """Deduplicating, caching front of a ``PairClassifier`` shared by all NLI metrics of a run."""
+
+    def __init__(self, model: PairClassifier) -> None:
+        self.model = model
+        self.labels = list(model.labels)
+        self.entail = entailment_index(self.labels, model.spec.name)
+        self.contradict = contradiction_index(self.labels)
+        self._cache: dict[tuple[str, str], np.ndarray] = {}
+        self.n_classified = 0  # pairs actually sent to the model (for tests and benchmarks)
+
+    def probs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Class probabilities of each (premise, hypothesis), shape (len(pairs), n_labels)."""
+        missing = list(dict.fromkeys(p for p in pairs if p not in self._cache))
+        if missing:
+            # Similar lengths in one model batch waste less padding.
+            missing.sort(key=lambda p: len(p[0]) + len(p[1]))
+            out = np.asarray(
+                self.model.predict_proba([p for p, _ in missing], [h for _, h in missing]),
+                dtype=np.float64,
+            )
+            if out.shape != (len(missing), len(self.labels)):
+                raise InputError(
+                    f"nli model {self.model.spec.name!r} returned probabilities of shape "
+                    f"{out.shape}, expected {(len(missing), len(self.labels))}"
+                )
+            self.n_classified += len(missing)
+            for pair, row in zip(missing, out, strict=True):
+                self._cache[pair] = row
+        if not pairs:
+            return np.zeros((0, len(self.labels)))
+        return np.stack([self._cache[p] for p in pairs])
+
+    def entailment(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """E(premise, hypothesis) for each pair."""
+        return self.probs(pairs)[:, self.entail] if pairs else np.zeros(0)
+
+    def contradiction(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """p_contradict for each pair (zeros for a model without a contradiction class)."""
+        if not pairs:
+            return np.zeros(0)
+        if self.contradict is None:
+            return np.zeros(len(pairs))
+        return self.probs(pairs)[:, self.contradict]
+
+
+def nli_engine(ctx: ScoringContext) -> NLIEngine:
+    model = ctx.model("nli", "pair-classifier")
+    return ctx.shared(f"nli-engine:{id(model)}", lambda: NLIEngine(model))
+
+
+class _Sentences:
+    """Sentence splits memoised per batch: a source shared by several summaries is split (and
+    later embedded) once."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, list[str]] = {}
+
+    def __call__(self, text: str) -> list[str]:
+        if text not in self._memo:
+            self._memo[text] = split_sentences(text) or ([text.strip()] if text.strip() else [])
+        return self._memo[text]
+
+
+class _NLIMetric(Metric):
+    """Shared plumbing: plan every (premise, hypothesis) pair of the batch, classify them in
+    one deduplicated call, then aggregate per example."""
+
+    family = "nli"
+    roles = {"nli": "pair-classifier"}
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        engine = nli_engine(ctx)
+        settings_hash = self.settings_hash(ctx)
+        sents = _Sentences()
+        plans: list[Any] = []
+        all_pairs: list[tuple[str, str]] = []
+        for ex in examples:
+            source, summary = sents(ex.source), sents(ex.summary)
+            if not source or not summary:
+                plans.append(None)
+                continue
+            plan = self.plan(ex, source, summary, engine, ctx)
+            plans.append(plan)
+            all_pairs.extend(plan["pairs"])
+        engine.probs(all_pairs)  # one batched, deduplicated pass; aggregation reads the cache
+        scores = []
+        for ex, plan in zip(examples, plans, strict=True):
+            if plan is None:
+                scores.append(
+                    Score.failed(self.name, settings_hash, ex.id, "no sentence to score")
+                )
+                continue
+            value, sentences, details = self.aggregate(plan, engine)
+            scores.append(Score(self.name, value, settings_hash, ex.id, sentences, details))
+        return scores
+
+    def plan(
+        self,
+        ex: Example,
+        source: list[str],
+        summary: list[str],
+        engine: NLIEngine,
+        ctx: ScoringContext,
+    ) -> dict[str, Any]:
+        """Premises per summary sentence: ``{"pairs", "premises": [[str]], ...}``."""
+        raise NotImplementedError
+
+    def aggregate(
+        self, plan: dict[str, Any], engine: NLIEngine
+    ) -> tuple[float, list[SentenceScore], dict[str, Any]]:
+        """Default: each sentence's support is its max E over its premises."""
+        sentences, best = [], []
+        for i, (hyp, premises) in enumerate(zip(plan["summary"], plan["premises"], strict=True)):
+            probs = engine.entailment([(p, hyp) for p in premises])
+            j = int(np.argmax(probs))
+            best.append(j)
+            sentences.append(SentenceScore(i, hyp, float(probs[j]), evidence=premises[j]))
+        value = float(np.mean([s.value for s in sentences]))
+        return value, sentences, {**plan.get("details", {}), "best_premise": best}
+
+
+def _pairs(summary: list[str], premises: list[list[str]]) -> list[tuple[str, str]]:
+    return [(p, hyp) for hyp, ps in zip(summary, premises, strict=True) for p in ps]
+
+
+@register
+class EntailS2S(_NLIMetric):
+    """``entail_s2s`` = 1/n sum_i max_{d in D} E(d, s_i): each summary sentence against its most
+    entailing source sentence (sentence-level NLI, as in Laban et al. 2022's zero-shot baseline
+    and Falke et al. 2019's re-ranking)."""
+
+    name = "entail_s2s"
+    description = "NLI: mean over summary sentences of the max entailment by one source sentence"
+
+    def plan(self, ex, source, summary, engine, ctx):  # type: ignore[override]
+        premises = [list(source) for _ in summary]
+        return {
+            "summary": summary,
+            "premises": premises,
+            "pairs": _pairs(summary, premises),
+            "details": {"n_source_sentences": len(source)},
+        }
+
+
+@register
+class EntailD2S(_NLIMetric):
+    """``entail_d2s`` = 1/n sum_i max_{w in W(D)} E(w, s_i): each summary sentence against the
+    whole source. A source longer than the model's context is packed into windows of whole
+    sentences (``overlap`` sentences shared by neighbours) that fit together with the longest
+    summary sentence; the max over windows is taken and the windowing recorded in details."""
+
+    name = "entail_d2s"
+    description = "NLI: mean over summary sentences of the entailment by the (windowed) source"
+    defaults = {"overlap": 1}
+
+    def validate_settings(self) -> None:
+        if not isinstance(self.settings["overlap"], int) or self.settings["overlap"] < 0:
+            raise InputError("entail_d2s setting 'overlap' must be an integer >= 0")
+
+    def plan(self, ex, source, summary, engine, ctx):  # type: ignore[override]
+        model = engine.model
+        longest = max(model.count_tokens(s) for s in summary)
+        # Room for the pair's special tokens ([CLS] a [SEP] b [SEP] or <s> a </s></s> b </s>).
+        budget = model.max_length - longest - 4
+        # A huge summary sentence: keep a usable premise (the tokenizer then truncates it).
+        budget = max(budget, model.max_length // 4, 1)
+        windows = window_sentences(
+            source, budget, model.count_tokens, overlap=self.settings["overlap"]
+        )
+        texts = [w.text for w in windows]
+        premises = [texts for _ in summary]
+        return {
+            "summary": summary,
+            "premises": premises,
+            "pairs": _pairs(summary, premises),
+            "details": {
+                "window_tokens": budget,
+                "windowed": len(windows) > 1,
+                "windows": [
+                    {"start": w.start, "end": w.end, "n_tokens": w.n_tokens, "truncated": w.truncated}
+                    for w in windows
+                ],
+            },
+        }
+
+
+@register
+class EntailTopK(_NLIMetric):
+    """``entail_topk`` = 1/n sum_i E(P_i, s_i), with ``P_i`` the ``k`` source sentences most
+    similar to ``s_i`` by cosine of sentence embeddings (``embedder`` role), joined in document
+    order so the premise reads as the source does."""
+
+    name = "entail_topk"
+    description = "NLI: mean entailment of each summary sentence by its k most similar source sentences"
+    roles = {"nli": "pair-classifier", "embedder": "text-encoder"}
+    defaults = {"k": 3}
+
+    def validate_settings(self) -> None:
+        if not isinstance(self.settings["k"], int) or self.settings["k"] < 1:
+            raise InputError("entail_topk setting 'k' must be an integer >= 1")
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        # Embed every distinct sentence of the batch once (a source's sentences once for all
+        # its summaries) before planning.
+        sents = _Sentences()
+        texts: list[str] = []
+        for ex in examples:
+            texts.extend(sents(ex.source))
+            texts.extend(sents(ex.summary))
+        unique = list(dict.fromkeys(texts))
+        self._vectors: dict[str, np.ndarray] = {}
+        if unique:
+            encoder = ctx.model("embedder", "text-encoder")
+            vecs = np.asarray(encoder.sentence_embeddings(unique), dtype=np.float64)
+            self._vectors = dict(zip(unique, vecs, strict=True))
+        try:
+            return super().score_batch(examples, ctx)
+        finally:
+            self._vectors = {}
+
+    def plan(self, ex, source, summary, engine, ctx):  # type: ignore[override]
+        src = np.stack([self._vectors[s] for s in source])
+        k = min(self.settings["k"], len(source))
+        chosen, premises = [], []
+        for hyp in summary:
+            sims = src @ self._vectors[hyp]
+            # Stable sort: ties keep document order; then back to document order.
+            top = sorted(np.argsort(-sims, kind="stable")[:k].tolist())
+            chosen.append(top)
+            premises.append([" ".join(source[j] for j in top)])
+        return {
+            "summary": summary,
+            "premises": premises,
+            "pairs": _pairs(summary, premises),
+            "details": {"k": k, "topk_sentences": chosen},
+        }
+
+
+@register
+class SummaCZS(_NLIMetric):
+    """SummaC-ZS (Laban et al., 2022): ``M[j, i] = p_entail(c_j, s_i) - p_contradict(c_j, s_i)``
+    over source chunks ``c_j`` (``chunk_sentences`` consecutive sentences, default 1) x summary
+    sentences ``s_i``; score = 1/n sum_i max_j M[j, i], in [-1, 1]. ``details["matrix"]`` keeps
+    M (rows: chunks, columns: summary sentences) so a report can show which chunk supports which
+    sentence. A two-class model (no contradiction class) uses p_contradict = 0."""
+
+    name = "summac_zs"
+    description = "SummaC-ZS: mean over summary sentences of max over source chunks of p_e - p_c"
+    defaults = {"chunk_sentences": 1}
+
+    def validate_settings(self) -> None:
+        n = self.settings["chunk_sentences"]
+        if not isinstance(n, int) or n < 1:
+            raise InputError("summac_zs setting 'chunk_sentences' must be an integer >= 1")
+
+    def plan(self, ex, source, summary, engine, ctx):  # type: ignore[override]
+        n = self.settings["chunk_sentences"]
+        chunks = [" ".join(source[j : j + n]) for j in range(0, len(source), n)]
+        premises = [chunks for _ in summary]
+        return {
+            "summary": summary,
+            "premises": premises,
+            "chunks": chunks,
+            "pairs": _pairs(summary, premises),
+            "details": {"n_chunks": len(chunks), "chunk_sentences": n},
+        }
+
+    def aggregate(self, plan, engine):  # type: ignore[override]
+        chunks, summary = plan["chunks"], plan["summary"]
+        pairs = [(c, s) for c in chunks for s in summary]  # row-major: chunk j, sentence i
+        matrix = (engine.entailment(pairs) - engine.contradiction(pairs)).reshape(
+            len(chunks), len(summary)
+        )
+        best = matrix.argmax(axis=0)
+        sentences = [
+            SentenceScore(i, s, float(matrix[best[i], i]), evidence=chunks[best[i]])
+            for i, s in enumerate(summary)
+        ]
+        value = float(matrix.max(axis=0).mean())
+        details = {
+            **plan["details"],
+            "matrix": np.round(matrix, 4).tolist(),
+            "best_chunk": best.tolist(),
+            "has_contradiction_class": engine.contradict is not None,
+        }
+        return value, sentences, details
