@@ -154,9 +154,7 @@ def test_summac_zs_matrix_is_kept_and_exact():
     assert score.details["best_chunk"] == [0, 1]
     assert score.value == pytest.approx((0.85 + 0.5) / 2)
     # Two-sentence chunks: chunk 0 = S1 S2, chunk 1 = S3 (pairs unknown to the table -> 0.1-0.2)
-    [score2] = run(
-        "summac_zs", [Example("e", SOURCE, SUMMARY)], FakeNLI(TABLE), chunk_sentences=2
-    )
+    [score2] = run("summac_zs", [Example("e", SOURCE, SUMMARY)], FakeNLI(TABLE), chunk_sentences=2)
     assert np.allclose(score2.details["matrix"], [[-0.1, -0.1], [-0.5, -0.85]])
 
 
@@ -203,9 +201,7 @@ def test_entail_topk_uses_embedding_neighbours_in_document_order():
     }
     p1, p2 = f"{S1} {S3}", f"{S2} {S3}"  # document order, not similarity order
     nli = FakeNLI({(p1, H1): (0.5, 0.0), (p2, H2): (0.9, 0.0)})
-    [score] = run(
-        "entail_topk", [Example("e", SOURCE, SUMMARY)], nli, FakeEncoder(vectors), k=2
-    )
+    [score] = run("entail_topk", [Example("e", SOURCE, SUMMARY)], nli, FakeEncoder(vectors), k=2)
     assert score.details["topk_sentences"] == [[0, 2], [1, 2]]
     assert score.value == pytest.approx(0.7)
     assert score.sentences[0].evidence == p1
@@ -287,17 +283,16 @@ def test_tiny_random_bert_through_the_torch_backend(tiny_nli_dir):
     results = scorer.score(examples)
 
     def probs(premise: str, hypothesis: str) -> np.ndarray:
-        enc = tokenizer(premise, hypothesis, truncation="only_first", max_length=64,
-                        return_tensors="pt")
+        enc = tokenizer(
+            premise, hypothesis, truncation="only_first", max_length=64, return_tensors="pt"
+        )
         with torch.inference_mode():
             return torch.softmax(model(**enc).logits, -1)[0].numpy()
 
     sources = [S1, S2, S3]
     expected_s2s = np.mean([max(probs(d, h)[2] for d in sources) for h in (H1, H2)])
     assert results[0]["entail_s2s"].value == pytest.approx(expected_s2s, abs=1e-5)
-    expected_zs = np.mean(
-        [max(probs(d, h)[2] - probs(d, h)[0] for d in sources) for h in (H1, H2)]
-    )
+    expected_zs = np.mean([max(probs(d, h)[2] - probs(d, h)[0] for d in sources) for h in (H1, H2)])
     assert results[0]["summac_zs"].value == pytest.approx(expected_zs, abs=1e-5)
     d2s = results[1]["entail_d2s"]
     assert d2s.details["windowed"] is True and len(d2s.details["windows"]) > 1

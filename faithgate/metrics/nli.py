@@ -152,9 +152,7 @@ class _NLIMetric(Metric):
         scores = []
         for ex, plan in zip(examples, plans, strict=True):
             if plan is None:
-                scores.append(
-                    Score.failed(self.name, settings_hash, ex.id, "no sentence to score")
-                )
+                scores.append(Score.failed(self.name, settings_hash, ex.id, "no sentence to score"))
                 continue
             value, sentences, details = self.aggregate(plan, engine)
             scores.append(Score(self.name, value, settings_hash, ex.id, sentences, details))
@@ -243,7 +241,12 @@ class EntailD2S(_NLIMetric):
                 "window_tokens": budget,
                 "windowed": len(windows) > 1,
                 "windows": [
-                    {"start": w.start, "end": w.end, "n_tokens": w.n_tokens, "truncated": w.truncated}
+                    {
+                        "start": w.start,
+                        "end": w.end,
+                        "n_tokens": w.n_tokens,
+                        "truncated": w.truncated,
+                    }
                     for w in windows
                 ],
             },
@@ -257,7 +260,9 @@ class EntailTopK(_NLIMetric):
     order so the premise reads as the source does."""
 
     name = "entail_topk"
-    description = "NLI: mean entailment of each summary sentence by its k most similar source sentences"
+    description = (
+        "NLI: mean entailment of each summary sentence by its k most similar source sentences"
+    )
     roles = {"nli": "pair-classifier", "embedder": "text-encoder"}
     defaults = {"k": 3}
 
