@@ -27,6 +27,9 @@ _API = {
     "register": "faithgate.metrics.base",
     "get_metric": "faithgate.metrics.base",
     "metric_names": "faithgate.metrics.base",
+    "Gate": "faithgate.gate",
+    "GateConfig": "faithgate.config",
+    "load_config": "faithgate.config",
     "perturb": "faithgate.perturb",
 }
 

@@ -1,0 +1,531 @@
+"""Gate configuration: ``[tool.faithgate]`` in ``pyproject.toml`` or a ``faithgate.toml``.
+
+The configuration is parsed once into typed objects (``GateConfig``); nothing below this module
+reads configuration files. CLI flags and pytest options override it through
+``GateConfig.override``. Unknown keys and wrong types raise ``ConfigError`` naming the key.
+
+Format (``faithgate.toml`` takes the same keys at top level, without ``tool.faithgate``)::
+
+    [tool.faithgate]
+    metrics = ["bertscore"]          # metric names (a single string is accepted too)
+    backend = "auto"                 # auto | torch | onnx
+    outputs = "outputs.jsonl"        # outputs to gate, or:
+    # summarizer = "pkg.mod:fn"      #   a callable run over ...
+    # data = "sources.jsonl"         #   ... this dataset of sources
+    baseline = "faithgate-baseline.json"  # enables the regression rule (see rules.regression)
+    cache_dir = ".faithgate"         # score cache and last results
+    allow_download = false           # let model roles download from a hub (off by default)
+
+    [tool.faithgate.models]          # role -> hub id or local path
+    nli = "path/or/hub-id"
+    [tool.faithgate.model_options.nli]   # role -> loader options (passed to the backend)
+    max_length = 512
+    [tool.faithgate.metric_settings.bertscore]
+    layer = 4
+    [tool.faithgate.thresholds]      # per-example threshold: an example passes when score >= it
+    bertscore = 0.55
+    [tool.faithgate.calibration.bertscore]  # provenance from `faithgate calibrate` (kept as is)
+    threshold = 0.55
+    ci95 = [0.51, 0.58]
+
+    [tool.faithgate.rules]
+    min_pass_rate = 0.9              # share of examples that pass (default 1.0)
+    min_mean = { bertscore = 0.6 }   # or one number for every metric
+    pair_consistency = { min_rate = 0.9, per_error_type = false, generate = false }
+    regression = { tolerance = 0.01, confidence = 0.95 }
+
+    [tool.faithgate.reports]         # paths, relative to the configuration file
+    junit = "reports/faithgate.xml"
+    markdown = "reports/faithgate.md"
+    json = "reports/faithgate.json"
+    html = "reports/faithgate.html"
+
+Relative paths in a file are resolved against that file's directory; paths given as overrides
+(CLI flags) are resolved against the current directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faithgate.errors import ConfigError
+
+BACKEND_CHOICES = ("auto", "torch", "onnx")
+REPORT_KINDS = ("junit", "markdown", "json", "html")
+CONFIG_FILES = ("faithgate.toml", "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class PairConsistencyRule:
+    """Minimal-pair consistency (BUMP, Ma et al. 2023): share of pairs in which the faithful
+    member scores strictly higher than its unfaithful edit (ties fail).
+
+    Pairs come from the outputs (rows sharing ``pair_id`` with ``role`` reference/edited or
+    correct/incorrect, as in BUMP and Falke et al. 2019) and, with ``generate``, from
+    ``faithgate.perturb`` edits of every output summary (``types``, ``seed``,
+    ``per_example`` variants at most). ``metrics`` limits the rule to some metrics (default:
+    all selected). ``per_error_type`` adds one rule per error type with the same ``min_rate``.
+    """
+
+    min_rate: float = 1.0
+    per_error_type: bool = False
+    generate: bool = False
+    types: tuple[str, ...] | None = None
+    seed: int = 0
+    per_example: int = 3
+    metrics: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class RegressionRule:
+    """Regression against a baseline (a previous ``GateResult`` JSON), by example id: fails when
+    the mean drops by more than ``tolerance`` AND a paired bootstrap (``resamples`` resamples of
+    the per-example differences, ``seed``) puts the one-sided lower bound of the drop at
+    ``confidence`` above zero."""
+
+    tolerance: float = 0.01
+    confidence: float = 0.95
+    resamples: int = 2000
+    seed: int = 0
+    metrics: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Decision rules of a gate. ``min_pass_rate`` defaults to 1.0: every example must pass
+    (be scored by every metric, at or above each configured threshold)."""
+
+    min_pass_rate: float = 1.0
+    min_mean: dict[str, float] = field(default_factory=dict)
+    pair_consistency: PairConsistencyRule | None = None
+    regression: RegressionRule | None = None
+
+
+@dataclass(frozen=True)
+class Reports:
+    """Where to write reports (``None`` = not written)."""
+
+    junit: Path | None = None
+    markdown: Path | None = None
+    json: Path | None = None
+    html: Path | None = None
+
+    def items(self) -> list[tuple[str, Path]]:
+        return [(k, getattr(self, k)) for k in REPORT_KINDS if getattr(self, k) is not None]
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """A parsed gate configuration. Build one with ``load_config`` or ``GateConfig.from_dict``;
+    change it with ``override`` (returns a new object)."""
+
+    metrics: tuple[str, ...] = ("bertscore",)
+    backend: str = "auto"
+    outputs: Path | None = None
+    summarizer: str | None = None
+    data: Path | None = None
+    baseline: Path | None = None
+    cache_dir: Path | None = None
+    allow_download: bool = False
+    models: dict[str, str] = field(default_factory=dict)
+    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metric_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    thresholds: dict[str, float] = field(default_factory=dict)
+    calibration: dict[str, Any] = field(default_factory=dict)
+    rules: Rules = field(default_factory=Rules)
+    reports: Reports = field(default_factory=Reports)
+    # Directory relative paths were resolved against, and the file read (None: defaults only).
+    root: Path = field(default_factory=Path.cwd)
+    source: Path | None = None
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], root: str | Path | None = None, where: str = "config"
+    ) -> GateConfig:
+        """Validate a mapping of configuration keys (the ``[tool.faithgate]`` table).
+
+        ``where`` prefixes error messages (e.g. ``"pyproject.toml: tool.faithgate"``).
+        """
+        root = Path(root) if root is not None else Path.cwd()
+        p = _Parser(where, root)
+        p.check_keys(data, _TOP_KEYS, "")
+        kwargs: dict[str, Any] = {"root": root}
+        if "metrics" in data:
+            kwargs["metrics"] = p.metric_list(data["metrics"], "metrics")
+        if "backend" in data:
+            kwargs["backend"] = p.choice(data["backend"], "backend", BACKEND_CHOICES)
+        for key in ("outputs", "data", "baseline", "cache_dir"):
+            if key in data:
+                kwargs[key] = p.path(data[key], key)
+        if "summarizer" in data:
+            kwargs["summarizer"] = p.callable_ref(data["summarizer"], "summarizer")
+        if "allow_download" in data:
+            kwargs["allow_download"] = p.boolean(data["allow_download"], "allow_download")
+        if "models" in data:
+            kwargs["models"] = {
+                k: p.string(v, f"models.{k}") for k, v in p.table(data["models"], "models").items()
+            }
+        if "model_options" in data:
+            kwargs["model_options"] = {
+                k: dict(p.table(v, f"model_options.{k}"))
+                for k, v in p.table(data["model_options"], "model_options").items()
+            }
+        if "metric_settings" in data:
+            kwargs["metric_settings"] = {
+                k: dict(p.table(v, f"metric_settings.{k}"))
+                for k, v in p.table(data["metric_settings"], "metric_settings").items()
+            }
+        if "thresholds" in data:
+            kwargs["thresholds"] = {
+                k: p.number(v, f"thresholds.{k}")
+                for k, v in p.table(data["thresholds"], "thresholds").items()
+            }
+        if "calibration" in data:
+            kwargs["calibration"] = dict(p.table(data["calibration"], "calibration"))
+        if "rules" in data:
+            kwargs["rules"] = p.rules(data["rules"])
+        if "reports" in data:
+            reports = p.table(data["reports"], "reports")
+            p.check_keys(reports, REPORT_KINDS, "reports.")
+            kwargs["reports"] = Reports(
+                **{k: p.path(v, f"reports.{k}") for k, v in reports.items()}
+            )
+        config = cls(**kwargs)
+        if config.summarizer is not None and config.data is None:
+            raise ConfigError(f"{where}: 'summarizer' needs 'data' (a JSONL of sources)")
+        return config
+
+    def override(self, **changes: Any) -> GateConfig:
+        """A copy with CLI / plugin overrides applied. ``None`` values are ignored.
+
+        Accepted keys: any ``from_dict`` top-level key (paths resolved against the current
+        directory), ``threshold`` (one number for every selected metric), ``min_pass_rate``,
+        ``min_mean`` (number or mapping), and ``junit`` / ``markdown`` / ``json`` / ``html``
+        report paths. Choosing ``outputs`` clears a configured summarizer and vice versa.
+        """
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if not changes:
+            return self
+        p = _Parser("option", Path.cwd())
+        new: dict[str, Any] = {}
+        rules = self.rules
+        reports = self.reports
+        for key, value in changes.items():
+            if key == "metrics":
+                new["metrics"] = p.metric_list(value, "--metric")
+            elif key == "backend":
+                new["backend"] = p.choice(value, "--backend", BACKEND_CHOICES)
+            elif key in ("outputs", "data", "baseline", "cache_dir"):
+                new[key] = p.path(str(value), f"--{key.replace('_', '-')}")
+            elif key == "summarizer":
+                new["summarizer"] = p.callable_ref(value, "--summarizer")
+            elif key == "allow_download":
+                new["allow_download"] = p.boolean(value, "--allow-download")
+            elif key in ("models", "model_options", "metric_settings", "calibration"):
+                merged = dict(getattr(self, key))
+                merged.update(p.table(value, f"--{key}"))
+                new[key] = merged
+            elif key == "thresholds":
+                merged = dict(self.thresholds)
+                merged.update({k: p.number(v, "--threshold") for k, v in value.items()})
+                new["thresholds"] = merged
+            elif key == "threshold":
+                new["_threshold"] = p.number(value, "--threshold")
+            elif key == "min_pass_rate":
+                rules = dataclasses.replace(rules, min_pass_rate=p.rate(value, "--min-pass-rate"))
+            elif key == "min_mean":
+                rules = dataclasses.replace(rules, min_mean=p.min_mean(value, "--min-mean"))
+            elif key in REPORT_KINDS:
+                reports = dataclasses.replace(reports, **{key: p.path(str(value), f"--{key}")})
+            else:
+                raise ConfigError(f"unknown configuration override {key!r}")
+        if "outputs" in new:
+            new.setdefault("summarizer", None)
+            new.setdefault("data", None)
+        elif "summarizer" in new:
+            new["outputs"] = None
+        threshold = new.pop("_threshold", None)
+        config = dataclasses.replace(self, rules=rules, reports=reports, **new)
+        if threshold is not None:
+            config = dataclasses.replace(
+                config,
+                thresholds={**config.thresholds, **dict.fromkeys(config.metrics, threshold)},
+            )
+        if config.summarizer is not None and config.data is None:
+            raise ConfigError("option --summarizer needs --data (a JSONL of sources)")
+        return config
+
+    # ---------------------------------------------------------------- views
+    def threshold_for(self, metric: str) -> float | None:
+        return self.thresholds.get(metric)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly view (paths as strings) recorded with gate results."""
+
+        def conv(value: Any) -> Any:
+            if isinstance(value, Path):
+                return str(value)
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                return {f.name: conv(getattr(value, f.name)) for f in dataclasses.fields(value)}
+            if isinstance(value, dict):
+                return {k: conv(v) for k, v in value.items()}
+            if isinstance(value, list | tuple):
+                return [conv(v) for v in value]
+            return value
+
+        return conv(self)
+
+
+# ---------------------------------------------------------------------- loading
+
+
+def load_config(path: str | Path | None = None, *, start: str | Path | None = None) -> GateConfig:
+    """Load the gate configuration.
+
+    With ``path``: that file (``pyproject.toml`` -> its ``[tool.faithgate]`` table; any other
+    ``.toml`` -> its top level, or its ``[tool.faithgate]`` table when it has one). Without:
+    search ``start`` (default: the current directory) and its parents for a ``faithgate.toml``
+    or a ``pyproject.toml`` with a ``[tool.faithgate]`` table; the first found wins (in one
+    directory ``faithgate.toml`` first). Nothing found: the defaults, rooted at ``start``.
+    """
+    if path is not None:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"{file}: configuration file not found")
+        table, where = _table_of(file, required=True)
+        assert table is not None
+        return _from_file(table, file, where)
+    here = Path(start) if start is not None else Path.cwd()
+    here = here.resolve()
+    for directory in (here, *here.parents):
+        for name in CONFIG_FILES:
+            file = directory / name
+            if file.is_file():
+                table, where = _table_of(file, required=False)
+                if table is not None:
+                    return _from_file(table, file, where)
+    return GateConfig(root=here)
+
+
+def _from_file(table: Mapping[str, Any], file: Path, where: str) -> GateConfig:
+    config = GateConfig.from_dict(table, root=file.resolve().parent, where=where)
+    return dataclasses.replace(config, source=file.resolve())
+
+
+def _table_of(file: Path, required: bool) -> tuple[Mapping[str, Any] | None, str]:
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read ({exc})") from None
+    tool = data.get("tool")
+    if isinstance(tool, dict) and "faithgate" in tool:
+        table = tool["faithgate"]
+        if not isinstance(table, dict):
+            raise ConfigError(f"{file}: tool.faithgate must be a table")
+        return table, f"{file}: tool.faithgate"
+    if file.name == "pyproject.toml":
+        if required:
+            raise ConfigError(f"{file}: no [tool.faithgate] table")
+        return None, str(file)
+    return data, str(file)
+
+
+# ---------------------------------------------------------------------- validation
+
+_TOP_KEYS = (
+    "metrics",
+    "backend",
+    "outputs",
+    "summarizer",
+    "data",
+    "baseline",
+    "cache_dir",
+    "allow_download",
+    "models",
+    "model_options",
+    "metric_settings",
+    "thresholds",
+    "calibration",
+    "rules",
+    "reports",
+)
+_RULE_KEYS = ("min_pass_rate", "min_mean", "pair_consistency", "regression")
+
+
+class _Parser:
+    """Type checks that name the key (``where: key: problem``)."""
+
+    def __init__(self, where: str, root: Path) -> None:
+        self.where = where
+        self.root = root
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.where}: {key}: {problem}")
+
+    def check_keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
+        for key in table:
+            if key not in allowed:
+                raise ConfigError(
+                    f"{self.where}: unknown key {prefix}{key!r}; allowed: {', '.join(allowed)}"
+                )
+
+    def table(self, value: Any, key: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(key, f"expected a table, got {_kind(value)}")
+        return value
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, f"expected a non-empty string, got {_kind(value)}")
+        return value
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, f"expected true or false, got {_kind(value)}")
+        return value
+
+    def number(self, value: Any, key: str) -> float:
+        if isinstance(value, str):  # CLI values arrive as text
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(key, f"expected a number, got {_kind(value)}")
+        if value != value:  # NaN
+            raise self.fail(key, "expected a number, got NaN")
+        return float(value)
+
+    def rate(self, value: Any, key: str) -> float:
+        x = self.number(value, key)
+        if not 0.0 <= x <= 1.0:
+            raise self.fail(key, f"expected a number between 0 and 1, got {x:g}")
+        return x
+
+    def integer(self, value: Any, key: str, minimum: int = 0) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"expected an integer, got {_kind(value)}")
+        if value < minimum:
+            raise self.fail(key, f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise self.fail(key, f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def path(self, value: Any, key: str) -> Path:
+        path = Path(self.string(value, key)).expanduser()
+        return path if path.is_absolute() else self.root / path
+
+    def callable_ref(self, value: Any, key: str) -> str:
+        text = self.string(value, key)
+        module, sep, attr = text.partition(":")
+        if not sep or not module or not attr:
+            raise self.fail(key, f"expected 'module:function', got {text!r}")
+        return text
+
+    def string_list(self, value: Any, key: str) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list | tuple) or not value:
+            raise self.fail(key, f"expected a non-empty list of strings, got {_kind(value)}")
+        return tuple(self.string(v, key) for v in value)
+
+    def metric_list(self, value: Any, key: str) -> tuple[str, ...]:
+        names = self.string_list(value, key)
+        if len(set(names)) != len(names):
+            raise self.fail(key, f"a metric is listed twice: {', '.join(names)}")
+        return names
+
+    def min_mean(self, value: Any, key: str) -> dict[str, float]:
+        if isinstance(value, Mapping):
+            return {k: self.number(v, f"{key}.{k}") for k, v in value.items()}
+        # One number: the same minimum for every selected metric ("*" is expanded by the gate).
+        return {"*": self.number(value, key)}
+
+    def rules(self, value: Any) -> Rules:
+        table = self.table(value, "rules")
+        self.check_keys(table, _RULE_KEYS, "rules.")
+        kwargs: dict[str, Any] = {}
+        if "min_pass_rate" in table:
+            kwargs["min_pass_rate"] = self.rate(table["min_pass_rate"], "rules.min_pass_rate")
+        if "min_mean" in table:
+            kwargs["min_mean"] = self.min_mean(table["min_mean"], "rules.min_mean")
+        if "pair_consistency" in table:
+            kwargs["pair_consistency"] = self.pair_rule(table["pair_consistency"])
+        if "regression" in table:
+            kwargs["regression"] = self.regression_rule(table["regression"])
+        return Rules(**kwargs)
+
+    def pair_rule(self, value: Any) -> PairConsistencyRule:
+        key = "rules.pair_consistency"
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return PairConsistencyRule(min_rate=self.rate(value, key))
+        table = self.table(value, key)
+        fields = tuple(f.name for f in dataclasses.fields(PairConsistencyRule))
+        self.check_keys(table, fields, f"{key}.")
+        kwargs: dict[str, Any] = {}
+        for name, raw in table.items():
+            k = f"{key}.{name}"
+            if name == "min_rate":
+                kwargs[name] = self.rate(raw, k)
+            elif name in ("per_error_type", "generate"):
+                kwargs[name] = self.boolean(raw, k)
+            elif name in ("types", "metrics"):
+                kwargs[name] = self.string_list(raw, k)
+            elif name == "seed":
+                kwargs[name] = self.integer(raw, k)
+            elif name == "per_example":
+                kwargs[name] = self.integer(raw, k, minimum=1)
+        return PairConsistencyRule(**kwargs)
+
+    def regression_rule(self, value: Any) -> RegressionRule:
+        key = "rules.regression"
+        if value is True:
+            return RegressionRule()
+        table = self.table(value, key)
+        fields = tuple(f.name for f in dataclasses.fields(RegressionRule))
+        self.check_keys(table, fields, f"{key}.")
+        kwargs: dict[str, Any] = {}
+        for name, raw in table.items():
+            k = f"{key}.{name}"
+            if name == "tolerance":
+                x = self.number(raw, k)
+                if x < 0:
+                    raise self.fail(k, f"expected a number >= 0, got {x:g}")
+                kwargs[name] = x
+            elif name == "confidence":
+                x = self.number(raw, k)
+                if not 0.5 <= x < 1.0:
+                    raise self.fail(k, f"expected a number in [0.5, 1), got {x:g}")
+                kwargs[name] = x
+            elif name == "resamples":
+                kwargs[name] = self.integer(raw, k, minimum=100)
+            elif name == "seed":
+                kwargs[name] = self.integer(raw, k)
+            elif name == "metrics":
+                kwargs[name] = self.string_list(raw, k)
+        return RegressionRule(**kwargs)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"boolean {value!r}".lower()
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if isinstance(value, int | float):
+        return f"number {value!r}"
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__

@@ -1,0 +1,106 @@
+"""Run a user's summarizer over a dataset of sources, to gate what it produces.
+
+The summarizer is named ``"package.module:function"``; the function takes one source text and
+returns its summary as a string. The dataset is JSON Lines with a ``source`` field per record
+(``id``, ``reference``, ``label`` and any other fields are optional and kept, as in
+``faithgate.io``). Every problem is one ``InputError`` line: a module that cannot be imported, a
+missing attribute, something not callable, an exception raised on a record, or a return value
+that is not a non-empty string.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from faithgate.errors import InputError
+from faithgate.io import _jsonl_rows, _read_text, record_to_example
+from faithgate.types import Example
+
+Summarizer = Callable[[str], str]
+
+
+def load_summarizer(ref: str, search_path: Iterable[str | Path] = ()) -> Summarizer:
+    """Import ``module:function``. ``search_path`` directories (e.g. the configuration's
+    directory) are tried before ``sys.path`` so a project's own modules are found."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(f"summarizer must be 'module:function', got {ref!r}")
+    extra = [str(Path(p).resolve()) for p in search_path]
+    extra.append(str(Path.cwd()))
+    added = [p for p in extra if p not in sys.path]
+    sys.path[:0] = added
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(f"summarizer {ref!r}: cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - user code failing at import time
+        raise InputError(
+            f"summarizer {ref!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from None
+    finally:
+        for p in added:
+            if p in sys.path:
+                sys.path.remove(p)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InputError(f"summarizer {ref!r}: module {module_name!r} has no {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise InputError(f"summarizer {ref!r} is not callable ({type(obj).__name__})")
+    return obj
+
+
+def load_sources(path: str | Path) -> list[Example]:
+    """Records of a sources JSONL as examples with an empty summary (filled in later)."""
+    name = str(path)
+    out: list[Example] = []
+    seen: set[str] = set()
+    for line, record in _jsonl_rows(_read_text(name), name):
+        if isinstance(record, dict) and "summary" not in record:
+            record = {**record, "summary": "-"}  # placeholder so the shared validator applies
+        ex = record_to_example(record, where=f"{name}:{line}", default_id=str(line))
+        if ex.id in seen:
+            raise InputError(f"{name}:{line}: duplicate id {ex.id!r}")
+        seen.add(ex.id)
+        out.append(ex)
+    if not out:
+        raise InputError(f"{name}: no records")
+    return out
+
+
+def summarize(
+    fn: Summarizer, sources: Sequence[Example], name: str = "summarizer"
+) -> list[Example]:
+    """Examples whose summary is ``fn(source)``, checked to be a non-empty string."""
+    out = []
+    for ex in sources:
+        try:
+            summary = fn(ex.source)
+        except Exception as exc:  # noqa: BLE001 - report the user's error on one line
+            raise InputError(
+                f"{name} raised {type(exc).__name__} on record {ex.id!r}: {exc}"
+            ) from None
+        if not isinstance(summary, str):
+            raise InputError(
+                f"{name} returned {type(summary).__name__} for record {ex.id!r}; "
+                "expected the summary as a string"
+            )
+        if not summary.strip():
+            raise InputError(f"{name} returned an empty summary for record {ex.id!r}")
+        out.append(Example(ex.id, ex.source, summary, ex.reference, ex.label, dict(ex.meta)))
+    return out
+
+
+def run_summarizer(
+    ref: str | Summarizer, data: str | Path, search_path: Iterable[str | Path] = ()
+) -> list[Example]:
+    """Run the summarizer ``ref`` (``module:function`` or a callable) over the sources in
+    ``data`` and return the examples to gate."""
+    fn = load_summarizer(ref, search_path) if isinstance(ref, str) else ref
+    name = ref if isinstance(ref, str) else getattr(ref, "__name__", "summarizer")
+    return summarize(fn, load_sources(data), name=f"summarizer {name!r}")
