@@ -39,6 +39,20 @@ class LazyGroup(click.Group):
         module, attr = target.split(":")
         return getattr(importlib.import_module(module), attr)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        # Same contract with or without ``main()`` (e.g. click.testing.CliRunner on ``cli``):
+        # a FaithgateError is one stderr line and its exit code, an unexpected error exit 1.
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except FaithgateError as exc:
+            click.echo(f"faithgate: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except Exception as exc:  # noqa: BLE001 - never a traceback for users
+            click.echo(f"faithgate: internal error: {type(exc).__name__}: {exc}", err=True)
+            ctx.exit(1)
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="faithgate")
