@@ -1,0 +1,302 @@
+"""``faithgate score`` (spot-check one summary) and ``faithgate metrics`` (list the registry).
+
+Only argument handling and printing live here; scores come from ``faithgate.scorer.Scorer``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faithgate.backends import BACKEND_CHOICES
+from faithgate.errors import InputError
+from faithgate.types import Score, json_safe
+
+# Fast, offline, no configuration needed: the default set of ``faithgate score``.
+DEFAULT_SCORE_METRICS = ("bertscore", "sentsim", "ner", "overlap")
+
+
+def read_text_arg(value: str, what: str, allow_stdin: bool = True) -> str:
+    """Text from a file path (``-`` = standard input); errors are one line naming the file."""
+    if value == "-" and allow_stdin:
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        name = "<stdin>"
+    else:
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise InputError(f"{what} file {value!r} does not exist")
+        data, name = path.read_bytes(), value
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{what} {name}: not valid UTF-8 (byte {exc.start})") from None
+    if not data.strip():
+        raise InputError(f"{what} {name} is empty")
+    return data.strip()
+
+
+def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
+    """``KEY=VALUE`` options into a dict (one line error on a malformed item)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise InputError(f"{option} expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_settings(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--set METRIC.KEY=VALUE``; VALUE is read as JSON when it parses (numbers, true, null,
+    lists), else kept as a string."""
+    settings: dict[str, dict[str, Any]] = {}
+    for key, raw in parse_assignments(items, "--set").items():
+        metric, dot, name = key.partition(".")
+        if not dot or not metric or not name:
+            raise InputError(f"--set expects METRIC.KEY=VALUE, got {key}={raw}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        settings.setdefault(metric, {})[name] = value
+    return settings
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def summarize_details(score: Score) -> str:
+    """One short line of a score's most telling details (known metrics; scalars otherwise)."""
+    d = score.details
+    if score.error:
+        return f"FAILED: {score.error}"
+    if score.metric == "ner":
+        if d.get("no_entities"):
+            return "no named entities in the summary (value = no_entity_value)"
+        found = sum(1 for e in d.get("entities", []) if e.get("score", 0) >= 1.0)
+        text = f"{found}/{d.get('n_entities')} entities found in source"
+        if d.get("unsupported"):
+            text += "; not found: " + ", ".join(d["unsupported"][:5])
+        return text
+    if score.metric == "overlap":
+        r = d.get("rouge_precision", {})
+        nov = d.get("novel_ngrams", {})
+        prof = d.get("abstractiveness", {})
+        top = ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in prof.items() if v)
+        return (
+            f"R1 {_fmt(r.get('rouge1'), 3)} R2 {_fmt(r.get('rouge2'), 3)} "
+            f"RL {_fmt(r.get('rougeL'), 3)} | novel 1-4: "
+            + "/".join(_fmt(nov.get(f"novel{n}"), 2) for n in range(1, 5))
+            + (f" | {top}" if top else "")
+        )
+    if {"precision", "recall", "f1"} <= set(d):
+        extra = f" ({d['sim']})" if "sim" in d else ""
+        if d.get("source_windowed"):
+            extra += " source windowed"
+        return f"P {_fmt(d['precision'])} R {_fmt(d['recall'])} F1 {_fmt(d['f1'])}{extra}"
+    scalars = [
+        f"{k} {_fmt(v)}"
+        for k, v in d.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    ]
+    return ", ".join(scalars[:4])
+
+
+def _models_text(identities: list[dict[str, Any]]) -> str:
+    parts = []
+    for ident in identities:
+        how = ", ".join(
+            str(x) for x in (ident.get("backend"), ident.get("quantization")) if x and x != "none"
+        )
+        parts.append(
+            f"{ident['role']}={ident['model']}"
+            + (f" [{how}]" if how else "")
+            + f" #{ident.get('fingerprint', '?')}"
+        )
+    return "; ".join(parts) or "(no model)"
+
+
+def sentence_rows(sentences: list[str], scores: dict[str, Score]) -> list[dict[str, Any]]:
+    """Per summary sentence: each metric's value and which metrics rank it least supported."""
+    rows = [
+        {"index": i, "text": s, "values": {}, "least_supported_by": []}
+        for i, s in enumerate(sentences)
+    ]
+    for name, score in scores.items():
+        by_index = {s.index: s for s in score.sentences}
+        for row in rows:
+            s = by_index.get(row["index"])
+            row["values"][name] = None if s is None or math.isnan(s.value) else s.value
+            if s is not None and s.evidence:
+                row.setdefault("evidence", {})[name] = s.evidence
+        least = score.least_supported()
+        if least is not None and len(score.sentences) > 1 and least.index < len(rows):
+            rows[least.index]["least_supported_by"].append(name)
+    return rows
+
+
+def render_text(
+    scores: dict[str, Score],
+    identities: dict[str, list[dict[str, Any]]],
+    rows: list[dict[str, Any]],
+) -> str:
+    names = list(scores)
+    w = max(len(n) for n in names) + 2
+    lines = [f"{'metric':<{w}}{'value':>8}  details"]
+    for name, score in scores.items():
+        lines.append(f"{name:<{w}}{_fmt(score.value):>8}  {summarize_details(score)}")
+        lines.append(
+            f"{'':<{w}}{'':>8}  hash {score.settings_hash}  models {_models_text(identities[name])}"
+        )
+    if rows:
+        lines.append("")
+        lines.append("per summary sentence (* = least supported sentence for that metric)")
+        cols = [max(len(n), 7) for n in names]
+        header = f"{'#':>3}  " + "  ".join(f"{n:>{c}}" for n, c in zip(names, cols, strict=True))
+        lines.append(header + "  sentence")
+        worst = max((len(r["least_supported_by"]) for r in rows), default=0)
+        for row in rows:
+            cells = []
+            for n, c in zip(names, cols, strict=True):
+                v = row["values"].get(n)
+                mark = "*" if n in row["least_supported_by"] else " "
+                cells.append(f"{_fmt(v, 3) + mark:>{c + 1}}")
+            text = row["text"] if len(row["text"]) <= 90 else row["text"][:87] + "..."
+            flag = (
+                f"   <- least supported ({len(row['least_supported_by'])}/{len(names)} metrics)"
+                if worst and len(row["least_supported_by"]) == worst
+                else ""
+            )
+            lines.append(f"{row['index'] + 1:>3} " + " ".join(cells) + f"  {text}{flag}")
+    return "\n".join(lines)
+
+
+@click.command("score")
+@click.option("--source", required=True, metavar="FILE|-", help="Source document (- = stdin).")
+@click.option(
+    "--summary", required=True, metavar="TEXT|@FILE", help="Summary text, or @FILE to read it."
+)
+@click.option(
+    "--metric",
+    "metric_names",
+    multiple=True,
+    metavar="NAME",
+    help=f"Metric to run (repeatable; default: {', '.join(DEFAULT_SCORE_METRICS)}).",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="METRIC.KEY=VALUE",
+    help="Metric setting, e.g. --set bertscore.idf=true (repeatable).",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--model",
+    "model_args",
+    multiple=True,
+    metavar="ROLE=ID_OR_PATH",
+    help="Model for a role (embedder, lm, spacy, nli, seq2seq, qa, qg); repeatable.",
+)
+@click.option("--backend", type=click.Choice(BACKEND_CHOICES), default="auto", show_default=True)
+@click.option(
+    "--allow-download",
+    is_flag=True,
+    help="Let a hub id be downloaded (never when HF_HUB_OFFLINE is set).",
+)
+def score_command(
+    source: str,
+    summary: str,
+    metric_names: tuple[str, ...],
+    settings: tuple[str, ...],
+    fmt: str,
+    model_args: tuple[str, ...],
+    backend: str,
+    allow_download: bool,
+) -> None:
+    """Score one summary against its source and show the least supported sentences.
+
+    Exit 0 when every metric scored, 1 when one could not, 2 on bad usage or input.
+    """
+    from faithgate import text as textmod
+    from faithgate.scorer import Scorer
+    from faithgate.types import Example
+
+    source_text = read_text_arg(source, "source")
+    if summary.startswith("@"):
+        summary_text = read_text_arg(summary[1:], "summary", allow_stdin=source != "-")
+    else:
+        summary_text = summary.strip()
+        if not summary_text:
+            raise InputError("the summary is empty")
+    models = parse_assignments(model_args, "--model")
+    names = list(dict.fromkeys(metric_names or DEFAULT_SCORE_METRICS))
+    scorer = Scorer(
+        names,
+        models=models,
+        backend=backend,
+        allow_download=allow_download,
+        metric_settings=parse_settings(settings),
+    )
+    scores = scorer.score([Example("0", source_text, summary_text)])[0]
+    identities = {
+        m.name: [scorer.context.model_identity(r, t) for r, t in sorted(m.roles.items())]
+        for m in scorer.metrics
+    }
+    sentences = textmod.split_sentences(summary_text, scorer.context.spacy_model)
+    rows = sentence_rows(sentences, scores)
+    if fmt == "json":
+        payload = {
+            "source": "<stdin>" if source == "-" else source,
+            "summary": summary_text,
+            "metrics": {
+                name: {**score.to_dict(), "models": identities[name]}
+                for name, score in scores.items()
+            },
+            "sentences": rows,
+        }
+        click.echo(json.dumps(json_safe(payload), indent=2, allow_nan=False, ensure_ascii=False))
+    else:
+        click.echo(render_text(scores, identities, rows))
+    failed = [f"{n}: {s.error}" for n, s in scores.items() if s.error]
+    if failed:
+        click.echo(f"faithgate: could not score with {'; '.join(failed)}", err=True)
+        sys.exit(1)
+
+
+@click.command("metrics")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def metrics_command(fmt: str) -> None:
+    """List the available metrics, one line each."""
+    from faithgate.metrics.base import metric_class, metric_names
+
+    entries = []
+    for name in metric_names():
+        cls = metric_class(name)
+        entries.append(
+            {
+                "name": name,
+                "family": cls.family,
+                "roles": sorted(cls.roles),
+                "description": cls.description,
+                "settings": cls.defaults,
+            }
+        )
+    if fmt == "json":
+        click.echo(json.dumps(json_safe(entries), indent=2))
+        return
+    width = max((len(e["name"]) for e in entries), default=4) + 2
+    fam = max((len(e["family"]) for e in entries), default=6) + 2
+    for e in entries:
+        roles = ",".join(e["roles"]) or "-"
+        click.echo(f"{e['name']:<{width}}{e['family']:<{fam}}{roles:<18}{e['description']}")
