@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -970,8 +971,11 @@ def _call_perturb(module: Any, ex: Example, rule: Any) -> list[tuple[str, str | 
     func: Callable[..., Any] = module.perturb
     kwargs: dict[str, Any] = {"seed": rule.seed}
     if rule.types:
-        kwargs["types"] = list(rule.types)
-    made = func(ex.source, ex.summary, **kwargs)
+        kwargs["types"] = tuple(rule.types)  # hashable: perturb caches type resolution
+    made = list(func(ex.source, ex.summary, **kwargs))
+    # One variant per type comes back in a fixed type order; shuffle (seeded per example) so
+    # ``per_example`` keeps a mix of error types rather than always the first types.
+    random.Random(f"{rule.seed}:{ex.id}").shuffle(made)
     out: list[tuple[str, str | None]] = []
     for v in made:
         if isinstance(v, str):

@@ -1,0 +1,179 @@
+"""``faithgate check``: run the configured gate and exit 0 (pass), 1 (gate failed) or 2 (usage
+or input error). Flags override ``[tool.faithgate]`` / ``faithgate.toml``; the command only
+translates arguments, the decisions are made by ``faithgate.gate``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from faithgate.errors import FaithgateError, InputError
+
+
+class _UserError(click.ClickException):
+    """A FaithgateError shown as one line with its own exit code (also under CliRunner)."""
+
+    def __init__(self, exc: FaithgateError) -> None:
+        super().__init__(str(exc))
+        self.exit_code = exc.exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"faithgate: {self.format_message()}", err=True)
+
+
+def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except FaithgateError as exc:
+            raise _UserError(exc) from None
+
+    return wrapper
+
+
+def _parse_thresholds(values: tuple[str, ...]) -> tuple[float | None, dict[str, float]]:
+    """``--threshold 0.5`` (every selected metric) or ``--threshold NAME=0.5`` (one metric)."""
+    common: float | None = None
+    named: dict[str, float] = {}
+    for raw in values:
+        name, sep, num = raw.rpartition("=")
+        try:
+            value = float(num)
+        except ValueError:
+            raise InputError(f"--threshold {raw!r}: expected a number or NAME=NUMBER") from None
+        if sep:
+            if not name:
+                raise InputError(f"--threshold {raw!r}: metric name missing before '='")
+            named[name] = value
+        else:
+            common = value
+    return common, named
+
+
+@click.command("check")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="faithgate.toml or pyproject.toml (default: search from the current directory)",
+)
+@click.option(
+    "--outputs",
+    type=click.Path(dir_okay=False),
+    help="JSONL of outputs to gate (id, source, summary, ...)",
+)
+@click.option("--summarizer", metavar="MOD:FN", help="summarizer callable to run over --data")
+@click.option("--data", type=click.Path(dir_okay=False), help="JSONL of sources for --summarizer")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="NAME",
+    help="metric to gate on (repeatable; replaces the configured metrics)",
+)
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="X|NAME=X",
+    help="per-example threshold for every selected metric, or for one metric",
+)
+@click.option("--min-pass-rate", type=float, metavar="R", help="minimum share of passing examples")
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    help="previous result JSON: enables the regression rule",
+)
+@click.option(
+    "--update-baseline",
+    is_flag=True,
+    help="write this run's result as the new baseline (after checking the old one)",
+)
+@click.option("--backend", type=click.Choice(["auto", "torch", "onnx"]), help="model backend")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="score cache directory")
+@click.option("--junit", type=click.Path(dir_okay=False), help="write a JUnit XML report")
+@click.option("--markdown", type=click.Path(dir_okay=False), help="write a Markdown report")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    help="write the result JSON (usable as a baseline)",
+)
+@click.option("--html", type=click.Path(dir_okay=False), help="write a self-contained HTML report")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="progress bar while scoring (default: on a terminal for long runs)",
+)
+@click.option("-q", "--quiet", is_flag=True, help="print only the verdict line")
+@_user_errors
+def check_command(
+    config_path: str | None,
+    outputs: str | None,
+    summarizer: str | None,
+    data: str | None,
+    metrics: tuple[str, ...],
+    thresholds: tuple[str, ...],
+    min_pass_rate: float | None,
+    baseline: str | None,
+    update_baseline: bool,
+    backend: str | None,
+    cache_dir: str | None,
+    junit: str | None,
+    markdown: str | None,
+    json_path: str | None,
+    html: str | None,
+    progress: bool | None,
+    quiet: bool,
+) -> None:
+    """Score outputs and gate on the configured rules: exit 0 pass, 1 fail, 2 usage error."""
+    from faithgate.config import load_config
+    from faithgate.gate import Gate
+    from faithgate.report import render
+
+    if outputs and (summarizer or data):
+        raise InputError("give either --outputs or --summarizer with --data, not both")
+    if data and not summarizer:
+        raise InputError("--data needs --summarizer (a module:function to run over it)")
+    config = load_config(config_path)
+    common, named = _parse_thresholds(thresholds)
+    config = config.override(
+        metrics=list(metrics) or None,
+        outputs=outputs,
+        summarizer=summarizer,
+        data=data,
+        baseline=baseline,
+        backend=backend,
+        cache_dir=cache_dir,
+        min_pass_rate=min_pass_rate,
+        thresholds=named or None,
+        threshold=common,
+        junit=junit,
+        markdown=markdown,
+        json=json_path,
+        html=html,
+    )
+    unknown = set(named) - set(config.metrics)
+    if unknown:
+        raise InputError(
+            f"--threshold names metric(s) not selected: {', '.join(sorted(unknown))} "
+            f"(selected: {', '.join(config.metrics)})"
+        )
+    gate = Gate(config, progress=progress, update_baseline=update_baseline)
+    result = gate.run()
+    written = gate.write_reports(result)
+    if quiet:
+        click.echo(f"faithgate: {result.verdict.upper()}")
+    else:
+        click.echo(render("terminal", result), nl=False)
+        for kind, path in written.items():
+            click.echo(f"{kind} report: {path}")
+        if update_baseline and config.baseline is not None:
+            click.echo(f"baseline updated: {config.baseline}")
+    if not result.passed:
+        raise SystemExit(1)

@@ -1,0 +1,392 @@
+"""GitHub Actions glue: a gate result JSON -> step outputs, job summary and annotations.
+
+Run by the composite action (``action.yml``) after ``faithgate check``; it reads only files
+(the result JSON, the Markdown report, the check's stderr) and never scores::
+
+    python -m faithgate.report.github report --result reports/faithgate.json \\
+        --markdown reports/faithgate.md --exit-code 1
+    python -m faithgate.report.github cache-dir      # the score cache dir of the configuration
+
+``report`` writes to the files GitHub names in the environment:
+
+- ``$GITHUB_OUTPUT``: ``verdict`` (pass / fail / error), ``pass-rate``, ``means`` (a JSON object
+  metric -> mean), ``failed-examples``, ``report-markdown`` / ``report-json`` / ``report-junit``
+  and ``step-exit-code`` (what the action's last step exits with);
+- ``$GITHUB_STEP_SUMMARY``: the Markdown report (cut at GitHub's 1 MiB limit);
+- standard output: one ``::error`` workflow command per failing example (with ``file`` and
+  ``line`` of the example in the outputs JSONL when it can be found), one per failing rule,
+  escaped as GitHub's workflow-command parser expects (``escape_data`` / ``escape_property``).
+
+Outside GitHub (no ``GITHUB_OUTPUT``) the outputs are printed instead, so the command is safe to
+run locally.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from faithgate.errors import FaithgateError, InputError
+
+# GitHub rejects a step summary over 1 MiB (1024 * 1024 bytes); keep room for the cut notice.
+SUMMARY_LIMIT = 1024 * 1024 - 1024
+ANNOTATION_MESSAGE_LIMIT = 4000
+
+
+# ---------------------------------------------------------------------- workflow commands
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow command's message (``::cmd::MESSAGE``): ``%``, CR and LF.
+
+    The same rules as ``escapeData`` in GitHub's ``@actions/core`` (``%`` first, so an escape
+    sequence in the text is not decoded by the runner).
+    """
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow command's property value (``::cmd key=VALUE::``): as ``escape_data``
+    plus ``:`` and ``,``, which would end the value (``escapeProperty`` in ``@actions/core``)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(command: str, message: str, **properties: Any) -> str:
+    """One workflow command line, e.g. ``::error file=a.jsonl,line=3,title=...::message``.
+
+    Properties whose value is ``None`` are left out.
+    """
+    props = ",".join(
+        f"{key}={escape_property(str(value))}"
+        for key, value in properties.items()
+        if value is not None
+    )
+    return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def format_output(name: str, value: str) -> str:
+    """A ``$GITHUB_OUTPUT`` entry. One-line values are ``name=value``; others use the
+    ``name<<DELIMITER`` form with a random delimiter that does not occur in the value."""
+    if "\n" not in value and "\r" not in value:
+        return f"{name}={value}\n"
+    while True:
+        delimiter = f"ghadelimiter_{uuid.uuid4()}"
+        if delimiter not in value:
+            break
+    return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
+
+
+# ---------------------------------------------------------------------- reading the result
+
+
+def load_result(path: str | Path) -> dict[str, Any]:
+    """The gate result JSON (``GateResult.to_dict``); ``InputError`` when unreadable."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no gate result (did faithgate check run?)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: unreadable gate result ({exc})") from None
+    if not isinstance(data, dict) or "passed" not in data or "examples" not in data:
+        raise InputError(f"{path}: not a faithgate result JSON")
+    return data
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{float(value):.4f}".rstrip("0").rstrip(".") if value != 0 else "0"
+
+
+def outputs_for(result: Mapping[str, Any], reports: Mapping[str, Path | None]) -> dict[str, str]:
+    """Step outputs of a gate result: verdict, pass rate, means, failure count, report paths."""
+    examples = [e for e in result.get("examples", []) if not e.get("probe")]
+    failed = [e for e in examples if not e.get("passed")]
+    means = {
+        name: (None if v is None else round(float(v), 6))
+        for name, v in (result.get("means") or {}).items()
+    }
+    out = {
+        "verdict": str(result.get("verdict") or ("pass" if result.get("passed") else "fail")),
+        "pass-rate": _fmt(result.get("pass_rate")),
+        "means": json.dumps(means, sort_keys=True),
+        "failed-examples": str(len(failed)),
+    }
+    for kind in ("markdown", "json", "junit"):
+        path = reports.get(kind)
+        out[f"report-{kind}"] = str(path) if path is not None and Path(path).is_file() else ""
+    return out
+
+
+def example_lines(path: str | Path) -> dict[str, int]:
+    """Example id -> 1-based line in a JSONL file (ids default to the line number, as in
+    ``faithgate.io``). Unparsable lines are skipped: this only places annotations."""
+    lines: dict[str, int] = {}
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return lines
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            lines.setdefault(str(record.get("id", number)), number)
+    return lines
+
+
+def _annotation_file(path: str | None, workspace: str | None) -> str | None:
+    """The input file as GitHub wants it in an annotation: relative to the workspace."""
+    if not path or not Path(path).is_file():
+        return None
+    resolved = Path(path).resolve()
+    if workspace:
+        try:
+            return resolved.relative_to(Path(workspace).resolve()).as_posix()
+        except ValueError:
+            pass
+    return str(resolved)
+
+
+def _clip(text: str, limit: int = ANNOTATION_MESSAGE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def example_message(example: Mapping[str, Any]) -> str:
+    """Why an example failed, with its scores; several lines (escaped when emitted)."""
+    lines = [example.get("message") or "failed"]
+    scores = example.get("scores") or {}
+    parts = []
+    for name, s in scores.items():
+        value = s.get("value")
+        shown = "unscored" if value is None else f"{float(value):.4f}"
+        if s.get("threshold") is not None:
+            shown += f" (threshold {float(s['threshold']):g})"
+        parts.append(f"{name} {shown}")
+    if parts:
+        lines.append("scores: " + ", ".join(parts))
+    summary = " ".join(str(example.get("summary") or "").split())
+    if summary:
+        lines.append(f"summary: {summary}")
+    return _clip("\n".join(lines))
+
+
+def annotations_for(
+    result: Mapping[str, Any],
+    *,
+    max_annotations: int = 50,
+    workspace: str | None = None,
+    fail_on_regression: bool = True,
+) -> list[str]:
+    """Workflow commands: one ``::error`` per failing example (probes excluded), then one per
+    failing rule (``::warning`` for a regression when ``fail_on_regression`` is off). At most
+    ``max_annotations`` example annotations; a notice says how many were left out."""
+    commands: list[str] = []
+    input_path = result.get("input")
+    file = _annotation_file(input_path, workspace)
+    lines = example_lines(input_path) if file else {}
+    failed = [e for e in result.get("examples", []) if not e.get("probe") and not e.get("passed")]
+    for example in failed[:max_annotations]:
+        eid = str(example.get("id"))
+        line = lines.get(eid)
+        commands.append(
+            workflow_command(
+                "error",
+                example_message(example),
+                file=file if line else None,
+                line=line,
+                title=f"faithgate: example {eid} failed",
+            )
+        )
+    if len(failed) > max_annotations:
+        commands.append(
+            workflow_command(
+                "warning",
+                f"{len(failed) - max_annotations} more failing examples are not annotated; "
+                "see the job summary or the JUnit report",
+                title="faithgate: more failures",
+            )
+        )
+    for rule in result.get("rules", []):
+        if rule.get("passed"):
+            continue
+        level = "error"
+        if rule.get("kind") == "regression" and not fail_on_regression:
+            level = "warning"
+        commands.append(
+            workflow_command(
+                level,
+                _clip(str(rule.get("message") or "failed")),
+                title=f"faithgate: rule {rule.get('name')} failed",
+            )
+        )
+    return commands
+
+
+def step_exit_code(
+    result: Mapping[str, Any] | None, exit_code: int, fail_on_regression: bool
+) -> int:
+    """What the action's step exits with: the check's code, except that with
+    ``fail_on_regression`` off a gate whose only failing rules are regressions passes."""
+    if exit_code != 1 or result is None or fail_on_regression:
+        return exit_code
+    failing = [r for r in result.get("rules", []) if not r.get("passed")]
+    if failing and all(r.get("kind") == "regression" for r in failing):
+        return 0
+    return exit_code
+
+
+def summary_markdown(
+    result: Mapping[str, Any] | None, markdown: str | None, error: str | None
+) -> str:
+    """The job summary: the Markdown report, or a rendering of the result, or the error."""
+    if markdown is None and result is not None:
+        from faithgate.gate import GateResult
+        from faithgate.report import render
+
+        markdown = render("markdown", GateResult.from_dict(result))
+    if markdown is None:
+        markdown = f"## faithgate: could not run\n\n```\n{error or 'no result'}\n```\n"
+    data = markdown.encode("utf-8")
+    if len(data) > SUMMARY_LIMIT:
+        cut = data[:SUMMARY_LIMIT].decode("utf-8", errors="ignore")
+        markdown = cut + "\n\n…(cut at GitHub's 1 MiB job summary limit; see the report file)\n"
+    return markdown if markdown.endswith("\n") else markdown + "\n"
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def _write(path: str | None, text: str, stream: Any) -> None:
+    """Append to a GitHub environment file, or print when not on GitHub."""
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        stream.write(text)
+
+
+def _last_line(path: str | None) -> str | None:
+    if not path or not Path(path).is_file():
+        return None
+    lines = [ln.strip() for ln in Path(path).read_text("utf-8", errors="replace").splitlines()]
+    lines = [ln for ln in lines if ln]
+    return lines[-1] if lines else None
+
+
+def _boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value == "true"
+
+
+def run_report(args: argparse.Namespace, env: Mapping[str, str], out: Any = None) -> int:
+    """The ``report`` command; returns the process exit code (0 unless this step itself broke)."""
+    out = out or sys.stdout
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    try:
+        result = load_result(args.result)
+    except InputError as exc:
+        error = _last_line(args.stderr) or str(exc)
+    rc = args.exit_code
+    if result is None and rc in (None, 0, 1):
+        rc = 2  # a check that wrote no result did not decide anything
+    elif rc is None:
+        rc = 0 if result and result.get("passed") else 1
+    reports = {"markdown": args.markdown, "json": args.result, "junit": args.junit}
+    markdown = None
+    if args.markdown and Path(args.markdown).is_file() and result is not None:
+        markdown = Path(args.markdown).read_text(encoding="utf-8")
+
+    if result is not None:
+        outputs = outputs_for(result, reports)
+        commands = annotations_for(
+            result,
+            max_annotations=args.max_annotations,
+            workspace=env.get("GITHUB_WORKSPACE"),
+            fail_on_regression=args.fail_on_regression,
+        )
+    else:
+        outputs = {
+            "verdict": "error",
+            "pass-rate": "",
+            "means": "{}",
+            "failed-examples": "0",
+            "report-markdown": "",
+            "report-json": "",
+            "report-junit": "",
+        }
+        commands = [workflow_command("error", error or "faithgate check failed", title="faithgate")]
+    outputs["step-exit-code"] = str(step_exit_code(result, rc, args.fail_on_regression))
+
+    for command in commands:
+        out.write(command + "\n")
+    _write(env.get("GITHUB_STEP_SUMMARY"), summary_markdown(result, markdown, error), _NullStream())
+    _write(env.get("GITHUB_OUTPUT"), "".join(format_output(k, v) for k, v in outputs.items()), out)
+    return 0
+
+
+def run_cache_dir(args: argparse.Namespace, env: Mapping[str, str], out: Any = None) -> int:
+    """The ``cache-dir`` command: the configured score cache directory as output ``cache-dir``
+    (empty when the configuration sets none, so the action skips that cache)."""
+    from faithgate.config import load_config
+
+    out = out or sys.stdout
+    config = load_config(args.config or env.get("FG_CONFIG") or None)
+    path = "" if config.cache_dir is None else str(Path(config.cache_dir).resolve())
+    _write(env.get("GITHUB_OUTPUT"), format_output("cache-dir", path), out)
+    return 0
+
+
+class _NullStream:
+    def write(self, text: str) -> None:  # the summary is not echoed outside GitHub
+        return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m faithgate.report.github",
+        description="Turn a faithgate gate result into GitHub step outputs, summary and annotations.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="outputs, job summary and annotations of a gate result")
+    rep.add_argument("--result", required=True, help="gate result JSON (faithgate check --json)")
+    rep.add_argument("--markdown", help="Markdown report for the job summary")
+    rep.add_argument("--junit", help="JUnit XML report (only its path is reported)")
+    rep.add_argument("--stderr", help="stderr of faithgate check (its last line explains an error)")
+    rep.add_argument("--exit-code", type=int, help="exit code of faithgate check")
+    rep.add_argument("--fail-on-regression", type=_boolean, default=True, metavar="true|false")
+    rep.add_argument("--max-annotations", type=int, default=50, metavar="N")
+    cache = sub.add_parser("cache-dir", help="print the configured score cache directory")
+    cache.add_argument("--config", help="configuration file (default: $FG_CONFIG, else searched)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Entry point; a ``FaithgateError`` becomes one ``::error`` line and exit code 2."""
+    args = build_parser().parse_args(argv)
+    env = os.environ if env is None else env
+    try:
+        if args.command == "report":
+            return run_report(args, env)
+        return run_cache_dir(args, env)
+    except FaithgateError as exc:
+        print(workflow_command("error", str(exc), title="faithgate"))
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""JUnit XML report (``junit-xml`` package): what CI systems show as test results.
+
+Two suites: ``faithgate.examples`` with one test case per gated example (its failure message is
+the reason, naming the least supported sentence; an unscorable example is a failure of type
+``unscorable``, never a skip) and ``faithgate.rules`` with one test case per decision rule. Suite
+properties carry the verdict, pass rate, mean per metric and the settings hash of every metric.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+from faithgate.report.format import fmt_value
+
+if TYPE_CHECKING:
+    from faithgate.gate import GateResult
+
+
+def _example_output(e) -> str:  # noqa: ANN001 - ExampleResult (kept light for TYPE_CHECKING)
+    lines = [f"summary: {e.summary}"]
+    for m, s in e.scores.items():
+        thr = f" (threshold {s.threshold:g})" if s.threshold is not None else ""
+        val = fmt_value(s.value) if s.value is not None else f"unscorable: {s.error}"
+        lines.append(f"{m}: {val}{thr}")
+    ls = e.least_supported
+    if ls is not None:
+        lines.append(f"least supported sentence ({ls.metric} {ls.value:.3f}): {ls.text}")
+    return "\n".join(lines)
+
+
+def to_junit(result: GateResult) -> str:
+    """JUnit XML text for ``result``."""
+    props = {
+        "faithgate.verdict": result.verdict,
+        "faithgate.version": result.faithgate_version,
+        "faithgate.pass_rate": fmt_value(result.pass_rate),
+    }
+    for m, v in result.means().items():
+        props[f"faithgate.mean.{m}"] = fmt_value(v)
+    for m, h in result.settings_hashes.items():
+        props[f"faithgate.settings_hash.{m}"] = h
+    example_cases = []
+    for e in result.outputs:
+        tc = TestCase(e.id, classname="faithgate.examples", stdout=_example_output(e))
+        if not e.passed:
+            unscorable = any(not s.ok for s in e.scores.values())
+            tc.add_failure_info(
+                message=e.message,
+                output=_example_output(e),
+                failure_type="unscorable" if unscorable else "unfaithful",
+            )
+        example_cases.append(tc)
+    rule_cases = []
+    for r in result.rules:
+        tc = TestCase(
+            r.name,
+            classname="faithgate.rules",
+            stdout=f"value {fmt_value(r.value)}, limit {fmt_value(r.limit)}: {r.message}",
+        )
+        if not r.passed:
+            tc.add_failure_info(message=r.message, failure_type=r.kind)
+        rule_cases.append(tc)
+    suites = [
+        TestSuite("faithgate.examples", example_cases, properties=props, timestamp=result.created),
+        TestSuite("faithgate.rules", rule_cases, properties=props, timestamp=result.created),
+    ]
+    return to_xml_report_string(suites, prettyprint=True)

@@ -1,0 +1,117 @@
+"""Markdown report: for a pull-request comment or a GitHub job summary.
+
+A verdict line, the rule table, the worst examples (with their least supported sentence) and
+the settings hash of every metric, so a reader can tell which scores are comparable.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from faithgate.report.format import fmt_value, one_line
+
+if TYPE_CHECKING:
+    from faithgate.gate import GateResult
+
+
+def _cell(text: str, limit: int = 200) -> str:
+    # Pipes split cells and newlines end rows: escape / collapse them.
+    return one_line(text, limit).replace("|", "\\|")
+
+
+def to_markdown(result: GateResult, max_examples: int = 10) -> str:
+    """The Markdown report of ``result``."""
+    icon = "✅" if result.passed else "❌"
+    rate = result.pass_rate
+    n_rules = len(result.rules)
+    n_ok = n_rules - len(result.failed_rules)
+    out = [f"## {icon} faithgate: {result.verdict.upper()}", ""]
+    stats = [
+        f"**{result.n_passed}/{result.n_examples}** examples pass"
+        + (f" ({rate:.1%})" if rate is not None else ""),
+        f"**{n_ok}/{n_rules}** rules pass",
+    ]
+    means = result.means()
+    if means:
+        stats.append("mean " + ", ".join(f"`{m}` {fmt_value(v)}" for m, v in means.items()))
+    if result.pairs:
+        stats.append(f"{len(result.pairs)} minimal pairs")
+    out.append(" · ".join(stats))
+    out.append("")
+    out.append("| Rule | Value | Limit | Result | Detail |")
+    out.append("|---|---:|---:|:---:|---|")
+    for r in result.rules:
+        out.append(
+            f"| `{_cell(r.name)}` | {fmt_value(r.value)} | {fmt_value(r.limit)} | "
+            f"{'✅ pass' if r.passed else '❌ fail'} | {_cell(r.message)} |"
+        )
+    worst = [e for e in result.worst_examples(max_examples) if not e.passed]
+    if not worst:
+        worst = result.worst_examples(min(3, max_examples))
+        title = "Lowest-scoring examples"
+    else:
+        title = f"Failing examples ({len(result.failed_examples)})"
+    if worst:
+        out += ["", f"### {title}", ""]
+        metric_cols = " | ".join(f"`{m}`" for m in result.metrics)
+        out.append(f"| Example | {metric_cols} | Result | Least supported sentence |")
+        out.append("|---|" + "---:|" * len(result.metrics) + ":---:|---|")
+        for e in worst:
+            vals = []
+            for m in result.metrics:
+                s = e.scores.get(m)
+                if s is None or s.value is None:
+                    vals.append("⚠️ unscored")
+                else:
+                    mark = "" if s.passed else " ❌"
+                    vals.append(fmt_value(s.value) + mark)
+            ls = e.least_supported
+            if ls is not None:
+                sentence = f"“{_cell(ls.text, 160)}” ({ls.metric} {fmt_value(ls.value, 3)})"
+            elif not e.passed:
+                sentence = _cell(e.message, 160)
+            else:
+                sentence = ""
+            out.append(
+                f"| `{_cell(e.id, 60)}` | {' | '.join(vals)} | "
+                f"{'✅' if e.passed else '❌'} | {sentence} |"
+            )
+        if len(result.failed_examples) > len(worst) and not worst[0].passed:
+            out.append("")
+            out.append(f"… and {len(result.failed_examples) - len(worst)} more failing examples.")
+    bad_pairs = [p for p in result.pairs if not all(p.consistent.values())]
+    if bad_pairs:
+        out += ["", f"### Inconsistent minimal pairs ({len(bad_pairs)} of {len(result.pairs)})", ""]
+        out.append("| Pair | Error type | Faithful > edited? | Edited summary |")
+        out.append("|---|---|---|---|")
+        for p in bad_pairs[:max_examples]:
+            verdicts = ", ".join(
+                f"`{m}` {fmt_value(p.faithful_scores.get(m))} vs {fmt_value(p.unfaithful_scores.get(m))}"
+                for m in result.metrics
+                if not p.consistent.get(m, False)
+            )
+            out.append(
+                f"| `{_cell(p.pair_id, 60)}` | {_cell(p.error_type or '-')} | {verdicts} | "
+                f"{_cell(p.unfaithful_summary, 140)} |"
+            )
+    out += ["", "<details><summary>Settings</summary>", ""]
+    for m in result.metrics:
+        thr = result.thresholds.get(m)
+        out.append(
+            f"- `{m}`: settings hash `{result.settings_hashes.get(m, '?')}`"
+            + (f", threshold {thr:g}" if thr is not None else "")
+        )
+    extra = []
+    if result.input:
+        extra.append(f"input `{result.input}`")
+    if result.seconds is not None:
+        extra.append(f"{result.seconds:.2f} s")
+    if result.cache:
+        extra.append(
+            f"score cache {result.cache.get('hits', 0)} hits / {result.cache.get('misses', 0)} misses"
+        )
+    if extra:
+        out.append("- " + ", ".join(extra))
+    out.append(f"- faithgate {result.faithgate_version}, {result.created}")
+    out += ["", "</details>", ""]
+    return "\n".join(out)

@@ -1,0 +1,77 @@
+"""Terminal report: the verdict, the rule table and the failing examples, as plain text; and
+the progress bar shown while a long run scores (tqdm, on stderr)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from faithgate.report.format import fmt_value, one_line
+
+if TYPE_CHECKING:
+    from faithgate.gate import GateResult
+
+
+@contextmanager
+def progress_bar(total: int, desc: str = "scoring") -> Iterator[Any]:
+    """A tqdm bar on stderr (``bar.update(n)``), closed on exit."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="ex", file=sys.stderr, dynamic_ncols=True, leave=False)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line.rstrip(), "  ".join("-" * w for w in widths)]
+    for r in rows:
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return out
+
+
+def to_terminal(result: GateResult, max_examples: int = 10, width: int = 100) -> str:
+    """Plain-text report for a terminal (no colour codes, so it is also fine in CI logs)."""
+    lines: list[str] = []
+    rate = result.pass_rate
+    means = ", ".join(f"{m} {fmt_value(v)}" for m, v in result.means().items())
+    lines.append(
+        f"faithgate: {result.verdict.upper()}: {result.n_passed}/{result.n_examples} examples pass"
+        + (f" ({rate:.1%})" if rate is not None else "")
+        + (f"; mean {means}" if means else "")
+    )
+    lines.append("")
+    rows = [
+        [
+            r.name,
+            fmt_value(r.value),
+            fmt_value(r.limit),
+            "PASS" if r.passed else "FAIL",
+            one_line(r.message, width - 40),
+        ]
+        for r in result.rules
+    ]
+    lines.extend(_table(["rule", "value", "limit", "result", "detail"], rows))
+    failed = result.failed_examples
+    if failed:
+        lines.append("")
+        lines.append(f"failing examples ({len(failed)}):")
+        for ex in failed[:max_examples]:
+            lines.append(f"  {ex.id}: {one_line(ex.message, width - len(ex.id) - 4)}")
+        if len(failed) > max_examples:
+            lines.append(f"  ... and {len(failed) - max_examples} more")
+    if result.cache:
+        hits, misses = result.cache.get("hits", 0), result.cache.get("misses", 0)
+        lines.append("")
+        lines.append(
+            f"score cache: {hits} hits, {misses} misses"
+            + (f"; {result.seconds:.2f} s" if result.seconds is not None else "")
+        )
+    return "\n".join(lines) + "\n"
