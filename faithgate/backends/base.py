@@ -251,6 +251,41 @@ class LanguageModel(RoleModel):
         return results
 
 
+class TextGenerator(RoleModel):
+    """Generates text from an input text (e.g. a seq2seq question generator, ``qg`` role)."""
+
+    task = "text-generator"
+
+    @abstractmethod
+    def generate(self, inputs: Sequence[str], max_new_tokens: int = 32) -> list[str]:
+        """Greedy (deterministic) output for each input; inputs are truncated to fit."""
+
+
+@dataclass
+class Answer:
+    """An extractive answer: the span text (``""`` for no answer) and the model's confidence."""
+
+    text: str
+    score: float
+    start: int = -1  # character offsets in the context, -1 when there is no answer
+    end: int = -1
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.text.strip()
+
+
+class ExtractiveQA(RoleModel):
+    """Answers questions with spans of a context (SQuAD-style models, ``qa`` role)."""
+
+    task = "extractive-qa"
+
+    @abstractmethod
+    def answer(self, questions: Sequence[str], contexts: Sequence[str]) -> list[Answer]:
+        """Best span per (question, context); an empty ``Answer`` when the model's
+        no-answer score beats every span. Long contexts are windowed, best span kept."""
+
+
 class Backend(ABC):
     """Factory of task models for one inference runtime."""
 
