@@ -84,7 +84,7 @@ class FaithgateFixture:
         try:
             rows = self._scorer(name).score(examples)
         except FaithgateError as exc:
-            pytest.fail(f"faithgate: {exc}", pytrace=False)
+            raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
         return [row[name] for row in rows]
 
     def score(self, source: str, summary: str, metric: str | None = None) -> Score:
@@ -197,7 +197,7 @@ class FaithgateFixture:
         try:
             edits = perturb_summary(source, summary, wanted, seed)
         except FaithgateError as exc:
-            pytest.fail(f"faithgate: {exc}", pytrace=False)
+            raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
         if not edits:
             pytest.fail(
                 "faithgate: the perturbation engine produced no edit of this summary "

@@ -152,7 +152,7 @@ def _session(config: pytest.Config) -> PluginSession:
         try:
             gate_config = load_session_config(Path(config.rootpath), options)
         except FaithgateError as exc:
-            pytest.fail(f"faithgate: {exc}", pytrace=False)
+            raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
         session = PluginSession(Path(config.rootpath), options, gate_config)
         config.stash[SESSION_KEY] = session
     return session
@@ -173,7 +173,7 @@ def marker_settings(node: pytest.Item) -> dict[str, Any]:
     try:
         check_marker_kwargs(merged, node.nodeid)
     except FaithgateError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        raise pytest.fail.Exception(str(exc), pytrace=False) from None
     return merged
 
 
