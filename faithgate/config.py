@@ -212,7 +212,7 @@ class GateConfig:
         changes = {k: v for k, v in changes.items() if v is not None}
         if not changes:
             return self
-        p = _Parser("option", Path.cwd())
+        p = _Parser("option", Path.cwd(), lenient=True)
         new: dict[str, Any] = {}
         rules = self.rules
         reports = self.reports
@@ -363,9 +363,11 @@ _RULE_KEYS = ("min_pass_rate", "min_mean", "pair_consistency", "regression")
 class _Parser:
     """Type checks that name the key (``where: key: problem``)."""
 
-    def __init__(self, where: str, root: Path) -> None:
+    def __init__(self, where: str, root: Path, lenient: bool = False) -> None:
         self.where = where
         self.root = root
+        # Command-line values arrive as text: only overrides accept numbers written as strings.
+        self.lenient = lenient
 
     def fail(self, key: str, problem: str) -> ConfigError:
         return ConfigError(f"{self.where}: {key}: {problem}")
@@ -393,7 +395,7 @@ class _Parser:
         return value
 
     def number(self, value: Any, key: str) -> float:
-        if isinstance(value, str):  # CLI values arrive as text
+        if isinstance(value, str) and self.lenient:
             try:
                 return float(value)
             except ValueError:

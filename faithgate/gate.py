@@ -868,7 +868,11 @@ class Gate:
         rule = self.config.rules.pair_consistency
         assert rule is not None
         try:
-            from faithgate import perturb as perturb_module
+            # import_module, not ``from faithgate import perturb``: the package's lazy public
+            # API maps that name to the function, not the module.
+            import importlib
+
+            perturb_module = importlib.import_module("faithgate.perturb")
         except ImportError as exc:
             raise InputError(
                 f"pair_consistency.generate needs faithgate.perturb, which cannot be imported ({exc})"

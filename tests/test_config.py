@@ -1,0 +1,194 @@
+"""Gate configuration: [tool.faithgate] / faithgate.toml, typed values, errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from faithgate.config import GateConfig, PairConsistencyRule, RegressionRule, load_config
+from faithgate.errors import ConfigError
+
+FULL = """
+[project]
+name = "demo"
+
+[tool.faithgate]
+metrics = ["bertscore", "ner"]
+backend = "onnx"
+outputs = "data/outputs.jsonl"
+baseline = "faithgate-baseline.json"
+cache_dir = ".faithgate"
+[tool.faithgate.models]
+nli = "some/hub-id"
+[tool.faithgate.metric_settings.bertscore]
+layer = 4
+[tool.faithgate.thresholds]
+bertscore = 0.55
+ner = 1
+[tool.faithgate.calibration.bertscore]
+threshold = 0.55
+ci95 = [0.51, 0.58]
+[tool.faithgate.rules]
+min_pass_rate = 0.9
+min_mean = { bertscore = 0.6 }
+pair_consistency = { min_rate = 0.9, per_error_type = true, generate = false }
+regression = { tolerance = 0.01, confidence = 0.95 }
+[tool.faithgate.reports]
+junit = "reports/faithgate.xml"
+markdown = "reports/faithgate.md"
+json = "reports/faithgate.json"
+html = "reports/faithgate.html"
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_pyproject_full_example_is_typed_and_paths_are_relative_to_the_file(tmp_path):
+    write(tmp_path / "pyproject.toml", FULL)
+    cfg = load_config(start=tmp_path)
+    assert cfg.metrics == ("bertscore", "ner")
+    assert cfg.backend == "onnx"
+    assert cfg.outputs == tmp_path / "data" / "outputs.jsonl"
+    assert cfg.baseline == tmp_path / "faithgate-baseline.json"
+    assert cfg.cache_dir == tmp_path / ".faithgate"
+    assert cfg.models == {"nli": "some/hub-id"}
+    assert cfg.metric_settings == {"bertscore": {"layer": 4}}
+    assert cfg.thresholds == {"bertscore": 0.55, "ner": 1.0}
+    assert isinstance(cfg.thresholds["ner"], float)
+    assert cfg.calibration["bertscore"]["ci95"] == [0.51, 0.58]
+    assert cfg.rules.min_pass_rate == 0.9
+    assert cfg.rules.min_mean == {"bertscore": 0.6}
+    assert cfg.rules.pair_consistency == PairConsistencyRule(min_rate=0.9, per_error_type=True)
+    assert cfg.rules.regression == RegressionRule(tolerance=0.01, confidence=0.95)
+    assert cfg.reports.junit == tmp_path / "reports" / "faithgate.xml"
+    assert [k for k, _ in cfg.reports.items()] == ["junit", "markdown", "json", "html"]
+    assert cfg.source == (tmp_path / "pyproject.toml").resolve()
+
+
+def test_faithgate_toml_top_level_and_search_upwards(tmp_path):
+    write(tmp_path / "faithgate.toml", 'metrics = "overlap"\n[thresholds]\noverlap = 0.3\n')
+    # a pyproject without [tool.faithgate] in a subdirectory does not stop the search
+    write(tmp_path / "a" / "b" / "pyproject.toml", '[project]\nname = "x"\n')
+    cfg = load_config(start=tmp_path / "a" / "b")
+    assert cfg.metrics == ("overlap",)
+    assert cfg.thresholds == {"overlap": 0.3}
+    assert cfg.root == tmp_path.resolve()
+
+
+def test_faithgate_toml_wins_over_pyproject_in_the_same_directory(tmp_path):
+    write(tmp_path / "pyproject.toml", '[tool.faithgate]\nmetrics = ["ner"]\n')
+    write(tmp_path / "faithgate.toml", 'metrics = ["overlap"]\n')
+    assert load_config(start=tmp_path).metrics == ("overlap",)
+    assert load_config(tmp_path / "pyproject.toml").metrics == ("ner",)
+
+
+def test_no_configuration_gives_defaults(tmp_path):
+    cfg = load_config(start=tmp_path)
+    assert cfg.source is None
+    assert cfg.rules.min_pass_rate == 1.0
+    assert cfg.outputs is None
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ('metricz = ["x"]', "'metricz'"),
+        ("metrics = 3", "metrics"),
+        ('backend = "cuda"', "backend"),
+        ("outputs = 5", "outputs"),
+        ('summarizer = "nocolon"', "summarizer"),
+        ('[thresholds]\nbertscore = "high"', "thresholds.bertscore"),
+        ("[rules]\nmin_pass_rate = 1.5", "rules.min_pass_rate"),
+        ('[rules]\nmin_pass_rate = "0.9"', "rules.min_pass_rate"),
+        ("[rules]\nmax_fail = 2", "'max_fail'"),
+        ("[rules]\npair_consistency = { min_rate = 0.9, typo = 1 }", "'typo'"),
+        ("[rules]\npair_consistency = { generate = 1 }", "rules.pair_consistency.generate"),
+        ("[rules]\nregression = { confidence = 1.5 }", "rules.regression.confidence"),
+        ("[rules]\nregression = { tolerance = -0.1 }", "rules.regression.tolerance"),
+        ('[rules]\nmin_mean = { bertscore = "x" }', "rules.min_mean.bertscore"),
+        ('[reports]\npdf = "x.pdf"', "'pdf'"),
+        ("models = 3", "models"),
+        ("allow_download = 1", "allow_download"),
+    ],
+)
+def test_errors_name_the_key(tmp_path, toml, key):
+    write(tmp_path / "faithgate.toml", toml + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(start=tmp_path)
+    message = str(err.value)
+    assert key in message
+    assert "faithgate.toml" in message
+    assert "\n" not in message
+
+
+def test_pyproject_errors_name_the_table(tmp_path):
+    write(tmp_path / "pyproject.toml", "[tool.faithgate.rules]\nmin_pass_rate = true\n")
+    with pytest.raises(ConfigError, match=r"tool\.faithgate: rules\.min_pass_rate"):
+        load_config(start=tmp_path)
+
+
+def test_invalid_toml_and_missing_file(tmp_path):
+    write(tmp_path / "faithgate.toml", "metrics = [\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_config(start=tmp_path)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+    write(tmp_path / "p" / "pyproject.toml", '[project]\nname = "x"\n')
+    with pytest.raises(ConfigError, match=r"no \[tool.faithgate\]"):
+        load_config(tmp_path / "p" / "pyproject.toml")
+
+
+def test_summarizer_needs_data(tmp_path):
+    write(tmp_path / "faithgate.toml", 'summarizer = "pkg.mod:fn"\n')
+    with pytest.raises(ConfigError, match="'summarizer' needs 'data'"):
+        load_config(start=tmp_path)
+
+
+def test_overrides(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = GateConfig.from_dict(
+        {"metrics": ["a", "b"], "summarizer": "m:f", "data": "d.jsonl", "thresholds": {"a": 0.1}},
+        root=tmp_path / "proj",
+    )
+    assert cfg.data == tmp_path / "proj" / "d.jsonl"
+    new = cfg.override(threshold="0.7", outputs="out.jsonl", min_pass_rate=0.5, markdown="r.md")
+    assert new.thresholds == {"a": 0.7, "b": 0.7}
+    assert new.outputs == tmp_path / "out.jsonl"  # flags resolve against the cwd
+    assert new.summarizer is None and new.data is None
+    assert new.rules.min_pass_rate == 0.5
+    assert new.reports.markdown == tmp_path / "r.md"
+    assert cfg.thresholds == {"a": 0.1}  # the original is unchanged
+    assert cfg.override(metrics=None, threshold=None) is cfg
+    named = cfg.override(thresholds={"b": 0.2})
+    assert named.thresholds == {"a": 0.1, "b": 0.2}
+    with pytest.raises(ConfigError, match="--min-pass-rate"):
+        cfg.override(min_pass_rate=2)
+    with pytest.raises(ConfigError, match="--threshold"):
+        cfg.override(threshold="high")
+    with pytest.raises(ConfigError, match="--summarizer needs --data"):
+        GateConfig().override(summarizer="m:f")
+
+
+def test_min_mean_single_number_and_shorthands():
+    cfg = GateConfig.from_dict(
+        {"rules": {"min_mean": 0.4, "pair_consistency": 0.8, "regression": True}}
+    )
+    assert cfg.rules.min_mean == {"*": 0.4}
+    assert cfg.rules.pair_consistency == PairConsistencyRule(min_rate=0.8)
+    assert cfg.rules.regression == RegressionRule()
+
+
+def test_to_dict_is_json_friendly(tmp_path):
+    import json
+
+    write(tmp_path / "pyproject.toml", FULL)
+    data = load_config(start=tmp_path).to_dict()
+    text = json.dumps(data)
+    assert data["outputs"].endswith("outputs.jsonl")
+    assert data["rules"]["pair_consistency"]["min_rate"] == 0.9
+    assert "Path(" not in text

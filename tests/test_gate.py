@@ -1,0 +1,419 @@
+"""The gate engine: each rule at its boundary, regression by paired bootstrap, unscorable
+examples, the score cache, summarizers, generated pairs and the result JSON."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import numpy as np
+import pytest
+from gate_fakes import NAME, FakeMetric, summary
+
+from faithgate.config import GateConfig
+from faithgate.errors import InputError
+from faithgate.gate import (
+    Gate,
+    GateResult,
+    evaluate,
+    find_pairs,
+    paired_bootstrap_drop,
+)
+from faithgate.summarize import run_summarizer
+from faithgate.types import Example, Score, SentenceScore
+
+M = "m"
+H = {M: "m:abc"}
+
+
+def ex(i, meta=None, text=None):
+    return Example(str(i), "the source", text or f"summary {i}.", meta=meta or {})
+
+
+def scored(values, sentences=None):
+    out = []
+    for i, v in enumerate(values):
+        if v is None:
+            out.append({M: Score.failed(M, H[M], str(i), "RuntimeError: model exploded")})
+        else:
+            sents = sentences[i] if sentences else []
+            out.append({M: Score(M, v, H[M], str(i), sents)})
+    return out
+
+
+def gate(values, config=None, **kw):
+    cfg = GateConfig.from_dict({"metrics": [M], **(config or {})})
+    return evaluate(cfg, [ex(i) for i in range(len(values))], scored(values), H, **kw)
+
+
+def rule(result, name):
+    return next(r for r in result.rules if r.name == name)
+
+
+# ------------------------------------------------------------------ per-example threshold
+
+
+def test_threshold_boundary_is_inclusive():
+    r = gate([0.5, 0.5 - 1e-9], {"thresholds": {M: 0.5}, "rules": {"min_pass_rate": 0.5}})
+    assert [e.passed for e in r.examples] == [True, False]
+    assert r.passed
+    assert "m 0.5000 < threshold 0.5" in r.examples[1].message
+
+
+def test_failure_message_names_the_least_supported_sentence():
+    sents = [[SentenceScore(0, "Fine sentence.", 0.9), SentenceScore(1, "Made up claim.", 0.1)]]
+    cfg = GateConfig.from_dict({"metrics": [M], "thresholds": {M: 0.5}})
+    r = evaluate(cfg, [ex(0)], scored([0.1], sents), H)
+    e = r.examples[0]
+    assert not e.passed and not r.passed
+    assert '"Made up claim."' in e.message
+    assert e.least_supported.text == "Made up claim." and e.least_supported.index == 1
+
+
+# ------------------------------------------------------------------ pass rate
+
+
+@pytest.mark.parametrize(("limit", "passed"), [(0.9, True), (0.91, False)])
+def test_min_pass_rate_boundary(limit, passed):
+    values = [0.9] * 9 + [0.1]
+    r = gate(values, {"thresholds": {M: 0.5}, "rules": {"min_pass_rate": limit}})
+    pr = rule(r, "pass_rate")
+    assert pr.value == pytest.approx(0.9)
+    assert pr.passed is passed and r.passed is passed
+
+
+def test_default_pass_rate_requires_every_example():
+    assert gate([0.6, 0.7], {"thresholds": {M: 0.5}}).passed
+    assert not gate([0.6, 0.4], {"thresholds": {M: 0.5}}).passed
+
+
+# ------------------------------------------------------------------ min mean
+
+
+@pytest.mark.parametrize(("minimum", "passed"), [(0.5, True), (0.5001, False)])
+def test_min_mean_boundary(minimum, passed):
+    r = gate([0.25, 0.75], {"rules": {"min_mean": {M: minimum}}})
+    mm = rule(r, f"min_mean[{M}]")
+    assert mm.value == pytest.approx(0.5)
+    assert mm.passed is passed and r.passed is passed
+
+
+def test_min_mean_single_number_applies_to_every_metric():
+    r = gate([0.2, 0.4], {"rules": {"min_mean": 0.35}})
+    assert rule(r, f"min_mean[{M}]").value == pytest.approx(0.3)
+    assert not r.passed
+
+
+def test_min_mean_on_unselected_metric_is_an_input_error():
+    with pytest.raises(InputError, match="not selected"):
+        gate([0.2], {"rules": {"min_mean": {"other": 0.1}}})
+
+
+# ------------------------------------------------------------------ unscorable
+
+
+def test_unscorable_example_fails_the_gate_and_says_why():
+    r = gate([0.9, None, 0.8])
+    bad = r.examples[1]
+    assert not bad.passed
+    assert "could not score (RuntimeError: model exploded)" in bad.message
+    assert not r.passed
+    assert "1 could not be scored" in rule(r, "pass_rate").message
+
+
+def test_unscorable_counts_as_a_failure_in_the_pass_rate():
+    r = gate([0.9, 0.9, 0.9, None], {"rules": {"min_pass_rate": 0.75}})
+    assert rule(r, "pass_rate").value == pytest.approx(0.75)
+    assert r.passed  # the user allowed one failure in four; the unscorable one is that failure
+    r = gate([0.9, 0.9, 0.9, None], {"rules": {"min_pass_rate": 0.76}})
+    assert not r.passed
+
+
+def test_zero_scorable_examples_fail_even_when_rules_would_allow_it():
+    r = gate([None, None], {"rules": {"min_pass_rate": 0.0}})
+    assert not rule(r, "scorable").passed
+    assert not r.passed
+    assert "no example could be scored" in rule(r, "scorable").message
+
+
+# ------------------------------------------------------------------ minimal pairs
+
+
+def pair_examples(n_pairs, etypes=None):
+    exs = []
+    for k in range(n_pairs):
+        exs.append(ex(f"{k}r", {"pair_id": f"p{k}", "role": "reference"}))
+        et = etypes[k] if etypes else "Intrinsic Entity"
+        exs.append(ex(f"{k}e", {"pair_id": f"p{k}", "role": "edited", "error_type": et}))
+    return exs
+
+
+def pair_gate(pairs_values, config, etypes=None):
+    exs = pair_examples(len(pairs_values), etypes)
+    values = [v for pair in pairs_values for v in pair]
+    cfg = GateConfig.from_dict({"metrics": [M], **config})
+    return evaluate(cfg, exs, scored(values), H)
+
+
+def test_find_pairs_reads_bump_and_falke_roles():
+    exs = pair_examples(2) + [
+        ex("fc", {"pair_id": "f", "role": "correct"}),
+        ex("fi", {"pair_id": "f", "role": "incorrect"}),
+        ex("lonely", {"pair_id": "z", "role": "edited"}),
+    ]
+    pairs = find_pairs(exs)
+    assert [(exs[p.faithful].id, exs[p.unfaithful].id) for p in pairs] == [
+        ("0r", "0e"),
+        ("1r", "1e"),
+        ("fc", "fi"),
+    ]
+    assert pairs[0].error_type == "Intrinsic Entity"
+
+
+@pytest.mark.parametrize(("min_rate", "passed"), [(0.75, True), (0.76, False)])
+def test_pair_consistency_boundary_and_ties_fail(min_rate, passed):
+    # 3 of 4 consistent; the tie (0.5, 0.5) counts as inconsistent.
+    values = [(0.9, 0.1), (0.8, 0.7), (0.6, 0.2), (0.5, 0.5)]
+    r = pair_gate(values, {"rules": {"pair_consistency": {"min_rate": min_rate}}})
+    pc = rule(r, f"pair_consistency[{M}]")
+    assert pc.value == pytest.approx(0.75)
+    assert pc.passed is passed and r.passed is passed
+    assert pc.details["inconsistent_pairs"] == ["p3"]
+    # edited members are probes: not counted by the per-example rules
+    assert r.n_examples == 4 and all(e.probe for e in r.examples[1::2])
+
+
+def test_pair_consistency_per_error_type():
+    values = [(0.9, 0.1), (0.2, 0.8), (0.9, 0.1)]
+    etypes = ["Intrinsic Entity", "Extrinsic Predicate", "Extrinsic Predicate"]
+    r = pair_gate(
+        values, {"rules": {"pair_consistency": {"min_rate": 0.6, "per_error_type": True}}}, etypes
+    )
+    assert rule(r, f"pair_consistency[{M}]").value == pytest.approx(2 / 3)
+    assert rule(r, f"pair_consistency[{M}|Intrinsic Entity]").passed
+    ep = rule(r, f"pair_consistency[{M}|Extrinsic Predicate]")
+    assert ep.value == pytest.approx(0.5) and not ep.passed
+    assert not r.passed
+
+
+def test_pair_rule_without_pairs_fails():
+    r = gate([0.9], {"rules": {"pair_consistency": {"min_rate": 0.5}}})
+    assert not rule(r, f"pair_consistency[{M}]").passed
+    assert "no minimal pairs" in rule(r, f"pair_consistency[{M}]").message
+
+
+def test_unscorable_pair_member_is_inconsistent():
+    r = pair_gate([(0.9, None)], {"rules": {"pair_consistency": {"min_rate": 1.0}}})
+    pc = rule(r, f"pair_consistency[{M}]")
+    assert pc.value == 0.0 and "could not be scored" in pc.message
+
+
+# ------------------------------------------------------------------ regression
+
+
+def baseline_result(values, hash_=H[M]):
+    cfg = GateConfig.from_dict({"metrics": [M]})
+    exs = [ex(i) for i in range(len(values))]
+    scores = [{M: Score(M, v, hash_, str(i))} for i, v in enumerate(values)]
+    return evaluate(cfg, exs, scores, {M: hash_})
+
+
+def test_paired_bootstrap_on_known_values():
+    drop, lower, p = paired_bootstrap_drop([1.0] * 50, [0.9] * 50)
+    assert drop == pytest.approx(0.1) and lower == pytest.approx(0.1) and p == 0.0
+    drop, lower, _ = paired_bootstrap_drop([0.5, 0.5], [0.5, 0.5])
+    assert drop == 0.0 and lower == 0.0
+
+
+def test_regression_real_drop_fails():
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.4, 0.9, 200)
+    cur = base - 0.05 + rng.normal(0, 0.02, 200)  # a real drop of 0.05 on every example
+    r = gate(
+        list(cur),
+        {"rules": {"regression": {"tolerance": 0.01, "confidence": 0.95}}},
+        baseline=baseline_result(list(base)),
+    )
+    reg = rule(r, f"regression[{M}]")
+    assert reg.value == pytest.approx(0.05, abs=0.005)
+    assert reg.details["lower_bound"] > 0
+    assert not reg.passed and not r.passed
+    assert "real at 95%" in reg.message
+
+
+def test_regression_noise_only_drop_passes():
+    rng = np.random.default_rng(7)
+    base = rng.uniform(0.4, 0.9, 12)
+    noise = rng.normal(0, 0.2, 12)
+    cur = base + noise - noise.mean() - 0.03  # mean drop exactly 0.03, but pure noise around it
+    r = gate(
+        list(cur),
+        {"rules": {"regression": {"tolerance": 0.01, "confidence": 0.95}}},
+        baseline=baseline_result(list(base)),
+    )
+    reg = rule(r, f"regression[{M}]")
+    assert reg.value == pytest.approx(0.03)
+    assert reg.value > 0.01  # above tolerance ...
+    assert reg.details["lower_bound"] <= 0  # ... but not distinguishable from noise
+    assert reg.passed and r.passed
+    assert "cannot tell it from noise" in reg.message
+
+
+def test_regression_drop_within_tolerance_passes():
+    base = [0.8] * 30
+    r = gate(
+        [0.795] * 30, {"rules": {"regression": {"tolerance": 0.01}}}, baseline=baseline_result(base)
+    )
+    reg = rule(r, f"regression[{M}]")
+    assert reg.details["lower_bound"] > 0  # real, but small
+    assert reg.passed
+
+
+def test_regression_refuses_incomparable_settings_and_missing_baseline():
+    r = gate([0.8], {"rules": {"regression": {}}}, baseline=baseline_result([0.8], "m:other"))
+    assert not r.passed and "not comparable" in rule(r, f"regression[{M}]").message
+    r = gate([0.8], {"rules": {"regression": {}}}, baseline_error="baseline file x not found")
+    assert not r.passed and "not found" in rule(r, f"regression[{M}]").message
+
+
+def test_baseline_path_alone_enables_regression(tmp_path):
+    r = gate([0.8], {"baseline": str(tmp_path / "b.json")}, baseline=baseline_result([0.8]))
+    assert rule(r, f"regression[{M}]").passed
+
+
+# ------------------------------------------------------------------ result JSON
+
+
+def test_result_json_round_trip_and_save(tmp_path):
+    r = pair_gate([(0.9, 0.1)], {"thresholds": {M: 0.5}, "rules": {"pair_consistency": 1.0}})
+    data = json.loads(json.dumps(r.to_dict()))
+    back = GateResult.from_dict(data)
+    assert back.to_dict() == r.to_dict()
+    assert data["verdict"] == "pass" and data["pass_rate"] == 1.0
+    assert data["settings_hashes"] == H and data["means"] == {M: 0.9}
+    path = r.save(tmp_path / "x" / "result.json")
+    assert GateResult.load(path).to_dict() == r.to_dict()
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(InputError, match="bad.json"):
+        GateResult.load(tmp_path / "bad.json")
+
+
+# ------------------------------------------------------------------ the Gate (with a metric)
+
+
+def write_outputs(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_gate_run_uses_the_cache_so_unchanged_examples_are_not_rescored(tmp_path):
+    rows = [{"id": f"e{i}", "source": "src", "summary": summary(0.5 + i / 10)} for i in range(4)]
+    out = write_outputs(tmp_path / "outputs.jsonl", rows)
+    cfg = GateConfig.from_dict(
+        {"metrics": [NAME], "outputs": str(out), "cache_dir": ".fg", "thresholds": {NAME: 0.55}},
+        root=tmp_path,
+    )
+    FakeMetric.calls.clear()
+    first = Gate(cfg).run()
+    assert sorted(FakeMetric.calls) == ["e0", "e1", "e2", "e3"]
+    assert first.cache == {"hits": 0, "misses": 4}
+    assert [e.passed for e in first.examples] == [False, True, True, True]
+    FakeMetric.calls.clear()
+    second = Gate(cfg).run()  # a new Gate and Scorer: only the on-disk cache is shared
+    assert FakeMetric.calls == []
+    assert second.cache == {"hits": 4, "misses": 0}
+    assert [e.to_dict() for e in second.examples] == [e.to_dict() for e in first.examples]
+    # one changed summary is the only one rescored
+    rows[2]["summary"] = summary(0.95)
+    write_outputs(out, rows)
+    FakeMetric.calls.clear()
+    third = Gate(cfg).run()
+    assert FakeMetric.calls == ["e2"]
+    assert (tmp_path / ".fg" / "last-result.json").is_file()
+    assert third.examples[2].scores[NAME].value == pytest.approx(0.95)
+
+
+def test_gate_run_unscorable_and_update_baseline(tmp_path):
+    rows = [
+        {"id": "ok", "source": "src", "summary": summary(0.9)},
+        {"id": "bad", "source": "src", "summary": "UNSCORABLE 0.9 x."},
+    ]
+    out = write_outputs(tmp_path / "o.jsonl", rows)
+    cfg = GateConfig.from_dict(
+        {"metrics": [NAME], "outputs": str(out), "baseline": "base.json"}, root=tmp_path
+    )
+    result = Gate(cfg, update_baseline=True).run()
+    assert not result.passed
+    assert result.examples[1].message.startswith(f"{NAME}: could not score (ValueError")
+    base = GateResult.load(tmp_path / "base.json")
+    assert base.values(NAME) == {"ok": pytest.approx(0.9)}
+    # without --update-baseline a missing baseline file fails the regression rule
+    cfg2 = cfg.override(baseline=str(tmp_path / "missing.json"), outputs=str(out))
+    r2 = Gate(cfg2).run()
+    assert "update-baseline" in rule(r2, f"regression[{NAME}]").message
+
+
+def test_gate_needs_something_to_gate(tmp_path):
+    with pytest.raises(InputError, match="nothing to gate"):
+        Gate(GateConfig.from_dict({"metrics": [NAME]}, root=tmp_path)).run()
+
+
+def test_generated_pairs_use_perturb(tmp_path, monkeypatch):
+    def fake_perturb(source, summary_text, types=None, seed=0):
+        # The "edit" lowers the first sentence's support, so the metric must rank it lower.
+        edited = "0.1" + summary_text[3:]
+        return [types_ns(summary=edited, error_type="Intrinsic Entity")]
+
+    types_ns = types.SimpleNamespace
+    fake = types.ModuleType("faithgate.perturb")
+    fake.perturb = fake_perturb
+    monkeypatch.setitem(__import__("sys").modules, "faithgate.perturb", fake)
+    rows = [{"id": f"e{i}", "source": "src", "summary": summary(0.8)} for i in range(3)]
+    out = write_outputs(tmp_path / "o.jsonl", rows)
+    cfg = GateConfig.from_dict(
+        {
+            "metrics": [NAME],
+            "outputs": str(out),
+            "rules": {"pair_consistency": {"min_rate": 1.0, "generate": True}},
+        },
+        root=tmp_path,
+    )
+    r = Gate(cfg).run()
+    assert len(r.pairs) == 3 and all(p.generated for p in r.pairs)
+    assert r.n_examples == 3  # generated variants are probes, not outputs
+    assert rule(r, f"pair_consistency[{NAME}]").value == 1.0 and r.passed
+
+
+# ------------------------------------------------------------------ summarizer
+
+
+def test_run_summarizer_and_its_errors(tmp_path):
+    (tmp_path / "mysumm.py").write_text(
+        "def lead(source):\n    return source.split('.')[0] + '.'\n"
+        "def bad(source):\n    return 3\n"
+        "def boom(source):\n    raise RuntimeError('no GPU')\n"
+        "NOT_CALLABLE = 1\n"
+    )
+    data = write_outputs(
+        tmp_path / "sources.jsonl",
+        [{"id": "a", "source": "First. Second."}, {"source": "Only one.", "label": 1}],
+    )
+    exs = run_summarizer("mysumm:lead", data, search_path=[tmp_path])
+    assert [(e.id, e.summary) for e in exs] == [("a", "First."), ("2", "Only one.")]
+    assert exs[1].label == 1
+    with pytest.raises(InputError, match="returned int for record 'a'"):
+        run_summarizer("mysumm:bad", data, search_path=[tmp_path])
+    with pytest.raises(InputError, match="raised RuntimeError on record 'a': no GPU"):
+        run_summarizer("mysumm:boom", data, search_path=[tmp_path])
+    with pytest.raises(InputError, match="is not callable"):
+        run_summarizer("mysumm:NOT_CALLABLE", data, search_path=[tmp_path])
+    with pytest.raises(InputError, match="has no 'nope'"):
+        run_summarizer("mysumm:nope", data, search_path=[tmp_path])
+    with pytest.raises(InputError, match="cannot import 'no_such_module_xyz'"):
+        run_summarizer("no_such_module_xyz:f", data)
+    with pytest.raises(InputError, match="sources.jsonl:1: missing required field 'source'"):
+        run_summarizer(
+            "mysumm:lead",
+            write_outputs(tmp_path / "sources.jsonl", [{"id": 1}]),
+            search_path=[tmp_path],
+        )
