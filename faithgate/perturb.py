@@ -1,0 +1,536 @@
+"""Minimal unfaithful edits of a faithful summary, in BUMP's error taxonomy.
+
+BUMP (Ma et al., 2023, "BUMP: A Benchmark of Unfaithful Minimal Pairs for Meta-Evaluation of
+Faithfulness Metrics", ACL) asks annotators to make *one* edit to a faithful reference summary so
+that it becomes unfaithful, and labels the edit with a type:
+
+- **predicate**: the main verb/relation is wrong (here: negation, antonym, or another verb),
+- **entity**: a subject/object is swapped for another entity of the source (*intrinsic*) or for
+  one that the source does not mention (*extrinsic*),
+- **circumstance**: the time, duration or location of an event is wrong (intrinsic/extrinsic),
+- **coreference**: a pronoun is replaced so that it points to a wrong antecedent,
+
+to which faithgate adds **number** changes (a quantity the source does not state).
+
+``perturb(source, summary)`` generates such edits automatically with spaCy: each variant differs
+from the summary in exactly one span, records the original and the replacement span with their
+character offsets, and is labelled with its BUMP ``error_type``. Generation is deterministic for
+a given ``seed``. A candidate that would not contradict or go beyond the source is dropped: an
+intrinsic swap must bring in a *different* referent (no word shared with the replaced mention), an
+extrinsic replacement must not occur in the source at all, and no edited sentence may occur
+verbatim in the source. These are heuristics: the edits are meant for meta-evaluation (does a
+metric rank the faithful summary higher?), not as ground truth.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from faithgate.errors import InputError
+
+# variant type -> BUMP error type (intrinsic/extrinsic predicate edits are decided per edit)
+TYPES: dict[str, str] = {
+    "predicate_negation": "Intrinsic Predicate",
+    "predicate_antonym": "Extrinsic Predicate",  # Intrinsic when the antonym occurs in the source
+    "predicate_verb_intrinsic": "Intrinsic Predicate",
+    "predicate_verb_extrinsic": "Extrinsic Predicate",
+    "entity_intrinsic": "Intrinsic Entity",
+    "entity_extrinsic": "Extrinsic Entity",
+    "circumstance_intrinsic": "Intrinsic Circumstance",
+    "circumstance_extrinsic": "Extrinsic Circumstance",
+    "coreference": "Coreference",
+    "number": "Number",
+}
+
+# Entity labels that name participants; GPE/LOC/FAC count as circumstance (location) when they
+# are the object of a locative preposition ("in Paris"), and as entities otherwise.
+_PARTICIPANT_LABELS = {"PERSON", "ORG", "NORP", "GPE", "LOC", "FAC", "PRODUCT", "EVENT", "WORK_OF_ART"}
+_PLACE_LABELS = {"GPE", "LOC", "FAC"}
+_TIME_LABELS = {"DATE", "TIME"}
+_NUMBER_LABELS = {"CARDINAL", "MONEY", "PERCENT", "QUANTITY"}
+_STOP = {"the", "a", "an", "of", "and", "'s", "’s", "-", "mr", "mrs", "ms", "dr", "de", "la", "van"}
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """One minimally edited variant of a summary.
+
+    ``summary[start:start + len(replacement)]`` is the new span; ``original`` was at
+    ``[start, end)`` in the unedited summary. ``type`` is one of ``TYPES``; ``error_type`` is the
+    BUMP label ("Intrinsic Entity", ...); ``detail`` says which rule made the edit.
+    """
+
+    type: str
+    error_type: str
+    summary: str
+    original: str
+    replacement: str
+    start: int
+    end: int
+    detail: str = ""
+
+    @property
+    def new_end(self) -> int:
+        return self.start + len(self.replacement)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------- word lists (package data)
+
+
+@cache
+def _data(name: str) -> dict[str, Any]:
+    text = resources.files("faithgate").joinpath("data", name).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _verb_form(lemma: str, tag: str) -> str | None:
+    forms = _data("verb_forms.json")["verbs"].get(lemma)
+    if forms is None:
+        return None
+    if tag in ("VB", "VBP"):
+        return lemma
+    return forms.get(tag)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def _content_words(text: str) -> set[str]:
+    words = re.findall(r"[\w']+", text.lower())
+    return {w.removesuffix("'s") for w in words if w not in _STOP}
+
+
+def _word_in(word: str, text_lower: str) -> bool:
+    return re.search(rf"(?<![\w]){re.escape(word.lower())}(?![\w])", text_lower) is not None
+
+
+def _match_case(replacement: str, original: str, sentence_start: bool) -> str:
+    if original.isupper() and len(original) > 1:
+        return replacement.upper()
+    if sentence_start and original[:1].isupper():
+        return replacement[:1].upper() + replacement[1:]
+    return replacement
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    type: str
+    start: int
+    end: int
+    replacement: str
+    detail: str
+    error_type: str | None = None
+
+
+class _Context:
+    """Parsed source and summary plus the lookups every rule needs."""
+
+    def __init__(self, source: str, summary: str, spacy_model: str | None) -> None:
+        from faithgate.text import parse
+
+        self.source = source
+        self.summary = summary
+        self.src = parse(source, spacy_model)
+        self.doc = parse(summary, spacy_model)
+        self.src_lower = _norm(source)
+        self.src_lemmas = {t.lemma_.lower() for t in self.src}
+        self.src_words = {t.text.lower() for t in self.src}
+        self.src_numbers = {_number_value(t.text) for t in self.src if t.like_num} - {None}
+
+    def src_ents(self, labels: set[str]) -> list[Any]:
+        return [e for e in self.src.ents if e.label_ in labels]
+
+    def sentence_of(self, token: Any) -> Any:
+        return token.sent
+
+
+# ---------------------------------------------------------------- rules
+
+
+def _negation(ctx: _Context) -> Iterator[_Candidate]:
+    """Negate the root predicate: 'was' -> 'was not', 'appeared' -> 'did not appear'."""
+    for sent in ctx.doc.sents:
+        root = sent.root
+        if root.pos_ not in ("VERB", "AUX") or any(c.dep_ == "neg" for c in root.children):
+            continue
+        auxes = [c for c in root.children if c.dep_ in ("aux", "auxpass") and c.i < root.i]
+        finite = [a for a in auxes if a.tag_ in ("MD", "VBD", "VBZ", "VBP")]
+        if finite:
+            aux = finite[0]
+            yield _Candidate("predicate_negation", aux.idx, aux.idx + len(aux.text),
+                             f"{aux.text} not", "negation")
+        elif root.lemma_ == "be" and root.tag_ in ("VBD", "VBZ", "VBP"):
+            yield _Candidate("predicate_negation", root.idx, root.idx + len(root.text),
+                             f"{root.text} not", "negation")
+        elif root.pos_ == "VERB" and root.tag_ in ("VBD", "VBZ", "VBP"):
+            do = {"VBD": "did", "VBZ": "does", "VBP": "do"}[root.tag_]
+            rep = _match_case(f"{do} not {root.lemma_.lower()}", root.text, root.is_sent_start)
+            yield _Candidate("predicate_negation", root.idx, root.idx + len(root.text), rep,
+                             "negation")
+
+
+def _antonym(ctx: _Context) -> Iterator[_Candidate]:
+    """Replace a verb, adjective or adverb by its antonym from ``data/antonyms.json``."""
+    lists = _data("antonyms.json")
+    for tok in ctx.doc:
+        rep = None
+        if tok.pos_ == "VERB" and tok.lemma_.lower() in lists["verbs"]:
+            other = lists["verbs"][tok.lemma_.lower()]
+            rep = _verb_form(other, tok.tag_)
+            lemma = other
+        elif tok.pos_ in ("ADJ", "ADV", "NOUN", "ADP") and tok.text.lower() in lists["words"]:
+            rep = lists["words"][tok.text.lower()]
+            lemma = rep
+        if not rep or rep.lower() == tok.text.lower():
+            continue
+        intrinsic = lemma in ctx.src_lemmas or rep.lower() in ctx.src_words
+        yield _Candidate(
+            "predicate_antonym", tok.idx, tok.idx + len(tok.text),
+            _match_case(rep, tok.text, tok.is_sent_start), "antonym",
+            "Intrinsic Predicate" if intrinsic else "Extrinsic Predicate",
+        )
+
+
+def _content_verbs(doc: Any) -> list[Any]:
+    light = set(_data("closed_classes.json")["light_verbs"])
+    return [
+        t for t in doc
+        if t.pos_ == "VERB" and t.tag_ in ("VB", "VBD", "VBZ", "VBP", "VBG", "VBN")
+        and t.lemma_.lower() not in light and t.text.isalpha()
+    ]
+
+
+def _has_object(tok: Any) -> bool:
+    return any(c.dep_ in ("dobj", "obj") for c in tok.children)
+
+
+def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
+    """Replace a content verb by another verb of the source (intrinsic) or one absent from it
+    (extrinsic), in the same inflection and with the same transitivity."""
+    src_verbs = _content_verbs(ctx.src)
+    forms = _data("verb_forms.json")["verbs"]
+    for tok in _content_verbs(ctx.doc):
+        sent_lemmas = {t.lemma_.lower() for t in tok.sent}
+        transitive = _has_object(tok)
+        seen: set[str] = set()
+        for sv in src_verbs:
+            lemma = sv.lemma_.lower()
+            if (sv.tag_ != tok.tag_ or lemma in sent_lemmas or lemma in seen
+                    or _has_object(sv) != transitive):
+                continue
+            seen.add(lemma)
+            yield _Candidate("predicate_verb_intrinsic", tok.idx, tok.idx + len(tok.text),
+                             _match_case(sv.text.lower(), tok.text, tok.is_sent_start), "verb")
+        for lemma, info in forms.items():
+            if lemma in ctx.src_lemmas or lemma in sent_lemmas or info["transitive"] != transitive:
+                continue
+            rep = _verb_form(lemma, tok.tag_)
+            if rep and rep.lower() not in ctx.src_words:
+                yield _Candidate("predicate_verb_extrinsic", tok.idx, tok.idx + len(tok.text),
+                                 _match_case(rep, tok.text, tok.is_sent_start), "verb")
+
+
+def _is_location(ent: Any) -> bool:
+    preps = set(_data("closed_classes.json")["location_preps"])
+    head = ent.root.head
+    return ent.label_ in _PLACE_LABELS and ent.root.dep_ == "pobj" and head.lower_ in preps
+
+
+def _is_age(ent: Any) -> bool:
+    return "old" in ent.text.lower() or "aged" in ent.text.lower()
+
+
+def _is_duration(ent: Any) -> bool:
+    units = set(_data("closed_classes.json")["duration_units"])
+    words = [t.lower_ for t in ent]
+    return any(w in units for w in words) and any(t.like_num for t in ent) and not _is_age(ent)
+
+
+def _different_referent(a: str, b: str) -> bool:
+    """Two mentions that share no content word are taken to name different things
+    ("Keefe" and "Mary Doyle Keefe" share one, so swapping them would still be true)."""
+    wa, wb = _content_words(a), _content_words(b)
+    return bool(wa) and bool(wb) and not (wa & wb)
+
+
+def _swap_candidates(ctx: _Context, ent: Any, pool: list[Any], kind: str, detail: str
+                     ) -> Iterator[_Candidate]:
+    sent_text = ent.sent.text
+    seen: set[str] = set()
+    for other in pool:
+        text = other.text.strip()
+        key = _norm(text)
+        if (key in seen or not _different_referent(ent.text, text)
+                or _norm(text) in _norm(sent_text)):
+            continue
+        seen.add(key)
+        yield _Candidate(kind, ent.start_char, ent.end_char, text, detail)
+
+
+def _extrinsic_candidates(ctx: _Context, ent: Any, names: Iterable[str], kind: str,
+                          detail: str) -> Iterator[_Candidate]:
+    summary_lower = _norm(ctx.summary)
+    for name in names:
+        words = _content_words(name)
+        if not words or any(_word_in(w, ctx.src_lower) or _word_in(w, summary_lower)
+                            for w in words):
+            continue
+        yield _Candidate(kind, ent.start_char, ent.end_char, name, detail)
+
+
+def _entity(ctx: _Context) -> Iterator[_Candidate]:
+    """Swap a participant (person, organisation, group, place not used as a location, ...)."""
+    fillers = _data("extrinsic_entities.json")
+    for ent in ctx.doc.ents:
+        if ent.label_ not in _PARTICIPANT_LABELS or _is_location(ent):
+            continue
+        labels = _PLACE_LABELS if ent.label_ in _PLACE_LABELS else {ent.label_}
+        pool = [e for e in ctx.src_ents(labels) if not _is_location(e)] or ctx.src_ents(labels)
+        yield from _swap_candidates(ctx, ent, pool, "entity_intrinsic", ent.label_)
+        yield from _extrinsic_candidates(ctx, ent, fillers.get(ent.label_, []),
+                                         "entity_extrinsic", ent.label_)
+
+
+def _circumstance(ctx: _Context) -> Iterator[_Candidate]:
+    """Change when, for how long or where something happened."""
+    closed = _data("closed_classes.json")
+    fillers = _data("extrinsic_entities.json")
+    for ent in ctx.doc.ents:
+        if _is_location(ent):
+            pool = [e for e in ctx.src_ents(_PLACE_LABELS)]
+            yield from _swap_candidates(ctx, ent, pool, "circumstance_intrinsic", "location")
+            yield from _extrinsic_candidates(ctx, ent, fillers["GPE"], "circumstance_extrinsic",
+                                             "location")
+        elif ent.label_ in _TIME_LABELS and not _is_age(ent):
+            duration = _is_duration(ent)
+            detail = "duration" if duration else "time"
+            pool = [e for e in ctx.src_ents(_TIME_LABELS)
+                    if not _is_age(e) and _is_duration(e) == duration]
+            yield from _swap_candidates(ctx, ent, pool, "circumstance_intrinsic", detail)
+            yield from _time_edits(ctx, ent, closed, detail)
+
+
+def _time_edits(ctx: _Context, ent: Any, closed: dict[str, Any], detail: str
+                ) -> Iterator[_Candidate]:
+    """Extrinsic time edits inside a DATE/TIME entity: another month, weekday, part of the day,
+    year or duration count that the source never mentions."""
+    for tok in ent:
+        for cls in ("months", "weekdays", "day_parts"):
+            words = closed[cls]
+            if tok.text.lower() in {w.lower() for w in words}:
+                for w in words:
+                    if w.lower() != tok.text.lower() and not _word_in(w, ctx.src_lower):
+                        rep = _match_case(w, tok.text, False)
+                        yield _Candidate("circumstance_extrinsic", tok.idx,
+                                         tok.idx + len(tok.text), rep, detail)
+        if not tok.like_num:
+            continue
+        value = _number_value(tok.text)
+        months = {m.lower() for m in closed["months"]}
+        if detail == "time" and value is not None and value <= 31 and tok.text.isdigit() and any(
+            t.lower_ in months for t in ent
+        ):
+            # a day of the month: stay a valid day
+            days = [d for d in (value + 3, value - 4, value + 9, value - 11) if 1 <= d <= 28]
+            reps = [str(int(d)) for d in days if d not in ctx.src_numbers]
+        elif detail == "time" and value is not None and not (1800 <= value <= 2100):
+            reps = []  # an unknown kind of number in a date: leave it alone
+        else:
+            reps = _new_numbers(ctx, tok.text, year=detail == "time")
+        for rep in reps:
+            yield _Candidate("circumstance_extrinsic", tok.idx, tok.idx + len(tok.text),
+                             rep, detail)
+
+
+def _coreference(ctx: _Context) -> Iterator[_Candidate]:
+    """Point a personal pronoun at another person of the source: 'he' -> 'Rockwell'."""
+    pronouns = _data("closed_classes.json")["pronouns"]
+    people = ctx.src_ents({"PERSON"})
+    for tok in ctx.doc:
+        if tok.lower_ not in pronouns or tok.tag_ not in ("PRP", "PRP$"):
+            continue
+        before = [e for e in ctx.doc.ents if e.label_ == "PERSON" and e.end <= tok.i]
+        # Antecedent heuristic: the nearest person that is a grammatical subject (centering
+        # theory's preference), else the nearest person.
+        subjects = [e for e in before if e.root.dep_ in ("nsubj", "nsubjpass")]
+        antecedent = (subjects or before)[-1].text if before else None
+        possessive = tok.tag_ == "PRP$"
+        seen: set[str] = set()
+        for person in people:
+            name = person.text.strip()
+            if _norm(name) in seen:
+                continue
+            if antecedent is not None and not _different_referent(antecedent, name):
+                continue
+            # Without an antecedent in the summary, any named person could be the right one.
+            if antecedent is None:
+                continue
+            seen.add(_norm(name))
+            rep = f"{name}'s" if possessive else name
+            yield _Candidate("coreference", tok.idx, tok.idx + len(tok.text), rep,
+                             f"{tok.lower_} -> other person")
+
+
+_NUMBER_WORDS = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "hundred": 100, "thousand": 1000,
+}
+
+
+def _number_value(text: str) -> float | None:
+    t = text.lower().replace(",", "")
+    if t in _NUMBER_WORDS:
+        return float(_NUMBER_WORDS[t])
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def _new_numbers(ctx: _Context, text: str, year: bool = False) -> list[str]:
+    """Other values for a number, formatted like it, none of which the source states."""
+    value = _number_value(text)
+    if value is None:
+        return []
+    lower = text.lower()
+    if lower in _NUMBER_WORDS:
+        options = [w for w, v in _NUMBER_WORDS.items() if v != value and w not in ctx.src_words]
+        return [_match_case(w, text, False) for w in options[:4]]
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    if year and decimals == 0 and 1800 <= value <= 2100:
+        steps = [value - 3, value + 2, value - 10, value + 5]
+    else:
+        steps = [value * 2, value + max(1.0, round(value * 0.5)), value * 3, value + 7]
+        if value > 2:
+            steps.append(value - max(1.0, round(value * 0.4)))
+    out = []
+    for new in steps:
+        if new == value or new <= 0 or new in ctx.src_numbers:
+            continue
+        if decimals:
+            rep = f"{new:.{decimals}f}"
+        elif "," in text:
+            rep = f"{int(new):,}"
+        else:
+            rep = str(int(new))
+        if rep not in out:
+            out.append(rep)
+    return out
+
+
+def _number(ctx: _Context) -> Iterator[_Candidate]:
+    """Change a count, amount, percentage or age to a value the source does not state."""
+    for tok in ctx.doc:
+        if not tok.like_num or tok.tag_ != "CD":
+            continue
+        if tok.ent_type_ in _TIME_LABELS:
+            ent = next((e for e in ctx.doc.ents if e.start <= tok.i < e.end), None)
+            if ent is None or not _is_age(ent):
+                continue  # dates and durations are circumstance edits
+        for rep in _new_numbers(ctx, tok.text):
+            yield _Candidate("number", tok.idx, tok.idx + len(tok.text), rep, "number")
+
+
+_RULES = (_negation, _antonym, _changed_verb, _entity, _circumstance, _coreference, _number)
+
+
+# ---------------------------------------------------------------- public API
+
+
+def resolve_types(types: Iterable[str] | None) -> list[str]:
+    """Expand user type names: a full name (``entity_intrinsic``), a prefix (``entity``,
+    ``predicate``) or a BUMP error type (``Intrinsic Entity``). ``None`` means all."""
+    if types is None:
+        return list(TYPES)
+    out: list[str] = []
+    for name in types:
+        key = name.strip()
+        matches = [t for t in TYPES if t == key or t.startswith(key + "_")]
+        matches += [t for t, bump in TYPES.items() if bump.lower() == key.lower()]
+        if not matches:
+            raise InputError(
+                f"unknown perturbation type {name!r}; types: {', '.join(TYPES)} "
+                "(a prefix such as 'entity' selects a family)"
+            )
+        out.extend(m for m in matches if m not in out)
+    return out
+
+
+def perturb(
+    source: str,
+    summary: str,
+    types: Iterable[str] | None = None,
+    seed: int = 0,
+    max_per_type: int | None = 1,
+    spacy_model: str | None = None,
+) -> list[Perturbation]:
+    """Minimal unfaithful variants of ``summary`` given ``source`` (BUMP taxonomy).
+
+    Returns at most ``max_per_type`` variants per type (``None``: all candidates), chosen with
+    a ``random.Random`` seeded by ``seed`` and the type, so the output is reproducible. Types
+    for which no safe edit exists are simply absent. Raises ``InputError`` for empty input.
+    """
+    if not isinstance(source, str) or not source.strip():
+        raise InputError("perturb: the source is empty")
+    if not isinstance(summary, str) or not summary.strip():
+        raise InputError("perturb: the summary is empty")
+    wanted = resolve_types(types)
+    ctx = _Context(source, summary, spacy_model)
+    by_type: dict[str, list[Perturbation]] = {t: [] for t in wanted}
+    seen: set[str] = set()
+    for rule in _RULES:
+        for cand in rule(ctx):
+            if cand.type not in by_type:
+                continue
+            variant = _apply(ctx, cand)
+            if variant is None or variant.summary in seen:
+                continue
+            seen.add(variant.summary)
+            by_type[cand.type].append(variant)
+    out: list[Perturbation] = []
+    for t in wanted:
+        cands = by_type[t]
+        random.Random(f"{seed}:{t}").shuffle(cands)
+        out.extend(cands if max_per_type is None else cands[:max_per_type])
+    return out
+
+
+def _apply(ctx: _Context, cand: _Candidate) -> Perturbation | None:
+    original = ctx.summary[cand.start:cand.end]
+    if not original or cand.replacement == original:
+        return None
+    edited = ctx.summary[:cand.start] + cand.replacement + ctx.summary[cand.end:]
+    if edited == ctx.summary:
+        return None
+    # An edited sentence that the source states verbatim is not an error.
+    new_end = cand.start + len(cand.replacement)
+    for sent in ctx.doc.sents:
+        if sent.start_char <= cand.start < sent.end_char:
+            new_sentence = edited[sent.start_char: sent.end_char + new_end - cand.end]
+            if len(new_sentence) > 20 and _norm(new_sentence) in ctx.src_lower:
+                return None
+    return Perturbation(
+        type=cand.type,
+        error_type=cand.error_type or TYPES[cand.type],
+        summary=edited,
+        original=original,
+        replacement=cand.replacement,
+        start=cand.start,
+        end=cand.end,
+        detail=cand.detail,
+    )
