@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 import random
 import re
+import sys
+import types as _pytypes
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -534,3 +536,15 @@ def _apply(ctx: _Context, cand: _Candidate) -> Perturbation | None:
         end=cand.end,
         detail=cand.detail,
     )
+
+
+class _CallableModule(_pytypes.ModuleType):
+    """``faithgate.perturb`` is both this module and the public function: importing the module
+    makes Python bind the package attribute ``faithgate.perturb`` to the module, so the module
+    itself forwards calls to ``perturb()`` and ``from faithgate import perturb`` always works."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[Perturbation]:
+        return perturb(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
