@@ -433,12 +433,15 @@ def evaluate(
     pairs: Sequence[Pair] | None = None,
     baseline: GateResult | None = None,
     baseline_error: str | None = None,
+    baseline_created: bool = False,
 ) -> GateResult:
     """Apply the configured rules to scored examples (no model is touched).
 
     ``scores`` is aligned with ``examples`` (``Scorer.score`` output). ``pairs`` defaults to
     ``find_pairs(examples)``; generated pairs are passed in by ``Gate.run``. ``baseline`` is
-    the previous result for the regression rule; ``baseline_error`` explains why there is none.
+    the previous result for the regression rule; ``baseline_error`` explains why there is none
+    (the rule then fails), unless ``baseline_created`` says this run writes the first baseline
+    (``--update-baseline``; the rule then passes and says so).
     """
     from faithgate import __version__
 
@@ -519,7 +522,13 @@ def evaluate(
     if regression is not None:
         rules.extend(
             _regression_rules(
-                regression, outputs, metrics, settings_hashes, baseline, baseline_error
+                regression,
+                outputs,
+                metrics,
+                settings_hashes,
+                baseline,
+                baseline_error,
+                baseline_created,
             )
         )
 
@@ -702,6 +711,7 @@ def _regression_rules(
     hashes: Mapping[str, str],
     baseline: GateResult | None,
     baseline_error: str | None,
+    baseline_created: bool = False,
 ) -> list[RuleResult]:
     out = []
     for m in rule.metrics or metrics:
@@ -714,6 +724,10 @@ def _regression_rules(
         def fail(msg: str, metric: str = m, rule_name: str = name) -> RuleResult:
             return RuleResult(rule_name, "regression", None, rule.tolerance, False, msg, metric)
 
+        if baseline is None and baseline_created:
+            msg = f"{baseline_error or 'no previous baseline'}: nothing to compare yet"
+            out.append(RuleResult(name, "regression", None, rule.tolerance, True, msg, m))
+            continue
         if baseline is None:
             out.append(fail(baseline_error or "no baseline given"))
             continue
@@ -932,6 +946,7 @@ class Gate:
             pairs=pairs,
             baseline=baseline,
             baseline_error=baseline_error,
+            baseline_created=baseline is None and self.update_baseline,
         )
         if self.config.outputs is not None:
             result.input = str(self.config.outputs)

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 
 
 def _cell(text: str, limit: int = 200) -> str:
-    # Pipes split cells and newlines end rows: escape / collapse them.
-    return one_line(text, limit).replace("|", "\\|")
+    # Pipes split cells and newlines end rows: escape / collapse them. Angle brackets and
+    # ampersands become entities so a summary cannot inject HTML into a PR comment.
+    text = one_line(text, limit).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|")
 
 
 def to_markdown(result: GateResult, max_examples: int = 10) -> str:

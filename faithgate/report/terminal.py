@@ -3,6 +3,7 @@ the progress bar shown while a long run scores (tqdm, on stderr)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,8 +38,10 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def to_terminal(result: GateResult, max_examples: int = 10, width: int = 100) -> str:
+def to_terminal(result: GateResult, max_examples: int = 10, width: int | None = None) -> str:
     """Plain-text report for a terminal (no colour codes, so it is also fine in CI logs)."""
+    if width is None:
+        width = max(80, shutil.get_terminal_size((120, 24)).columns)
     lines: list[str] = []
     rate = result.pass_rate
     means = ", ".join(f"{m} {fmt_value(v)}" for m, v in result.means().items())
@@ -59,6 +62,12 @@ def to_terminal(result: GateResult, max_examples: int = 10, width: int = 100) ->
         for r in result.rules
     ]
     lines.extend(_table(["rule", "value", "limit", "result", "detail"], rows))
+    if result.failed_rules:
+        # The table cuts long details; failing rules are what a reader needs in full.
+        lines.append("")
+        lines.append("failing rules:")
+        for r in result.failed_rules:
+            lines.append(f"  {r.name}: {one_line(r.message, 400)}")
     failed = result.failed_examples
     if failed:
         lines.append("")

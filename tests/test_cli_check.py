@@ -1,0 +1,137 @@
+"""`faithgate check`: exit codes 0 (pass) / 1 (gate failed) / 2 (usage or input error)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from gate_fakes import NAME, summary
+
+from faithgate.cli import cli, main
+
+
+def write_rows(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A project dir with outputs (values 0.6, 0.7, 0.8) and a faithgate.toml."""
+    monkeypatch.chdir(tmp_path)
+    rows = [
+        {"id": f"e{i}", "source": "src", "summary": summary(v)}
+        for i, v in enumerate([0.6, 0.7, 0.8])
+    ]
+    write_rows(tmp_path / "outputs.jsonl", rows)
+    (tmp_path / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n'
+        f"[thresholds]\n{NAME} = 0.5\n"
+    )
+    return tmp_path
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["check", *args], catch_exceptions=False)
+
+
+def test_pass_exits_0_and_prints_the_table(project):
+    res = run()
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("faithgate: PASS: 3/3 examples pass")
+    assert "pass_rate" in res.output
+
+
+def test_threshold_flag_fails_the_gate_exit_1_with_reports(project):
+    res = run(
+        "--threshold",
+        "0.75",
+        "--markdown",
+        "r/out.md",
+        "--json",
+        "r/out.json",
+        "--junit",
+        "r/out.xml",
+        "--html",
+        "r/out.html",
+    )
+    assert res.exit_code == 1, res.output
+    assert "FAIL" in res.output and "e0: gate_fake 0.6000 < threshold 0.75" in res.output
+    md = (project / "r" / "out.md").read_text()
+    assert md.startswith("## ❌ faithgate: FAIL")
+    data = json.loads((project / "r" / "out.json").read_text())
+    assert data["pass_rate"] == pytest.approx(1 / 3)
+    assert (project / "r" / "out.xml").is_file() and (project / "r" / "out.html").is_file()
+
+
+def test_named_threshold_and_min_pass_rate(project):
+    assert run("--threshold", f"{NAME}=0.75", "--min-pass-rate", "0.33").exit_code == 0
+    assert run("--threshold", f"{NAME}=0.75", "--min-pass-rate", "0.34").exit_code == 1
+
+
+def test_baseline_round_trip_via_json_and_update(project):
+    assert run("--baseline", "base.json", "--update-baseline").exit_code == 0
+    assert (project / "base.json").is_file()
+    # same outputs against the baseline: no regression
+    res = run("--baseline", "base.json")
+    assert res.exit_code == 0 and "regression[gate_fake]" in res.output
+    # a missing baseline fails the gate with instructions
+    res = run("--baseline", "missing.json")
+    assert res.exit_code == 1 and "--update-baseline" in res.output
+
+
+def test_summarizer_and_data(project):
+    (project / "summ.py").write_text("def f(source):\n    return '0.9 ' + source + '.'\n")
+    write_rows(project / "src.jsonl", [{"id": "a", "source": "alpha"}])
+    res = run("--summarizer", "summ:f", "--data", "src.jsonl")
+    assert res.exit_code == 0, res.output
+    assert "1/1 examples pass" in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--outputs", "nope.jsonl"], "nope.jsonl: no such file"),
+        (["--metric", "no_such_metric"], "unknown metric 'no_such_metric'"),
+        (["--threshold", "high"], "--threshold 'high'"),
+        (["--threshold", "other=0.5"], "not selected: other"),
+        (["--data", "x.jsonl"], "--data needs --summarizer"),
+        (["--outputs", "outputs.jsonl", "--summarizer", "a:b"], "either --outputs or"),
+        (["--summarizer", "nomod_zz:f", "--data", "outputs.jsonl"], "cannot import 'nomod_zz'"),
+        (["--config", "missing.toml"], "configuration file not found"),
+        (["--min-pass-rate", "3"], "--min-pass-rate"),
+    ],
+)
+def test_usage_and_input_errors_exit_2_with_one_line(project, args, message):
+    res = CliRunner().invoke(cli, ["check", *args])
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+    assert "Traceback" not in res.output
+
+
+def test_bad_config_key_exit_2_through_main(project, capsys):
+    (project / "faithgate.toml").write_text('metrics = ["x"]\n[rules]\nmin_passrate = 1\n')
+    with pytest.raises(SystemExit) as err:
+        main(["check"])
+    assert err.value.code == 2
+    stderr = capsys.readouterr().err
+    assert stderr.startswith("faithgate: ") and "'min_passrate'" in stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_main_returns_1_for_a_failing_gate(project, capsys):
+    rc = None
+    try:
+        rc = main(["check", "--threshold", "0.95", "-q"])
+    except SystemExit as exc:  # click may exit instead of returning
+        rc = exc.code
+    assert rc == 1
+    assert capsys.readouterr().out.strip() == "faithgate: FAIL"
+
+
+def test_unscorable_output_fails(project):
+    write_rows(project / "o.jsonl", [{"id": "x", "source": "s", "summary": "UNSCORABLE 0.9 a."}])
+    res = run("--outputs", "o.jsonl", "--min-pass-rate", "0")
+    assert res.exit_code == 1
+    assert "no example could be scored" in res.output

@@ -1,0 +1,172 @@
+"""Reports read a GateResult: Markdown, JUnit XML (parsed), HTML (parsed), terminal, JSON."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+
+from faithgate.config import GateConfig, Reports
+from faithgate.gate import GateResult, evaluate
+from faithgate.report import render, write_reports
+from faithgate.types import Example, Score, SentenceScore
+
+M = "m"
+H = {M: "m:abc123"}
+NASTY = "Bob said <script>alert(1)</script> | not & true."
+
+
+@pytest.fixture(scope="module")
+def result() -> GateResult:
+    exs = [
+        Example("good", "src", "All fine here."),
+        Example("low", "src", f"Supported start. {NASTY}"),
+        Example("broken", "src", "Cannot score me."),
+        Example("r1", "src", "Faithful one.", meta={"pair_id": "p1", "role": "reference"}),
+        Example(
+            "e1",
+            "src",
+            "Edited one.",
+            meta={"pair_id": "p1", "role": "edited", "error_type": "Extrinsic Entity"},
+        ),
+    ]
+    scores = [
+        {M: Score(M, 0.9, H[M], "good", [SentenceScore(0, "All fine here.", 0.9)])},
+        {
+            M: Score(
+                M,
+                0.2,
+                H[M],
+                "low",
+                [SentenceScore(0, "Supported start.", 0.8), SentenceScore(1, NASTY, 0.2)],
+            )
+        },
+        {M: Score.failed(M, H[M], "broken", "ValueError: empty window")},
+        {M: Score(M, 0.6, H[M], "r1")},
+        {M: Score(M, 0.7, H[M], "e1")},  # inconsistent pair: edited scores higher
+    ]
+    cfg = GateConfig.from_dict(
+        {
+            "metrics": [M],
+            "thresholds": {M: 0.5},
+            "rules": {"min_pass_rate": 0.5, "pair_consistency": {"min_rate": 1.0}},
+        }
+    )
+    return evaluate(cfg, exs, scores, H)
+
+
+def test_markdown_has_verdict_rules_and_worst_examples(result):
+    md = render("markdown", result)
+    lines = md.splitlines()
+    assert lines[0] == "## ❌ faithgate: FAIL"
+    assert "**2/4** examples pass (50.0%)" in md
+    rule_rows = [ln for ln in lines if ln.startswith("| `") and ("pass |" in ln or "fail |" in ln)]
+    assert len(rule_rows) == len(result.rules)
+    assert any("`pair_consistency[m]`" in ln and "❌ fail" in ln for ln in rule_rows)
+    assert "### Failing examples (2)" in md
+    low_row = next(ln for ln in lines if ln.startswith("| `low`"))
+    assert "0.2 ❌" in low_row and "\\|" in low_row  # pipes in text are escaped
+    assert low_row.count(" | ") == 3  # four cells: the escaped pipe did not split one
+    assert "&lt;script&gt;" in low_row and "<script>" not in md
+    broken_row = next(ln for ln in lines if ln.startswith("| `broken`"))
+    assert "unscored" in broken_row and "ValueError: empty window" in broken_row
+    assert "### Inconsistent minimal pairs (1 of 1)" in md
+    assert "`m:abc123`" in md
+
+
+def test_junit_one_case_per_example_and_rule_with_sentence_in_failure(result):
+    root = ET.fromstring(render("junit", result))
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    examples = suites["faithgate.examples"].findall("testcase")
+    rules = suites["faithgate.rules"].findall("testcase")
+    assert [c.get("name") for c in examples] == ["good", "low", "broken", "r1"]
+    assert len(rules) == len(result.rules)
+    low = next(c for c in examples if c.get("name") == "low")
+    failure = low.find("failure")
+    assert failure is not None and failure.get("type") == "unfaithful"
+    assert NASTY in failure.get("message")  # the least supported sentence, unescaped by XML
+    broken = next(c for c in examples if c.get("name") == "broken").find("failure")
+    assert broken.get("type") == "unscorable" and "empty window" in broken.get("message")
+    assert next(c for c in examples if c.get("name") == "good").find("failure") is None
+    props = {p.get("name"): p.get("value") for p in suites["faithgate.examples"].iter("property")}
+    assert props["faithgate.verdict"] == "fail"
+    assert props["faithgate.settings_hash.m"] == "m:abc123"
+    failed_rules = {c.get("name") for c in rules if c.find("failure") is not None}
+    assert failed_rules == {r.name for r in result.failed_rules}
+
+
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sections: list[str] = []
+        self.stack: list[str] = []
+        self.rows: dict[str, int] = {}
+        self.marks: list[str] = []
+        self.scripts = 0
+        self.external = []
+        self._in_mark = False
+        self._section = ""
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "section":
+            self._section = a.get("id", "")
+            self.sections.append(self._section)
+        if tag == "tr" and a.get("class") in ("pass", "fail"):
+            self.rows[self._section] = self.rows.get(self._section, 0) + 1
+        if tag == "mark":
+            self._in_mark = True
+            self.marks.append("")
+        if tag == "script":
+            self.scripts += 1
+        for key in ("src", "href"):
+            if key in a:
+                self.external.append(a[key])
+
+    def handle_endtag(self, tag):
+        if tag == "mark":
+            self._in_mark = False
+
+    def handle_data(self, data):
+        if self._in_mark:
+            self.marks[-1] += data
+
+
+def test_html_structure(result):
+    doc = render("html", result)
+    assert doc.startswith("<!DOCTYPE html>")
+    p = _Collector()
+    p.feed(doc)
+    assert p.sections == ["verdict", "rules", "distribution", "examples", "pairs", "settings"]
+    assert p.rows["rules"] == len(result.rules)
+    assert p.rows["examples"] == result.n_examples
+    assert p.rows["pairs"] == 1
+    assert p.scripts == 0 and p.external == []  # self-contained, and the summary's <script>
+    assert NASTY in p.marks  # the least supported sentence is highlighted, text intact
+    assert "<svg" in doc and "threshold 0.5" in doc
+    assert 'class="badge fail"' in doc
+
+
+def test_terminal_table(result):
+    text = render("terminal", result)
+    assert text.startswith("faithgate: FAIL: 2/4 examples pass (50.0%)")
+    for r in result.rules:
+        assert r.name in text
+    assert "failing examples (2):" in text and "broken: m: could not score" in text
+
+
+def test_write_reports_creates_directories_and_json_round_trips(result, tmp_path):
+    reports = Reports(
+        junit=tmp_path / "r" / "x.xml",
+        markdown=tmp_path / "r" / "x.md",
+        json=tmp_path / "r" / "x.json",
+        html=tmp_path / "r" / "x.html",
+    )
+    written = write_reports(result, reports)
+    assert set(written) == {"junit", "markdown", "json", "html"}
+    assert all(p.is_file() for p in written.values())
+    data = json.loads((tmp_path / "r" / "x.json").read_text())
+    assert GateResult.from_dict(data).to_dict() == result.to_dict()
+    assert data["verdict"] == "fail"
