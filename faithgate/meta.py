@@ -1,0 +1,461 @@
+"""Meta-evaluation: how well a metric's scores agree with human faithfulness judgements.
+
+Statistics (all oriented so that a metric is better when they are higher):
+
+- **consistency** (BUMP, Ma et al. 2023): share of minimal pairs whose faithful member scores
+  *strictly* higher than the unfaithful one; a tie or an unscored member counts as a failure.
+- **ROC AUC** (scikit-learn) of the scores against binary labels, on items deduplicated by
+  (source, summary): BUMP repeats each reference summary once per edit, and counting it several
+  times would weight some references more than others.
+- **Pearson / Spearman / Kendall** correlations with graded human scores (scipy), as in
+  SummEval (Fabbri et al. 2021) and QAGS (Wang et al. 2020).
+- **balanced accuracy** at a threshold tuned on a validation split and applied to the held-out
+  rest (SummaC protocol, Laban et al. 2022): ``BA = (TPR + TNR) / 2`` where "positive" means
+  faithful and an item is predicted faithful when ``score >= threshold``.
+- **bootstrap 95% confidence intervals** (percentile method, resampling items or pairs) and a
+  **paired permutation test** between two metrics on the same items.
+
+``evaluate`` computes all of them for one labelled set, overall and broken down by error type
+and by ``origin`` (cnndm / xsum).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+NAN = float("nan")
+
+
+# ---------------------------------------------------------------- single statistics
+
+
+def pair_wins(faithful: Sequence[float], unfaithful: Sequence[float]) -> np.ndarray:
+    """1.0 where the faithful member scores strictly higher, else 0.0 (ties and NaN fail)."""
+    a = np.asarray(faithful, dtype=float)
+    b = np.asarray(unfaithful, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError("faithful and unfaithful scores must be aligned pairs")
+    with np.errstate(invalid="ignore"):
+        return (a > b).astype(float)  # comparisons with NaN are False: a failure
+
+
+def consistency(faithful: Sequence[float], unfaithful: Sequence[float]) -> float:
+    """Share of pairs ranked correctly (strictly); NaN when there are no pairs."""
+    wins = pair_wins(faithful, unfaithful)
+    return float(wins.mean()) if wins.size else NAN
+
+
+def _clean(scores: Sequence[float], labels: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=float)
+    keep = ~np.isnan(s) & ~np.isnan(y)
+    return s[keep], y[keep].astype(int)
+
+
+def dedupe(keys: Sequence[Any]) -> np.ndarray:
+    """Indices of the first occurrence of each key (order preserved)."""
+    seen: set[Any] = set()
+    out = []
+    for i, k in enumerate(keys):
+        if k not in seen:
+            seen.add(k)
+            out.append(i)
+    return np.asarray(out, dtype=int)
+
+
+def roc_auc(
+    scores: Sequence[float], labels: Sequence[int], keys: Sequence[Any] | None = None
+) -> float:
+    """ROC AUC of ``scores`` for label 1 (faithful), via ``sklearn.metrics.roc_auc_score``.
+
+    With ``keys`` (e.g. ``(source, summary)``), duplicated items are counted once. Unscored
+    (NaN) items are left out; NaN when one class is missing.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
+    if keys is not None:
+        idx = dedupe(keys)
+        s, y = s[idx], y[idx]
+    s, y = _clean(s, y)
+    if len(set(y.tolist())) < 2:
+        return NAN
+    return float(roc_auc_score(y, s))
+
+
+def _fast_auc(s: np.ndarray, y: np.ndarray) -> float:
+    """Mann-Whitney AUC (ties count one half), equal to roc_auc_score; used in resampling."""
+    from scipy.stats import rankdata
+
+    n1 = int(y.sum())
+    n0 = len(y) - n1
+    if n1 == 0 or n0 == 0:
+        return NAN
+    ranks = rankdata(s)
+    return float((ranks[y == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def correlations(scores: Sequence[float], human: Sequence[float]) -> dict[str, float]:
+    """Pearson, Spearman and Kendall (tau-b) correlations, NaN pairs dropped (<3 left: NaN)."""
+    from scipy import stats
+
+    s = np.asarray(scores, dtype=float)
+    h = np.asarray(human, dtype=float)
+    keep = ~np.isnan(s) & ~np.isnan(h)
+    s, h = s[keep], h[keep]
+    if len(s) < 3 or np.all(s == s[0]) or np.all(h == h[0]):
+        return {"pearson": NAN, "spearman": NAN, "kendall": NAN}
+    return {
+        "pearson": float(stats.pearsonr(s, h)[0]),
+        "spearman": float(stats.spearmanr(s, h)[0]),
+        "kendall": float(stats.kendalltau(s, h)[0]),
+    }
+
+
+def balanced_accuracy(scores: Sequence[float], labels: Sequence[int], threshold: float) -> float:
+    """(TPR + TNR) / 2 when items with ``score >= threshold`` are predicted faithful.
+
+    An unscored (NaN) item is predicted unfaithful, as a gate would fail it.
+    """
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=int)
+    with np.errstate(invalid="ignore"):
+        pred = s >= threshold
+    pos, neg = y == 1, y == 0
+    if not pos.any() or not neg.any():
+        return NAN
+    return float((pred[pos].mean() + (~pred[neg]).mean()) / 2)
+
+
+def candidate_thresholds(scores: Sequence[float]) -> np.ndarray:
+    """Midpoints between consecutive distinct scores, plus one below the lowest and one above
+    the highest, so every distinct split of the sorted scores is tried exactly once."""
+    u = np.unique(np.asarray(scores, dtype=float)[~np.isnan(np.asarray(scores, dtype=float))])
+    if u.size == 0:
+        return np.asarray([0.0])
+    mids = (u[:-1] + u[1:]) / 2
+    pad = max(1e-6, float(u[-1] - u[0]) * 1e-3)
+    return np.concatenate([[u[0] - pad], mids, [u[-1] + pad]])
+
+
+def threshold_curve(scores: Sequence[float], labels: Sequence[int]) -> dict[str, np.ndarray]:
+    """For every candidate threshold: TPR (faithful kept), TNR (unfaithful caught), balanced
+    accuracy, precision and recall of the "unfaithful" prediction (``score < threshold``)."""
+    s, y = _clean(scores, labels)
+    t = candidate_thresholds(s)
+    order = np.argsort(s)
+    s_sorted, y_sorted = s[order], y[order]
+    # number of items strictly below each threshold, and of unfaithful ones among them
+    below = np.searchsorted(s_sorted, t, side="left")
+    neg_cum = np.concatenate([[0], np.cumsum(y_sorted == 0)])
+    n_neg_below = neg_cum[below]
+    n_pos_below = below - n_neg_below
+    n1, n0 = int((y == 1).sum()), int((y == 0).sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpr = (n1 - n_pos_below) / n1 if n1 else np.full(t.shape, NAN)
+        tnr = n_neg_below / n0 if n0 else np.full(t.shape, NAN)
+        precision = np.where(below > 0, n_neg_below / np.maximum(below, 1), NAN)
+    return {
+        "threshold": t,
+        "tpr": np.asarray(tpr, dtype=float),
+        "tnr": np.asarray(tnr, dtype=float),
+        "balanced_accuracy": (np.asarray(tpr) + np.asarray(tnr)) / 2,
+        "precision_unfaithful": precision,
+        "recall_unfaithful": np.asarray(tnr, dtype=float),
+        "flagged": below,
+    }
+
+
+def best_threshold(scores: Sequence[float], labels: Sequence[int]) -> tuple[float, float]:
+    """The threshold maximising balanced accuracy and that accuracy.
+
+    Among equally good thresholds the middle one of the best run is taken, which keeps the
+    choice away from the scores it separates. NaN scores are ignored for tuning.
+    """
+    curve = threshold_curve(scores, labels)
+    ba = curve["balanced_accuracy"]
+    if np.all(np.isnan(ba)):
+        return NAN, NAN
+    best = np.nanmax(ba)
+    idx = np.flatnonzero(np.isclose(ba, best, rtol=0, atol=1e-12))
+    i = int(idx[len(idx) // 2])
+    return float(curve["threshold"][i]), float(best)
+
+
+def stratified_split(
+    labels: Sequence[int], val_fraction: float = 0.5, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (validation, test), each class split in the same proportion, reproducibly."""
+    y = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    val, test = [], []
+    for cls in np.unique(y):
+        idx = np.flatnonzero(y == cls)
+        rng.shuffle(idx)
+        k = int(round(len(idx) * val_fraction))
+        val.extend(idx[:k].tolist())
+        test.extend(idx[k:].tolist())
+    return np.asarray(sorted(val), dtype=int), np.asarray(sorted(test), dtype=int)
+
+
+def summac_balanced_accuracy(
+    scores: Sequence[float], labels: Sequence[int], val_fraction: float = 0.5, seed: int = 0
+) -> dict[str, float]:
+    """Balanced accuracy on a held-out split at the threshold tuned on a validation split."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=int)
+    val, test = stratified_split(y, val_fraction, seed)
+    threshold, val_ba = best_threshold(s[val], y[val])
+    return {
+        "threshold": threshold,
+        "validation_balanced_accuracy": val_ba,
+        "balanced_accuracy": balanced_accuracy(s[test], y[test], threshold)
+        if not math.isnan(threshold)
+        else NAN,
+        "n_validation": int(len(val)),
+        "n_test": int(len(test)),
+    }
+
+
+# ---------------------------------------------------------------- resampling
+
+
+def bootstrap_ci(
+    statistic: Callable[..., float],
+    *arrays: Sequence[Any],
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic(*arrays)``, resampling aligned rows.
+
+    Resamples on which the statistic is undefined (NaN, e.g. one class missing) are skipped.
+    """
+    arrs = [np.asarray(a) for a in arrays]
+    n = len(arrs[0])
+    if n == 0 or any(len(a) != n for a in arrs):
+        return NAN, NAN
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_resamples):
+        idx = rng.integers(0, n, n)
+        v = statistic(*(a[idx] for a in arrs))
+        if not math.isnan(v):
+            values.append(v)
+    if not values:
+        return NAN, NAN
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(values, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def paired_permutation_test(
+    a: Sequence[float],
+    b: Sequence[float],
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Two-sided paired permutation test of ``statistic(a) - statistic(b)``.
+
+    ``a`` and ``b`` are per-item values of two metrics on the same items (e.g. pair wins for
+    consistency, or ``rank_normalize``d scores for AUC so that the two scales are comparable);
+    each resample swaps the two values of a random subset of items. p = (k + 1) / (n + 1).
+    """
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError("paired values must be aligned")
+    observed = float(statistic(x) - statistic(y))
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    for _ in range(n_resamples):
+        swap = rng.random(x.shape[0]) < 0.5
+        xa = np.where(swap, y, x)
+        ya = np.where(swap, x, y)
+        if abs(float(statistic(xa) - statistic(ya))) >= abs(observed) - 1e-12:
+            extreme += 1
+    return {"difference": observed, "p_value": (extreme + 1) / (n_resamples + 1)}
+
+
+def rank_normalize(scores: Sequence[float]) -> np.ndarray:
+    """Scores mapped to average ranks in [0, 1] (NaN stays NaN), to compare metrics' scales."""
+    from scipy.stats import rankdata
+
+    s = np.asarray(scores, dtype=float)
+    out = np.full(s.shape, NAN)
+    keep = ~np.isnan(s)
+    if keep.sum() > 1:
+        out[keep] = (rankdata(s[keep]) - 1) / (keep.sum() - 1)
+    elif keep.sum() == 1:
+        out[keep] = 0.5
+    return out
+
+
+# ---------------------------------------------------------------- one labelled set
+
+
+@dataclass
+class Item:
+    """What meta-evaluation needs to know about one benchmark row."""
+
+    key: Any  # identity for deduplication, usually (source, summary)
+    label: int | None
+    human: float | None = None
+    pair_id: str | None = None
+    error_type: str | None = None
+    origin: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def items_from_examples(examples: Sequence[Any]) -> list[Item]:
+    """``Item``s from ``faithgate.types.Example``s read from the benchmark format
+    (``score``, ``pair_id``, ``error_type``, ``origin`` are looked up in ``meta``)."""
+    out = []
+    for ex in examples:
+        m = ex.meta or {}
+        human = m.get("score")
+        out.append(
+            Item(
+                key=(ex.source, ex.summary),
+                label=ex.label,
+                human=float(human) if isinstance(human, int | float) else None,
+                pair_id=m.get("pair_id"),
+                error_type=m.get("error_type"),
+                origin=m.get("origin"),
+            )
+        )
+    return out
+
+
+def pairs(items: Sequence[Item]) -> list[tuple[int, int]]:
+    """(faithful index, unfaithful index) for every combination inside each pair group."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, it in enumerate(items):
+        if it.pair_id is not None:
+            groups[it.pair_id].append(i)
+    out = []
+    for idx in groups.values():
+        pos = [i for i in idx if items[i].label == 1]
+        neg = [i for i in idx if items[i].label == 0]
+        out.extend((p, n) for p in pos for n in neg)
+    return out
+
+
+def _fmt_ci(ci: tuple[float, float]) -> list[float | None]:
+    return [None if math.isnan(v) else round(v, 4) for v in ci]
+
+
+def evaluate_group(
+    items: Sequence[Item],
+    scores: Sequence[float],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """All statistics for one group of items (see the module docstring)."""
+    s = np.asarray(scores, dtype=float)
+    out: dict[str, Any] = {
+        "n": len(items),
+        "n_failed": int(np.isnan(s).sum()),
+    }
+    pr = pairs(items)
+    if pr:
+        wins = pair_wins(s[[p for p, _ in pr]], s[[n for _, n in pr]])
+        out["n_pairs"] = len(pr)
+        out["consistency"] = float(wins.mean())
+        out["consistency_ci95"] = _fmt_ci(
+            bootstrap_ci(lambda w: float(w.mean()), wins, n_resamples=n_resamples, seed=seed)
+        )
+    labelled = [i for i, it in enumerate(items) if it.label is not None]
+    if labelled:
+        uniq = [labelled[j] for j in dedupe([items[i].key for i in labelled])]
+        y = np.asarray([items[i].label for i in uniq], dtype=int)
+        su = s[uniq]
+        out["n_unique"] = len(uniq)
+        out["roc_auc"] = roc_auc(su, y)
+        if not math.isnan(out["roc_auc"]):
+            keep = ~np.isnan(su)
+            out["roc_auc_ci95"] = _fmt_ci(
+                bootstrap_ci(_fast_auc, su[keep], y[keep], n_resamples=n_resamples, seed=seed)
+            )
+            ba = summac_balanced_accuracy(su, y, seed=seed)
+            out["balanced_accuracy"] = ba["balanced_accuracy"]
+            out["threshold"] = ba["threshold"]
+            val, test = stratified_split(y, 0.5, seed)
+            thr = ba["threshold"]
+            if not math.isnan(thr):
+                out["balanced_accuracy_ci95"] = _fmt_ci(
+                    bootstrap_ci(
+                        lambda a, b: balanced_accuracy(a, b, thr),
+                        su[test], y[test], n_resamples=n_resamples, seed=seed,
+                    )
+                )
+    graded = [i for i, it in enumerate(items) if it.human is not None]
+    if len(graded) >= 3:
+        out.update(correlations(s[graded], [items[i].human for i in graded]))
+        out["n_graded"] = len(graded)
+    return out
+
+
+def _error_type_groups(items: Sequence[Item]) -> dict[str, list[int]]:
+    """Indices per error type: the items of that type plus their faithful counterparts (their
+    pair partners when the data is paired, else every faithful item)."""
+    by_pair: dict[str, list[int]] = defaultdict(list)
+    for i, it in enumerate(items):
+        if it.pair_id is not None:
+            by_pair[it.pair_id].append(i)
+    faithful = [i for i, it in enumerate(items) if it.label == 1]
+    groups: dict[str, set[int]] = defaultdict(set)
+    for i, it in enumerate(items):
+        if not it.error_type:
+            continue
+        groups[it.error_type].add(i)
+        if it.pair_id is not None:
+            groups[it.error_type].update(j for j in by_pair[it.pair_id] if items[j].label == 1)
+        else:
+            groups[it.error_type].update(faithful)
+    return {k: sorted(v) for k, v in sorted(groups.items())}
+
+
+def evaluate(
+    items: Sequence[Item],
+    scores: Sequence[float],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    breakdown: bool = True,
+) -> dict[str, Any]:
+    """Statistics overall, by error type and by origin: ``{"overall": {...},
+    "by_error_type": {type: {...}}, "by_origin": {origin: {...}}}``."""
+    s = np.asarray(scores, dtype=float)
+    if len(s) != len(items):
+        raise ValueError("one score per item is required")
+    result: dict[str, Any] = {
+        "overall": evaluate_group(items, s, n_resamples=n_resamples, seed=seed)
+    }
+    if breakdown:
+        result["by_error_type"] = {
+            t: evaluate_group([items[i] for i in idx], s[idx], n_resamples=n_resamples, seed=seed)
+            for t, idx in _error_type_groups(items).items()
+        }
+        origins: dict[str, list[int]] = defaultdict(list)
+        for i, it in enumerate(items):
+            if it.origin:
+                origins[it.origin].append(i)
+        result["by_origin"] = (
+            {
+                o: evaluate_group([items[i] for i in idx], s[idx], n_resamples=n_resamples,
+                                  seed=seed)
+                for o, idx in sorted(origins.items())
+            }
+            if len(origins) > 1
+            else {}
+        )
+    return result
