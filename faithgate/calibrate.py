@@ -1,0 +1,192 @@
+"""Threshold calibration on labelled data, written into the gate configuration.
+
+A gate passes an example when ``score >= threshold``. ``calibrate`` picks the threshold
+
+- that maximises balanced accuracy ``(TPR + TNR) / 2`` (the SummaC threshold, Laban et al.
+  2022), or
+- with ``target_precision=P``: the highest threshold (catching the most unfaithful summaries)
+  whose precision for the "unfaithful" prediction, ``P(label 0 | score < threshold)``, is at
+  least ``P``,
+
+and a percentile-bootstrap 95% interval of that threshold (re-running the same choice on
+resampled data). ``write_calibration`` stores it in ``faithgate.toml`` or ``pyproject.toml``
+(``[tool.faithgate]``) with tomlkit, so comments and layout of the file survive.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from faithgate.errors import InputError
+from faithgate.meta import balanced_accuracy, best_threshold, threshold_curve
+
+
+@dataclass
+class Calibration:
+    """A calibrated threshold and where it came from."""
+
+    metric: str
+    threshold: float
+    ci95: tuple[float, float]
+    objective: str
+    balanced_accuracy: float
+    precision_unfaithful: float
+    recall_unfaithful: float
+    n: int
+    n_faithful: int
+    n_unfaithful: int
+    data: str = ""
+    settings_hash: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def precision_threshold(
+    scores: Sequence[float], labels: Sequence[int], target_precision: float
+) -> float:
+    """Highest threshold whose "unfaithful" precision reaches ``target_precision`` (NaN if none).
+
+    Only thresholds that flag at least one item qualify.
+    """
+    curve = threshold_curve(scores, labels)
+    ok = (curve["flagged"] > 0) & (np.nan_to_num(curve["precision_unfaithful"]) >= target_precision)
+    if not ok.any():
+        return float("nan")
+    return float(curve["threshold"][np.flatnonzero(ok)[-1]])
+
+
+def _choose(scores: np.ndarray, labels: np.ndarray, target_precision: float | None) -> float:
+    if target_precision is None:
+        return best_threshold(scores, labels)[0]
+    return precision_threshold(scores, labels, target_precision)
+
+
+def calibrate(
+    scores: Sequence[float],
+    labels: Sequence[int],
+    *,
+    metric: str = "",
+    target_precision: float | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> Calibration:
+    """Choose a threshold on labelled scores (see the module docstring).
+
+    Unscored items (NaN) are left out. Raises ``InputError`` when a class is missing or no
+    threshold reaches the requested precision.
+    """
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=float)
+    keep = ~np.isnan(s) & ~np.isnan(y)
+    s, y = s[keep], y[keep].astype(int)
+    n1, n0 = int((y == 1).sum()), int((y == 0).sum())
+    if n1 == 0 or n0 == 0:
+        raise InputError(
+            f"calibration needs faithful (label 1) and unfaithful (label 0) examples with "
+            f"scores; got {n1} faithful and {n0} unfaithful"
+        )
+    if target_precision is not None and not 0 < target_precision <= 1:
+        raise InputError(f"--target-precision must be in (0, 1], got {target_precision}")
+    threshold = _choose(s, y, target_precision)
+    if math.isnan(threshold):
+        best = float(np.nanmax(threshold_curve(s, y)["precision_unfaithful"]))
+        raise InputError(
+            f"no threshold of {metric or 'this metric'} reaches precision {target_precision} "
+            f"for 'unfaithful' on this data (best {best:.3f})"
+        )
+    rng = np.random.default_rng(seed)
+    boot = []
+    for _ in range(n_resamples):
+        idx = rng.integers(0, len(s), len(s))
+        if len(set(y[idx].tolist())) < 2:
+            continue
+        t = _choose(s[idx], y[idx], target_precision)
+        if not math.isnan(t):
+            boot.append(t)
+    ci = (
+        (float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)))
+        if boot
+        else (float("nan"), float("nan"))
+    )
+    flagged = s < threshold
+    tp = int((flagged & (y == 0)).sum())
+    objective = (
+        "balanced_accuracy"
+        if target_precision is None
+        else f"precision_unfaithful>={target_precision:g}"
+    )
+    return Calibration(
+        metric=metric,
+        threshold=threshold,
+        ci95=ci,
+        objective=objective,
+        balanced_accuracy=balanced_accuracy(s, y, threshold),
+        precision_unfaithful=tp / int(flagged.sum()) if flagged.any() else float("nan"),
+        recall_unfaithful=tp / n0,
+        n=len(s),
+        n_faithful=n1,
+        n_unfaithful=n0,
+    )
+
+
+def default_config_path(cwd: str | Path = ".") -> Path:
+    """``faithgate.toml`` if present, else ``pyproject.toml`` if present, else a new
+    ``faithgate.toml``."""
+    cwd = Path(cwd)
+    for name in ("faithgate.toml", "pyproject.toml"):
+        if (cwd / name).is_file():
+            return cwd / name
+    return cwd / "faithgate.toml"
+
+
+def _r(x: float, digits: int = 4) -> float:
+    return round(float(x), digits)
+
+
+def write_calibration(path: str | Path, cal: Calibration) -> Path:
+    """Write ``cal`` into the gate configuration at ``path``, preserving everything else.
+
+    In ``pyproject.toml`` the keys live under ``[tool.faithgate]``, elsewhere at the top level:
+    ``thresholds.<metric>`` (what the gate uses), ``calibration.<metric>`` (provenance), and the
+    metric is added to ``metrics`` when that list does not name it.
+    """
+    import tomlkit
+
+    path = Path(path)
+    try:
+        doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+    except Exception as exc:  # noqa: BLE001 - a parse error is the user's file: say where
+        raise InputError(f"{path}: not valid TOML ({exc})") from None
+    root: Any = doc
+    if path.name == "pyproject.toml":
+        tool = doc.setdefault("tool", tomlkit.table(is_super_table=True))
+        root = tool.setdefault("faithgate", tomlkit.table())
+    metrics = root.get("metrics")
+    if metrics is None:
+        root["metrics"] = [cal.metric]
+    elif isinstance(metrics, list) and cal.metric not in metrics:
+        metrics.append(cal.metric)
+    thresholds = root.setdefault("thresholds", tomlkit.table())
+    thresholds[cal.metric] = _r(cal.threshold)
+    calibration = root.setdefault("calibration", tomlkit.table(is_super_table=True))
+    entry = tomlkit.table()
+    entry["threshold"] = _r(cal.threshold)
+    entry["ci95"] = [_r(v) for v in cal.ci95]
+    entry["objective"] = cal.objective
+    entry["balanced_accuracy"] = _r(cal.balanced_accuracy)
+    if not math.isnan(cal.precision_unfaithful):
+        entry["precision_unfaithful"] = _r(cal.precision_unfaithful)
+    entry["recall_unfaithful"] = _r(cal.recall_unfaithful)
+    entry["data"] = cal.data
+    entry["n"] = cal.n
+    entry["settings_hash"] = cal.settings_hash
+    calibration[cal.metric] = entry
+    path.write_text(tomlkit.dumps(doc), encoding="utf-8")
+    return path

@@ -1,0 +1,117 @@
+"""Threshold calibration on synthetic scores with a known best threshold; config writing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from faithgate.calibrate import (
+    Calibration,
+    calibrate,
+    default_config_path,
+    precision_threshold,
+    write_calibration,
+)
+from faithgate.config import load_config
+from faithgate.errors import InputError
+
+
+def synthetic(n: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Faithful ~ U(0.45, 1), unfaithful ~ U(0, 0.55): the best threshold lies in the
+    overlap [0.45, 0.55], and the population optimum is its middle, 0.5."""
+    rng = np.random.default_rng(seed)
+    y = np.r_[np.ones(n // 2, dtype=int), np.zeros(n // 2, dtype=int)]
+    s = np.r_[rng.uniform(0.45, 1.0, n // 2), rng.uniform(0.0, 0.55, n // 2)]
+    return s, y
+
+
+def test_balanced_accuracy_threshold_is_the_known_optimum() -> None:
+    s, y = synthetic()
+    cal = calibrate(s, y, metric="m", n_resamples=200)
+    assert 0.45 <= cal.threshold <= 0.55
+    assert cal.ci95[0] <= cal.threshold <= cal.ci95[1]
+    assert cal.ci95[0] > 0.4 and cal.ci95[1] < 0.6
+    # population balanced accuracy at 0.5: 1 - (0.05/0.55)/2 - (0.05/0.55)/2 ~ 0.909
+    assert cal.balanced_accuracy > 0.88
+    assert cal.objective == "balanced_accuracy"
+    assert cal.n == 400 and cal.n_faithful == 200 and cal.n_unfaithful == 200
+
+
+def test_perfectly_separable_scores() -> None:
+    s = [0.1, 0.2, 0.3, 0.7, 0.8]
+    y = [0, 0, 0, 1, 1]
+    cal = calibrate(s, y, n_resamples=50)
+    assert cal.threshold == pytest.approx(0.5)  # midpoint between 0.3 and 0.7
+    assert cal.balanced_accuracy == 1.0
+    assert cal.precision_unfaithful == 1.0 and cal.recall_unfaithful == 1.0
+
+
+def test_target_precision() -> None:
+    # sorted: 0.1(0) 0.2(0) 0.3(1) 0.4(0) 0.5(1) 0.6(1)
+    s = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    y = [0, 0, 1, 0, 1, 1]
+    # flag < 0.25: precision 2/2; flag < 0.35: 2/3; flag < 0.45: 3/4
+    assert precision_threshold(s, y, 1.0) == pytest.approx(0.25)
+    assert precision_threshold(s, y, 0.75) == pytest.approx(0.45)
+    cal = calibrate(s, y, target_precision=0.75, n_resamples=50)
+    assert cal.threshold == pytest.approx(0.45)
+    assert cal.precision_unfaithful == pytest.approx(0.75)
+    assert cal.objective == "precision_unfaithful>=0.75"
+    # an unreachable precision is a one-line input error
+    with pytest.raises(InputError, match="reaches precision"):
+        calibrate([0.1, 0.2], [1, 0], target_precision=0.9, n_resamples=10)
+
+
+def test_needs_both_classes_and_ignores_nan() -> None:
+    with pytest.raises(InputError, match="faithful"):
+        calibrate([0.1, 0.2], [1, 1])
+    cal = calibrate([0.1, float("nan"), 0.9], [0, 0, 1], n_resamples=20)
+    assert cal.n == 2 and 0.1 < cal.threshold < 0.9
+
+
+def _cal() -> Calibration:
+    return Calibration(
+        metric="bertscore", threshold=0.55123, ci95=(0.51, 0.58), objective="balanced_accuracy",
+        balanced_accuracy=0.71, precision_unfaithful=0.6, recall_unfaithful=0.7, n=400,
+        n_faithful=200, n_unfaithful=200, data="d.jsonl", settings_hash="bertscore:abc",
+    )
+
+
+def test_write_into_pyproject_preserves_comments(tmp_path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(
+        '[project]\nname = "x"  # keep me\n\n[tool.faithgate]\n# my comment\nmetrics = ["ner"]\n'
+        "[tool.faithgate.thresholds]\nner = 0.3\n"
+    )
+    write_calibration(path, _cal())
+    text = path.read_text()
+    assert "# keep me" in text and "# my comment" in text
+    cfg = load_config(path)
+    assert cfg.thresholds == {"ner": 0.3, "bertscore": 0.5512}
+    assert list(cfg.metrics) == ["ner", "bertscore"]
+    prov = cfg.calibration["bertscore"]
+    assert prov["threshold"] == 0.5512 and prov["ci95"] == [0.51, 0.58]
+    assert prov["n"] == 400 and prov["settings_hash"] == "bertscore:abc"
+    # re-calibrating replaces, never duplicates
+    write_calibration(path, _cal())
+    assert path.read_text().count("[tool.faithgate.calibration.bertscore]") == 1
+
+
+def test_write_new_faithgate_toml(tmp_path) -> None:
+    assert default_config_path(tmp_path) == tmp_path / "faithgate.toml"
+    path = write_calibration(default_config_path(tmp_path), _cal())
+    cfg = load_config(path)
+    assert cfg.thresholds == {"bertscore": 0.5512}
+    assert cfg.calibration["bertscore"]["objective"] == "balanced_accuracy"
+    assert not math.isnan(cfg.thresholds["bertscore"])
+    (tmp_path / "pyproject.toml").write_text("")
+    assert default_config_path(tmp_path) == tmp_path / "faithgate.toml"  # existing file wins
+
+
+def test_bad_toml_is_an_input_error(tmp_path) -> None:
+    bad = tmp_path / "faithgate.toml"
+    bad.write_text("metrics = [\n")
+    with pytest.raises(InputError, match="not valid TOML"):
+        write_calibration(bad, _cal())
