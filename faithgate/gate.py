@@ -231,6 +231,8 @@ class PairResult:
     error_type: str | None
     generated: bool
     unfaithful_summary: str
+    # The edit as "old words -> new words" (word-level diff of the two summaries), for reports.
+    edit: str = ""
     faithful_scores: dict[str, float | None] = field(default_factory=dict)
     unfaithful_scores: dict[str, float | None] = field(default_factory=dict)
     consistent: dict[str, bool] = field(default_factory=dict)
@@ -607,6 +609,7 @@ def _pair_result(
         error_type=pair.error_type,
         generated=pair.generated,
         unfaithful_summary=examples[pair.unfaithful].summary,
+        edit=describe_edit(examples[pair.faithful].summary, examples[pair.unfaithful].summary),
     )
     for m in metrics:
         g, b = good.scores[m].value, bad.scores[m].value
@@ -615,6 +618,27 @@ def _pair_result(
         # Ties fail (BUMP): a metric that cannot tell the two apart is not consistent.
         pr.consistent[m] = g is not None and b is not None and g > b
     return pr
+
+
+def describe_edit(before: str, after: str, limit: int = 120) -> str:
+    """The word-level difference between two summaries, e.g. ``'appeared' -> 'confessed'``
+    (several changed spans are joined with ``; ``)."""
+    import difflib
+
+    a, b = before.split(), after.split()
+    parts = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        old, new = " ".join(a[i1:i2]), " ".join(b[j1:j2])
+        if op == "delete":
+            parts.append(f"-'{old}'")
+        elif op == "insert":
+            parts.append(f"+'{new}'")
+        else:
+            parts.append(f"'{old}' -> '{new}'")
+    text = "; ".join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _pair_rules(rule: Any, pairs: list[PairResult], metrics: list[str]) -> list[RuleResult]:

@@ -417,3 +417,13 @@ def test_run_summarizer_and_its_errors(tmp_path):
             write_outputs(tmp_path / "sources.jsonl", [{"id": 1}]),
             search_path=[tmp_path],
         )
+
+
+def test_describe_edit():
+    from faithgate.gate import describe_edit
+
+    assert describe_edit("Rosie appeared on the cover.", "Rosie confessed on the cover.") == (
+        "'appeared' -> 'confessed'"
+    )
+    assert describe_edit("He won.", "He never won.") == "+'never'"
+    assert describe_edit("a b c", "a c") == "-'b'"

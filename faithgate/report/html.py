@@ -223,7 +223,7 @@ def to_html(result: GateResult) -> str:
         out.append(f'<section id="pairs"><h2>Minimal pairs ({len(pairs)})</h2>')
         out.append("<table><thead><tr><th>Pair</th><th>Error type</th>")
         out.extend(f"<th>{escape(m)}: faithful / edited</th>" for m in result.metrics)
-        out.append("<th>Edited summary</th></tr></thead><tbody>")
+        out.append("<th>Edit</th><th>Edited summary</th></tr></thead><tbody>")
         for p in pairs[:MAX_PAIRS]:
             ok = all(p.consistent.values())
             cells = "".join(
@@ -236,7 +236,7 @@ def to_html(result: GateResult) -> str:
             out.append(
                 f'<tr class="{"pass" if ok else "fail"}"><td><code>{escape(p.pair_id)}</code>'
                 f"{origin}</td><td>{escape(p.error_type or '-')}</td>{cells}"
-                f"<td>{escape(p.unfaithful_summary)}</td></tr>"
+                f"<td><code>{escape(p.edit)}</code></td><td>{escape(p.unfaithful_summary)}</td></tr>"
             )
         out.append("</tbody></table></section>")
 

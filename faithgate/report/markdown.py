@@ -84,7 +84,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     bad_pairs = [p for p in result.pairs if not all(p.consistent.values())]
     if bad_pairs:
         out += ["", f"### Inconsistent minimal pairs ({len(bad_pairs)} of {len(result.pairs)})", ""]
-        out.append("| Pair | Error type | Faithful > edited? | Edited summary |")
+        out.append("| Pair | Error type | Faithful vs edited score | Edit |")
         out.append("|---|---|---|---|")
         for p in bad_pairs[:max_examples]:
             verdicts = ", ".join(
@@ -94,7 +94,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
             )
             out.append(
                 f"| `{_cell(p.pair_id, 60)}` | {_cell(p.error_type or '-')} | {verdicts} | "
-                f"{_cell(p.unfaithful_summary, 140)} |"
+                f"{_cell(p.edit or p.unfaithful_summary, 140)} |"
             )
     out += ["", "<details><summary>Settings</summary>", ""]
     for m in result.metrics:
