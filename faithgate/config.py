@@ -266,11 +266,13 @@ class GateConfig:
         return self.thresholds.get(metric)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly view (paths as strings) recorded with gate results."""
+        """JSON-friendly view recorded with gate results. Paths are written relative to the
+        configuration's directory when inside it (a committed baseline then carries no
+        machine-specific paths); ``root`` itself is left out."""
 
         def conv(value: Any) -> Any:
             if isinstance(value, Path):
-                return str(value)
+                return self.display_path(value)
             if dataclasses.is_dataclass(value) and not isinstance(value, type):
                 return {f.name: conv(getattr(value, f.name)) for f in dataclasses.fields(value)}
             if isinstance(value, dict):
@@ -279,7 +281,17 @@ class GateConfig:
                 return [conv(v) for v in value]
             return value
 
-        return conv(self)
+        data = conv(self)
+        data.pop("root", None)
+        return data
+
+    def display_path(self, path: str | Path) -> str:
+        """``path`` relative to ``root`` when it lies inside it, else as given."""
+        path = Path(path)
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return str(path)
 
 
 # ---------------------------------------------------------------------- loading

@@ -972,10 +972,11 @@ class Gate:
             baseline_error=baseline_error,
             baseline_created=baseline is None and self.update_baseline,
         )
-        if self.config.outputs is not None:
-            result.input = str(self.config.outputs)
-        elif self.config.summarizer:
-            result.input = f"{self.config.summarizer} over {self.config.data}"
+        cfg = self.config
+        if cfg.outputs is not None:
+            result.input = cfg.display_path(cfg.outputs)
+        elif cfg.summarizer and cfg.data is not None:
+            result.input = f"{cfg.summarizer} over {cfg.display_path(cfg.data)}"
         if cache is not None:
             result.cache = {"hits": cache.hits - hits0, "misses": cache.misses - misses0}
         result.seconds = round(time.perf_counter() - start, 3)

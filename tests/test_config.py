@@ -189,6 +189,7 @@ def test_to_dict_is_json_friendly(tmp_path):
     write(tmp_path / "pyproject.toml", FULL)
     data = load_config(start=tmp_path).to_dict()
     text = json.dumps(data)
-    assert data["outputs"].endswith("outputs.jsonl")
+    assert data["outputs"] == "data/outputs.jsonl"
+    assert "root" not in data and str(tmp_path) not in text
     assert data["rules"]["pair_consistency"]["min_rate"] == 0.9
     assert "Path(" not in text
