@@ -1,0 +1,584 @@
+"""``faithgate bench``: run metrics over labelled benchmark files and meta-evaluate them.
+
+Input files are JSON Lines in the benchmark format of ``../shared/data/README.md`` (``label``,
+``score``, ``pair_id``, ``role``, ``error_type``, ``origin`` per row; any JSONL that
+``faithgate.io.load_examples`` reads works, with whatever of these fields it has). Scores are
+kept in a ``ScoreCache`` keyed by settings hash, source and summary, so re-running with one more
+metric computes only that metric; seconds per item are remembered next to the cache so cached
+runs still report them.
+
+``--combine`` is a learned linear combination of metrics (as in the faithfulness study's
+Table 4): a logistic regression over standardised metric scores, its regularisation chosen by
+cross-validation on one labelled set, reported on the others. The fitted weights are saved as
+JSON and scored by the ``combined`` metric (``faithgate/metrics/combined.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from faithgate.cache import ScoreCache
+from faithgate.errors import InputError
+from faithgate.io import load_examples
+from faithgate.meta import Item, evaluate, items_from_examples, roc_auc
+from faithgate.types import Example
+
+COMBINATION_FORMAT = "faithgate-combination/1"
+
+
+def default_cache_path() -> Path:
+    from faithgate.models import faithgate_home
+
+    return faithgate_home() / "bench" / "scores.sqlite"
+
+
+def benchmark_files(path: str | Path) -> list[Path]:
+    """The ``.jsonl`` files named by ``path`` (a file, or every ``*.jsonl`` in a directory)."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(p.glob("*.jsonl"))
+        if not files:
+            raise InputError(f"{p}: no .jsonl files in this directory")
+        return files
+    if not p.is_file():
+        raise InputError(f"{p}: no such file or directory")
+    return [p]
+
+
+def limit_examples(examples: Sequence[Example], limit: int | None, seed: int = 0) -> list[Example]:
+    """A reproducible sample of about ``limit`` rows that keeps pair groups whole (a BUMP pair
+    without its partner is useless for consistency) and the file order."""
+    if limit is None or limit >= len(examples):
+        return list(examples)
+    if limit <= 0:
+        raise InputError("--limit must be positive")
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, ex in enumerate(examples):
+        groups[str(ex.meta.get("pair_id") or f"id:{ex.id}")].append(i)
+    keys = list(groups)
+    random.Random(seed).shuffle(keys)
+    chosen: list[int] = []
+    for k in keys:
+        if len(chosen) >= limit:
+            break
+        chosen.extend(groups[k])
+    return [examples[i] for i in sorted(chosen)]
+
+
+@dataclass
+class MetricRun:
+    """One metric's scores on one file."""
+
+    metric: str
+    settings_hash: str
+    scores: np.ndarray
+    seconds_per_item: float | None
+    computed: int
+    cached: int
+    errors: list[str] = field(default_factory=list)
+    first_item_seconds: float | None = None  # includes loading models; not in seconds_per_item
+
+
+class _Timings:
+    """Seconds per scored item by settings hash, stored beside the score cache."""
+
+    def __init__(self, cache_path: Path | None) -> None:
+        self.path = cache_path.with_suffix(".timings.json") if cache_path else None
+        self.data: dict[str, dict[str, float]] = {}
+        if self.path and self.path.is_file():
+            try:
+                self.data = json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                self.data = {}
+
+    def add(self, settings_hash: str, seconds: float, items: int) -> None:
+        entry = self.data.setdefault(settings_hash, {"seconds": 0.0, "items": 0})
+        entry["seconds"] += seconds
+        entry["items"] += items
+        if self.path:
+            self.path.write_text(json.dumps(self.data, indent=1))
+
+    def per_item(self, settings_hash: str) -> float | None:
+        entry = self.data.get(settings_hash)
+        if not entry or not entry["items"]:
+            return None
+        return entry["seconds"] / entry["items"]
+
+
+class Bench:
+    """Scores files with metrics through one model pool and one score cache."""
+
+    def __init__(
+        self,
+        metrics: Sequence[str],
+        *,
+        cache: str | Path | None = "default",
+        backend: str = "auto",
+        models: Mapping[str, str] | None = None,
+        metric_settings: Mapping[str, Mapping[str, Any]] | None = None,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> None:
+        from faithgate.backends import ModelPool
+        from faithgate.metrics.base import get_metric
+
+        if not metrics:
+            raise InputError("no metric selected: pass --metric NAME")
+        if len(set(metrics)) != len(metrics):
+            raise InputError(f"a metric is selected twice: {', '.join(metrics)}")
+        settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
+        self.metrics = [get_metric(m, **settings.get(m, {})) for m in metrics]
+        self.pool = ModelPool(dict(models or {}), backend=backend)
+        cache_path = default_cache_path() if cache == "default" else cache
+        self.cache = ScoreCache(cache_path) if cache_path else None
+        self.timings = _Timings(Path(cache_path) if cache_path else None)
+        self.batch_size = batch_size
+        self.progress = progress
+
+    def score(self, examples: Sequence[Example]) -> dict[str, MetricRun]:
+        """Every metric's scores for ``examples`` (NaN where a metric could not score one)."""
+        from faithgate.scorer import Scorer
+
+        # Duplicated (source, summary) rows (BUMP references) are scored once.
+        uniq: dict[tuple[str, str], int] = {}
+        for ex in examples:
+            uniq.setdefault((ex.source, ex.summary), len(uniq))
+        unique_examples = [Example(str(i), s, y) for (s, y), i in uniq.items()]
+        where = [uniq[(ex.source, ex.summary)] for ex in examples]
+        runs: dict[str, MetricRun] = {}
+        for metric in self.metrics:
+            scorer = Scorer([metric], pool=self.pool, cache=self.cache)
+            shash = scorer.settings_hashes()[metric.name]
+            values = np.full(len(unique_examples), np.nan)
+            errors: list[str] = []
+            computed = cached = 0
+            seconds = 0.0
+            load_seconds = None
+            # Loading models and pipelines is a one-time cost: score the first uncached item
+            # alone and keep its time out of the per-item figure.
+            first_miss = next(
+                (
+                    i for i, ex in enumerate(unique_examples)
+                    if self.cache is None or self.cache.get(shash, ex.source, ex.summary) is None
+                ),
+                None,
+            )
+            if first_miss is not None:
+                t0 = time.perf_counter()
+                warm = scorer.score([unique_examples[first_miss]])[0][metric.name]
+                load_seconds = time.perf_counter() - t0
+                if self.cache is None or not warm.ok:
+                    values[first_miss] = warm.value if warm.ok else np.nan
+            for start in range(0, len(unique_examples), self.batch_size):
+                batch = unique_examples[start:start + self.batch_size]
+                hits_before = self.cache.hits if self.cache else 0
+                t0 = time.perf_counter()
+                results = scorer.score(batch)
+                elapsed = time.perf_counter() - t0
+                hits = (self.cache.hits - hits_before) if self.cache else 0
+                if len(batch) - hits > 0:
+                    seconds += elapsed
+                computed += len(batch) - hits
+                cached += hits
+                for j, res in enumerate(results):
+                    sc = res[metric.name]
+                    values[start + j] = sc.value if sc.ok else np.nan
+                    if not sc.ok and sc.error and len(errors) < 5:
+                        errors.append(sc.error)
+                if self.progress:
+                    import click
+
+                    click.echo(
+                        f"  {metric.name}: {min(start + self.batch_size, len(unique_examples))}"
+                        f"/{len(unique_examples)}",
+                        err=True,
+                    )
+            timed = computed  # items scored inside the timed batches
+            if first_miss is not None and self.cache is not None and warm.ok:
+                # the warm-up item was computed (untimed) and then read back from the cache
+                cached -= 1
+                computed += 1
+            if timed:
+                self.timings.add(shash, seconds, timed)
+            per_item = (seconds / timed) if timed else self.timings.per_item(shash)
+            runs[metric.name] = MetricRun(
+                metric.name, shash, values[where], per_item, computed, cached, errors,
+                load_seconds,
+            )
+        return runs
+
+
+# ---------------------------------------------------------------- learned combination
+
+
+def _features(runs: Mapping[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
+    missing = [n for n in names if n not in runs]
+    if missing:
+        raise InputError(f"combination needs scores of {', '.join(missing)}")
+    return np.column_stack([np.asarray(runs[n], dtype=float) for n in names])
+
+
+def fit_combination(
+    runs: Mapping[str, np.ndarray],
+    labels: Sequence[int],
+    names: Sequence[str],
+    *,
+    keys: Sequence[Any] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Logistic regression over standardised scores of ``names``; C chosen by ``folds``-fold
+    cross-validated ROC AUC; returns the weights document (see ``COMBINATION_FORMAT``) with the
+    out-of-fold ROC AUC of the chosen model."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+
+    x = _features(runs, names)
+    y = np.asarray(labels, dtype=float)
+    idx = np.arange(len(y)) if keys is None else _first_indices(keys)
+    x, y = x[idx], y[idx]
+    keep = ~np.isnan(x).any(axis=1) & ~np.isnan(y)
+    x, y = x[keep], y[keep].astype(int)
+    if len(set(y.tolist())) < 2 or min((y == 0).sum(), (y == 1).sum()) < folds:
+        raise InputError(
+            f"--combine needs at least {folds} faithful and {folds} unfaithful scored items"
+        )
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale == 0] = 1.0
+    z = (x - mean) / scale
+    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    best: tuple[float, float, np.ndarray] | None = None
+    for c in (0.01, 0.1, 1.0, 10.0):
+        model = LogisticRegression(C=c, class_weight="balanced", max_iter=1000)
+        oof = cross_val_predict(model, z, y, cv=cv, method="decision_function")
+        auc = roc_auc(oof, y)
+        if best is None or auc > best[0] + 1e-9:
+            best = (auc, c, oof)
+    assert best is not None
+    auc, c, _ = best
+    model = LogisticRegression(C=c, class_weight="balanced", max_iter=1000).fit(z, y)
+    return {
+        "format": COMBINATION_FORMAT,
+        "metrics": list(names),
+        "mean": mean.tolist(),
+        "scale": scale.tolist(),
+        "coef": model.coef_[0].tolist(),
+        "intercept": float(model.intercept_[0]),
+        "C": c,
+        "n_train": int(len(y)),
+        "cv_folds": folds,
+        "cv_roc_auc": auc,
+    }
+
+
+def _first_indices(keys: Sequence[Any]) -> np.ndarray:
+    from faithgate.meta import dedupe
+
+    return dedupe(keys)
+
+
+def apply_combination(weights: Mapping[str, Any], runs: Mapping[str, np.ndarray]) -> np.ndarray:
+    """P(faithful) of the fitted logistic model; NaN where a component score is missing."""
+    x = _features(runs, weights["metrics"])
+    z = (x - np.asarray(weights["mean"])) / np.asarray(weights["scale"])
+    logit = z @ np.asarray(weights["coef"]) + float(weights["intercept"])
+    return 1.0 / (1.0 + np.exp(-logit))
+
+
+def load_weights(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such weights file") from None
+    except ValueError as exc:
+        raise InputError(f"{p}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != COMBINATION_FORMAT:
+        raise InputError(f"{p}: not a faithgate combination file (format {COMBINATION_FORMAT})")
+    for key in ("metrics", "mean", "scale", "coef", "intercept"):
+        if key not in data:
+            raise InputError(f"{p}: combination file lacks {key!r}")
+    if not (len(data["metrics"]) == len(data["mean"]) == len(data["scale"]) == len(data["coef"])):
+        raise InputError(f"{p}: metrics, mean, scale and coef must have the same length")
+    return data
+
+
+def weights_digest(data: Mapping[str, Any]) -> str:
+    blob = json.dumps(data, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run_bench(
+    data: Sequence[str | Path],
+    metrics: Sequence[str],
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    n_resamples: int = 1000,
+    cache: str | Path | None = "default",
+    backend: str = "auto",
+    models: Mapping[str, str] | None = None,
+    metric_settings: Mapping[str, Mapping[str, Any]] | None = None,
+    plots: str | Path | None = None,
+    combine: str | Path | None = None,
+    save_weights: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Score every file with every metric and meta-evaluate; returns a JSON-ready dict."""
+    files = [f for d in data for f in benchmark_files(d)]
+    bench = Bench(
+        metrics, cache=cache, backend=backend, models=models,
+        metric_settings=metric_settings, progress=progress,
+    )
+    result: dict[str, Any] = {"metrics": list(metrics), "limit": limit, "datasets": {}}
+    loaded: dict[str, tuple[list[Example], list[Item], dict[str, MetricRun]]] = {}
+    train_key = None
+    paths = list(files)
+    if combine is not None:
+        train_path = benchmark_files(combine)
+        if len(train_path) != 1:
+            raise InputError("--combine takes one labelled .jsonl file to fit on")
+        train_key = str(train_path[0].resolve())
+        if all(str(f.resolve()) != train_key for f in paths):
+            paths.append(train_path[0])
+    for path in paths:
+        name = path.stem
+        if progress:
+            import click
+
+            click.echo(f"{name}: scoring", err=True)
+        examples = limit_examples(load_examples(path), limit, seed)
+        items = items_from_examples(examples)
+        runs = bench.score(examples)
+        loaded[str(path.resolve())] = (examples, items, runs)
+    combination = None
+    if combine is not None:
+        assert train_key is not None
+        examples, items, runs = loaded[train_key]
+        combination = fit_combination(
+            {k: r.scores for k, r in runs.items()},
+            [it.label if it.label is not None else np.nan for it in items],
+            list(metrics),
+            keys=[it.key for it in items],
+            seed=seed,
+        )
+        combination["trained_on"] = str(combine)
+        combination["settings_hashes"] = {k: r.settings_hash for k, r in runs.items()}
+        combination["metric_settings"] = {m.name: m.settings for m in bench.metrics}
+        result["combination"] = combination
+        if save_weights:
+            Path(save_weights).parent.mkdir(parents=True, exist_ok=True)
+            Path(save_weights).write_text(json.dumps(combination, indent=1, default=str))
+            result["combination_file"] = str(save_weights)
+    for path in files:
+        examples, items, runs = loaded[str(path.resolve())]
+        name = path.stem
+        entry: dict[str, Any] = {"file": str(path), "n": len(examples), "metrics": {}}
+        all_scores = {k: r.scores for k, r in runs.items()}
+        for mname, run in runs.items():
+            entry["metrics"][mname] = {
+                "settings_hash": run.settings_hash,
+                "seconds_per_item": run.seconds_per_item,
+                "computed": run.computed,
+                "cached": run.cached,
+                "first_item_seconds": run.first_item_seconds,
+                "errors": run.errors,
+                **evaluate(items, run.scores, n_resamples=n_resamples, seed=seed),
+            }
+        if combination is not None:
+            cscores = apply_combination(combination, all_scores)
+            all_scores["combined"] = cscores
+            ev = evaluate(items, cscores, n_resamples=n_resamples, seed=seed)
+            ev["note"] = (
+                "training set: cross-validated ROC AUC "
+                f"{combination['cv_roc_auc']:.3f}; other figures are in-sample"
+                if str(path.resolve()) == train_key
+                else f"fitted on {Path(str(combine)).name}"
+            )
+            entry["metrics"]["combined"] = {"seconds_per_item": None, **ev}
+        if plots:
+            entry["plots"] = write_plots(plots, name, items, all_scores)
+        result["datasets"][name] = entry
+    return result
+
+
+# ---------------------------------------------------------------- reports
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.{digits}f}"
+
+
+def _with_ci(value: Any, ci: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if not ci or ci[0] is None:
+        return _f(value)
+    return f"{_f(value)} [{_f(ci[0], 2)}, {_f(ci[1], 2)}]"
+
+
+def markdown_report(result: Mapping[str, Any]) -> str:
+    """Main table (one row per dataset x metric) plus breakdowns by error type and origin."""
+    lines = [
+        "| dataset | metric | n | consistency [95% CI] | ROC AUC [95% CI] | bal. acc. (SummaC) "
+        "| Pearson | Spearman | Kendall | s/item |",
+        "|---|---|---:|---|---|---|---:|---:|---:|---:|",
+    ]
+    by_type: list[str] = []
+    by_origin: list[str] = []
+    for dname, entry in result["datasets"].items():
+        for mname, m in entry["metrics"].items():
+            o = m["overall"]
+            n = f"{o['n']}" + (f" ({o['n_failed']} failed)" if o.get("n_failed") else "")
+            lines.append(
+                f"| {dname} | {mname} | {n} | {_with_ci(o.get('consistency'), o.get('consistency_ci95'))} "
+                f"| {_with_ci(o.get('roc_auc'), o.get('roc_auc_ci95'))} "
+                f"| {_with_ci(o.get('balanced_accuracy'), o.get('balanced_accuracy_ci95'))} "
+                f"| {_f(o.get('pearson'))} | {_f(o.get('spearman'))} | {_f(o.get('kendall'))} "
+                f"| {_f(m.get('seconds_per_item'), 4)} |"
+            )
+            for t, g in m.get("by_error_type", {}).items():
+                by_type.append(
+                    f"| {dname} | {t} | {mname} | {g.get('n_pairs', g['n'])} "
+                    f"| {_with_ci(g.get('consistency'), g.get('consistency_ci95'))} "
+                    f"| {_with_ci(g.get('roc_auc'), g.get('roc_auc_ci95'))} |"
+                )
+            for origin, g in m.get("by_origin", {}).items():
+                by_origin.append(
+                    f"| {dname} | {origin} | {mname} | {g['n']} "
+                    f"| {_with_ci(g.get('roc_auc'), g.get('roc_auc_ci95'))} "
+                    f"| {_f(g.get('pearson'))} | {_f(g.get('spearman'))} | {_f(g.get('kendall'))} |"
+                )
+    if by_type:
+        lines += [
+            "",
+            "By error type (pairs for paired data, else items):",
+            "",
+            "| dataset | error type | metric | pairs / n | consistency [95% CI] | ROC AUC [95% CI] |",
+            "|---|---|---|---:|---|---|",
+            *by_type,
+        ]
+    if by_origin:
+        lines += [
+            "",
+            "By origin:",
+            "",
+            "| dataset | origin | metric | n | ROC AUC [95% CI] | Pearson | Spearman | Kendall |",
+            "|---|---|---|---:|---|---:|---:|---:|",
+            *by_origin,
+        ]
+    comb = result.get("combination")
+    if comb:
+        terms = ", ".join(f"{m}: {w:+.3f}" for m, w in zip(comb["metrics"], comb["coef"], strict=True))
+        lines += [
+            "",
+            f"Combination fitted on {comb['trained_on']} (n={comb['n_train']}, C={comb['C']}, "
+            f"{comb['cv_folds']}-fold CV ROC AUC {comb['cv_roc_auc']:.3f}); standardised "
+            f"weights: {terms}.",
+        ]
+    return "\n".join(lines)
+
+
+def write_plots(
+    directory: str | Path,
+    dataset: str,
+    items: Sequence[Item],
+    scores: Mapping[str, np.ndarray],
+) -> list[str]:
+    """PNG figures per metric: ROC curves (overall and per error type) and score histograms of
+    faithful vs unfaithful items. Returns the written paths."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plots needs matplotlib: pip install 'faithgate[full]'") from None
+    from sklearn.metrics import roc_curve
+
+    from faithgate.meta import _error_type_groups, dedupe
+
+    out_dir = Path(directory)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    groups = {"all": list(range(len(items))), **_error_type_groups(items)}
+    for mname, s in scores.items():
+        s = np.asarray(s, dtype=float)
+        fig, ax = plt.subplots(figsize=(5.5, 5))
+        drew = False
+        for gname, idx in groups.items():
+            idx = [idx[j] for j in dedupe([items[i].key for i in idx])]
+            y = np.asarray([items[i].label if items[i].label is not None else -1 for i in idx])
+            sv = s[idx]
+            keep = (y >= 0) & ~np.isnan(sv)
+            if len(set(y[keep].tolist())) < 2:
+                continue
+            fpr, tpr, _ = roc_curve(y[keep], sv[keep])
+            auc = roc_auc(sv[keep], y[keep])
+            ax.plot(fpr, tpr, lw=2.2 if gname == "all" else 1.2,
+                    label=f"{gname} (AUC {auc:.2f})")
+            drew = True
+        if drew:
+            ax.plot([0, 1], [0, 1], ls=":", c="grey")
+            ax.set_xlabel("false positive rate (unfaithful kept)")
+            ax.set_ylabel("true positive rate (faithful kept)")
+            ax.set_title(f"{dataset}: {mname}")
+            ax.legend(fontsize=7, loc="lower right")
+            fig.tight_layout()
+            path = out_dir / f"{dataset}__{mname}__roc.png"
+            fig.savefig(path, dpi=110)
+            written.append(str(path))
+        plt.close(fig)
+        uniq = dedupe([it.key for it in items])
+        y = np.asarray([items[i].label if items[i].label is not None else -1 for i in uniq])
+        sv = s[uniq]
+        if (y == 1).any() and (y == 0).any():
+            fig, ax = plt.subplots(figsize=(6, 4))
+            finite = sv[~np.isnan(sv)]
+            bins = np.linspace(finite.min(), finite.max(), 31) if finite.size else 30
+            ax.hist(sv[(y == 1) & ~np.isnan(sv)], bins=bins, alpha=0.6, label="faithful",
+                    density=True)
+            ax.hist(sv[(y == 0) & ~np.isnan(sv)], bins=bins, alpha=0.6, label="unfaithful",
+                    density=True)
+            ax.set_xlabel(f"{mname} score")
+            ax.set_ylabel("density")
+            ax.set_title(f"{dataset}: {mname}")
+            ax.legend()
+            fig.tight_layout()
+            path = out_dir / f"{dataset}__{mname}__hist.png"
+            fig.savefig(path, dpi=110)
+            written.append(str(path))
+            plt.close(fig)
+    return written
+
+
+def json_ready(obj: Any) -> Any:
+    """NaN -> None and numpy -> Python, recursively (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return json_ready(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
+        return None
+    return obj

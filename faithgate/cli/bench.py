@@ -1,0 +1,298 @@
+"""``faithgate bench``, ``faithgate calibrate`` and ``faithgate perturb``.
+
+Argument handling and printing only: the work is in ``faithgate.bench``,
+``faithgate.calibrate`` and ``faithgate.perturb``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from faithgate.backends import BACKEND_CHOICES
+from faithgate.cli.score import parse_assignments, parse_settings, read_text_arg
+from faithgate.errors import InputError
+
+_metric_option = click.option(
+    "--metric", "metric_names", multiple=True, metavar="NAME",
+    help="Metric to evaluate (repeatable).",
+)
+_set_option = click.option(
+    "--set", "settings", multiple=True, metavar="METRIC.KEY=VALUE",
+    help="Metric setting, e.g. --set overlap.component=rouge1 (repeatable).",
+)
+_model_option = click.option(
+    "--model", "model_args", multiple=True, metavar="ROLE=ID_OR_PATH",
+    help="Model for a role (embedder, lm, spacy, nli, ...); repeatable.",
+)
+_backend_option = click.option(
+    "--backend", type=click.Choice(BACKEND_CHOICES), default="auto", show_default=True
+)
+_cache_option = click.option(
+    "--cache", "cache_path", metavar="FILE",
+    help="Score cache (SQLite); default: $FAITHGATE_HOME/bench/scores.sqlite.",
+)
+_no_cache_option = click.option("--no-cache", is_flag=True, help="Score without the cache.")
+
+
+def _cache_arg(cache_path: str | None, no_cache: bool) -> str | None:
+    if no_cache:
+        return None
+    return cache_path or "default"
+
+
+@click.command("bench")
+@click.option(
+    "--data", "data", multiple=True, required=True, metavar="FILE_OR_DIR",
+    help="Benchmark .jsonl file, or a directory of them (repeatable).",
+)
+@_metric_option
+@_set_option
+@_model_option
+@_backend_option
+@click.option("--limit", type=int, metavar="N", help="Score a reproducible sample of ~N rows per file (pairs kept whole).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@click.option("--output", metavar="FILE", help="Also write the JSON result to FILE.")
+@click.option("--plots", metavar="DIR", help="Write PNG figures (ROC curves, histograms) to DIR.")
+@click.option(
+    "--combine", metavar="TRAIN.jsonl",
+    help="Fit a logistic combination of the metrics on this labelled file (cross-validated) "
+    "and report it on the --data files.",
+)
+@click.option("--save-weights", metavar="FILE.json", help="Where to save the --combine weights.")
+@click.option("--resamples", type=int, default=1000, show_default=True, help="Bootstrap resamples.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@_cache_option
+@_no_cache_option
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+def bench_command(
+    data: tuple[str, ...],
+    metric_names: tuple[str, ...],
+    settings: tuple[str, ...],
+    model_args: tuple[str, ...],
+    backend: str,
+    limit: int | None,
+    as_json: bool,
+    output: str | None,
+    plots: str | None,
+    combine: str | None,
+    save_weights: str | None,
+    resamples: int,
+    seed: int,
+    cache_path: str | None,
+    no_cache: bool,
+    quiet: bool,
+) -> None:
+    """Meta-evaluate metrics on labelled benchmark files (Markdown table, or --json)."""
+    from faithgate.bench import json_ready, markdown_report, run_bench
+
+    if not metric_names:
+        raise InputError("no metric selected: pass --metric NAME (repeatable)")
+    if save_weights and not combine:
+        raise InputError("--save-weights needs --combine TRAIN.jsonl")
+    if resamples < 0:
+        raise InputError("--resamples must be >= 0")
+    result = run_bench(
+        data,
+        list(metric_names),
+        limit=limit,
+        seed=seed,
+        n_resamples=resamples,
+        cache=_cache_arg(cache_path, no_cache),
+        backend=backend,
+        models=parse_assignments(model_args, "--model"),
+        metric_settings=parse_settings(settings),
+        plots=plots,
+        combine=combine,
+        save_weights=save_weights,
+        progress=not quiet,
+    )
+    doc = json_ready(result)
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        click.echo(markdown_report(result))
+
+
+@click.command("calibrate")
+@click.option("--data", required=True, metavar="FILE.jsonl", help="Labelled examples (label 1/0).")
+@click.option("--metric", "metric_name", required=True, metavar="NAME")
+@click.option(
+    "--target-precision", type=float, metavar="P",
+    help="Instead of maximising balanced accuracy, reach precision P for 'unfaithful'.",
+)
+@click.option(
+    "--config", "config_path", metavar="FILE",
+    help="Configuration to write (default: ./faithgate.toml, else ./pyproject.toml, else a new "
+    "faithgate.toml).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the calibration, write nothing.")
+@_set_option
+@_model_option
+@_backend_option
+@click.option("--limit", type=int, metavar="N")
+@click.option("--resamples", type=int, default=1000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@_cache_option
+@_no_cache_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def calibrate_command(
+    data: str,
+    metric_name: str,
+    target_precision: float | None,
+    config_path: str | None,
+    dry_run: bool,
+    settings: tuple[str, ...],
+    model_args: tuple[str, ...],
+    backend: str,
+    limit: int | None,
+    resamples: int,
+    seed: int,
+    cache_path: str | None,
+    no_cache: bool,
+    fmt: str,
+) -> None:
+    """Pick a threshold for METRIC on labelled data and write it to the gate configuration."""
+    from faithgate.bench import Bench, json_ready, limit_examples
+    from faithgate.calibrate import calibrate, default_config_path, write_calibration
+    from faithgate.io import load_examples
+
+    examples = limit_examples(load_examples(data), limit, seed)
+    labelled = [ex for ex in examples if ex.label is not None]
+    if not labelled:
+        raise InputError(f"{data}: no labelled examples (label 1 = faithful, 0 = unfaithful)")
+    bench = Bench(
+        [metric_name],
+        cache=_cache_arg(cache_path, no_cache),
+        backend=backend,
+        models=parse_assignments(model_args, "--model"),
+        metric_settings=parse_settings(settings),
+    )
+    run = bench.score(labelled)[metric_name]
+    cal = calibrate(
+        run.scores,
+        [ex.label for ex in labelled],
+        metric=metric_name,
+        target_precision=target_precision,
+        n_resamples=resamples,
+        seed=seed,
+    )
+    cal.data = data
+    cal.settings_hash = run.settings_hash
+    target = None
+    if not dry_run:
+        target = write_calibration(Path(config_path) if config_path else default_config_path(), cal)
+    if fmt == "json":
+        click.echo(json.dumps(json_ready({**cal.to_dict(), "written_to": str(target) if target else None}), indent=1))
+        return
+    failed = len(labelled) - cal.n
+    click.echo(
+        f"{metric_name}: threshold {cal.threshold:.4f} (95% CI {cal.ci95[0]:.4f}-{cal.ci95[1]:.4f}), "
+        f"objective {cal.objective}"
+    )
+    click.echo(
+        f"  balanced accuracy {cal.balanced_accuracy:.3f}; 'unfaithful' precision "
+        f"{cal.precision_unfaithful:.3f}, recall {cal.recall_unfaithful:.3f}; "
+        f"n={cal.n} ({cal.n_faithful} faithful, {cal.n_unfaithful} unfaithful"
+        + (f", {failed} unscored left out" if failed else "")
+        + ")"
+    )
+    if target is not None:
+        click.echo(f"  written to {target}")
+
+
+@click.command("perturb")
+@click.option("--source", metavar="FILE|-", help="Source document (- = stdin).")
+@click.option("--summary", metavar="TEXT|@FILE", help="Faithful summary text, or @FILE.")
+@click.option(
+    "--input", "input_path", metavar="FILE.jsonl",
+    help="Perturb every (source, summary) row of a JSONL/CSV file instead.",
+)
+@click.option(
+    "--output", metavar="FILE.jsonl",
+    help="With --input: write benchmark-format rows (originals label 1 + edits label 0, "
+    "paired) for faithgate bench.",
+)
+@click.option(
+    "--types", "type_names", multiple=True, metavar="TYPE",
+    help="Perturbation types or families (repeatable or comma-separated): predicate, entity, "
+    "circumstance, coreference, number, or full names such as entity_intrinsic.",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--per-type", type=int, default=1, show_default=True, help="Variants per type (0 = all).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def perturb_command(
+    source: str | None,
+    summary: str | None,
+    input_path: str | None,
+    output: str | None,
+    type_names: tuple[str, ...],
+    seed: int,
+    per_type: int,
+    fmt: str,
+) -> None:
+    """Minimal unfaithful edits of a faithful summary (BUMP taxonomy)."""
+    from faithgate.perturb import perturb, resolve_types
+
+    types = [t for name in type_names for t in name.split(",") if t.strip()] or None
+    resolve_types(types)  # unknown type names fail before any parsing
+    if per_type < 0:
+        raise InputError("--per-type must be >= 0")
+    max_per_type = per_type or None
+    if input_path:
+        if source or summary:
+            raise InputError("use either --input FILE or --source/--summary, not both")
+        _perturb_file(input_path, output, types, seed, max_per_type, fmt)
+        return
+    if not source or not summary:
+        raise InputError("pass --source FILE and --summary TEXT (or --input FILE.jsonl)")
+    if output:
+        raise InputError("--output needs --input FILE.jsonl")
+    src = read_text_arg(source, "source")
+    summ = read_text_arg(summary[1:], "summary", allow_stdin=False) if summary.startswith("@") else summary
+    variants = perturb(src, summ, types=types, seed=seed, max_per_type=max_per_type)
+    if fmt == "json":
+        click.echo(json.dumps([v.to_dict() for v in variants], indent=1, ensure_ascii=False))
+        return
+    if not variants:
+        click.echo("no safe edit found for the requested types")
+    for v in variants:
+        click.echo(f"[{v.type} | {v.error_type}] {v.original!r} -> {v.replacement!r}")
+        click.echo(f"  {v.summary}")
+
+
+def _perturb_file(
+    input_path: str, output: str | None, types: list[str] | None, seed: int,
+    max_per_type: int | None, fmt: str,
+) -> None:
+    from faithgate.io import load_examples, write_jsonl
+    from faithgate.perturb import perturb
+
+    rows = []
+    for ex in load_examples(input_path):
+        variants = perturb(ex.source, ex.summary, types=types, seed=seed, max_per_type=max_per_type)
+        if not variants:
+            continue
+        pair = f"{ex.id}"
+        base = {"source": ex.source, "pair_id": pair, "origin": ex.meta.get("origin")}
+        rows.append({"id": f"{ex.id}-orig", "summary": ex.summary, "label": 1,
+                     "role": "reference", "error_type": None, **base})
+        for k, v in enumerate(variants):
+            rows.append({
+                "id": f"{ex.id}-{v.type}-{k}", "summary": v.summary, "label": 0, "role": "edited",
+                "error_type": v.error_type, **base,
+                "meta": {"perturbation": v.to_dict() | {"summary": None}},
+            })
+    if output:
+        write_jsonl(rows, output)
+        click.echo(f"wrote {len(rows)} rows to {output}", err=True)
+    elif fmt == "json":
+        click.echo(json.dumps(rows, indent=1, ensure_ascii=False))
+    else:
+        for r in rows:
+            click.echo(json.dumps(r, ensure_ascii=False))

@@ -1,0 +1,95 @@
+"""``combined``: a learned linear combination of other metrics.
+
+Scores with the component metrics named in a weights file written by
+``faithgate bench --combine TRAIN.jsonl --save-weights W.json`` and returns the fitted logistic
+regression's probability of "faithful":
+
+    value = sigmoid(b + sum_i w_i * (s_i - mu_i) / sigma_i)
+
+where ``s_i`` is component ``i``'s score and ``mu_i``, ``sigma_i`` its mean and standard
+deviation on the training set. Range [0, 1], higher = more faithful. An example that a
+component cannot score cannot be combined and gets ``Score.failed``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from faithgate.errors import InputError
+from faithgate.metrics.base import Metric, ScoringContext, get_metric, register
+from faithgate.types import Example, Score
+
+
+@register
+class Combined(Metric):
+    """Logistic combination of component metrics (weights from ``faithgate bench --combine``)."""
+
+    name = "combined"
+    description = "learned logistic combination of other metrics (weights file from bench --combine)"
+    family = "combination"
+    roles: dict[str, str] = {}
+    defaults = {"weights": None}
+
+    def validate_settings(self) -> None:
+        from faithgate.bench import load_weights
+
+        path = self.settings["weights"]
+        if not path:
+            raise InputError(
+                "metric 'combined' needs a weights file: set weights = \"PATH\" "
+                "(written by faithgate bench --combine ... --save-weights PATH)"
+            )
+        self._weights = load_weights(path)
+        settings = self._weights.get("metric_settings") or {}
+        if "combined" in self._weights["metrics"]:
+            raise InputError("metric 'combined' cannot contain itself")
+        self._components = [get_metric(n, **(settings.get(n) or {})) for n in self._weights["metrics"]]
+
+    def settings_hash(self, ctx: ScoringContext) -> str:
+        # The weights file's content, not its path, identifies the formula; component hashes
+        # carry their models and settings.
+        import hashlib
+        import json
+
+        from faithgate.bench import weights_digest
+
+        payload = {
+            "weights": weights_digest(self._weights),
+            "components": [m.settings_hash(ctx) for m in self._components],
+            "version": self.version,
+        }
+        blob = json.dumps(payload, sort_keys=True).encode()
+        return f"{self.name}:{hashlib.sha256(blob).hexdigest()[:12]}"
+
+    def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
+        for m in self._components:
+            m.prepare(examples, ctx)
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        w = self._weights
+        shash = self.settings_hash(ctx)
+        component_scores = [m.score_batch(examples, ctx) for m in self._components]
+        out = []
+        for i, ex in enumerate(examples):
+            parts = [cs[i] for cs in component_scores]
+            bad = [p for p in parts if not p.ok]
+            if bad:
+                out.append(
+                    Score.failed(
+                        self.name, shash, ex.id,
+                        f"component {bad[0].metric} failed: {bad[0].error or 'no score'}",
+                    )
+                )
+                continue
+            logit = float(w["intercept"])
+            for p, mu, sd, coef in zip(parts, w["mean"], w["scale"], w["coef"], strict=True):
+                logit += coef * (p.value - mu) / sd
+            value = 1.0 / (1.0 + math.exp(-max(-700.0, min(700.0, logit))))
+            details: dict[str, Any] = {
+                "components": {p.metric: p.value for p in parts},
+                "logit": logit,
+            }
+            out.append(Score(self.name, value, shash, ex.id, details=details))
+        return out

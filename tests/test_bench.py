@@ -1,0 +1,268 @@
+"""faithgate bench on tiny synthetic files with a model-free test metric."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from faithgate.bench import (
+    Bench,
+    apply_combination,
+    limit_examples,
+    markdown_report,
+    run_bench,
+)
+from faithgate.cli import cli
+from faithgate.io import load_examples, write_jsonl
+from faithgate.metrics.base import Metric, ScoringContext, metric_names, register
+from faithgate.scorer import Scorer
+from faithgate.types import Example, Score
+
+CALLS: dict[str, int] = {}
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+@register
+class WordSupport(Metric):
+    """Test-only: share of summary words that occur in the source (no model)."""
+
+    name = "test_word_support"
+    description = "test only"
+    defaults = {"power": 1.0}
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        CALLS[self.name] = CALLS.get(self.name, 0) + len(examples)
+        out = []
+        for ex in examples:
+            src = set(_words(ex.source))
+            words = _words(ex.summary)
+            value = (sum(w in src for w in words) / len(words)) ** self.settings["power"]
+            out.append(Score(self.name, value, self.settings_hash(ctx), ex.id))
+        return out
+
+
+@register
+class Length(Metric):
+    """Test-only: shorter summaries score higher (a second, different signal)."""
+
+    name = "test_shortness"
+    description = "test only"
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        CALLS[self.name] = CALLS.get(self.name, 0) + len(examples)
+        return [
+            Score(self.name, 1.0 / len(_words(ex.summary)), self.settings_hash(ctx), ex.id)
+            for ex in examples
+        ]
+
+
+SRC1 = "the cat sat on the mat in paris on monday and purred"
+SRC2 = "the committee approved the budget of ten million after a long debate"
+
+
+def rows() -> list[dict]:
+    """BUMP-style pairs: references repeat per edit; one edit adds no new word (a tie)."""
+    ref1 = "the cat sat on the mat"
+    ref2 = "the committee approved the budget"
+    return [
+        # p1: 1.0 vs 5/6 -> win
+        dict(id="p1-ref", source=SRC1, summary=ref1, label=1, pair_id="p1", role="reference",
+             origin="cnndm"),
+        dict(id="p1-ed", source=SRC1, summary="the dog sat on the mat", label=0, pair_id="p1",
+             role="edited", error_type="Extrinsic Entity", origin="cnndm"),
+        # p2: 1.0 vs 1.0 (intrinsic swap, all words in source) -> tie, fails
+        dict(id="p2-ref", source=SRC1, summary=ref1, label=1, pair_id="p2", role="reference",
+             origin="cnndm"),
+        dict(id="p2-ed", source=SRC1, summary="the mat sat on the cat", label=0, pair_id="p2",
+             role="edited", error_type="Intrinsic Entity", origin="cnndm"),
+        # p3: 1.0 vs 4/5 -> win
+        dict(id="p3-ref", source=SRC2, summary=ref2, label=1, pair_id="p3", role="reference",
+             origin="xsum"),
+        dict(id="p3-ed", source=SRC2, summary="the committee rejected the budget", label=0,
+             pair_id="p3", role="edited", error_type="Extrinsic Predicate", origin="xsum"),
+    ]
+
+
+@pytest.fixture()
+def data_file(tmp_path):
+    path = tmp_path / "tiny.jsonl"
+    write_jsonl(rows(), path)
+    return path
+
+
+def test_test_metrics_registered() -> None:
+    assert "test_word_support" in metric_names()
+
+
+def test_bench_figures_by_hand(data_file, tmp_path) -> None:
+    res = run_bench([data_file], ["test_word_support"], cache=tmp_path / "c.sqlite",
+                    n_resamples=50)
+    m = res["datasets"]["tiny"]["metrics"]["test_word_support"]
+    o = m["overall"]
+    assert o["n"] == 6 and o["n_pairs"] == 3
+    assert o["consistency"] == pytest.approx(2 / 3)
+    # unique items: refs 1.0, 1.0 ; edits 5/6, 1.0, 4/5 -> wins 2 + 2 + ties 0.5 + 0.5 = 5 / 6
+    assert o["n_unique"] == 5
+    assert o["roc_auc"] == pytest.approx(5 / 6)
+    by_type = m["by_error_type"]
+    assert by_type["Intrinsic Entity"]["consistency"] == 0.0
+    assert by_type["Extrinsic Entity"]["consistency"] == 1.0
+    assert set(m["by_origin"]) == {"cnndm", "xsum"}
+    table = markdown_report(res)
+    assert "| tiny | test_word_support | 6 | 0.667 [" in table
+    assert "Intrinsic Entity" in table and "By origin" in table
+
+
+def test_cache_avoids_recomputation(data_file, tmp_path) -> None:
+    cache = tmp_path / "c.sqlite"
+    CALLS.clear()
+    first = run_bench([data_file], ["test_word_support"], cache=cache, n_resamples=10)
+    m1 = first["datasets"]["tiny"]["metrics"]["test_word_support"]
+    # 5 distinct (source, summary) items: the repeated reference is scored once
+    assert m1["computed"] == 5 and m1["cached"] == 0
+    assert CALLS["test_word_support"] == 5
+    CALLS.clear()
+    second = run_bench([data_file], ["test_word_support", "test_shortness"], cache=cache,
+                       n_resamples=10)
+    ms = second["datasets"]["tiny"]["metrics"]
+    assert ms["test_word_support"]["computed"] == 0 and ms["test_word_support"]["cached"] == 5
+    assert "test_word_support" not in CALLS  # not recomputed
+    assert ms["test_shortness"]["computed"] == 5
+    # seconds per item is remembered for the cached metric
+    assert ms["test_word_support"]["seconds_per_item"] is not None
+
+
+def test_limit_keeps_pairs_whole(data_file) -> None:
+    examples = load_examples(data_file)
+    for seed in range(5):
+        sample = limit_examples(examples, 3, seed=seed)
+        pair_ids = [ex.meta["pair_id"] for ex in sample]
+        assert all(pair_ids.count(p) == 2 for p in pair_ids)
+        assert 3 <= len(sample) <= 4
+    assert limit_examples(examples, None) == examples
+
+
+def _labelled(n: int, seed: int) -> list[dict]:
+    """Unfaithful summaries add words absent from the source and are longer."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        k = int(rng.integers(2, 6))
+        base = " ".join(_words(SRC2)[: 3 + int(rng.integers(0, 5))])
+        label = int(i % 2 == 0)
+        extra = "" if label else " " + " ".join(f"novel{j}" for j in range(k))
+        out.append(dict(id=f"{seed}-{i}", source=SRC2, summary=base + extra + f" n{i}",
+                        label=label))
+    return out
+
+
+def test_combine_fits_and_becomes_a_metric(tmp_path) -> None:
+    train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    write_jsonl(_labelled(40, 1), train)
+    write_jsonl(_labelled(20, 2), test)
+    weights = tmp_path / "w.json"
+    res = run_bench([test], ["test_word_support", "test_shortness"], combine=train,
+                    save_weights=weights, cache=None, n_resamples=10)
+    comb = res["combination"]
+    assert comb["metrics"] == ["test_word_support", "test_shortness"]
+    assert comb["cv_roc_auc"] > 0.9
+    assert comb["coef"][0] > 0  # more support -> more faithful
+    assert res["datasets"]["test"]["metrics"]["combined"]["overall"]["roc_auc"] > 0.9
+    assert "train" not in res["datasets"]  # fitted on train, reported on the --data files
+    # the saved weights score like apply_combination, through the registry
+    saved = json.loads(weights.read_text())
+    examples = load_examples(test)
+    scores = Scorer(["combined"], metric_settings={"combined": {"weights": str(weights)}}).score(
+        examples
+    )
+    b = Bench(["test_word_support", "test_shortness"], cache=None)
+    runs = {k: r.scores for k, r in b.score(examples).items()}
+    expected = apply_combination(saved, runs)
+    got = np.asarray([s["combined"].value for s in scores])
+    assert np.allclose(got, expected)
+    assert set(scores[0]["combined"].details["components"]) == {"test_word_support",
+                                                                "test_shortness"}
+
+
+def test_combined_without_weights_is_an_input_error() -> None:
+    from faithgate.errors import InputError
+    from faithgate.metrics.base import get_metric
+
+    with pytest.raises(InputError, match="weights file"):
+        get_metric("combined")
+
+
+def test_plots_are_written(data_file, tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    res = run_bench([data_file], ["test_word_support"], cache=None, n_resamples=10,
+                    plots=tmp_path / "plots")
+    written = res["datasets"]["tiny"]["plots"]
+    names = sorted(p.split("/")[-1] for p in written)
+    assert names == ["tiny__test_word_support__hist.png", "tiny__test_word_support__roc.png"]
+    for p in written:
+        with open(p, "rb") as fh:
+            assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_bench_json_and_errors(data_file, tmp_path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(cli, ["bench", "--data", str(data_file), "--metric", "test_word_support",
+                              "--json", "-q", "--resamples", "10",
+                              "--cache", str(tmp_path / "c.sqlite")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["datasets"]["tiny"]["metrics"]["test_word_support"]["overall"]["consistency"] == (
+        pytest.approx(2 / 3)
+    )
+    bad = runner.invoke(cli, ["bench", "--data", str(tmp_path / "missing.jsonl"),
+                              "--metric", "test_word_support"])
+    assert bad.exit_code == 2
+    nometric = runner.invoke(cli, ["bench", "--data", str(data_file)])
+    assert nometric.exit_code == 2 and "--metric" in nometric.output
+
+
+def test_cli_calibrate_writes_config(tmp_path) -> None:
+    train = tmp_path / "train.jsonl"
+    write_jsonl(_labelled(40, 1), train)
+    config = tmp_path / "faithgate.toml"
+    runner = CliRunner()
+    res = runner.invoke(cli, ["calibrate", "--data", str(train), "--metric", "test_word_support",
+                              "--config", str(config), "--no-cache", "--resamples", "50"])
+    assert res.exit_code == 0, res.output
+    assert "threshold" in res.output and "written to" in res.output
+    from faithgate.config import load_config
+
+    cfg = load_config(config)
+    thr = cfg.thresholds["test_word_support"]
+    assert 0 < thr < 1
+    assert cfg.calibration["test_word_support"]["balanced_accuracy"] == 1.0
+    assert cfg.calibration["test_word_support"]["settings_hash"].startswith("test_word_support:")
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_cli_perturb_file_roundtrip(tmp_path) -> None:
+    src = tmp_path / "in.jsonl"
+    write_jsonl([dict(id="a", source="Obama met Merkel in Berlin on Monday. They talked.",
+                      summary="Obama met Merkel in Berlin.")], src)
+    out = tmp_path / "out.jsonl"
+    runner = CliRunner()
+    res = runner.invoke(cli, ["perturb", "--input", str(src), "--output", str(out),
+                              "--types", "entity,circumstance", "--seed", "3"])
+    assert res.exit_code == 0, res.output
+    made = load_examples(out)
+    assert made[0].label == 1 and made[0].summary == "Obama met Merkel in Berlin."
+    assert len(made) >= 3 and all(ex.label == 0 for ex in made[1:])
+    assert {ex.meta["pair_id"] for ex in made} == {"a"}
+    assert all("Entity" in ex.meta["error_type"] or "Circumstance" in ex.meta["error_type"]
+               for ex in made[1:])
+    bad = runner.invoke(cli, ["perturb", "--source", "x", "--summary", "y", "--types", "bogus"])
+    assert bad.exit_code == 2
