@@ -1,0 +1,190 @@
+"""BERTScore and SentSim formulas on hand-made embeddings (a fake TextEncoder in the pool)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from fake_encoder import fake_context, regex_split
+
+from faithgate import text as textmod
+from faithgate.errors import InputError
+from faithgate.metrics.base import get_metric
+from faithgate.metrics.embedding import align_sentences, idf_weights, token_f1
+from faithgate.scorer import Scorer
+from faithgate.types import Example
+
+E1, E2, E3, E4 = np.eye(4).tolist()
+VECTORS = {
+    "cats": E1,
+    "sleep": E2,
+    "all": E3,
+    "day": E3,
+    "birds": E4,
+    "sing": E4,
+    "dogs": [0.6, 0, 0, 0.8],  # cos 0.6 with cats, 0.8 with birds
+    "bark": E4,
+}
+SOURCE = "Cats sleep all day. Birds sing."
+SUMMARY = "Cats sleep. Dogs bark."
+
+
+@pytest.fixture(autouse=True)
+def _regex_sentences(monkeypatch):
+    monkeypatch.setattr(textmod, "split_sentences", regex_split)
+
+
+def score(metric, examples, vectors=VECTORS):
+    ctx, encoder = fake_context(vectors)
+    return metric.score_batch(examples, ctx), encoder
+
+
+def test_bertscore_precision_recall_f1_by_hand():
+    (s,), _ = score(get_metric("bertscore"), [Example("1", SOURCE, SUMMARY)])
+    # summary tokens' best matches: cats 1, sleep 1, dogs 0.8 (birds), bark 1
+    p = (1 + 1 + 0.8 + 1) / 4
+    # source tokens' best matches: cats 1, sleep 1, all 0, day 0, birds 1, sing 1
+    r = 4 / 6
+    f = 2 * p * r / (p + r)
+    assert s.details["precision"] == pytest.approx(p)
+    assert s.details["recall"] == pytest.approx(r)
+    assert s.value == pytest.approx(f)  # default component f1
+    assert s.details["n_summary_tokens"] == 4 and s.details["n_source_tokens"] == 6
+
+
+def test_bertscore_per_sentence_precision_and_evidence():
+    (s,), _ = score(get_metric("bertscore"), [Example("1", SOURCE, SUMMARY)])
+    assert [x.text for x in s.sentences] == ["Cats sleep.", "Dogs bark."]
+    assert s.sentences[0].value == pytest.approx(1.0)
+    assert s.sentences[1].value == pytest.approx(0.9)
+    assert s.sentences[0].evidence == "Cats sleep all day."
+    assert s.sentences[1].evidence == "Birds sing."
+    assert s.least_supported().index == 1
+    assert s.details["sentence_alignment"] == "exact"
+    assert s.details["tokens"][2] == {"token": "dogs", "similarity": 0.8, "match": "birds"}
+
+
+def test_bertscore_component_setting():
+    ex = [Example("1", SOURCE, SUMMARY)]
+    (p,), _ = score(get_metric("bertscore", component="precision"), ex)
+    (r,), _ = score(get_metric("bertscore", component="recall"), ex)
+    assert p.value == pytest.approx(0.95)
+    assert r.value == pytest.approx(4 / 6)
+
+
+def test_bertscore_idf_over_batch_sources():
+    examples = [
+        Example("1", "Cats sleep all day.", "Cats bark."),
+        Example("2", "Cats sing.", "Cats sing."),
+    ]
+    (s1, s2), _ = score(get_metric("bertscore", idf=True), examples)
+    # M = 2 sources: idf(cats) = log(3/3) = 0; sleep/all/day/sing df 1 -> log(3/2);
+    # bark unseen -> log 3.  Summary 1: only bark carries weight; best match of bark (e4) is 0.
+    assert s1.details["precision"] == pytest.approx(0.0, abs=1e-6)
+    # source 1 tokens: cats (w 0), sleep 0 (w l), all 0 (w l), day 0 (w l) -> R = 0;
+    # with the fake vectors, cats of the summary matches only cats
+    assert s1.details["recall"] == pytest.approx(0.0, abs=1e-6)
+    # summary 2 "cats sing" vs source "cats sing": weights (0, log 1.5) -> P = R = 1
+    assert s2.details["precision"] == pytest.approx(1.0)
+    assert s2.details["recall"] == pytest.approx(1.0)
+    assert "idf_fallback" not in s2.details
+
+
+def test_bertscore_idf_single_source_falls_back_to_uniform():
+    (s,), _ = score(get_metric("bertscore", idf=True), [Example("1", SOURCE, SUMMARY)])
+    # M = 1: every source token has idf 0 -> uniform weights on that side, reported
+    assert s.details["idf_fallback"] is True
+    assert s.details["recall"] == pytest.approx(4 / 6)
+    # summary: dogs, bark unseen (log 2), cats, sleep idf 0 -> P = (0.8 + 1) / 2
+    assert s.details["precision"] == pytest.approx(0.9)
+
+
+def test_idf_weights_formula():
+    idf, unseen = idf_weights([["a", "b"], ["a"], ["c", "a", "a"]])
+    assert idf["a"] == pytest.approx(math.log(4 / 4))
+    assert idf["b"] == pytest.approx(math.log(4 / 2))
+    assert unseen == pytest.approx(math.log(4))
+
+
+def test_each_distinct_source_encoded_once_per_batch():
+    examples = [Example(str(i), SOURCE, s) for i, s in enumerate([SUMMARY, "Cats sleep.", SUMMARY])]
+    scores, encoder = score(get_metric("bertscore"), examples)
+    assert len(encoder.calls) == 1
+    assert sorted(encoder.calls[0]) == sorted([SOURCE, SUMMARY, "Cats sleep."])
+    assert scores[0].value == pytest.approx(scores[2].value)
+
+
+def test_bertscore_bad_settings_are_input_errors():
+    with pytest.raises(InputError, match="component"):
+        get_metric("bertscore", component="f2")
+    with pytest.raises(InputError, match="layer"):
+        get_metric("bertscore", layer="last")
+    with pytest.raises(InputError, match="no setting"):
+        get_metric("bertscore", bogus=1)
+
+
+def test_align_sentences_exact_and_approximate():
+    spans, exact = align_sentences(["a b", "c"], 3, lambda s: len(s.split()))
+    assert spans == [(0, 2), (2, 3)] and exact
+    spans, exact = align_sentences(["a b", "c d"], 6, lambda s: len(s.split()))
+    assert spans == [(0, 3), (3, 6)] and not exact
+
+
+def test_sentsim_cosine_by_hand():
+    (s,), _ = score(get_metric("sentsim"), [Example("1", SOURCE, SUMMARY)])
+    # sentence vectors are normalised means of word vectors
+    s1 = np.array([1, 1, 0, 0]) / math.sqrt(2)
+    s2 = np.array([0.6, 0, 0, 1.8]) / math.sqrt(3.6)
+    d1 = np.array([1, 1, 2, 0]) / math.sqrt(6)
+    d2 = np.array([0, 0, 0, 1.0])
+    best = [max(s1 @ d1, s1 @ d2), max(s2 @ d1, s2 @ d2)]  # 2/sqrt(12), 1.8/sqrt(3.6)
+    assert best[0] == pytest.approx(2 / math.sqrt(12))
+    p = sum(best) / 2
+    r = (max(d1 @ s1, d1 @ s2) + max(d2 @ s1, d2 @ s2)) / 2
+    assert s.value == pytest.approx(p)  # default component: precision
+    assert s.details["recall"] == pytest.approx(r)
+    assert s.details["f1"] == pytest.approx(2 * p * r / (p + r))
+    assert [x.evidence for x in s.sentences] == ["Cats sleep all day.", "Birds sing."]
+    assert s.details["best_source_sentence"] == [0, 1]
+
+
+def test_sentsim_token_f1_by_hand_needs_no_model():
+    metric = get_metric("sentsim", sim="token_f1")
+    assert metric.roles == {}
+    (s,), encoder = score(metric, [Example("1", SOURCE, SUMMARY)])
+    assert encoder.calls == []
+    # "cats sleep" vs "cats sleep all day": P 1, R 1/2 -> F 2/3; "dogs bark" shares nothing
+    assert s.sentences[0].value == pytest.approx(2 / 3)
+    assert s.sentences[1].value == pytest.approx(0.0)
+    assert s.details["precision"] == pytest.approx(1 / 3)
+    assert s.details["recall"] == pytest.approx(1 / 3)  # (2/3 + 0) / 2
+
+
+def test_token_f1():
+    assert token_f1(["a", "b", "b"], ["b", "c"]) == pytest.approx(2 * (1 / 3) * (1 / 2) / (5 / 6))
+    assert token_f1([], ["a"]) == 0.0
+
+
+def test_scorer_with_injected_encoder_names_it_in_settings_hash():
+    ctx, _ = fake_context(VECTORS)
+    scorer = Scorer(["bertscore", "sentsim"], pool=ctx.pool)
+    res = scorer.score([Example("1", SOURCE, SUMMARY)])[0]
+    assert res["bertscore"].settings_hash.startswith("bertscore:")
+    assert res["bertscore"].settings_hash != res["sentsim"].settings_hash
+    other = Scorer([get_metric("bertscore", layer=2)], pool=ctx.pool)
+    assert other.settings_hashes()["bertscore"] != res["bertscore"].settings_hash
+
+
+@pytest.mark.slow
+def test_real_minilm_prefers_bump_reference(bump_rows):
+    ref, edit = bump_rows[0], bump_rows[1]
+    assert ref["pair_id"] == edit["pair_id"]
+    scorer = Scorer(["bertscore"])
+    a, b = scorer.score(
+        [Example("r", ref["source"], ref["summary"]), Example("e", edit["source"], edit["summary"])]
+    )
+    assert a["bertscore"].ok and b["bertscore"].ok
+    assert a["bertscore"].value != b["bertscore"].value
+    assert a["bertscore"].details["source_windowed"] in (True, False)
+    assert len(a["bertscore"].sentences) >= 1
