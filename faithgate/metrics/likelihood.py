@@ -1,0 +1,279 @@
+"""Likelihood metrics: thin formulas over the shared likelihood engine.
+
+Notation (X source, Y = y_1..y_m summary, teacher-forced token probabilities):
+p_s2s(y_i) = p(y_i | y_<i; X), p_lm(y_i) = p(y_i | y_<i; {}), p_pref(y_i) = p(y_i | y_<i; [Y, X]),
+p_s2s(x_i) = p(x_i | x_<i; Y), p_lm(x_i) = p(x_i | x_<i). See ``faithgate.likelihood`` for the
+passes that produce them; five metrics over one batch run each distinct pass once.
+
+All values are oriented higher = more faithful. The scorer model is the ``lm`` role (decoder-
+only, default SmolLM2-135M-Instruct) or, with ``model="seq2seq"``, the ``seq2seq`` role (any
+encoder-decoder: point it at the summarizer under test, as HaRiM+ intends).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from faithgate.errors import InputError
+from faithgate.likelihood import (
+    CUT_POLICIES,
+    ROLE_TASKS,
+    LikelihoodConfig,
+    LikelihoodEngine,
+    PairLogprobs,
+    engine_for,
+    pairs_of,
+)
+from faithgate.metrics.base import Metric, ScoringContext, register
+from faithgate.types import Example, Score
+
+_COMMON_DEFAULTS: dict[str, Any] = {
+    "model": "lm",  # role of the scorer model: "lm" (decoder-only) or "seq2seq"
+    "separator": "\nTL;DR:\n",  # decoder-only: between conditioning text and summary
+    "x_separator": "\n",  # between Y and X in the [Y, X] conditioning
+    "cut": "keep_start",  # which source tokens survive when the window is too small
+    "max_length": None,  # cap on the model window in tokens (None: the model's own)
+    "prefix_cache": True,  # reuse a source's key/value cache across its summaries
+    "token_details": True,  # per-token log-probs in Score.details["tokens"]
+}
+
+_SHORT = {"y_s2s": "s2s", "y_lm": "lm", "y_pref": "pref"}
+
+
+class LikelihoodMetric(Metric):
+    """Base of the likelihood family: settings, engine requests, per-token details."""
+
+    family: ClassVar[str] = "likelihood"
+    roles: ClassVar[dict[str, str]] = {"lm": "causal-lm"}
+    defaults: ClassVar[dict[str, Any]] = dict(_COMMON_DEFAULTS)
+    needs: ClassVar[tuple[str, ...]] = ("y_s2s",)
+
+    def validate_settings(self) -> None:
+        s = self.settings
+        if s["model"] not in ROLE_TASKS:
+            raise InputError(
+                f"{self.name}: model must be one of {', '.join(ROLE_TASKS)}, not {s['model']!r}"
+            )
+        if s["cut"] not in CUT_POLICIES:
+            raise InputError(
+                f"{self.name}: cut must be one of {', '.join(CUT_POLICIES)}, not {s['cut']!r}"
+            )
+        for key in ("separator", "x_separator"):
+            if not isinstance(s[key], str):
+                raise InputError(f"{self.name}: {key} must be a string")
+        # The role follows the setting, so the settings hash names the right model.
+        self.roles = {s["model"]: ROLE_TASKS[s["model"]]}
+        self.config = LikelihoodConfig(
+            role=s["model"],
+            separator=s["separator"],
+            x_separator=s["x_separator"],
+            cut=s["cut"],
+            max_length=s["max_length"],
+            prefix_cache=bool(s["prefix_cache"]),
+        )
+
+    def engine(self, ctx: ScoringContext) -> LikelihoodEngine:
+        return engine_for(ctx, self.config)
+
+    def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
+        self.engine(ctx).request(pairs_of(examples), self.needs)
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        engine = self.engine(ctx)
+        engine.request(pairs_of(examples), self.needs)  # no-op when prepare() announced them
+        settings_hash = self.settings_hash(ctx)
+        scores = []
+        for ex in examples:
+            lp = engine.get(ex.source, ex.summary)
+            if not lp.y_tokens:
+                scores.append(Score.failed(self.name, settings_hash, ex.id, "empty summary"))
+                continue
+            try:
+                value, components = self.formula(lp)
+            except _CannotScore as exc:
+                scores.append(Score.failed(self.name, settings_hash, ex.id, str(exc)))
+                continue
+            details: dict[str, Any] = {
+                **components,
+                "context": lp.context,
+                "scored_tokens": len(lp.y_tokens),
+            }
+            if self.settings["token_details"]:
+                details["tokens"] = self.token_rows(lp)
+            if not math.isfinite(value):
+                scores.append(
+                    Score.failed(self.name, settings_hash, ex.id, "no token could be scored")
+                )
+                continue
+            scores.append(Score(self.name, float(value), settings_hash, ex.id, details=details))
+        return scores
+
+    def token_rows(self, lp: PairLogprobs) -> list[dict[str, Any]]:
+        """Summary tokens with every log-prob this metric used (for span highlighting)."""
+        rows = []
+        for i, tok in enumerate(lp.y_tokens):
+            row: dict[str, Any] = {"token": tok}
+            for q in self.needs:
+                if q in _SHORT:
+                    v = float(lp[q][i])
+                    row[_SHORT[q]] = v if math.isfinite(v) else None
+            rows.append(row)
+        return rows
+
+    def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
+        raise NotImplementedError
+
+
+class _CannotScore(Exception):
+    pass
+
+
+def _finite(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays restricted to tokens finite in all of them (NaN: token without context)."""
+    mask = np.ones(len(arrays[0]), dtype=bool)
+    for a in arrays:
+        mask &= np.isfinite(a)
+    if not mask.any():
+        raise _CannotScore("no token could be scored")
+    return tuple(np.asarray(a, dtype=np.float64)[mask] for a in arrays)
+
+
+@register
+class LogLik(LikelihoodMetric):
+    """BARTScore-style faithfulness (Yuan et al. 2021, "BARTScore", source -> hypothesis).
+
+    loglik = 1/m * sum_i log p_s2s(y_i), the mean log-probability of the summary tokens given
+    the source. Range (-inf, 0]; higher = more faithful.
+    """
+
+    name = "loglik"
+    description = "mean log p(summary token | source) (BARTScore-style)"
+    needs = ("y_s2s",)
+
+    def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
+        (s2s,) = _finite(lp["y_s2s"])
+        return float(s2s.mean()), {}
+
+
+def harim_terms(s2s: np.ndarray, lm: np.ndarray) -> np.ndarray:
+    """Per-token HaRiM terms (1 - p_s2s) * (1 - (p_s2s - p_lm)) (Son et al. 2022, eq. 3)."""
+    p_s2s, p_lm = np.exp(s2s), np.exp(lm)
+    return (1.0 - p_s2s) * (1.0 - (p_s2s - p_lm))
+
+
+@register
+class HaRiM(LikelihoodMetric):
+    """HaRiM (Son et al. 2022, "HaRiM+: Evaluating Summary Quality with Hallucination Risk").
+
+    HaRiM = 1/m * sum_i (1 - p_s2s(y_i)) * (1 - (p_s2s(y_i) - p_lm(y_i))), a hallucination
+    risk: *lower* is better in the paper. faithgate reports ``value = -HaRiM`` (range [-2, 0],
+    higher = more faithful); the unflipped number is ``details["harim"]``.
+    """
+
+    name = "harim"
+    description = "-HaRiM: hallucination risk from p(summary|source) vs p(summary) (sign flipped)"
+    needs = ("y_s2s", "y_lm")
+
+    def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
+        s2s, lm = _finite(lp["y_s2s"], lp["y_lm"])
+        harim = float(harim_terms(s2s, lm).mean())
+        return -harim, {"harim": harim}
+
+
+@register
+class HaRiMPlus(LikelihoodMetric):
+    """HaRiM+ (Son et al. 2022): 1/m * sum_i log p_s2s(y_i) - lambda * HaRiM, lambda = 7.
+
+    The log-likelihood term rewards fluent, source-supported tokens; the HaRiM term penalises
+    tokens the source does not make more likely than the empty source does (encoder input
+    ``[bos, eos]`` for an encoder-decoder; the prompt without the document for a decoder-only
+    model). Higher = more faithful.
+    """
+
+    name = "harim_plus"
+    description = "HaRiM+: mean log p(summary|source) - 7 * HaRiM"
+    needs = ("y_s2s", "y_lm")
+    defaults = {**_COMMON_DEFAULTS, "lambda": 7.0}
+
+    def validate_settings(self) -> None:
+        if not isinstance(self.settings["lambda"], (int, float)):
+            raise InputError(f"{self.name}: lambda must be a number")
+        super().validate_settings()
+
+    def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
+        s2s, lm = _finite(lp["y_s2s"], lp["y_lm"])
+        loglik = float(s2s.mean())
+        harim = float(harim_terms(s2s, lm).mean())
+        value = loglik - float(self.settings["lambda"]) * harim
+        return value, {"loglik": loglik, "harim": harim}
+
+
+@register
+class CoP(LikelihoodMetric):
+    """CoP, counterfactual probability (She et al. 2023, "CoP: Factual Inconsistency Detection
+    by Controlling the Preference").
+
+    cop = 1/m * sum_i (log p_s2s(y_i) - log p_pref(y_i)) with p_pref conditioned on the source
+    prefixed by the summary itself, [Y, X]: the summary's own copy removes the preference for
+    fluent text, so what remains is how much the source alone supports each token. Usually
+    <= 0; higher = more faithful.
+    """
+
+    name = "cop"
+    description = "CoP: mean log p(summary|source) - log p(summary|[summary, source])"
+    needs = ("y_s2s", "y_pref")
+
+    def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
+        s2s, pref = _finite(lp["y_s2s"], lp["y_pref"])
+        return float((s2s - pref).mean()), {}
+
+
+@register
+class FFLM(LikelihoodMetric):
+    """FFLM (Jia et al. 2023, "Zero-shot Faithfulness Evaluation for Text Summarization with
+    Foundation Language Model").
+
+    With w(p) = e^p (the exponential of the *probability*):
+    dY_prior = 1/m sum_i w(p_s2s(y_i)) (log p_s2s(y_i) - log p_lm(y_i)),
+    dX_prior = 1/n sum_i w(p_s2s(x_i)) (log p_s2s(x_i) - log p_lm(x_i)),
+    dY_cond  = 1/m sum_i w(p_s2s(y_i)) (log p_s2s(y_i) - log p_pref(y_i)),
+    FFLM = a dY_prior + b dX_prior + d dY_cond, (a, b, d) = (0.25, 0.25, 0.5) by default.
+    Decoder-only prompts use the "TL;DR" separator as in the paper. Higher = more faithful.
+    Every component is in ``details``.
+    """
+
+    name = "fflm"
+    description = "FFLM: weighted prior/conditional probability changes (Jia et al. 2023)"
+    needs = ("y_s2s", "y_lm", "y_pref", "x_s2s", "x_lm")
+    defaults = {**_COMMON_DEFAULTS, "weights": (0.25, 0.25, 0.5)}
+
+    def validate_settings(self) -> None:
+        w = self.settings["weights"]
+        if (
+            not isinstance(w, (list, tuple))
+            or len(w) != 3
+            or not all(isinstance(v, (int, float)) for v in w)
+        ):
+            raise InputError(f"{self.name}: weights must be three numbers (a, b, d)")
+        super().validate_settings()
+
+    def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
+        y_s2s, y_lm, y_pref = _finite(lp["y_s2s"], lp["y_lm"], lp["y_pref"])
+        if not len(lp["x_s2s"]):
+            raise _CannotScore("empty source: dX_prior is undefined")
+        try:
+            x_s2s, x_lm = _finite(lp["x_s2s"], lp["x_lm"])
+        except _CannotScore:
+            raise _CannotScore("no source token could be scored") from None
+        w_y = np.exp(np.exp(y_s2s))
+        w_x = np.exp(np.exp(x_s2s))
+        dy_prior = float((w_y * (y_s2s - y_lm)).mean())
+        dx_prior = float((w_x * (x_s2s - x_lm)).mean())
+        dy_cond = float((w_y * (y_s2s - y_pref)).mean())
+        a, b, d = (float(v) for v in self.settings["weights"])
+        value = a * dy_prior + b * dx_prior + d * dy_cond
+        return value, {"dY_prior": dy_prior, "dX_prior": dx_prior, "dY_cond": dy_cond}
