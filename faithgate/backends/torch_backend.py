@@ -86,7 +86,7 @@ class TorchTextEncoder(TextEncoder):
         return int(min(limit, tok_limit if tok_limit and tok_limit < 1e6 else limit))
 
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def _forward(self, batch_ids: list[list[int]], layer: int | None) -> list[np.ndarray]:
         """Run id sequences (special tokens included) and return per-token vectors."""
@@ -118,7 +118,7 @@ class TorchTextEncoder(TextEncoder):
         tok = self.tokenizer
         inner = self.max_length - 2  # room for [CLS] and [SEP]
         seqs, owners, spans_of = [], [], []
-        encoded = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        encoded = [tok(t, add_special_tokens=False, verbose=False)["input_ids"] for t in texts]
         for ti, ids in enumerate(encoded):
             spans = token_windows(len(ids), inner, self.stride)
             spans_of.append(spans)
