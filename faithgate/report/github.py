@@ -38,6 +38,8 @@ from faithgate.errors import FaithgateError, InputError
 # GitHub rejects a step summary over 1 MiB (1024 * 1024 bytes); keep room for the cut notice.
 SUMMARY_LIMIT = 1024 * 1024 - 1024
 ANNOTATION_MESSAGE_LIMIT = 4000
+# Score cache of a configuration that names none (relative to the working directory).
+DEFAULT_CACHE_DIR = ".faithgate"
 
 
 # ---------------------------------------------------------------------- workflow commands
@@ -147,16 +149,15 @@ def example_lines(path: str | Path) -> dict[str, int]:
 
 
 def _annotation_file(path: str | None, workspace: str | None) -> str | None:
-    """The input file as GitHub wants it in an annotation: relative to the workspace."""
-    if not path or not Path(path).is_file():
+    """The input file as GitHub wants it in an annotation: relative to the workspace. A file
+    outside the workspace (or no workspace) gives ``None``: the annotation is then shown
+    without a file rather than attached to a path GitHub cannot resolve."""
+    if not path or not workspace or not Path(path).is_file():
         return None
-    resolved = Path(path).resolve()
-    if workspace:
-        try:
-            return resolved.relative_to(Path(workspace).resolve()).as_posix()
-        except ValueError:
-            pass
-    return str(resolved)
+    try:
+        return Path(path).resolve().relative_to(Path(workspace).resolve()).as_posix()
+    except ValueError:
+        return None
 
 
 def _clip(text: str, limit: int = ANNOTATION_MESSAGE_LIMIT) -> str:
@@ -340,14 +341,15 @@ def run_report(args: argparse.Namespace, env: Mapping[str, str], out: Any = None
 
 
 def run_cache_dir(args: argparse.Namespace, env: Mapping[str, str], out: Any = None) -> int:
-    """The ``cache-dir`` command: the configured score cache directory as output ``cache-dir``
-    (empty when the configuration sets none, so the action skips that cache)."""
+    """The ``cache-dir`` command: the score cache directory as output ``cache-dir``: the
+    configured ``cache_dir``, else ``.faithgate`` in the current directory (the action passes
+    it to ``faithgate check --cache-dir`` so scores are cached either way)."""
     from faithgate.config import load_config
 
     out = out or sys.stdout
     config = load_config(args.config or env.get("FG_CONFIG") or None)
-    path = "" if config.cache_dir is None else str(Path(config.cache_dir).resolve())
-    _write(env.get("GITHUB_OUTPUT"), format_output("cache-dir", path), out)
+    path = Path(config.cache_dir) if config.cache_dir is not None else Path(DEFAULT_CACHE_DIR)
+    _write(env.get("GITHUB_OUTPUT"), format_output("cache-dir", str(path.resolve())), out)
     return 0
 
 

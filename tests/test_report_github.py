@@ -1,0 +1,286 @@
+"""faithgate.report.github: workflow-command escaping, step outputs, annotations, job summary.
+
+Gate results are built with the real gate engine (``faithgate.gate.evaluate``) over hand-set
+scores, so the tests read the same JSON the Action reads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from faithgate.config import GateConfig
+from faithgate.gate import evaluate
+from faithgate.report import github
+from faithgate.types import Example, Score, SentenceScore
+
+
+def parse_github_output(text: str) -> dict[str, str]:
+    """Parse a $GITHUB_OUTPUT file the way the runner does (name=value and name<<DELIM)."""
+    out: dict[str, str] = {}
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line:
+            continue
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            value: list[str] = []
+            while lines[i] != delimiter:
+                value.append(lines[i])
+                i += 1
+            i += 1
+            out[name] = "\n".join(value)
+        else:
+            name, value_text = line.split("=", 1)
+            out[name] = value_text
+    return out
+
+
+def parse_command(line: str) -> tuple[str, dict[str, str], str]:
+    """Split ``::cmd k=v,k2=v2::message`` and undo GitHub's escaping."""
+
+    def unescape(text: str) -> str:
+        for code, char in (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","), ("%25", "%")):
+            text = text.replace(code, char)
+        return text
+
+    assert line.startswith("::")
+    head, message = line[2:].split("::", 1)
+    command, _, props_text = head.partition(" ")
+    props = {}
+    for item in filter(None, props_text.split(",")):
+        key, value = item.split("=", 1)
+        props[key] = unescape(value)
+    return command, props, unescape(message)
+
+
+# ---------------------------------------------------------------------- escaping
+
+
+def test_escape_data_follows_github_rules():
+    assert github.escape_data("50% done\r\nnext: a,b") == "50%25 done%0D%0Anext: a,b"
+    # % is escaped first: a literal "%0A" in the text must not become a newline.
+    assert github.escape_data("%0A") == "%250A"
+
+
+def test_escape_property_also_escapes_colon_and_comma():
+    assert github.escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+
+
+def test_workflow_command_drops_none_properties_and_escapes():
+    line = github.workflow_command(
+        "error", "x\ny", file="d/a.jsonl", line=3, col=None, title="t: 1,2"
+    )
+    assert line == "::error file=d/a.jsonl,line=3,title=t%3A 1%2C2::x%0Ay"
+    assert github.workflow_command("warning", "plain") == "::warning::plain"
+
+
+def test_format_output_single_and_multiline_round_trip():
+    text = github.format_output("a", "1") + github.format_output("b", "two\nlines\n=x<<y")
+    assert text.startswith("a=1\nb<<ghadelimiter_")
+    assert parse_github_output(text) == {"a": "1", "b": "two\nlines\n=x<<y"}
+
+
+# ---------------------------------------------------------------------- gate results
+
+
+def _score(metric: str, value: float, sentence: str = "", error: str | None = None) -> Score:
+    sentences = [SentenceScore(0, sentence, value)] if sentence else []
+    if error:
+        return Score.failed(metric, "m:abc", "", error)
+    return Score(metric, value, "m:abc", sentences=sentences)
+
+
+@pytest.fixture()
+def gate_result(tmp_path: Path) -> dict:
+    """Three outputs under threshold 0.5: one passes, one scores 0.3, one cannot be scored.
+    Ids hold characters that must be escaped in a property; line 2 of the file is blank."""
+    ids = ["ok-1", "low:2,x", "broken%3"]
+    outputs = tmp_path / "ws" / "data" / "outputs.jsonl"
+    outputs.parent.mkdir(parents=True)
+    rows = [json.dumps({"id": i, "source": "s", "summary": "t"}) for i in ids]
+    outputs.write_text(rows[0] + "\n\n" + rows[1] + "\n" + rows[2] + "\n", encoding="utf-8")
+    config = GateConfig.from_dict({"metrics": ["m"], "thresholds": {"m": 0.5}}, root=tmp_path)
+    examples = [
+        Example(ids[0], "src", "A fine summary."),
+        Example(ids[1], "src", "Costs rose 50%.\nThen fell."),
+        Example(ids[2], "src", "Unscorable."),
+    ]
+    scores = [
+        {"m": _score("m", 0.9, "A fine summary.")},
+        {"m": _score("m", 0.3, "Costs rose 50%.")},
+        {"m": _score("m", math.nan, error="text too long")},
+    ]
+    result = evaluate(config, examples, scores, {"m": "m:abc"})
+    result.input = str(outputs)
+    return result.to_dict()
+
+
+def test_outputs_for_reports_verdict_rate_means_and_paths(gate_result, tmp_path):
+    md = tmp_path / "r.md"
+    md.write_text("# r\n")
+    out = github.outputs_for(gate_result, {"markdown": md, "json": tmp_path / "missing.json"})
+    assert out["verdict"] == "fail"
+    assert out["pass-rate"] == "0.3333"  # 1 of 3
+    assert json.loads(out["means"]) == {"m": 0.6}  # (0.9 + 0.3) / 2 scored
+    assert out["failed-examples"] == "2"
+    assert out["report-markdown"] == str(md)
+    assert out["report-json"] == ""  # not written: not reported
+    assert out["report-junit"] == ""
+
+
+def test_one_error_annotation_per_failing_example(gate_result, tmp_path):
+    commands = github.annotations_for(gate_result, workspace=str(tmp_path / "ws"))
+    parsed = [parse_command(c) for c in commands]
+    examples = [p for p in parsed if p[1].get("title", "").startswith("faithgate: example")]
+    assert [p[0] for p in examples] == ["error", "error"]
+    (_, low_props, low_msg), (_, broken_props, broken_msg) = examples
+    # Escaped on the way out, intact after the runner unescapes.
+    assert low_props == {
+        "file": "data/outputs.jsonl",  # relative to the workspace
+        "line": "3",  # line 2 is blank
+        "title": "faithgate: example low:2,x failed",
+    }
+    assert "m 0.3000 < threshold 0.5" in low_msg
+    assert '"Costs rose 50%."' in low_msg  # the least supported sentence
+    assert "summary: Costs rose 50%. Then fell." in low_msg
+    assert broken_props["line"] == "4"
+    assert "could not score (text too long)" in broken_msg
+    # Raw lines never carry a newline or an unescaped property separator.
+    low_line = commands[parsed.index(examples[0])]
+    assert "\n" not in low_line and "low%3A2%2Cx" in low_line and "50%25" in low_line
+    rules = [p for p in parsed if p[1].get("title", "").startswith("faithgate: rule")]
+    assert [p[1]["title"] for p in rules] == ["faithgate: rule pass_rate failed"]
+
+
+def test_annotations_are_capped(gate_result):
+    commands = github.annotations_for(gate_result, max_annotations=1)
+    parsed = [parse_command(c) for c in commands]
+    assert sum(p[1].get("title", "").startswith("faithgate: example") for p in parsed) == 1
+    more = [p for p in parsed if p[1].get("title") == "faithgate: more failures"]
+    assert more and more[0][0] == "warning" and more[0][2].startswith("1 more failing")
+    # Without a workspace to resolve the file against, annotations carry no file/line.
+    assert "file" not in parsed[0][1]
+
+
+def _rules(*kinds_passed: tuple[str, bool]) -> dict:
+    return {"rules": [{"name": k, "kind": k, "passed": p} for k, p in kinds_passed]}
+
+
+def test_step_exit_code_and_fail_on_regression():
+    only_regression = _rules(("pass_rate", True), ("regression", False))
+    both = _rules(("pass_rate", False), ("regression", False))
+    assert github.step_exit_code(only_regression, 1, fail_on_regression=True) == 1
+    assert github.step_exit_code(only_regression, 1, fail_on_regression=False) == 0
+    assert github.step_exit_code(both, 1, fail_on_regression=False) == 1
+    assert github.step_exit_code(None, 2, fail_on_regression=False) == 2
+    assert github.step_exit_code(_rules(("pass_rate", True)), 0, True) == 0
+
+
+def test_regression_is_a_warning_when_not_failing_on_it():
+    result = {
+        "examples": [],
+        "rules": [
+            {"name": "regression[m]", "kind": "regression", "passed": False, "message": "dropped"}
+        ],
+    }
+    (line,) = github.annotations_for(result, fail_on_regression=False)
+    assert line == "::warning title=faithgate%3A rule regression[m] failed::dropped"
+
+
+# ---------------------------------------------------------------------- the command
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_WORKSPACE": str(tmp_path / "ws"),
+    }
+
+
+def test_report_command_writes_outputs_summary_and_annotations(gate_result, tmp_path, capsys):
+    result_path = tmp_path / "result.json"
+    result_path.write_text(json.dumps(gate_result))
+    env = _env(tmp_path)
+    rc = github.main(
+        ["report", "--result", str(result_path), "--exit-code", "1", "--max-annotations", "5"],
+        env=env,
+    )
+    assert rc == 0
+    outputs = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
+    assert outputs["verdict"] == "fail"
+    assert outputs["step-exit-code"] == "1"
+    assert outputs["report-json"] == str(result_path)
+    # No Markdown file given: the summary is rendered from the result.
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert "faithgate" in summary and "pass_rate" in summary
+    printed = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("::error ") for line in printed) == 3  # 2 examples + 1 rule
+
+
+def test_report_command_without_result_reports_the_error(tmp_path, capsys):
+    stderr = tmp_path / "stderr.log"
+    stderr.write_text("warming up\nfaithgate: outputs.jsonl:3: invalid JSON (Expecting value)\n")
+    env = _env(tmp_path)
+    github.main(
+        [
+            "report",
+            "--result",
+            str(tmp_path / "none.json"),
+            "--stderr",
+            str(stderr),
+            "--exit-code",
+            "2",
+        ],
+        env=env,
+    )
+    outputs = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
+    assert outputs["verdict"] == "error"
+    assert outputs["step-exit-code"] == "2"
+    (line,) = capsys.readouterr().out.splitlines()
+    assert (
+        line
+        == "::error title=faithgate::faithgate: outputs.jsonl:3: invalid JSON (Expecting value)"
+    )
+    assert "invalid JSON" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+
+
+def test_report_outside_github_prints_outputs(gate_result, tmp_path, capsys):
+    result_path = tmp_path / "result.json"
+    result_path.write_text(json.dumps(gate_result))
+    github.main(["report", "--result", str(result_path)], env={})
+    out = capsys.readouterr().out
+    assert "verdict=fail\n" in out and "step-exit-code=1\n" in out
+
+
+def test_summary_is_cut_at_the_limit(monkeypatch):
+    monkeypatch.setattr(github, "SUMMARY_LIMIT", 100)
+    text = github.summary_markdown(None, "é" * 200, None)  # 2 bytes per character
+    assert text.startswith("é" * 50) and "cut at GitHub's 1 MiB" in text
+    assert "é" * 51 not in text
+
+
+def test_cache_dir_command(tmp_path, monkeypatch, capsys):
+    (tmp_path / "faithgate.toml").write_text('cache_dir = "scores"\n')
+    monkeypatch.chdir(tmp_path)
+    out_file = tmp_path / "out.txt"
+    github.main(["cache-dir"], env={"GITHUB_OUTPUT": str(out_file)})
+    assert parse_github_output(out_file.read_text()) == {"cache-dir": str(tmp_path / "scores")}
+    (tmp_path / "faithgate.toml").write_text("")  # none configured: .faithgate here
+    github.main(["cache-dir"], env={})
+    assert capsys.readouterr().out == f"cache-dir={tmp_path / '.faithgate'}\n"
+
+
+def test_bad_config_is_one_error_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "faithgate.toml").write_text("nonsense = 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert github.main(["cache-dir"], env={}) == 2
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("::error title=faithgate::") and "nonsense" in line
