@@ -56,9 +56,17 @@ class FaithgateFixture:
 
     # -- scoring -------------------------------------------------------------------------
     def _scorer(self, metric: str) -> Any:
+        marker_settings = self._marker.get("settings")
+        if marker_settings is not None and not isinstance(marker_settings, dict):
+            raise pytest.fail.Exception(
+                f"faithgate: marker settings= must be a dict of metric settings, "
+                f"got {type(marker_settings).__name__}",
+                pytrace=False,
+            )
+        use = marker_settings if marker_settings and self._uses_marker_metric(metric) else None
         return self._session.scorer(
-            metric,
-            settings=self._marker.get("settings") if self._uses_marker_metric(metric) else None,
+            [metric],
+            settings={metric: use} if use else None,
             models=self._marker.get("models"),
             backend=self._marker.get("backend"),
         )
@@ -189,13 +197,13 @@ class FaithgateFixture:
         type, BUMP taxonomy) and fail unless the metric scores the original above the edit in at
         least ``min_rate`` of the edits (default 1.0). Returns the rate."""
         __tracebackhide__ = True
-        from pytest_faithgate.perturbation import perturb_summary
+        from faithgate.perturb import perturb  # lazy: spaCy loads only when asked
 
         name = self._session.metric_for(metric, self._marker)
         wanted = types if types is not None else self._marker.get("types")
         rate_limit = float(min_rate if min_rate is not None else self._marker.get("min_rate", 1.0))
         try:
-            edits = perturb_summary(source, summary, wanted, seed)
+            edits = perturb(source, summary, types=tuple(wanted) if wanted else None, seed=seed)
         except FaithgateError as exc:
             raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
         if not edits:
@@ -204,7 +212,7 @@ class FaithgateFixture:
                 f"(types: {', '.join(wanted) if wanted else 'all'})",
                 pytrace=False,
             )
-        scores = self._score_many(name, [(source, summary)] + [(source, e.text) for e in edits])
+        scores = self._score_many(name, [(source, summary)] + [(source, e.summary) for e in edits])
         original, edited = scores[0], scores[1:]
         if not original.ok:
             raise AssertionError(f"faithgate: {name} could not score the summary: {original.error}")
@@ -228,7 +236,10 @@ class FaithgateFixture:
             for edit, result, won in zip(edits, edited, wins, strict=True):
                 if not won:
                     why = f"error: {result.error}" if not result.ok else _fmt(result.value)
-                    lines.append(f'  not caught [{edit.type}] ({why}): "{_short(edit.text)}"')
+                    lines.append(
+                        f"  not caught [{edit.type}] {edit.original!r} -> {edit.replacement!r} "
+                        f'({why}): "{_short(edit.summary)}"'
+                    )
             raise AssertionError("\n".join(lines))
         return rate
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from faithgate.errors import FaithgateError
 from pytest_faithgate.fixture import CHECKS_KEY
 from pytest_faithgate.session import PluginSession
 from pytest_faithgate.summary import write_terminal_summary
@@ -31,6 +32,7 @@ class GatePlugin:
         self.session = session
         self.checks: list[dict[str, Any]] = []
         self.gates: list[dict[str, Any]] = []
+        self.report_lines: list[str] = []
 
     # -- header ---------------------------------------------------------------------------
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -39,7 +41,8 @@ class GatePlugin:
         return [f"faithgate: {where}; metrics: {', '.join(cfg.metrics)}; backend: {cfg.backend}"]
 
     # -- gate items -----------------------------------------------------------------------
-    @pytest.hookimpl(trylast=True)
+    # tryfirst: append before pytest's -k / -m deselection, so those select gate items too.
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
@@ -74,11 +77,28 @@ class GatePlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if is_xdist_worker(self.config):
             return
-        write_terminal_summary(terminalreporter, self.checks, self.gates)
+        write_terminal_summary(terminalreporter, self.checks, self.gates, render_gate)
+        for line in self.report_lines:
+            terminalreporter.write_line(line)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # Runs before the terminal summary (inside the terminal reporter's wrapper).
         if is_xdist_worker(self.config) or not self.gates:
             return
         from pytest_faithgate.items import write_gate_outputs
 
-        write_gate_outputs(self.session, self.gates)
+        try:
+            paths = write_gate_outputs(self.session, self.gates)
+        except FaithgateError as exc:
+            self.report_lines.append(f"faithgate: {exc}")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        self.report_lines.extend(f"faithgate report: {p}" for p in paths)
+
+
+def render_gate(data: dict[str, Any]) -> list[str]:
+    """The gate's own terminal report (verdict, rule table, failing examples)."""
+    from faithgate.gate import GateResult
+    from faithgate.report import render
+
+    return render("terminal", GateResult.from_dict(data)).rstrip("\n").splitlines()

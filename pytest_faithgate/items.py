@@ -1,17 +1,144 @@
-"""Gate items: one collected test per configured dataset (placeholder until the gate lands)."""
+"""Gate items: one collected test per configured dataset, running ``faithgate.gate.Gate``.
+
+The item is a thin layer over the gate engine (the same ``Gate.run`` as ``faithgate check``)
+that scores through the session's shared scorer, so models load once per process. It passes
+when the gate passes; its failure report is the gate's terminal report: the verdict line, the
+rule table and the failing examples (with their least supported sentences).
+
+The gate result travels to the controller as JSON on the test report (``faithgate_gate``),
+where the summary is printed and the configured reports are written.
+"""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from faithgate.config import GateConfig
+from faithgate.errors import FaithgateError
 from pytest_faithgate.session import PluginSession
 
 
+class GateFailed(Exception):
+    """Raised by a gate item whose gate failed; carries the result for the report."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__(f"faithgate: gate failed ({len(result.failed_rules)} rules)")
+        self.result = result
+
+
+class GateFile(pytest.File):
+    """The configuration file the gate items come from (their parent node)."""
+
+    def collect(self) -> list[pytest.Item]:  # pragma: no cover - items are built directly
+        return []
+
+
+def dataset_name(config: GateConfig) -> str:
+    """A short, stable label of the configured input for the item's name."""
+    if config.outputs is not None:
+        return Path(config.outputs).name
+    if config.summarizer is not None:
+        return f"{config.summarizer}@{Path(config.data).name if config.data else '?'}"
+    return "?"
+
+
+class GateItem(pytest.Item):
+    """Runs the release gate of one dataset and fails with the rule table when it fails."""
+
+    def __init__(self, *, gate_config: GateConfig, plugin_session: PluginSession, **kw: Any):
+        super().__init__(**kw)
+        self.gate_config = gate_config
+        self.plugin_session = plugin_session
+        # Set by runtest; copied onto the call report for the controller (see gate_plugin).
+        self.faithgate_result: dict[str, Any] | None = None
+        self.add_marker(pytest.mark.faithgate_gate)
+
+    def runtest(self) -> None:
+        from faithgate.gate import Gate
+
+        opts = self.plugin_session.options
+        gate = Gate(
+            self.gate_config,
+            scorer=self.plugin_session.gate_scorer(),
+            progress=False,
+            update_baseline=opts.update_baseline,
+        )
+        result = gate.run()
+        self.faithgate_result = result.to_dict()
+        self._record_properties(result)
+        if not result.passed:
+            raise GateFailed(result)
+
+    def _record_properties(self, result: Any) -> None:
+        """Headline numbers for pytest's own JUnit XML (``--junitxml``)."""
+        props = self.user_properties
+        props.append(("faithgate.verdict", result.verdict))
+        props.append(("faithgate.examples", result.n_examples))
+        if result.pass_rate is not None:
+            props.append(("faithgate.pass_rate", round(result.pass_rate, 6)))
+        for metric, mean in result.means().items():
+            if mean is not None and not math.isnan(mean):
+                props.append((f"faithgate.mean.{metric}", round(mean, 6)))
+        for metric, digest in result.settings_hashes.items():
+            props.append((f"faithgate.settings_hash.{metric}", digest))
+        for rule in result.rules:
+            value = "-" if rule.value is None else round(rule.value, 6)
+            props.append((f"faithgate.rule.{rule.name}", value))
+            props.append((f"faithgate.rule.{rule.name}.passed", rule.passed))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, GateFailed):
+            from faithgate.report import render
+
+            return render("terminal", excinfo.value.result).rstrip("\n")
+        if isinstance(excinfo.value, FaithgateError):
+            return f"faithgate: {excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"faithgate gate on {dataset_name(self.gate_config)}"
+
+
+def gate_configs(plugin_session: PluginSession) -> list[GateConfig]:
+    """The configured datasets to gate (one configuration holds one input today)."""
+    cfg = plugin_session.gate_config
+    if cfg.outputs is None and cfg.summarizer is None:
+        return []
+    return [cfg]
+
+
 def gate_items(session: pytest.Session, plugin_session: PluginSession) -> list[pytest.Item]:
-    return []
+    """Gate items to append to the collection (empty when no dataset is configured)."""
+    items: list[pytest.Item] = []
+    for cfg in gate_configs(plugin_session):
+        path = cfg.source or (plugin_session.rootdir / "faithgate.toml")
+        parent = GateFile.from_parent(session, path=Path(path))
+        items.append(
+            GateItem.from_parent(
+                parent,
+                name=f"faithgate[{dataset_name(cfg)}]",
+                gate_config=cfg,
+                plugin_session=plugin_session,
+            )
+        )
+    return items
 
 
-def write_gate_outputs(plugin_session: PluginSession, gates: list[dict[str, Any]]) -> None:
-    return None
+def write_gate_outputs(plugin_session: PluginSession, gates: list[dict[str, Any]]) -> list[Path]:
+    """Write the configured reports (JUnit / Markdown / JSON / HTML) of the gate results.
+
+    Runs on the controller (or the single process) after the session, from the results
+    carried by the reports, so it works the same with and without xdist.
+    """
+    from faithgate.gate import GateResult
+    from faithgate.report import write_reports
+
+    written: list[Path] = []
+    for data in gates:
+        result = GateResult.from_dict(data)
+        written.extend(write_reports(result, plugin_session.gate_config.reports).values())
+    return written

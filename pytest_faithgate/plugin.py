@@ -34,6 +34,10 @@ from pytest_faithgate.session import (
     load_session_config,
 )
 
+GATE_MARKER_HELP = (
+    "faithgate_gate: the release-gate items added by --faithgate "
+    "(deselect with -m 'not faithgate_gate')"
+)
 SESSION_KEY = pytest.StashKey[PluginSession]()
 
 MARKER_HELP = (
@@ -120,6 +124,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # Always: a registered marker keeps --strict-markers happy with or without the flag.
     config.addinivalue_line("markers", MARKER_HELP)
+    config.addinivalue_line("markers", GATE_MARKER_HELP)
     options = Options.from_config(config)
     if not options.enabled:
         return

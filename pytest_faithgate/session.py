@@ -9,7 +9,7 @@ write from several worker processes at once.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,12 +103,13 @@ class PluginSession:
         return self._cache
 
     def cache_path(self) -> Path:
-        """``--faithgate-cache``, else ``<cache_dir>/cache.sqlite`` of the configuration, else
-        ``<rootdir>/.faithgate/cache.sqlite``."""
+        """``--faithgate-cache``, else ``<cache_dir>/scores.sqlite`` (the file ``faithgate
+        check`` uses, so the CLI and the plugin share scores), with ``cache_dir`` defaulting
+        to ``<rootdir>/.faithgate``."""
         if self.options.cache:
             return Path(self.options.cache).resolve()
         base = self.gate_config.cache_dir or (self.rootdir / ".faithgate")
-        return Path(base) / "cache.sqlite"
+        return Path(base) / "scores.sqlite"
 
     def pool(self, models: Mapping[str, str] | None = None, backend: str | None = None) -> Any:
         """One ``ModelPool`` per distinct (models, backend): models load once per process."""
@@ -129,27 +130,40 @@ class PluginSession:
 
     def scorer(
         self,
-        metric: str,
-        settings: Mapping[str, Any] | None = None,
+        metrics: Sequence[str],
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
         models: Mapping[str, str] | None = None,
         backend: str | None = None,
     ) -> Any:
-        """The session's ``Scorer`` for one metric with the given settings (built once)."""
+        """The session's ``Scorer`` for these metrics and settings, built once per process.
+
+        ``settings`` (metric -> settings) are laid over the configured ``metric_settings``.
+        The gate item and a fixture call with the same metric and settings share one scorer.
+        """
         from faithgate.scorer import Scorer
 
-        merged = {**self.gate_config.metric_settings.get(metric, {}), **(settings or {})}
-        key = _freeze([metric, merged, models or {}, backend])
+        names = list(metrics)
+        extra = settings or {}
+        merged = {
+            m: {**self.gate_config.metric_settings.get(m, {}), **extra.get(m, {})} for m in names
+        }
+        key = _freeze([names, merged, models or {}, backend])
         scorer = self._scorers.get(key)
         if scorer is None:
             scorer = Scorer(
-                [metric],
-                metric_settings={metric: merged} if merged else None,
+                names,
+                metric_settings={m: v for m, v in merged.items() if v} or None,
                 pool=self.pool(models, backend),
                 cache=self.cache,
             )
             self._scorers[key] = scorer
             self.scorers_built += 1
         return scorer
+
+    def gate_scorer(self) -> Any:
+        """The ``Scorer`` of the configured gate (all configured metrics), sharing the model
+        pool and the cache with the fixture's scorers."""
+        return self.scorer(self.gate_config.metrics)
 
     # -- resolution order: call argument > marker > command line > configuration ----------
     # (command-line options are already folded into ``gate_config`` by ``load_session_config``)

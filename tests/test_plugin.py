@@ -15,10 +15,6 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-# Each inner subprocess loads the plugin and faithgate; keep them on one xdist worker so the
-# outer run does not start several at once on a small machine.
-pytestmark = pytest.mark.xdist_group("pytester-faithgate")
-
 TOY_CONFTEST = """
 import os
 from faithgate.metrics.base import Metric, register
@@ -86,6 +82,25 @@ def test_inconsistent(faithgate):
 """
 
 
+# Unrelated plugins installed here cost seconds of start-up per inner run (hypothesis alone
+# ~1.5 s of imports); block them. The cache provider would write .pytest_cache.
+QUIET = (
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "no:hypothesispytest",
+    "-p",
+    "no:benchmark",
+    "-p",
+    "no:anyio",
+)
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """Inner pytest in a subprocess (the inner conftest's metric must not reach this one)."""
+    return pytester.runpytest_subprocess(*QUIET, *args)
+
+
 def write_project(pytester: pytest.Pytester, tests: str, **files: str) -> None:
     pytester.makeconftest(TOY_CONFTEST)
     pytester.makepyfile(test_inner=tests)
@@ -100,9 +115,10 @@ def instances(pytester: pytest.Pytester) -> list[tuple[str, str]]:
     return [tuple(line.split()) for line in log.read_text().splitlines()]
 
 
-def test_fixture_pass_and_readable_failures(pytester: pytest.Pytester) -> None:
+def test_fixture_pass_readable_failures_and_junit(pytester: pytest.Pytester) -> None:
     write_project(pytester, FIXTURE_TESTS)
-    result = pytester.runpytest_subprocess("--faithgate", "-p", "no:cacheprovider")
+    xml_path = pytester.path / "junit.xml"
+    result = run(pytester, "--faithgate", f"--junitxml={xml_path}")
     result.assert_outcomes(passed=3, failed=2)
     out = result.stdout.str()
     # The failure names the score, the threshold and the least supported sentence ...
@@ -130,6 +146,19 @@ def test_fixture_pass_and_readable_failures(pytester: pytest.Pytester) -> None:
             "test_inner.py::test_not_faithful*assert_faithful*toy*0.6667*0.9000*FAIL",
         ]
     )
+    # Every check is attached to its test case in pytest's JUnit XML.
+    props = {
+        case.get("name"): [(p.get("name"), p.get("value")) for p in case.iter("property")]
+        for case in ET.parse(xml_path).getroot().iter("testcase")
+    }
+    assert ("faithgate.toy", "0.666667") in props["test_score"]
+    assert props["test_not_faithful"] == [
+        ("faithgate.toy", "0.666667"),
+        ("faithgate.toy.limit", "0.9"),
+        ("faithgate.toy.passed", "False"),
+    ]
+    assert ("faithgate.toy.unfaithful", "1.0") in props["test_inconsistent"]
+    assert ("faithgate.toy.passed", "False") in props["test_inconsistent"]
 
 
 def test_silent_without_flag(pytester: pytest.Pytester) -> None:
@@ -143,19 +172,16 @@ def test_silent_without_flag(pytester: pytest.Pytester) -> None:
         """
     )
     (pytester.path / "faithgate.toml").write_text('metrics = ["toy"]\noutputs = "out.jsonl"\n')
-    with_plugin = pytester.runpytest_subprocess("--strict-markers", "-p", "no:cacheprovider")
+    with_plugin = run(pytester, "--strict-markers")
     with_plugin.assert_outcomes(passed=1)
-    without = pytester.runpytest_subprocess(
-        "--strict-markers", "-p", "no:cacheprovider", "-p", "no:faithgate"
-    )
+    without = run(pytester, "--strict-markers", "-p", "no:faithgate")
     # Without the plugin the marker is unknown: proves the plugin registers it.
     assert without.ret != 0
     assert "'faithgate' not found in `markers`" in without.stdout.str()
     # No gate item, no header line, no summary, nothing written: the output is the output of
     # a run without the plugin, apart from the plugin list and the timing.
-    plain = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
+    plain = run(
+        pytester,
         "-p",
         "no:faithgate",
         "-W",
@@ -172,24 +198,6 @@ def test_silent_without_flag(pytester: pytest.Pytester) -> None:
 
     assert normalized(with_plugin.outlines) == normalized(plain.outlines)
     assert not (pytester.path / ".faithgate").exists()
-
-
-def test_strict_markers_with_flag(pytester: pytest.Pytester) -> None:
-    write_project(
-        pytester,
-        f"""
-        import pytest
-
-        @pytest.mark.faithgate(metric="toy", threshold=0.5)
-        def test_marked(faithgate):
-            faithgate.assert_faithful({SRC!r}, "The cat sat.")
-        """,
-    )
-    result = pytester.runpytest_subprocess(
-        "--faithgate", "--strict-markers", "-p", "no:cacheprovider"
-    )
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["faithgate: defaults (no configuration file); metrics: *"])
 
 
 def test_marker_settings_reach_the_fixture(pytester: pytest.Pytester) -> None:
@@ -223,8 +231,9 @@ def test_marker_settings_reach_the_fixture(pytester: pytest.Pytester) -> None:
             faithgate.assert_faithful(SRC, "UNSCORABLE text.")
         """,
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = run(pytester, "--faithgate", "--strict-markers")
     result.assert_outcomes(passed=2, failed=2, errors=1)
+    result.stdout.fnmatch_lines(["faithgate: defaults (no configuration file); metrics: *"])
     for line in (
         "*ERROR at setup of test_typo*",
         "test_inner.py::test_typo: @pytest.mark.faithgate got unknown argument(s) treshold; "
@@ -238,48 +247,122 @@ def test_marker_settings_reach_the_fixture(pytester: pytest.Pytester) -> None:
     assert sorted(p for _, p in instances(pytester)) == ["1", "2"]
 
 
-def test_junit_properties(pytester: pytest.Pytester) -> None:
-    write_project(pytester, FIXTURE_TESTS)
-    xml_path = pytester.path / "junit.xml"
-    result = pytester.runpytest_subprocess(
-        f"--junitxml={xml_path}", "-o", "junit_family=xunit1", "-p", "no:cacheprovider"
+def test_config_error_is_one_line(pytester: pytest.Pytester) -> None:
+    (pytester.path / "faithgate.toml").write_text('metrcs = ["toy"]\n')
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = run(pytester, "--faithgate")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: faithgate: *faithgate.toml*unknown key 'metrcs'*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+GATE_OUTPUTS = "\n".join(
+    json.dumps({"id": i, "source": SRC, "summary": s})
+    for i, s in (
+        ("a", "The cat sat on the mat."),  # toy 1.0
+        ("b", "The cat sat. The dog flew."),  # toy 2/3, least supported "The dog flew"
+        ("c", "It was sunny."),  # toy 1.0
     )
-    result.assert_outcomes(passed=3, failed=2)
-    root = ET.parse(xml_path).getroot()
-    props = {}
-    for case in root.iter("testcase"):
-        props[case.get("name")] = [(p.get("name"), p.get("value")) for p in case.iter("property")]
-    assert ("faithgate.toy", "0.666667") in props["test_score"]
-    assert props["test_not_faithful"] == [
-        ("faithgate.toy", "0.666667"),
-        ("faithgate.toy.limit", "0.9"),
-        ("faithgate.toy.passed", "False"),
-    ]
-    assert ("faithgate.toy.unfaithful", "1.0") in props["test_inconsistent"]
+)
 
 
-def test_xdist_two_workers(pytester: pytest.Pytester) -> None:
-    many = "\n".join(
-        f"""
-def test_{i}(faithgate):
-    faithgate.assert_faithful({SRC!r}, "The cat sat. The dog flew.", threshold={0.5 if i != 3 else 0.9}, metric="toy")
-"""
+def gate_toml(threshold: float, extra: str = "") -> str:
+    return (
+        'metrics = ["toy"]\noutputs = "outputs.jsonl"\n'
+        f"[thresholds]\ntoy = {threshold}\n[rules]\nmin_pass_rate = 0.9\n"
+        '[reports]\nmarkdown = "reports/gate.md"\njson = "reports/gate.json"\n' + extra
+    )
+
+
+PLAIN_TEST = "def test_plain():\n    assert True\n"
+
+
+def test_gate_item_fails_with_rule_table(pytester: pytest.Pytester) -> None:
+    write_project(
+        pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.8)}
+    )
+    result = run(pytester, "--faithgate", "-rf")
+    result.assert_outcomes(passed=1, failed=1)
+    # The failure report is the gate's rule table and failing examples, not a traceback.
+    result.stdout.fnmatch_lines(
+        [
+            "*_ faithgate gate on outputs.jsonl _*",
+            "faithgate: FAIL: 2/3 examples pass (66.7%); mean toy 0.8889",
+            "rule*value*limit*result*detail",
+            "pass_rate*0.6667*0.9*FAIL*2/3 examples pass*",
+            "failing examples (1):",
+            '  b: toy 0.6667 < threshold 0.8; least supported sentence: "The dog flew"*',
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["FAILED faithgate.toml::faithgate[[]outputs.jsonl[]]*"])
+    # Reports configured in faithgate.toml are written by the controller.
+    saved = json.loads((pytester.path / "reports" / "gate.json").read_text())
+    assert saved["verdict"] == "fail" and saved["n_passed"] == 2
+    assert "FAIL" in (pytester.path / "reports" / "gate.md").read_text()
+
+
+def test_gate_item_passes_and_can_be_deselected(pytester: pytest.Pytester) -> None:
+    write_project(
+        pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.6)}
+    )
+    xml_path = pytester.path / "junit.xml"
+    result = run(pytester, "--faithgate", "--strict-markers", f"--junitxml={xml_path}")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*= faithgate =*", "faithgate: PASS: 3/3 examples pass (100.0%); mean toy 0.8889"]
+    )
+    case = next(
+        c
+        for c in ET.parse(xml_path).getroot().iter("testcase")
+        if "faithgate[" in c.get("name", "")
+    )
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["faithgate.verdict"] == "pass"
+    assert props["faithgate.pass_rate"] == "1.0"
+    assert props["faithgate.mean.toy"] == "0.888889"
+    assert props["faithgate.rule.pass_rate.passed"] == "True"
+    # The gate is an ordinary item: -m / -k deselect it.
+    only_plain = run(pytester, "--faithgate", "-m", "not faithgate_gate")
+    only_plain.assert_outcomes(passed=1, deselected=1)
+
+
+def test_xdist_two_workers_gate_and_baseline(pytester: pytest.Pytester) -> None:
+    tests = "\n".join(
+        f"def test_{i}(faithgate):\n"
+        f"    faithgate.assert_faithful({SRC!r}, 'The cat sat. The dog flew.', "
+        f"threshold={0.9 if i == 3 else 0.5}, metric='toy')\n"
         for i in range(8)
     )
-    write_project(pytester, many)
-    xml_path = pytester.path / "junit.xml"
-    result = pytester.runpytest_subprocess(
-        "--faithgate", "-n", "2", f"--junitxml={xml_path}", "-p", "no:cacheprovider"
+    write_project(
+        pytester, tests, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.6)}
     )
-    result.assert_outcomes(passed=7, failed=1)
+    xml_path = pytester.path / "junit.xml"
+    result = run(
+        pytester,
+        "--faithgate",
+        "-n",
+        "2",
+        f"--junitxml={xml_path}",
+        "--faithgate-baseline",
+        "base.json",
+        "--faithgate-update-baseline",
+        "--faithgate-markdown",
+        "pr.md",
+    )
+    result.assert_outcomes(passed=8, failed=1)
     out = result.stdout.str()
-    # The table is printed once, by the controller, with the checks of both workers.
-    assert out.count("= faithgate =") == 1 or out.count(" faithgate ") >= 1
-    assert out.count("fixture checks: 8, failed: 1") == 1
-    assert "test_inner.py::test_3  assert_faithful  toy     0.6667  0.9000  FAIL" in out
-    # Each worker process built the toy scorer exactly once.
+    # One summary, printed by the controller, with the checks of both workers and the gate.
+    assert out.count("= faithgate =") == 1
+    summary = out[out.index("= faithgate =") :]
+    assert "fixture checks: 8, failed: 1" in summary
+    assert "test_inner.py::test_3  assert_faithful  toy     0.6667  0.9000  FAIL" in summary
+    assert "faithgate: PASS: 3/3 examples pass (100.0%); mean toy 0.8889" in summary
+    assert "regression[toy]" in summary
+    # Each worker process built its toy scorer once (the fixture's and the gate's share
+    # settings, hence one instance per process that ran a test).
     pids = [pid for pid, _ in instances(pytester)]
-    assert 1 <= len(pids) <= 2 and len(set(pids)) == len(pids)
+    assert 1 <= len(set(pids)) <= 2 and len(set(pids)) == len(pids)
     # Worker reports carry the properties into the controller's JUnit XML.
     values = [
         p.get("value")
@@ -287,16 +370,44 @@ def test_{i}(faithgate):
         if p.get("name") == "faithgate.toy"
     ]
     assert values == ["0.666667"] * 8
+    # The baseline and the Markdown report are written.
+    assert json.loads((pytester.path / "base.json").read_text())["n_examples"] == 3
+    assert "PASS" in (pytester.path / "pr.md").read_text()
+    # Second run (no xdist) against that baseline: unchanged, passes, every score cached.
+    again = run(pytester, "--faithgate", "--faithgate-baseline", "base.json", "-k", "gate")
+    again.assert_outcomes(passed=1, deselected=8)
+    again.stdout.fnmatch_lines(["regression[[]toy[]]*PASS*", "score cache: 3 hits, 0 misses*"])
 
 
-def test_config_error_is_one_line(pytester: pytest.Pytester) -> None:
-    (pytester.path / "faithgate.toml").write_text('metrcs = ["toy"]\n')
-    pytester.makepyfile(test_x="def test_x():\n    pass\n")
-    result = pytester.runpytest_subprocess("--faithgate", "-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: faithgate: *faithgate.toml*unknown key 'metrcs'*"])
-    assert "Traceback" not in result.stderr.str()
+@pytest.mark.slow  # the perturbation engine parses with spaCy
+def test_assert_consistent_under_perturbation(pytester: pytest.Pytester) -> None:
+    src = "Alice Smith met Bob Jones in Paris on Monday. Three ministers attended the summit."
+    write_project(
+        pytester,
+        f"""
+        SRC = {src!r}
 
+        def test_caught(faithgate):
+            # toy sees words missing from the source: the extrinsic entity is caught
+            assert faithgate.assert_consistent_under_perturbation(
+                SRC, "Alice Smith met Bob Jones in Paris.", types=["entity_extrinsic"], metric="toy"
+            ) == 1.0
 
-def _json_dump(obj: object) -> str:  # pragma: no cover - kept for gate tests
-    return json.dumps(obj)
+        def test_not_caught(faithgate):
+            # "met" -> "attended" uses a source word: toy ties, so the edit is not caught
+            faithgate.assert_consistent_under_perturbation(
+                SRC,
+                "Alice Smith met Bob Jones in Paris.",
+                types=["predicate_verb_intrinsic", "entity_extrinsic"],
+                metric="toy",
+            )
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E*faithgate: toy prefers the original summary in 1/2 edits (rate 0.50 < min_rate 1.00)",
+            "E*not caught [[]predicate_verb_intrinsic[]] 'met' -> 'attended' (1.0000)*",
+        ]
+    )
