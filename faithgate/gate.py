@@ -795,7 +795,7 @@ def _regression_rules(
                 f"(lower bound {lower:.4f})"
             )
         else:
-            msg = f"mean {m} change {-drop:+.4f} on {len(ids)} examples (tolerance {rule.tolerance:g})"
+            msg = f"mean {m} change {0.0 - drop:+.4f} on {len(ids)} examples (tolerance {rule.tolerance:g})"
         missing = len(new) - len(ids)
         if missing:
             msg += f"; {missing} examples are new since the baseline"

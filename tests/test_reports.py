@@ -67,9 +67,9 @@ def test_markdown_has_verdict_rules_and_worst_examples(result):
     assert any("`pair_consistency[m]`" in ln and "❌ fail" in ln for ln in rule_rows)
     assert "### Failing examples (2)" in md
     low_row = next(ln for ln in lines if ln.startswith("| `low`"))
-    assert "0.2 ❌" in low_row and "\\|" in low_row  # pipes in text are escaped
+    assert "0.2000 ❌" in low_row and "\\|" in low_row  # pipes in text are escaped
     assert low_row.count(" | ") == 3  # four cells: the escaped pipe did not split one
-    assert "&lt;script&gt;" in low_row and "<script>" not in md
+    assert "&lt;script>" in low_row and "<script>" not in md
     broken_row = next(ln for ln in lines if ln.startswith("| `broken`"))
     assert "unscored" in broken_row and "ValueError: empty window" in broken_row
     assert "### Inconsistent minimal pairs (1 of 1)" in md

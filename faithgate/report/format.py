@@ -13,7 +13,7 @@ def fmt_value(value: float | None, digits: int = 4) -> str:
         return "nan"
     if float(value).is_integer() and abs(value) >= 1:
         return str(int(value))
-    return f"{value:.{digits}f}".rstrip("0").rstrip(".") if value else "0"
+    return f"{value:.{digits}f}" if value else "0"
 
 
 def one_line(text: str, limit: int = 160) -> str:

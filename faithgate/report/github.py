@@ -10,7 +10,7 @@ Run by the composite action (``action.yml``) after ``faithgate check``; it reads
 ``report`` writes to the files GitHub names in the environment:
 
 - ``$GITHUB_OUTPUT``: ``verdict`` (pass / fail / error), ``pass-rate``, ``means`` (a JSON object
-  metric -> mean), ``failed-examples``, ``report-markdown`` / ``report-json`` / ``report-junit``
+  metric -> mean), ``failed-examples``, ``report-markdown`` / ``report-json`` / ``report-junit`` / ``report-html``
   and ``step-exit-code`` (what the action's last step exits with);
 - ``$GITHUB_STEP_SUMMARY``: the Markdown report (cut at GitHub's 1 MiB limit);
 - standard output: one ``::error`` workflow command per failing example (with ``file`` and
@@ -122,7 +122,7 @@ def outputs_for(result: Mapping[str, Any], reports: Mapping[str, Path | None]) -
         "means": json.dumps(means, sort_keys=True),
         "failed-examples": str(len(failed)),
     }
-    for kind in ("markdown", "json", "junit"):
+    for kind in ("markdown", "json", "junit", "html"):
         path = reports.get(kind)
         out[f"report-{kind}"] = str(path) if path is not None and Path(path).is_file() else ""
     return out
@@ -307,7 +307,12 @@ def run_report(args: argparse.Namespace, env: Mapping[str, str], out: Any = None
         rc = 2  # a check that wrote no result did not decide anything
     elif rc is None:
         rc = 0 if result and result.get("passed") else 1
-    reports = {"markdown": args.markdown, "json": args.result, "junit": args.junit}
+    reports = {
+        "markdown": args.markdown,
+        "json": args.result,
+        "junit": args.junit,
+        "html": args.html,
+    }
     markdown = None
     if args.markdown and Path(args.markdown).is_file() and result is not None:
         markdown = Path(args.markdown).read_text(encoding="utf-8")
@@ -329,6 +334,7 @@ def run_report(args: argparse.Namespace, env: Mapping[str, str], out: Any = None
             "report-markdown": "",
             "report-json": "",
             "report-junit": "",
+            "report-html": "",
         }
         commands = [workflow_command("error", error or "faithgate check failed", title="faithgate")]
     outputs["step-exit-code"] = str(step_exit_code(result, rc, args.fail_on_regression))
@@ -368,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--result", required=True, help="gate result JSON (faithgate check --json)")
     rep.add_argument("--markdown", help="Markdown report for the job summary")
     rep.add_argument("--junit", help="JUnit XML report (only its path is reported)")
+    rep.add_argument("--html", help="HTML report (only its path is reported)")
     rep.add_argument("--stderr", help="stderr of faithgate check (its last line explains an error)")
     rep.add_argument("--exit-code", type=int, help="exit code of faithgate check")
     rep.add_argument("--fail-on-regression", type=_boolean, default=True, metavar="true|false")

@@ -45,7 +45,9 @@ tr.fail td:first-child { border-left: 3px solid var(--bad); }
 tr.pass td:first-child { border-left: 3px solid var(--ok); }
 .pass-t { color: var(--ok); font-weight: 600; } .fail-t { color: var(--bad); font-weight: 600; }
 .warn-t { color: var(--warn); font-weight: 600; }
-mark { background: var(--mark); border-bottom: 2px solid var(--bad); padding: 0 1px; }
+mark { background: #fff8c5; border-bottom: 2px solid #d4a72c; padding: 0 1px; }
+tr.fail mark { background: var(--mark); border-bottom-color: var(--bad); }
+td:first-child code { white-space: nowrap; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bg);
        padding: 1px 4px; border-radius: 4px; }
 .reason { color: var(--bad); font-size: 13px; margin-top: 4px; }

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 
 def _cell(text: str, limit: int = 200) -> str:
-    # Pipes split cells and newlines end rows: escape / collapse them. Angle brackets and
-    # ampersands become entities so a summary cannot inject HTML into a PR comment.
-    text = one_line(text, limit).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    # Pipes split cells and newlines end rows: escape / collapse them. "<" becomes an entity so
+    # a summary cannot open an HTML tag in a PR comment (">" alone is harmless and readable).
+    text = one_line(text, limit).replace("<", "&lt;")
     return text.replace("|", "\\|")
 
 

@@ -73,7 +73,8 @@ def to_terminal(result: GateResult, max_examples: int = 10, width: int | None = 
         lines.append("")
         lines.append(f"failing examples ({len(failed)}):")
         for ex in failed[:max_examples]:
-            lines.append(f"  {ex.id}: {one_line(ex.message, width - len(ex.id) - 4)}")
+            # In full (up to 400 characters): the sentence named is the point of the line.
+            lines.append(f"  {ex.id}: {one_line(ex.message, 400)}")
         if len(failed) > max_examples:
             lines.append(f"  ... and {len(failed) - max_examples} more")
     if result.cache:
