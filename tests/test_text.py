@@ -1,0 +1,97 @@
+"""Text handling: sentence splitting (one spaCy load per process), sentence windows, token
+windows of long texts and their stitching (no token lost, none cut silently)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faithgate import text as textmod
+from faithgate.backends.windowing import stitch_windows, token_windows
+
+
+def count_words(s: str) -> int:
+    return len(s.split())
+
+
+def test_window_sentences_packs_with_overlap():
+    sents = ["a b c", "d e", "f g h", "i", "j k l m"]  # 3, 2, 3, 1, 4 tokens
+    windows = textmod.window_sentences(sents, max_tokens=6, count_tokens=count_words, overlap=1)
+    assert [(w.start, w.end, w.n_tokens) for w in windows] == [
+        (0, 2, 5),  # a..e; adding f g h would make 8
+        (1, 4, 6),  # starts one sentence back: d e / f g h / i
+        (3, 5, 5),  # i / j k l m
+    ]
+    assert windows[0].text == "a b c d e"
+    assert not any(w.truncated for w in windows)
+
+
+def test_window_sentences_marks_a_sentence_longer_than_the_limit():
+    windows = textmod.window_sentences(["a b c d e f g", "h"], 4, count_words, overlap=1)
+    assert windows[0].truncated and (windows[0].start, windows[0].end) == (0, 1)
+    assert (windows[-1].start, windows[-1].end) == (1, 2)
+    with pytest.raises(ValueError):
+        textmod.window_sentences(["a"], 0, count_words)
+
+
+def test_token_windows_cover_everything():
+    assert token_windows(5, 8, 2) == [(0, 5)]
+    assert token_windows(7, 4, 2) == [(0, 4), (2, 6), (4, 7)]
+
+
+def test_stitch_takes_each_token_once_from_the_window_where_it_is_central():
+    spans = token_windows(7, 4, 2)
+    # window w's vector for global token t is (t, w): tells which window each token came from
+    outputs = [
+        np.array([[t, w] for t in range(a, b)], dtype=float) for w, (a, b) in enumerate(spans)
+    ]
+    stitched = stitch_windows(spans, outputs)
+    assert stitched[:, 0].tolist() == list(range(7))  # every token once, in order
+    assert stitched[:, 1].tolist() == [0, 0, 0, 1, 1, 2, 2]  # overlaps split at the middle
+
+
+def test_tiny_bert_encoder_windows_long_texts(tmp_path):
+    """A tiny random BERT with a 32-token context: a 50-token text is embedded in two windows
+    and each kept token equals that token's vector from its own window."""
+    torch = pytest.importorskip("torch")
+    from transformers import BertConfig, BertModel
+
+    from faithgate import models
+    from faithgate.backends.torch_backend import TorchTextEncoder
+
+    tok_dir = models.resolve("embedder").location
+    torch.manual_seed(0)
+    cfg = BertConfig(
+        vocab_size=30522,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
+    BertModel(cfg).save_pretrained(tmp_path / "tiny")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    tok.model_max_length = 32
+    tok.save_pretrained(tmp_path / "tiny")
+    spec = models.resolve("embedder", str(tmp_path / "tiny"))
+    enc = TorchTextEncoder(spec, stride=8)
+    assert enc.max_length == 32
+    text = " ".join(f"w{i}" for i in range(25))  # "w0 w1 ..." -> 2 word pieces each = 50
+    n = enc.count_tokens(text)
+    (emb,) = enc.token_embeddings([text])
+    assert emb.windowed and emb.vectors.shape == (n, 16) and len(emb.tokens) == n
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    spans = token_windows(n, 30, 8)
+    first = enc._forward([tok.build_inputs_with_special_tokens(ids[: spans[0][1]])], None)[0]
+    keep = (spans[1][0] + spans[0][1]) // 2
+    np.testing.assert_allclose(emb.vectors[:keep], first[1 : keep + 1], atol=1e-5)
+    (short,) = enc.token_embeddings(["w1 w2"])
+    assert not short.windowed
+
+
+@pytest.mark.slow
+def test_split_sentences_with_spacy_loaded_once():
+    assert textmod.split_sentences("Cats sleep. Dogs bark.") == ["Cats sleep.", "Dogs bark."]
+    assert textmod.load_spacy() is textmod.load_spacy()

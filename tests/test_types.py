@@ -1,0 +1,59 @@
+"""Example / Score data model: JSON round trips, NaN handling, least supported sentence."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from faithgate.types import Example, Score, SentenceScore, json_safe
+
+
+def test_example_round_trip_keeps_meta():
+    ex = Example("a", "src", "sum", reference="ref", label=1, meta={"pair_id": "p1"})
+    again = Example.from_dict(json.loads(json.dumps(ex.to_dict())))
+    assert again == ex and again.meta == {"pair_id": "p1"}
+
+
+def test_score_round_trip_and_strict_json_with_nan():
+    s = Score(
+        "m",
+        float("nan"),
+        "m:abc",
+        "x",
+        sentences=[SentenceScore(0, "One.", 0.5, "src"), SentenceScore(1, "Two.", float("nan"))],
+        details={"p": np.float32(0.25), "n": np.int64(3), "flag": np.bool_(True), "v": [math.inf]},
+        error="boom",
+    )
+    text = json.dumps(s.to_dict(), allow_nan=False)  # raises on any NaN left behind
+    back = Score.from_dict(json.loads(text))
+    assert math.isnan(back.value) and math.isnan(back.sentences[1].value)
+    assert back.sentences[0] == SentenceScore(0, "One.", 0.5, "src")
+    assert back.details == {"p": 0.25, "n": 3, "flag": True, "v": [None]}
+    assert back.error == "boom" and not back.ok
+
+
+def test_least_supported_ignores_nan_sentences():
+    s = Score(
+        "m",
+        0.5,
+        "h",
+        sentences=[
+            SentenceScore(0, "a", 0.7),
+            SentenceScore(1, "b", float("nan")),
+            SentenceScore(2, "c", 0.2),
+        ],
+    )
+    assert s.least_supported().index == 2
+    assert Score("m", 0.5, "h").least_supported() is None
+
+
+def test_failed_score_is_not_ok_and_never_a_number():
+    f = Score.failed("m", "h", "id1", "no tokens")
+    assert not f.ok and math.isnan(f.value) and f.error == "no tokens"
+    assert f.to_dict()["value"] is None
+
+
+def test_json_safe_plain_values_untouched():
+    assert json_safe({"a": [1, "x", None, True, 2.5]}) == {"a": [1, "x", None, True, 2.5]}
