@@ -13,7 +13,7 @@ Format (``faithgate.toml`` takes the same keys at top level, without ``tool.fait
     # summarizer = "pkg.mod:fn"      #   a callable run over ...
     # data = "sources.jsonl"         #   ... this dataset of sources
     baseline = "faithgate-baseline.json"  # enables the regression rule (see rules.regression)
-    cache_dir = ".faithgate"         # score cache and last results
+    cache_dir = ".faithgate"         # score cache and last results (this is the default)
     allow_download = false           # let model roles download from a hub (off by default)
 
     [tool.faithgate.models]          # role -> hub id or local path
@@ -262,6 +262,12 @@ class GateConfig:
         return config
 
     # ---------------------------------------------------------------- views
+    @property
+    def cache_path(self) -> Path:
+        """The cache directory: ``cache_dir``, by default ``.faithgate`` next to the
+        configuration (the pytest plugin uses the same default, so both share scores)."""
+        return self.cache_dir if self.cache_dir is not None else self.root / ".faithgate"
+
     def threshold_for(self, metric: str) -> float | None:
         return self.thresholds.get(metric)
 

@@ -9,7 +9,7 @@ One engine for every entry point (``faithgate check``, ``pytest --faithgate``, t
     raise SystemExit(0 if result.passed else 1)
 
 Scoring and deciding are separate: ``Gate.score`` returns scores (through
-``faithgate.scorer.Scorer`` with a ``ScoreCache`` under ``cache_dir``), and the pure function
+``faithgate.scorer.Scorer`` with a ``ScoreCache`` under ``cache_dir``, default ``.faithgate``), and the pure function
 ``evaluate`` turns examples + scores into a ``GateResult`` without touching a model (the pytest
 plugin can score on workers and evaluate on the controller).
 
@@ -829,7 +829,8 @@ class Gate:
 
     ``scorer`` may be given to share loaded models (the pytest plugin keeps one per session);
     otherwise one is built from the configuration with a ``ScoreCache`` at
-    ``<cache_dir>/scores.sqlite`` (no cache when ``cache_dir`` is unset).
+    ``<cache_dir>/scores.sqlite`` (``cache_dir`` defaults to ``.faithgate`` next to the
+    configuration; ``use_cache=False`` scores everything afresh and writes nothing there).
     """
 
     def __init__(
@@ -839,8 +840,10 @@ class Gate:
         scorer: Any | None = None,
         progress: bool | None = None,
         update_baseline: bool = False,
+        use_cache: bool = True,
     ) -> None:
         self.config = config
+        self.use_cache = use_cache
         self._scorer = scorer
         self.progress = progress
         self.update_baseline = update_baseline
@@ -853,7 +856,7 @@ class Gate:
             from faithgate.scorer import Scorer
 
             cfg = self.config
-            cache = ScoreCache(cfg.cache_dir / "scores.sqlite") if cfg.cache_dir else None
+            cache = ScoreCache(cfg.cache_path / "scores.sqlite") if self.use_cache else None
             self._scorer = Scorer(
                 cfg.metrics,
                 models=cfg.models,
@@ -986,8 +989,8 @@ class Gate:
                     "--update-baseline needs a baseline path (--baseline or 'baseline')"
                 )
             result.save(self.config.baseline)
-        if self.config.cache_dir is not None:
-            result.save(self.config.cache_dir / "last-result.json")
+        if self.use_cache:
+            result.save(self.config.cache_path / "last-result.json")
         return result
 
     def _load_baseline(self) -> tuple[GateResult | None, str | None]:

@@ -427,3 +427,20 @@ def test_describe_edit():
     )
     assert describe_edit("He won.", "He never won.") == "+'never'"
     assert describe_edit("a b c", "a c") == "-'b'"
+
+
+def test_default_cache_dir_no_cache_and_progress_bar(tmp_path, capsys):
+    rows = [
+        {"id": f"e{i}", "source": "src", "summary": summary(0.9, words=f"w{i}")} for i in range(40)
+    ]
+    out = write_outputs(tmp_path / "o.jsonl", rows)
+    cfg = GateConfig.from_dict({"metrics": [NAME], "outputs": str(out)}, root=tmp_path)
+    assert cfg.cache_path == tmp_path / ".faithgate"
+    FakeMetric.calls.clear()
+    r = Gate(cfg, progress=True).run()  # scored in chunks behind a tqdm bar
+    assert r.passed and r.n_examples == 40 and len(FakeMetric.calls) == 40
+    assert "scoring" in capsys.readouterr().err
+    assert (tmp_path / ".faithgate" / "scores.sqlite").is_file()
+    FakeMetric.calls.clear()
+    r = Gate(cfg, use_cache=False).run()
+    assert len(FakeMetric.calls) == 40 and r.cache == {}

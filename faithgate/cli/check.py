@@ -95,7 +95,12 @@ def _parse_thresholds(values: tuple[str, ...]) -> tuple[float | None, dict[str, 
     help="write this run's result as the new baseline (after checking the old one)",
 )
 @click.option("--backend", type=click.Choice(["auto", "torch", "onnx"]), help="model backend")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="score cache directory")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    help="score cache directory (default: .faithgate next to the configuration)",
+)
+@click.option("--no-cache", is_flag=True, help="score everything afresh; read and write no cache")
 @click.option("--junit", type=click.Path(dir_okay=False), help="write a JUnit XML report")
 @click.option("--markdown", type=click.Path(dir_okay=False), help="write a Markdown report")
 @click.option(
@@ -124,6 +129,7 @@ def check_command(
     update_baseline: bool,
     backend: str | None,
     cache_dir: str | None,
+    no_cache: bool,
     junit: str | None,
     markdown: str | None,
     json_path: str | None,
@@ -164,7 +170,7 @@ def check_command(
             f"--threshold names metric(s) not selected: {', '.join(sorted(unknown))} "
             f"(selected: {', '.join(config.metrics)})"
         )
-    gate = Gate(config, progress=progress, update_baseline=update_baseline)
+    gate = Gate(config, progress=progress, update_baseline=update_baseline, use_cache=not no_cache)
     result = gate.run()
     written = gate.write_reports(result)
     if quiet:
