@@ -149,9 +149,15 @@ class _Context:
         self.src = parse(source, spacy_model)
         self.doc = parse(summary, spacy_model)
         self.src_lower = _norm(source)
+        # Lower-cased corpora (SummEval, Polytope) cannot use capitalisation as evidence.
+        self.cased = source != source.lower()
         self.src_lemmas = {t.lemma_.lower() for t in self.src}
         self.src_words = {t.text.lower() for t in self.src}
         self.src_numbers = {_number_value(t.text) for t in self.src if t.like_num} - {None}
+        self.mention_words = [
+            _content_words(e.text) for e in (*self.src.ents, *self.doc.ents)
+            if e.label_ in _PARTICIPANT_LABELS
+        ]
 
     def src_ents(self, labels: set[str]) -> list[Any]:
         return [e for e in self.src.ents if e.label_ in labels]
@@ -189,6 +195,8 @@ def _antonym(ctx: _Context) -> Iterator[_Candidate]:
     """Replace a verb, adjective or adverb by its antonym from ``data/antonyms.json``."""
     lists = _data("antonyms.json")
     for tok in ctx.doc:
+        if _in_compound(tok):
+            continue
         rep = None
         if tok.pos_ == "VERB" and tok.lemma_.lower() in lists["verbs"]:
             other = lists["verbs"][tok.lemma_.lower()]
@@ -207,6 +215,14 @@ def _antonym(ctx: _Context) -> Iterator[_Candidate]:
         )
 
 
+def _in_compound(tok: Any) -> bool:
+    """Part of a hyphenated word such as '71-year-old'."""
+    doc = tok.doc
+    before = tok.i > 0 and doc[tok.i - 1].text in ("-", "–") and not doc[tok.i - 1].whitespace_
+    after = tok.i + 1 < len(doc) and doc[tok.i + 1].text in ("-", "–") and not tok.whitespace_
+    return bool(before or after)
+
+
 def _content_verbs(doc: Any) -> list[Any]:
     light = set(_data("closed_classes.json")["light_verbs"])
     return [
@@ -217,7 +233,8 @@ def _content_verbs(doc: Any) -> list[Any]:
 
 
 def _has_object(tok: Any) -> bool:
-    return any(c.dep_ in ("dobj", "obj") for c in tok.children)
+    """Transitive use: a direct object, or a passive (its object is the subject)."""
+    return any(c.dep_ in ("dobj", "obj", "auxpass", "nsubjpass") for c in tok.children)
 
 
 def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
@@ -252,6 +269,35 @@ def _is_location(ent: Any) -> bool:
     return ent.label_ in _PLACE_LABELS and ent.root.dep_ == "pobj" and head.lower_ in preps
 
 
+_TIME_WORDS = {
+    "yesterday", "today", "tomorrow", "tonight", "weekend", "season", "spring", "summer",
+    "autumn", "winter", "ago", "last", "next", "earlier", "later", "christmas", "easter",
+}
+
+
+def _time_like(ent: Any, specific: bool = False) -> bool:
+    """A DATE/TIME entity that reads as a time expression (spaCy also tags ages, phone
+    numbers and bare counts as DATE): it names a month, weekday, part of the day, a time unit
+    or a year. ``specific``: a point in time, not just a unit ('Months' is no date)."""
+    closed = _data("closed_classes.json")
+    kinds = ("months", "weekdays", "day_parts") if specific else (
+        "months", "weekdays", "day_parts", "duration_units")
+    vocab = {w.lower() for k in kinds for w in closed[k]} | _TIME_WORDS
+    for t in ent:
+        if t.lower_ in vocab or t.lower_.rstrip("s") in vocab:
+            return True
+        if t.text.isdigit() and len(t.text) == 4 and 1800 <= int(t.text) <= 2100:
+            return True
+        if re.fullmatch(r"\d{1,2}[:.]\d{2}(am|pm)?|\d{1,2}(am|pm)", t.lower_):
+            return True
+    return False
+
+
+def _prep(ent: Any) -> str:
+    head = ent.root.head
+    return head.lower_ if ent.root.dep_ == "pobj" else ""
+
+
 def _is_age(ent: Any) -> bool:
     return "old" in ent.text.lower() or "aged" in ent.text.lower()
 
@@ -259,24 +305,50 @@ def _is_age(ent: Any) -> bool:
 def _is_duration(ent: Any) -> bool:
     units = set(_data("closed_classes.json")["duration_units"])
     words = [t.lower_ for t in ent]
-    return any(w in units for w in words) and any(t.like_num for t in ent) and not _is_age(ent)
+    return (any(w in units for w in words) and any(t.like_num for t in ent)
+            and not _is_age(ent) and "ago" not in words)
 
 
-def _different_referent(a: str, b: str) -> bool:
+def _words_overlap(wa: set[str], wb: set[str]) -> bool:
+    """Shared word, counting a long prefix as shared ('Shirley' / 'Shirleys')."""
+    return any(
+        x == y or (min(len(x), len(y)) >= 4 and (x.startswith(y) or y.startswith(x)))
+        for x in wa
+        for y in wb
+    )
+
+
+def _different_referent(a: str, b: str, ctx: _Context | None = None) -> bool:
     """Two mentions that share no content word are taken to name different things
-    ("Keefe" and "Mary Doyle Keefe" share one, so swapping them would still be true)."""
+    ("Keefe" and "Mary Doyle Keefe" share one, so swapping them would still be true), unless
+    one source mention contains words of both ("Gatewood" and "Galbraith" within
+    "Gatewood Galbraith")."""
     wa, wb = _content_words(a), _content_words(b)
-    return bool(wa) and bool(wb) and not (wa & wb)
+    if not wa or not wb or _words_overlap(wa, wb):
+        return False
+    if ctx is not None:
+        for mention in ctx.mention_words:
+            if _words_overlap(mention, wa) and _words_overlap(mention, wb):
+                return False
+    return True
 
 
 def _swap_candidates(ctx: _Context, ent: Any, pool: list[Any], kind: str, detail: str
                      ) -> Iterator[_Candidate]:
     sent_text = ent.sent.text
+    # words of the other mentions in this sentence: 'Newman admired Galbraith' must not become
+    # 'Newman admired Terrill Newman'
+    others = set().union(*(_content_words(e.text) for e in ent.sent.ents if e != ent))
     seen: set[str] = set()
     for other in pool:
         text = other.text.strip()
         key = _norm(text)
-        if (key in seen or not _different_referent(ent.text, text)
+        if ctx.cased and other.label_ in _PARTICIPANT_LABELS and not text[:1].isupper():
+            continue  # a lower-case "name" in cased text is an NER error
+        if detail in ("time", "duration") and _prep(other) != _prep(ent):
+            continue  # 'on Tuesday' cannot become 'on daily': keep the same preposition
+        if (key in seen or not _different_referent(ent.text, text, ctx)
+                or _words_overlap(_content_words(text), others)
                 or _norm(text) in _norm(sent_text)):
             continue
         seen.add(key)
@@ -317,11 +389,13 @@ def _circumstance(ctx: _Context) -> Iterator[_Candidate]:
             yield from _swap_candidates(ctx, ent, pool, "circumstance_intrinsic", "location")
             yield from _extrinsic_candidates(ctx, ent, fillers["GPE"], "circumstance_extrinsic",
                                              "location")
-        elif ent.label_ in _TIME_LABELS and not _is_age(ent):
+        elif (ent.label_ in _TIME_LABELS and not _is_age(ent) and _time_like(ent)
+              and ent.root.dep_ not in ("compound", "amod", "nmod", "poss")):
             duration = _is_duration(ent)
             detail = "duration" if duration else "time"
             pool = [e for e in ctx.src_ents(_TIME_LABELS)
-                    if not _is_age(e) and _is_duration(e) == duration]
+                    if not _is_age(e) and _is_duration(e) == duration
+                    and (_is_duration(e) or _time_like(e, specific=True))]
             yield from _swap_candidates(ctx, ent, pool, "circumstance_intrinsic", detail)
             yield from _time_edits(ctx, ent, closed, detail)
 
@@ -374,15 +448,17 @@ def _coreference(ctx: _Context) -> Iterator[_Candidate]:
         seen: set[str] = set()
         for person in people:
             name = person.text.strip()
-            if _norm(name) in seen:
+            if _norm(name) in seen or (ctx.cased and not name[:1].isupper()):
                 continue
-            if antecedent is not None and not _different_referent(antecedent, name):
+            if antecedent is not None and not _different_referent(antecedent, name, ctx):
                 continue
             # Without an antecedent in the summary, any named person could be the right one.
             if antecedent is None:
                 continue
             seen.add(_norm(name))
-            rep = f"{name}'s" if possessive else name
+            if possessive and (name.endswith("'s") or name.endswith("’s")):
+                continue
+            rep = (f"{name}'" if name.endswith("s") else f"{name}'s") if possessive else name
             yield _Candidate("coreference", tok.idx, tok.idx + len(tok.text), rep,
                              f"{tok.lower_} -> other person")
 
@@ -412,7 +488,7 @@ def _new_numbers(ctx: _Context, text: str, year: bool = False) -> list[str]:
     lower = text.lower()
     if lower in _NUMBER_WORDS:
         options = [w for w, v in _NUMBER_WORDS.items() if v != value and w not in ctx.src_words]
-        return [_match_case(w, text, False) for w in options[:4]]
+        return [w.capitalize() if text[:1].isupper() else w for w in options[:4]]
     decimals = len(text.split(".")[1]) if "." in text else 0
     if year and decimals == 0 and 1800 <= value <= 2100:
         steps = [value - 3, value + 2, value - 10, value + 5]
@@ -519,6 +595,12 @@ def _apply(ctx: _Context, cand: _Candidate) -> Perturbation | None:
     edited = ctx.summary[:cand.start] + cand.replacement + ctx.summary[cand.end:]
     if edited == ctx.summary:
         return None
+    # 'a new deal' -> 'a old deal' would be ungrammatical: keep the article in agreement.
+    article = re.search(r"\b(a|an)\s+$", ctx.summary[:cand.start], flags=re.IGNORECASE)
+    if article:
+        vowel = cand.replacement[:1].lower() in "aeiou"
+        if vowel != (article.group(1).lower() == "an"):
+            return None
     # An edited sentence that the source states verbatim is not an error.
     new_end = cand.start + len(cand.replacement)
     for sent in ctx.doc.sents:

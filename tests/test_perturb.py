@@ -12,7 +12,7 @@ from faithgate.perturb import TYPES, Perturbation, perturb, resolve_types
 SOURCE = (
     "Barack Obama met Angela Merkel in Berlin on Monday. The two leaders discussed trade and "
     "signed an agreement. Merkel said the talks were successful. Obama later flew to Paris on "
-    "Tuesday. The deal is worth 300 million dollars."
+    "Tuesday. The deal is worth 300 million dollars. Nicolas Sarkozy welcomed it."
 )
 SUMMARY = (
     "Obama met Merkel in Berlin on Monday. He said the talks were successful and signed a deal "
@@ -99,9 +99,10 @@ def test_changed_verb_intrinsic_and_extrinsic(all_variants) -> None:
 @pytest.mark.xdist_group("spacy")
 def test_entity_swaps_use_source_or_outside_entities(all_variants) -> None:
     intrinsic = by_type(all_variants, "entity_intrinsic")
+    # 'Obama met Merkel' -> 'Angela Merkel met Merkel' is refused (same sentence)
     assert {(v.original, v.replacement) for v in intrinsic} == {
-        ("Obama", "Angela Merkel"),
-        ("Merkel", "Barack Obama"),
+        ("Obama", "Nicolas Sarkozy"),
+        ("Merkel", "Nicolas Sarkozy"),
     }
     src_words = words(SOURCE)
     extrinsic = by_type(all_variants, "entity_extrinsic")
@@ -146,6 +147,7 @@ def test_coreference_points_to_another_person(all_variants) -> None:
     assert {(v.original, v.replacement) for v in coref} == {
         ("He", "Angela Merkel"),
         ("He", "Merkel"),
+        ("He", "Nicolas Sarkozy"),
     }
 
 
@@ -198,3 +200,29 @@ def test_empty_input_is_an_input_error() -> None:
         perturb("A source.", "   ")
     with pytest.raises(InputError, match="source is empty"):
         perturb("", "A summary.")
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_grammar_guards() -> None:
+    src = "The 71-year-old player signed a new deal on Monday. Talks took months."
+    out = perturb(src, "The 71-year-old player signed a new deal on Monday.",
+                  types=["predicate_antonym", "circumstance_intrinsic"], max_per_type=None)
+    # no antonym inside '71-year-old', no 'a old deal', 'Monday' never becomes 'months'
+    assert out == []
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_same_person_by_partial_name_is_not_a_swap() -> None:
+    src = ("Gatewood Galbraith ran for governor five times. Terrill Newman admired Galbraith. "
+           "Newman lives in Kentucky.")
+    # 'Galbraith' -> 'Gatewood Galbraith' is the same man; 'Terrill Newman' -> 'Gatewood
+    # Galbraith' would make him admire himself: nothing safe is left
+    out = perturb(src, "Terrill Newman admired Galbraith.", types=["entity_intrinsic"],
+                  max_per_type=None)
+    assert out == []
+    out = perturb(src + " Kentucky voters admired Galbraith.", "Kentucky voters admired Galbraith.",
+                  types=["entity_intrinsic"], max_per_type=None)
+    assert ("Galbraith", "Terrill Newman") in {(v.original, v.replacement) for v in out}
+    assert all(v.replacement != "Gatewood Galbraith" for v in out)
