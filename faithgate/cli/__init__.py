@@ -44,8 +44,11 @@ class LazyGroup(click.Group):
         # a FaithgateError is one stderr line and its exit code, an unexpected error exit 1.
         try:
             return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except click.exceptions.ClickException as exc:  # usage errors: one line too
+            click.echo(f"faithgate: {exc.format_message()}", err=True)
+            ctx.exit(exc.exit_code)
         except FaithgateError as exc:
             click.echo(f"faithgate: {exc}", err=True)
             ctx.exit(exc.exit_code)

@@ -1,0 +1,139 @@
+"""``faithgate score`` and ``faithgate metrics``: output, JSON validity and exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from fake_encoder import regex_split
+
+from faithgate import text as textmod
+from faithgate.cli import cli
+
+SOURCE = "The cat sat on the mat. A dog barked loudly."
+SUMMARY = "The cat sat. The dog sang."
+FAST = ["--metric", "overlap", "--metric", "sentsim", "--set", "sentsim.sim=token_f1"]
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    monkeypatch.setattr(textmod, "split_sentences", regex_split)
+    src = tmp_path / "source.txt"
+    src.write_text(SOURCE, encoding="utf-8")
+    summ = tmp_path / "summary.txt"
+    summ.write_text(SUMMARY, encoding="utf-8")
+    return src, summ
+
+
+def invoke(args, **kwargs):
+    return CliRunner().invoke(cli, args, **kwargs)
+
+
+def test_metrics_lists_the_registry_one_line_each():
+    result = invoke(["metrics"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    names = [line.split()[0] for line in lines]
+    assert {"bertscore", "sentsim", "ner", "overlap"} <= set(names)
+    assert len(names) == len(set(names))
+    data = json.loads(invoke(["metrics", "--format", "json"]).stdout)
+    assert {d["name"] for d in data} == set(names)
+
+
+def test_score_text_output_marks_least_supported_sentence(files):
+    src, _ = files
+    result = invoke(["score", "--source", str(src), "--summary", SUMMARY, *FAST])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "overlap" in out and "0.4000" in out  # ROUGE-2 precision 2/5 (see test_metrics_overlap)
+    assert "hash overlap:" in out and "hash sentsim:" in out
+    rows = [line for line in out.splitlines() if line.strip().startswith(("1 ", "2 "))]
+    assert len(rows) == 2
+    assert "least supported" in rows[1] and "*" in rows[1]
+    assert "least supported" not in rows[0]
+
+
+def test_score_json_is_valid_and_complete(files):
+    src, summ = files
+    result = invoke(
+        ["score", "--source", str(src), "--summary", f"@{summ}", *FAST, "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["metrics"]["overlap"]["value"] == pytest.approx(0.4)
+    assert data["metrics"]["sentsim"]["settings_hash"].startswith("sentsim:")
+    assert data["metrics"]["overlap"]["models"][0]["role"] == "spacy"
+    assert [s["least_supported_by"] for s in data["sentences"]] == [[], ["overlap", "sentsim"]]
+
+
+def test_source_from_stdin(files):
+    result = invoke(
+        ["score", "--source", "-", "--summary", SUMMARY, "--metric", "overlap"], input=SOURCE
+    )
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--source", "MISSING", "--summary", "x"], "does not exist"),
+        (["--summary", " "], "summary is empty"),
+        (["--summary", "@MISSING"], "does not exist"),
+        (["--summary", "x", "--metric", "nope"], "unknown metric 'nope'"),
+        (["--summary", "x", "--model", "embedder"], "--model expects KEY=VALUE"),
+        (["--summary", "x", "--model", "tagger=x"], "unknown model role"),
+        (["--summary", "x", "--set", "idf=true"], "--set expects METRIC.KEY=VALUE"),
+        (["--summary", "x", "--metric", "overlap", "--set", "overlap.component=bleu"], "component"),
+        (["--summary", "x", "--format", "xml"], "xml"),
+        (["--summary", "x", "--metric", "nli_needs_model_x"], "unknown metric"),
+    ],
+)
+def test_bad_usage_or_input_exits_2_with_one_line(files, args, message):
+    src, _ = files
+    if "--source" not in args:
+        args = ["--source", str(src), *args]
+    result = invoke(["score", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unscorable_summary_exits_1(files):
+    src, _ = files
+    result = invoke(["score", "--source", str(src), "--summary", "!!!", "--metric", "overlap"])
+    assert result.exit_code == 1
+    assert "could not score with overlap: the summary has no word tokens" in result.stderr
+
+
+def test_internal_error_exits_1_without_traceback(files, monkeypatch):
+    from faithgate.scorer import Scorer
+
+    def boom(self, examples):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(Scorer, "score", boom)
+    src, _ = files
+    result = invoke(["score", "--source", str(src), "--summary", SUMMARY, "--metric", "overlap"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "faithgate: internal error: RuntimeError: disk on fire"
+
+
+@pytest.mark.slow
+def test_bump_reference_and_edited_summary_score_differently(bump_rows, tmp_path):
+    ref, edit = bump_rows[0], bump_rows[1]
+    src = tmp_path / "article.txt"
+    src.write_text(ref["source"], encoding="utf-8")
+    outs = []
+    for row in (ref, edit):
+        result = invoke(
+            ["score", "--source", str(src), "--summary", row["summary"], "--format", "json"]
+        )
+        assert result.exit_code == 0, result.output
+        outs.append(json.loads(result.stdout))
+    for name in ("bertscore", "sentsim", "ner", "overlap"):
+        assert name in outs[0]["metrics"]
+    assert any(
+        outs[0]["metrics"][m]["value"] != outs[1]["metrics"][m]["value"] for m in outs[0]["metrics"]
+    )
+    assert outs[0]["sentences"] and all(s["values"] for s in outs[0]["sentences"])
