@@ -548,6 +548,26 @@ def evaluate(
     )
 
 
+def check_rule_metrics(config: GateConfig) -> None:
+    """Raise ``InputError`` when a rule names a metric that is not selected."""
+    selected = set(config.metrics)
+    named: list[tuple[str, str]] = [
+        ("rules.min_mean", m) for m in config.rules.min_mean if m != "*"
+    ]
+    for key, rule in (
+        ("rules.pair_consistency.metrics", config.rules.pair_consistency),
+        ("rules.regression.metrics", config.rules.regression),
+    ):
+        if rule is not None and rule.metrics:
+            named += [(key, m) for m in rule.metrics]
+    for key, m in named:
+        if m not in selected:
+            raise InputError(
+                f"{key} names metric {m!r}, which is not selected "
+                f"(metrics: {', '.join(config.metrics)})"
+            )
+
+
 def _example_result(
     ex: Example,
     scores: Mapping[str, Score],
@@ -950,6 +970,7 @@ class Gate:
         import time
 
         start = time.perf_counter()
+        check_rule_metrics(self.config)  # before any model loads: fail fast on a typo
         examples = list(self.load_examples() if examples is None else examples)
         if not examples:
             raise InputError("no examples to gate")

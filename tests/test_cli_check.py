@@ -135,3 +135,12 @@ def test_unscorable_output_fails(project):
     res = run("--outputs", "o.jsonl", "--min-pass-rate", "0")
     assert res.exit_code == 1
     assert "no example could be scored" in res.output
+
+
+def test_rule_naming_an_unselected_metric_fails_before_scoring(project):
+    (project / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\n[rules]\nmin_mean = {{ other = 0.5 }}\n'
+    )
+    res = CliRunner().invoke(cli, ["check"])
+    assert res.exit_code == 2
+    assert "rules.min_mean names metric 'other', which is not selected" in res.output
