@@ -66,6 +66,7 @@ class GateItem(pytest.Item):
             scorer=self.plugin_session.gate_scorer(),
             progress=False,
             update_baseline=opts.update_baseline,
+            use_cache=not opts.no_cache,
         )
         result = gate.run()
         self.faithgate_result = result.to_dict()

@@ -103,13 +103,12 @@ class PluginSession:
         return self._cache
 
     def cache_path(self) -> Path:
-        """``--faithgate-cache``, else ``<cache_dir>/scores.sqlite`` (the file ``faithgate
-        check`` uses, so the CLI and the plugin share scores), with ``cache_dir`` defaulting
-        to ``<rootdir>/.faithgate``."""
+        """``--faithgate-cache``, else ``<cache dir>/scores.sqlite`` of the configuration
+        (``cache_dir``, default ``.faithgate`` next to the configuration file): the file
+        ``faithgate check`` uses, so the CLI and the plugin share scores."""
         if self.options.cache:
             return Path(self.options.cache).resolve()
-        base = self.gate_config.cache_dir or (self.rootdir / ".faithgate")
-        return Path(base) / "scores.sqlite"
+        return Path(self.gate_config.cache_path) / "scores.sqlite"
 
     def pool(self, models: Mapping[str, str] | None = None, backend: str | None = None) -> Any:
         """One ``ModelPool`` per distinct (models, backend): models load once per process."""

@@ -54,6 +54,8 @@ def write_terminal_summary(
             tr.write_line(line)
         tr.write_line("")
     if checks:
+        # xdist delivers reports in completion order; sort by test id (stable within a test).
+        checks = sorted(checks, key=lambda c: c["test"])
         failed = sum(1 for c in checks if c.get("passed") is False)
         tr.write_line(f"fixture checks: {len(checks)}, failed: {failed}")
         header = ("test", "check", "metric", "value", "limit", "verdict")
