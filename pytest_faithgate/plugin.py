@@ -100,7 +100,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="model backend (default: from the configuration, else auto)",
     )
-    for kind in ("junit", "markdown", "json"):
+    for kind in ("junit", "markdown", "json", "html"):
         group.addoption(
             f"--faithgate-{kind}",
             metavar="FILE",
@@ -111,7 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--faithgate-cache",
         metavar="FILE",
         default=None,
-        help="score cache (SQLite; default: <cache_dir>/cache.sqlite of the configuration)",
+        help="score cache file (SQLite; default: <cache_dir>/scores.sqlite, the file faithgate "
+        "check uses)",
     )
     group.addoption(
         "--faithgate-no-cache",

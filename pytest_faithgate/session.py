@@ -47,6 +47,7 @@ class Options:
     junit: str | None = None
     markdown: str | None = None
     json: str | None = None
+    html: str | None = None
     cache: str | None = None
     no_cache: bool = False
 
@@ -65,6 +66,7 @@ class Options:
             junit=get("faithgate_junit"),
             markdown=get("faithgate_markdown"),
             json=get("faithgate_json"),
+            html=get("faithgate_html"),
             cache=get("faithgate_cache"),
             no_cache=bool(get("faithgate_no_cache")),
         )
@@ -196,6 +198,7 @@ def load_session_config(rootdir: Path, options: Options) -> GateConfig:
         junit=options.junit,
         markdown=options.markdown,
         json=options.json,
+        html=options.html,
     )
 
 
