@@ -4,7 +4,9 @@ one-line errors; GGUF conversion happens once under a file lock."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -98,20 +100,23 @@ def test_trust_remote_code_off_unless_asked(tmp_path):
 
 
 def test_gguf_converted_once_under_lock(tmp_path, monkeypatch):
-    transformers = pytest.importorskip("transformers")
     calls = []
 
     class Saved:
         def save_pretrained(self, path, **kwargs):
             Path(path, "config.json").write_text("{}")
 
-    def fake_load(*args, **kwargs):
-        calls.append(kwargs.get("gguf_file"))
-        threading.Event().wait(0.2)  # hold the lock while the other thread waits
-        return Saved()
+    class Auto:
+        @staticmethod
+        def from_pretrained(*args, **kwargs):
+            calls.append(kwargs.get("gguf_file"))
+            threading.Event().wait(0.2)  # hold the lock while the other thread waits
+            return Saved()
 
-    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", fake_load)
-    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fake_load)
+    # A stand-in transformers module: the conversion logic is tested, not transformers.
+    fake = types.ModuleType("transformers")
+    fake.AutoTokenizer = fake.AutoModelForCausalLM = Auto
+    monkeypatch.setitem(sys.modules, "transformers", fake)
     gguf = tmp_path / "pkg" / "m.gguf"
     gguf.parent.mkdir()
     gguf.write_bytes(b"GGUF")
