@@ -254,6 +254,13 @@ def test_config_error_is_one_line(pytester: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: faithgate: *faithgate.toml*unknown key 'metrcs'*"])
     assert "Traceback" not in result.stderr.str()
+    # A gate whose input is missing fails its item with one line, not a traceback.
+    pytester.makeconftest(TOY_CONFTEST)
+    (pytester.path / "faithgate.toml").write_text('metrics = ["toy"]\noutputs = "gone.jsonl"\n')
+    result = run(pytester, "--faithgate")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["faithgate: *gone.jsonl: no such file"])
+    assert "Traceback" not in result.stdout.str() and "raise " not in result.stdout.str()
 
 
 GATE_OUTPUTS = "\n".join(
