@@ -411,10 +411,66 @@ def run_bench(
                 else f"fitted on {Path(str(combine)).name}"
             )
             entry["metrics"]["combined"] = {"seconds_per_item": None, **ev}
+        if len(all_scores) > 1 and n_resamples > 0:
+            entry["comparisons"] = compare_metrics(items, all_scores, n_resamples, seed)
         if plots:
             entry["plots"] = write_plots(plots, name, items, all_scores)
         result["datasets"][name] = entry
     return result
+
+
+def compare_metrics(
+    items: Sequence[Item],
+    scores: Mapping[str, np.ndarray],
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Paired permutation tests of the best metric against each other one on the same items:
+    consistency (per-pair wins) on paired data, else ROC AUC on deduplicated items with scores
+    mapped to ranks so that two metrics' scales can be swapped."""
+    from faithgate.meta import (
+        _fast_auc,
+        dedupe,
+        pair_wins,
+        paired_permutation_test,
+        pairs,
+        rank_normalize,
+    )
+
+    pr = pairs(items)
+    if pr:
+        stat = "consistency"
+        values = {
+            m: pair_wins(np.asarray(s)[[a for a, _ in pr]], np.asarray(s)[[b for _, b in pr]])
+            for m, s in scores.items()
+        }
+
+        def fn(v: np.ndarray) -> float:
+            return float(v.mean())
+    else:
+        labelled = [i for i, it in enumerate(items) if it.label is not None]
+        if not labelled:
+            return []
+        idx = [labelled[j] for j in dedupe([items[i].key for i in labelled])]
+        y = np.asarray([items[i].label for i in idx], dtype=int)
+        if len(set(y.tolist())) < 2:
+            return []
+        stat = "roc_auc"
+        values = {}
+        for m, s in scores.items():
+            r = rank_normalize(np.asarray(s, dtype=float)[idx])
+            values[m] = np.nan_to_num(r, nan=-1.0)  # unscored items rank lowest
+
+        def fn(v: np.ndarray) -> float:
+            return _fast_auc(v, y)
+    best = max(values, key=lambda m: fn(values[m]))
+    out = []
+    for m in values:
+        if m == best:
+            continue
+        res = paired_permutation_test(values[best], values[m], fn, n_resamples, seed)
+        out.append({"statistic": stat, "a": best, "b": m, **res})
+    return out
 
 
 # ---------------------------------------------------------------- reports
@@ -483,6 +539,21 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             "| dataset | origin | metric | n | ROC AUC [95% CI] | Pearson | Spearman | Kendall |",
             "|---|---|---|---:|---|---:|---:|---:|",
             *by_origin,
+        ]
+    comparisons = [
+        f"| {d} | {c['statistic']} | {c['a']} | {c['b']} | {c['difference']:+.3f} "
+        f"| {c['p_value']:.4f} |"
+        for d, entry in result["datasets"].items()
+        for c in entry.get("comparisons", [])
+    ]
+    if comparisons:
+        lines += [
+            "",
+            "Paired permutation tests (best metric vs each other one):",
+            "",
+            "| dataset | statistic | best | other | difference | p |",
+            "|---|---|---|---|---:|---:|",
+            *comparisons,
         ]
     comb = result.get("combination")
     if comb:

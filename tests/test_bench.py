@@ -266,3 +266,16 @@ def test_cli_perturb_file_roundtrip(tmp_path) -> None:
                for ex in made[1:])
     bad = runner.invoke(cli, ["perturb", "--source", "x", "--summary", "y", "--types", "bogus"])
     assert bad.exit_code == 2
+
+
+def test_metric_comparison_by_permutation(data_file, tmp_path) -> None:
+    res = run_bench([data_file], ["test_word_support", "test_shortness"], cache=None,
+                    n_resamples=200)
+    comps = res["datasets"]["tiny"]["comparisons"]
+    assert len(comps) == 1
+    c = comps[0]
+    assert c["statistic"] == "consistency"
+    # word support wins p1 and p3 (2/3); shortness ties every pair (same lengths) -> 0
+    assert c["a"] == "test_word_support" and c["difference"] == pytest.approx(2 / 3)
+    assert 0 < c["p_value"] <= 1
+    assert "Paired permutation tests" in markdown_report(res)
