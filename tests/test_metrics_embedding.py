@@ -151,7 +151,7 @@ def test_sentsim_cosine_by_hand():
 
 def test_sentsim_token_f1_by_hand_needs_no_model():
     metric = get_metric("sentsim", sim="token_f1")
-    assert metric.roles == {}
+    assert metric.roles == {"spacy": "pipeline"}
     (s,), encoder = score(metric, [Example("1", SOURCE, SUMMARY)])
     assert encoder.calls == []
     # "cats sleep" vs "cats sleep all day": P 1, R 1/2 -> F 2/3; "dogs bark" shares nothing

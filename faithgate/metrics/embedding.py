@@ -110,7 +110,8 @@ class BERTScore(Metric):
     name = "bertscore"
     description = "BERTScore P/R/F1 of summary vs source (greedy cosine match of token embeddings)"
     family = "embedding"
-    roles = {"embedder": "text-encoder"}
+    # spaCy splits sentences (per-sentence details; SentSim's value too): part of the hash.
+    roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"component": "f1", "layer": None, "idf": False}
 
     def validate_settings(self) -> None:
@@ -256,7 +257,8 @@ class SentSim(Metric):
     name = "sentsim"
     description = "mean best source-sentence similarity per summary sentence (cosine or token F1)"
     family = "embedding"
-    roles = {"embedder": "text-encoder"}
+    # spaCy splits sentences (per-sentence details; SentSim's value too): part of the hash.
+    roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"sim": "cosine", "component": "precision"}
     SIMS = ("cosine", "token_f1")
 
@@ -267,8 +269,10 @@ class SentSim(Metric):
                 f"metric 'sentsim': sim must be one of {', '.join(self.SIMS)}, "
                 f"got {self.settings['sim']!r}"
             )
-        # token_f1 needs no model: keep the embedder out of the settings hash and unloaded.
-        self.roles = {} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
+        # token_f1 needs no embedder: keep it out of the settings hash and unloaded.
+        self.roles = (
+            {"spacy": "pipeline"} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
+        )
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)
