@@ -182,4 +182,4 @@ def check_command(
         if update_baseline and config.baseline is not None:
             click.echo(f"baseline updated: {config.baseline}")
     if not result.passed:
-        raise SystemExit(1)
+        click.get_current_context().exit(1)
