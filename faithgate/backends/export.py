@@ -1,0 +1,603 @@
+"""Export models to ONNX (optimum's exporter), quantize them, and find exports again.
+
+Layout: an export is a directory holding the ONNX file(s), the tokenizer (``tokenizer.json``,
+read at run time by the Rust ``tokenizers`` library), ``config.json`` and a manifest
+``faithgate_onnx.json`` (format in ``onnx_models/README.md``). Exports go to the faithgate
+cache, ``<faithgate_home>/onnx/<model>/<task>/``, where ``find_export`` (and so backend ``auto``)
+looks for them, or to a directory of the user's choice that can then be passed as the model
+path (``--model embedder=DIR``).
+
+This module is imported by the torch-free runtime: only ``find_export`` and the manifest are
+used there, and torch / transformers / optimum are imported inside the export functions only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from faithgate import models
+from faithgate.backends.quantize import (
+    Tolerance,
+    Triple,
+    compare,
+    normalise_quantization,
+    quantize_dynamic_int8,
+    quantize_static_int8,
+)
+from faithgate.errors import BackendError, InputError
+
+MANIFEST_NAME = "faithgate_onnx.json"
+MANIFEST_FORMAT = 1
+DEFAULT_OPSET = 18
+
+# Which task each role's model serves, and which optimum task exports it.
+ROLE_TASKS: dict[str, str] = {
+    "embedder": "text-encoder",
+    "nli": "pair-classifier",
+    "lm": "causal-lm",
+    "seq2seq": "seq2seq-lm",
+}
+OPTIMUM_TASKS: dict[str, str] = {
+    "text-encoder": "feature-extraction",
+    "pair-classifier": "text-classification",
+    "causal-lm": "text-generation-with-past",  # "text-generation" when exported without cache
+    "seq2seq-lm": "text2text-generation",
+}
+
+
+@dataclass
+class ExportManifest:
+    """What an export directory holds and how it was made (JSON: ``faithgate_onnx.json``)."""
+
+    role: str
+    task: str
+    source: dict[str, Any]  # name, location, origin, revision, fingerprint, sha256 of weights
+    opset: int
+    quantization: str  # "none" | "int8-dynamic" | "int8-static"
+    files: dict[str, str]  # part ("model", "encoder", "decoder") -> ONNX file name
+    tokenizer_files: list[str]
+    config: dict[str, Any]  # runtime facts read by the ONNX backend (no transformers there)
+    parity: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, str] = field(default_factory=dict)
+    created: str = ""
+    format: int = MANIFEST_FORMAT
+    directory: Path | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("directory")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], directory: Path | None = None) -> ExportManifest:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "directory"}
+        missing = {"role", "task", "source", "opset", "quantization", "files", "config"} - set(
+            known
+        )
+        if missing:
+            raise InputError(f"ONNX manifest lacks field(s): {', '.join(sorted(missing))}")
+        return cls(**known, directory=directory)
+
+    def save(self, directory: Path) -> Path:
+        path = Path(directory) / MANIFEST_NAME
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
+
+    def path_of(self, part: str) -> Path:
+        if self.directory is None:
+            raise BackendError("ONNX manifest has no directory")
+        return self.directory / self.files[part]
+
+
+def load_manifest(directory: str | Path) -> ExportManifest:
+    """Read ``faithgate_onnx.json`` from an export directory; one-line ``InputError`` if bad."""
+    directory = Path(directory)
+    path = directory / MANIFEST_NAME
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(
+            f"{directory} is not a faithgate ONNX export (no {MANIFEST_NAME})"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.msg})") from None
+    if data.get("format", MANIFEST_FORMAT) > MANIFEST_FORMAT:
+        raise InputError(f"{path}: manifest format {data['format']} is newer than this faithgate")
+    manifest = ExportManifest.from_dict(data, directory)
+    for part, name in manifest.files.items():
+        if not (directory / name).is_file():
+            raise InputError(f"{directory}: ONNX file {name!r} ({part}) is missing")
+    return manifest
+
+
+def default_export_dir(spec: models.ModelSpec, task: str) -> Path:
+    """Cache directory of the export of ``spec`` for ``task``."""
+    return models.cache_dir_for(spec.name, kind="onnx") / task
+
+
+_FOUND: dict[tuple, tuple[float, ExportManifest | None]] = {}
+
+
+def find_export(spec: models.ModelSpec, task: str) -> ExportManifest | None:
+    """The usable export of ``spec`` for ``task``, or None.
+
+    ``spec.location`` itself when it is an export directory (the user passed one), else the
+    cache export whose recorded source fingerprint matches the model's current fingerprint (an
+    export of weights that have since changed is ignored, never silently used).
+    """
+    location = Path(spec.location) if spec.origin != "hub" else None
+    if location is not None and (location / MANIFEST_NAME).is_file():
+        manifest = _cached_load(location)
+        return manifest if manifest is not None and manifest.task == task else None
+    directory = default_export_dir(spec, task)
+    if not (directory / MANIFEST_NAME).is_file():
+        return None
+    manifest = _cached_load(directory)
+    if manifest is None or manifest.task != task:
+        return None
+    if manifest.source.get("fingerprint") != spec.fingerprint:
+        return None
+    return manifest
+
+
+def _cached_load(directory: Path) -> ExportManifest | None:
+    """Manifest of ``directory``, re-read only when the file changed (find_export is called
+    for every settings hash)."""
+    path = directory / MANIFEST_NAME
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return None
+    key = (str(directory),)
+    hit = _FOUND.get(key)
+    if hit is not None and hit[0] == mtime:
+        return hit[1]
+    try:
+        manifest = load_manifest(directory)
+    except InputError:
+        manifest = None
+    _FOUND[key] = (mtime, manifest)
+    return manifest
+
+
+# --- probes: the scores the parity gate compares ----------------------------------------------
+
+
+def probe_scores(model: Any, triples: Sequence[Triple]) -> dict[str, tuple[np.ndarray, bool]]:
+    """Metric-like scores of each triple's two summaries under ``model`` (any backend).
+
+    Returns score name -> ((n, 2) array: faithful, edited; bounded?). The probes are the
+    quantities the metrics compute: cosine of pooled embeddings (SentSim), greedy-matched
+    token cosine precision (BERTScore P, Zhang et al. 2020), entailment probability (NLI) and
+    mean target log-probability given the source (likelihood metrics).
+    """
+    sources = [t[0] for t in triples]
+    summaries = [t[1] for t in triples] + [t[2] for t in triples]
+    n = len(triples)
+    out: dict[str, tuple[np.ndarray, bool]] = {}
+    if model.task == "text-encoder":
+        emb = model.sentence_embeddings(sources + summaries)
+        src, summ = emb[:n], emb[n:]
+        cos = np.array([float(src[i % n] @ summ[i]) for i in range(2 * n)])
+        out["sentsim_cosine"] = (cos.reshape(2, n).T, True)
+        toks = model.token_embeddings(sources + summaries)
+        prec = []
+        for i in range(2 * n):
+            s_vec, c_vec = toks[i % n].vectors, toks[n + i].vectors
+            if len(s_vec) == 0 or len(c_vec) == 0:
+                prec.append(0.0)
+                continue
+            s_vec = s_vec / np.linalg.norm(s_vec, axis=1, keepdims=True).clip(1e-12)
+            c_vec = c_vec / np.linalg.norm(c_vec, axis=1, keepdims=True).clip(1e-12)
+            prec.append(float((c_vec @ s_vec.T).max(axis=1).mean()))
+        out["bertscore_precision"] = (np.array(prec).reshape(2, n).T, True)
+    elif model.task == "pair-classifier":
+        labels = list(model.labels)
+        col = next((i for i, lab in enumerate(labels) if "entail" in lab), 0)
+        proba = model.predict_proba(sources + sources, summaries)
+        out[f"p_{labels[col]}"] = (proba[:, col].reshape(2, n).T, True)
+    elif model.task in ("causal-lm", "seq2seq-lm"):
+        limit = model.max_length
+        src_ids = [model.tokenize(s) for s in sources]
+        sum_ids = [model.tokenize(" " + s)[: limit // 2] for s in summaries]
+        if model.task == "causal-lm":
+            rows = [[src_ids[i % n][: limit - len(sum_ids[i])], sum_ids[i]] for i in range(2 * n)]
+            target = [row[1] for row in model.segment_logprobs(rows)]
+        else:
+            target = model.seq2seq_logprobs(
+                [(src_ids[i % n][:limit], sum_ids[i]) for i in range(2 * n)]
+            )
+        means = np.array([float(np.mean(t)) if len(t) else 0.0 for t in target])
+        out["mean_logprob"] = (means.reshape(2, n).T, False)
+    else:
+        raise BackendError(f"no parity probe for task {model.task!r}")
+    return out
+
+
+# --- export ------------------------------------------------------------------------------------
+
+
+def _versions() -> dict[str, str]:
+    tools = {}
+    for dist in ("optimum", "optimum-onnx", "onnx", "onnxruntime", "torch", "transformers"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            tools[dist] = metadata.version(dist)
+    return tools
+
+
+def _weights_sha256(spec: models.ModelSpec) -> dict[str, str]:
+    """sha256 of the weight files of a local model (a hub model is pinned by revision)."""
+    path = Path(spec.location)
+    if spec.origin == "hub" or not path.is_dir():
+        return {}
+    digests = {}
+    for child in sorted(path.rglob("*")):
+        if child.is_file() and child.suffix in {".safetensors", ".bin", ".gguf"}:
+            h = hashlib.sha256()
+            with child.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            digests[child.relative_to(path).as_posix()] = h.hexdigest()
+    return digests
+
+
+def _special_template(tokenizer: Any) -> tuple[list[int], list[int]]:
+    """Special ids the tokenizer puts before and after a single sequence ([CLS] ... [SEP])."""
+    marker = -7  # never a real id; build_inputs_with_special_tokens only concatenates lists
+    ids = tokenizer.build_inputs_with_special_tokens([marker])
+    at = ids.index(marker)
+    return [int(i) for i in ids[:at]], [int(i) for i in ids[at + 1 :]]
+
+
+def _encoder_onnx_config(model: Any, optimum_task: str) -> Any:
+    """optimum's ONNX config for the architecture, extended to output every hidden layer
+    (``hidden_states.{i}``): BERTScore reads a chosen layer, not only the last."""
+    import optimum.exporters.onnx.model_configs  # noqa: F401 - registers configs with TasksManager
+    from optimum.exporters.tasks import TasksManager
+
+    ctor = TasksManager.get_exporter_config_constructor(
+        "onnx", model=model, task=optimum_task, library_name="transformers"
+    )
+    base = ctor(model.config, task=optimum_task)
+    n_layers = int(model.config.num_hidden_layers)
+
+    class AllLayersConfig(type(base)):  # type: ignore[misc, valid-type]
+        @property
+        def outputs(self) -> dict[str, dict[int, str]]:
+            axes = {0: "batch_size", 1: "sequence_length"}
+            out = {"last_hidden_state": dict(axes)}
+            for i in range(n_layers + 1):
+                out[f"hidden_states.{i}"] = dict(axes)
+            return out
+
+    return AllLayersConfig(model.config, task=optimum_task)
+
+
+def _run_optimum(
+    model: Any,
+    tokenizer: Any,
+    out: Path,
+    optimum_task: str,
+    opset: int,
+    custom: dict[str, Any] | None = None,
+    model_kwargs: dict[str, Any] | None = None,
+) -> None:
+    import warnings
+
+    from optimum.exporters.onnx import onnx_export_from_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer warnings are noise for the user
+        try:
+            onnx_export_from_model(
+                model,
+                out,
+                task=optimum_task,
+                opset=opset,
+                custom_onnx_configs=custom,
+                model_kwargs=model_kwargs,
+                do_validation=False,  # faithgate validates scores itself (parity below)
+                preprocessors=[tokenizer],
+            )
+        except Exception as exc:  # optimum raises many types; report one line
+            raise BackendError(f"ONNX export failed ({optimum_task}): {exc}") from exc
+
+
+def _torch_model(spec: models.ModelSpec, task: str, use_cache: bool) -> Any:
+    """The torch reference model of ``task`` (also the object exported)."""
+    from faithgate.backends.torch_backend import TorchBackend
+
+    options: dict[str, Any] = {}
+    return TorchBackend().load(spec, task, **options)
+
+
+def _hf_parts(reference: Any) -> tuple[Any, Any]:
+    """(transformers model, tokenizer) inside a torch-backend role model."""
+    model = getattr(reference, "model", None)
+    tokenizer = getattr(reference, "tokenizer", None)
+    if model is None or tokenizer is None:
+        raise BackendError(
+            f"cannot export: the torch {reference.task} model exposes no .model/.tokenizer"
+        )
+    return model, tokenizer
+
+
+def _export_fp32(
+    spec: models.ModelSpec, task: str, reference: Any, out: Path, opset: int, use_cache: bool
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Export the fp32 graph(s) to ``out``; return (files, runtime config)."""
+    model, tokenizer = _hf_parts(reference)
+    if not getattr(tokenizer, "is_fast", False):
+        raise BackendError(
+            f"cannot export {spec.name!r}: the ONNX runtime needs a fast tokenizer (tokenizer.json)"
+        )
+    cfg = model.config
+    config: dict[str, Any] = {
+        "model_type": cfg.model_type,
+        "max_length": int(reference.max_length),
+        "pad_id": int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
+    }
+    if task == "text-encoder":
+        from faithgate.backends.windowing import read_pooling
+
+        _run_optimum(
+            model,
+            tokenizer,
+            out,
+            "feature-extraction",
+            opset,
+            custom={"model": _encoder_onnx_config(model, "feature-extraction")},
+            model_kwargs={"output_hidden_states": True},
+        )
+        prefix, suffix = _special_template(tokenizer)
+        config.update(
+            hidden_size=int(cfg.hidden_size),
+            num_layers=int(cfg.num_hidden_layers),
+            pooling=read_pooling(spec.location) if spec.origin != "hub" else "mean",
+            special_prefix=prefix,
+            special_suffix=suffix,
+            stride=int(getattr(reference, "stride", 64)),
+        )
+        return {"model": "model.onnx"}, config
+    if task == "pair-classifier":
+        _run_optimum(model, tokenizer, out, "text-classification", opset)
+        config["labels"] = [str(cfg.id2label[i]).lower() for i in range(len(cfg.id2label))]
+        return {"model": "model.onnx"}, config
+    if task in ("causal-lm", "seq2seq-lm"):
+        return _export_lm(task, model, tokenizer, out, opset, use_cache, config, reference)
+    raise BackendError(f"no ONNX export recipe for task {task!r}")
+
+
+def _add_target_logprobs(path: Path, logits: str = "logits") -> None:
+    """Append ``target_logprobs = log_softmax(logits)[..., target_ids]`` to an exported graph
+    and drop the logits output, so onnxruntime returns (batch, length) floats instead of
+    (batch, length, vocabulary) and frees the logits inside the run."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    ids_input = next(i for i in graph.input if i.name == "input_ids")
+    dims = [d.dim_param or d.dim_value for d in ids_input.type.tensor_type.shape.dim]
+    graph.input.append(helper.make_tensor_value_info("target_ids", TensorProto.INT64, dims))
+    graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), "fg_last_axis"))
+    graph.node.extend(
+        [
+            helper.make_node("LogSoftmax", [logits], ["fg_logsoftmax"], axis=-1),
+            helper.make_node("Unsqueeze", ["target_ids", "fg_last_axis"], ["fg_target_index"]),
+            helper.make_node(
+                "GatherElements", ["fg_logsoftmax", "fg_target_index"], ["fg_gathered"], axis=-1
+            ),
+            helper.make_node("Squeeze", ["fg_gathered", "fg_last_axis"], ["target_logprobs"]),
+        ]
+    )
+    kept = [o for o in graph.output if o.name != logits]
+    del graph.output[:]
+    graph.output.extend(kept)
+    graph.output.append(helper.make_tensor_value_info("target_logprobs", TensorProto.FLOAT, dims))
+    large = model.ByteSize() > 1_800_000_000  # protobuf's 2 GB limit
+    for stale in path.parent.glob(path.name + "_data"):
+        stale.unlink()
+    onnx.save(model, str(path), save_as_external_data=large, location=path.name + "_data")
+
+
+def _export_lm(
+    task: str,
+    model: Any,
+    tokenizer: Any,
+    out: Path,
+    opset: int,
+    use_cache: bool,
+    config: dict[str, Any],
+    reference: Any,
+) -> tuple[dict[str, str], dict[str, Any]]:
+    cfg = model.config
+    config.update(
+        pad_id=int(reference.pad_id),
+        bos_id=reference.bos_token_id,
+        eos_id=reference.eos_token_id,
+    )
+    if task == "causal-lm":
+        optimum_task = "text-generation-with-past" if use_cache else "text-generation"
+        _run_optimum(model, tokenizer, out, optimum_task, opset)
+        heads = int(cfg.num_attention_heads)
+        config.update(
+            with_past=use_cache,
+            num_kv_heads=int(getattr(cfg, "num_key_value_heads", None) or heads),
+            head_dim=int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads),
+        )
+        _add_target_logprobs(out / "model.onnx")
+        return {"model": "model.onnx"}, config
+    _run_optimum(model, tokenizer, out, "text2text-generation", opset)
+    config["decoder_start_id"] = reference.decoder_start_token_id
+    _add_target_logprobs(out / "decoder_model.onnx")
+    return {"encoder": "encoder_model.onnx", "decoder": "decoder_model.onnx"}, config
+
+
+def _calibration_feeds(manifest: ExportManifest, triples: Sequence[Triple]) -> list[dict]:
+    """Model inputs on calibration texts, for static quantization (encoders/classifiers)."""
+    from faithgate.backends.onnx_backend import OnnxBackend
+
+    loaded = OnnxBackend().load_manifest(manifest)
+    return loaded.calibration_feeds([t for trip in triples for t in trip])
+
+
+def export_model(
+    spec: models.ModelSpec,
+    task: str | None = None,
+    *,
+    out: str | Path | None = None,
+    quantize: str = "int8",
+    opset: int = DEFAULT_OPSET,
+    use_cache: bool = True,
+    calibration: Sequence[Triple] | None = None,
+    calibration_source: str = "built-in",
+    tolerance: Tolerance | None = None,
+    require_quantized: bool = False,
+    threads: int | None = None,
+    log: Callable[[str], None] = lambda msg: None,
+) -> ExportManifest:
+    """Export ``spec`` to ONNX for ``task``, quantize it if asked, gate it, write the manifest.
+
+    Parity is measured on ``calibration`` triples: torch fp32 vs ONNX fp32 (recorded), and the
+    quantized model vs torch fp32 (gated by ``tolerance``). When the quantized model fails the
+    gate, the fp32 export is kept and the manifest says why; with ``require_quantized`` the
+    export is refused instead (``BackendError``).
+    """
+    from faithgate.backends.onnx_backend import OnnxBackend
+    from faithgate.backends.quantize import load_calibration
+
+    task = task or ROLE_TASKS.get(spec.role)
+    if task is None:
+        raise InputError(
+            f"no ONNX recipe for role {spec.role!r}; exportable roles: {', '.join(ROLE_TASKS)}"
+        )
+    quant = normalise_quantization(quantize)
+    tolerance = tolerance or Tolerance()
+    triples = list(calibration) if calibration is not None else load_calibration(None)
+    target = Path(out) if out is not None else default_export_dir(spec, task)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock
+
+    with FileLock(str(target) + ".lock"):
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+        try:
+            t0 = time.perf_counter()
+            log(f"loading {spec.role} model {spec.name} (torch, reference)")
+            reference = _torch_model(spec, task, use_cache)
+            log(f"exporting {task} with optimum (opset {opset})")
+            files, config = _export_fp32(spec, task, reference, tmp, opset, use_cache)
+            manifest = ExportManifest(
+                role=spec.role,
+                task=task,
+                source={
+                    "name": spec.name,
+                    "location": spec.location,
+                    "origin": spec.origin,
+                    "revision": spec.revision,
+                    "fingerprint": spec.fingerprint,
+                    "sha256": _weights_sha256(spec),
+                },
+                opset=opset,
+                quantization="none",
+                files=files,
+                tokenizer_files=sorted(
+                    p.name
+                    for p in tmp.iterdir()
+                    if p.name.startswith(("tokenizer", "special")) or p.suffix in {".txt", ".model"}
+                ),
+                config=config,
+                tools=_versions(),
+                created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                directory=tmp,
+            )
+            manifest.save(tmp)
+            log(f"measuring parity on {len(triples)} calibration pairs ({calibration_source})")
+            ref_scores = probe_scores(reference, triples)
+            del reference  # free the torch weights before loading ONNX sessions
+            fp32 = OnnxBackend().load_manifest(manifest, threads=threads)
+            fp32_scores = probe_scores(fp32, triples)
+            parity: dict[str, Any] = {
+                "calibration": {"source": calibration_source, "n_pairs": len(triples)},
+                "tolerance": asdict(tolerance),
+                "onnx_fp32_vs_torch": {
+                    k: compare(k, ref_scores[k][0], fp32_scores[k][0], ref_scores[k][1]).to_dict()
+                    for k in ref_scores
+                },
+            }
+            if quant != "none":
+                qfile = {p: f.replace(".onnx", ".int8.onnx") for p, f in files.items()}
+                feeds = _calibration_feeds(manifest, triples) if quant == "int8-static" else []
+                del fp32
+                for part, name in files.items():
+                    log(f"quantizing {name} ({quant})")
+                    if quant == "int8-static":
+                        quantize_static_int8(tmp / name, tmp / qfile[part], feeds)
+                    else:
+                        quantize_dynamic_int8(tmp / name, tmp / qfile[part])
+                qmanifest = ExportManifest(
+                    **{**manifest.to_dict(), "quantization": quant, "files": qfile},
+                    directory=tmp,
+                )
+                qmodel = OnnxBackend().load_manifest(qmanifest, threads=threads)
+                q_scores = probe_scores(qmodel, triples)
+                del qmodel
+                reports = {
+                    k: compare(k, ref_scores[k][0], q_scores[k][0], ref_scores[k][1], tolerance)
+                    for k in ref_scores
+                }
+                passed = all(r.passed for r in reports.values())
+                parity[f"{quant}_vs_torch"] = {k: r.to_dict() for k, r in reports.items()}
+                parity["quantized"] = passed
+                if passed:
+                    for name in files.values():
+                        (tmp / name).unlink()
+                    manifest = qmanifest
+                    log(f"{quant} passed the parity gate")
+                else:
+                    why = "; ".join(r for rep in reports.values() for r in rep.reasons)
+                    parity["refused"] = why
+                    for name in qfile.values():
+                        (tmp / name).unlink(missing_ok=True)
+                    if require_quantized:
+                        raise BackendError(
+                            f"{quant} export of {spec.name!r} refused by the parity gate: {why}"
+                        )
+                    log(f"{quant} refused by the parity gate ({why}); keeping fp32")
+            parity["export_seconds"] = round(time.perf_counter() - t0, 1)
+            manifest.parity = parity
+            manifest.directory = target
+            manifest.save(tmp)
+            if target.exists():
+                shutil.rmtree(target)
+            tmp.rename(target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    _FOUND.pop((str(target),), None)
+    return load_manifest(target)
+
+
+__all__ = [
+    "DEFAULT_OPSET",
+    "MANIFEST_NAME",
+    "ROLE_TASKS",
+    "ExportManifest",
+    "default_export_dir",
+    "export_model",
+    "find_export",
+    "load_manifest",
+    "probe_scores",
+]

@@ -1,0 +1,575 @@
+"""onnxruntime backend: the torch-free runtime over models exported by ``faithgate export``.
+
+Imports only onnxruntime, ``tokenizers`` (the Rust library, reading ``tokenizer.json``) and
+numpy, so ``pip install 'faithgate[runtime]'`` scores without torch or transformers. Every task
+model mirrors its torch reference in ``torch_backend`` / ``torch_lm`` step for step (same
+tokenization, windowing, batching and padding), so scores agree within float rounding (fp32)
+or within the parity gate measured at export (int8).
+
+Sessions are created once per process per (file, threads, providers) and shared; CPU by
+default, CUDA first when onnxruntime-gpu sees a GPU (``provider="cuda"`` to insist,
+``"cpu"`` to refuse it). ``threads`` sets onnxruntime's intra-op thread count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from faithgate.backends.base import (
+    Backend,
+    LanguageModel,
+    PairClassifier,
+    RoleModel,
+    TextEncoder,
+    TokenEmbeddings,
+)
+from faithgate.backends.export import ExportManifest, find_export
+from faithgate.backends.windowing import pool_and_normalise, stitch_windows, token_windows
+from faithgate.errors import BackendError
+from faithgate.models import ModelSpec
+
+_SESSIONS: dict[tuple, Any] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _ort() -> Any:
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise BackendError(
+            "the onnx backend needs onnxruntime: pip install 'faithgate[runtime]'"
+        ) from exc
+    return onnxruntime
+
+
+def providers_for(provider: str | None = None) -> list[str]:
+    """Execution providers: CUDA first when available (and not refused), CPU always last."""
+    ort = _ort()
+    available = ort.get_available_providers()
+    wanted = (provider or "auto").lower()
+    if wanted not in ("auto", "cpu", "cuda"):
+        raise BackendError(f"unknown execution provider {provider!r}; choose auto, cpu or cuda")
+    if wanted == "cuda" and "CUDAExecutionProvider" not in available:
+        raise BackendError("provider cuda asked for, but onnxruntime-gpu sees no CUDA device")
+    if wanted != "cpu" and "CUDAExecutionProvider" in available:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def get_session(path: Path, threads: int | None = None, provider: str | None = None) -> Any:
+    """One ``InferenceSession`` per (file, threads, providers) per process."""
+    ort = _ort()
+    providers = providers_for(provider)
+    key = (str(path), int(threads or 0), tuple(providers))
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(key)
+        if session is None:
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if threads:
+                options.intra_op_num_threads = int(threads)
+                options.inter_op_num_threads = 1
+            try:
+                session = ort.InferenceSession(str(path), options, providers=providers)
+            except Exception as exc:  # onnxruntime raises its own exception types
+                raise BackendError(f"cannot load ONNX model {path}: {exc}") from exc
+            _SESSIONS[key] = session
+        return session
+
+
+def _load_tokenizer(manifest: ExportManifest) -> Any:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise BackendError(
+            "the onnx backend needs tokenizers: pip install 'faithgate[runtime]'"
+        ) from exc
+    assert manifest.directory is not None
+    path = manifest.directory / "tokenizer.json"
+    if not path.is_file():
+        raise BackendError(f"ONNX export {manifest.directory} has no tokenizer.json")
+    tok = Tokenizer.from_file(str(path))
+    # Padding and truncation are done here, per call, exactly as the torch backend does.
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
+class _OnnxRoleMixin:
+    """Shared loading: manifest, tokenizer, session(s)."""
+
+    manifest: ExportManifest
+
+    def _setup(self, manifest: ExportManifest, threads: int | None, provider: str | None) -> None:
+        self.manifest = manifest
+        self.config = manifest.config
+        self.tokenizer = _load_tokenizer(manifest)
+        self.sessions = {
+            part: get_session(manifest.path_of(part), threads, provider) for part in manifest.files
+        }
+        self.input_names = {
+            part: {i.name for i in s.get_inputs()} for part, s in self.sessions.items()
+        }
+
+    @property
+    def max_length(self) -> int:
+        return int(self.config["max_length"])
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def _pad(self, rows: Sequence[Sequence[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
+        width = max(1, max(len(r) for r in rows))
+        ids = np.full((len(rows), width), pad, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = r
+            mask[i, : len(r)] = 1
+        return ids, mask
+
+
+class OnnxTextEncoder(_OnnxRoleMixin, TextEncoder):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        manifest: ExportManifest,
+        batch_size: int = 32,
+        stride: int | None = None,
+        threads: int | None = None,
+        provider: str | None = None,
+    ) -> None:
+        TextEncoder.__init__(self, spec, backend="onnx", quantization=manifest.quantization)
+        self._setup(manifest, threads, provider)
+        self.batch_size = batch_size
+        self.stride = int(stride if stride is not None else self.config.get("stride", 64))
+        self.pooling = self.config.get("pooling", "mean")
+        self.prefix = list(self.config["special_prefix"])
+        self.suffix = list(self.config["special_suffix"])
+        self.session = self.sessions["model"]
+
+    def _output_name(self, layer: int | None) -> str:
+        if layer is None:
+            return "last_hidden_state"
+        n = int(self.config["num_layers"]) + 1
+        if not -n <= layer < n:
+            raise BackendError(f"layer {layer} out of range for a model with {n - 1} layers")
+        return f"hidden_states.{layer % n}"
+
+    def _forward(self, batch_ids: list[list[int]], layer: int | None) -> list[np.ndarray]:
+        ids, mask = self._pad(batch_ids, int(self.config["pad_id"]))
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names["model"]:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        (hidden,) = self.session.run([self._output_name(layer)], feeds)
+        return [hidden[i, : len(r)].astype(np.float32) for i, r in enumerate(batch_ids)]
+
+    def _run_batched(self, seqs: list[list[int]], layer: int | None) -> list[np.ndarray]:
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        results: list[np.ndarray | None] = [None] * len(seqs)
+        for b in range(0, len(order), self.batch_size):
+            idx = order[b : b + self.batch_size]
+            for i, vecs in zip(idx, self._forward([seqs[i] for i in idx], layer), strict=True):
+                results[i] = vecs
+        return results  # type: ignore[return-value]
+
+    def token_embeddings(
+        self, texts: Sequence[str], layer: int | None = None
+    ) -> list[TokenEmbeddings]:
+        inner = self.max_length - len(self.prefix) - len(self.suffix)
+        encoded = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        seqs, owners, spans_of = [], [], []
+        for ti, enc in enumerate(encoded):
+            spans = token_windows(len(enc.ids), inner, self.stride)
+            spans_of.append(spans)
+            for start, end in spans:
+                seqs.append(self.prefix + list(enc.ids[start:end]) + self.suffix)
+                owners.append(ti)
+        vectors = self._run_batched(seqs, layer) if seqs else []
+        per_text: list[list[np.ndarray]] = [[] for _ in texts]
+        cut_end = len(self.suffix)
+        for owner, vecs in zip(owners, vectors, strict=True):
+            per_text[owner].append(vecs[len(self.prefix) : len(vecs) - cut_end])
+        dim = int(self.config["hidden_size"])
+        result = []
+        for ti, enc in enumerate(encoded):
+            vecs = (
+                stitch_windows(spans_of[ti], per_text[ti])
+                if enc.ids
+                else np.zeros((0, dim), np.float32)
+            )
+            result.append(TokenEmbeddings(list(enc.tokens), vecs, windowed=len(spans_of[ti]) > 1))
+        return result
+
+    def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
+        inner = self.max_length - len(self.prefix) - len(self.suffix)
+        seqs = [
+            self.prefix
+            + list(self.tokenizer.encode(t, add_special_tokens=False).ids[:inner])
+            + self.suffix
+            for t in texts
+        ]
+        vectors = self._run_batched(seqs, None)
+        return pool_and_normalise(vectors, self.pooling, int(self.config["hidden_size"]))
+
+    def calibration_feeds(self, texts: Sequence[str]) -> list[dict[str, np.ndarray]]:
+        """Model inputs for static quantization: one feed per text."""
+        feeds = []
+        inner = self.max_length - len(self.prefix) - len(self.suffix)
+        for t in texts:
+            ids = self.prefix + self.tokenizer.encode(t, add_special_tokens=False).ids[:inner]
+            arr, mask = self._pad([ids + self.suffix], int(self.config["pad_id"]))
+            feed = {"input_ids": arr, "attention_mask": mask}
+            if "token_type_ids" in self.input_names["model"]:
+                feed["token_type_ids"] = np.zeros_like(arr)
+            feeds.append(feed)
+        return feeds
+
+
+class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        manifest: ExportManifest,
+        batch_size: int = 16,
+        threads: int | None = None,
+        provider: str | None = None,
+    ) -> None:
+        PairClassifier.__init__(self, spec, backend="onnx", quantization=manifest.quantization)
+        self._setup(manifest, threads, provider)
+        self.batch_size = batch_size
+        self.session = self.sessions["model"]
+        # The tokenizer's own post-processor and truncation: what transformers' fast
+        # tokenizer calls under tokenizer(premises, hypotheses, truncation="only_first").
+        from tokenizers import Tokenizer
+
+        assert manifest.directory is not None
+        self.pair_tokenizer = Tokenizer.from_file(str(manifest.directory / "tokenizer.json"))
+        self.pair_tokenizer.no_padding()
+        self.pair_tokenizer.enable_truncation(self.max_length, strategy="only_first")
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.config["labels"])
+
+    def _feeds(self, premises: Sequence[str], hypotheses: Sequence[str]) -> dict[str, np.ndarray]:
+        encs = self.pair_tokenizer.encode_batch(list(zip(premises, hypotheses, strict=True)))
+        ids, mask = self._pad([e.ids for e in encs], int(self.config["pad_id"]))
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names["model"]:
+            types = np.zeros_like(ids)
+            for i, e in enumerate(encs):
+                types[i, : len(e.type_ids)] = e.type_ids
+            feeds["token_type_ids"] = types
+        return feeds
+
+    def predict_proba(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
+        if len(premises) != len(hypotheses):
+            raise BackendError("predict_proba needs as many premises as hypotheses")
+        out = np.zeros((len(premises), len(self.labels)), dtype=np.float64)
+        for b in range(0, len(premises), self.batch_size):
+            feeds = self._feeds(
+                premises[b : b + self.batch_size], hypotheses[b : b + self.batch_size]
+            )
+            (logits,) = self.session.run(["logits"], feeds)
+            logits = logits.astype(np.float32)
+            z = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            out[b : b + len(logits)] = z / z.sum(axis=-1, keepdims=True)
+        return out
+
+    def calibration_feeds(self, texts: Sequence[str]) -> list[dict[str, np.ndarray]]:
+        return [self._feeds([texts[i]], [texts[i + 1]]) for i in range(0, len(texts) - 1, 2)]
+
+
+# --- language models --------------------------------------------------------------------------
+
+
+def _split(values: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    out, start = [], 0
+    for n in sizes:
+        out.append(np.asarray(values[start : start + n], dtype=np.float64))
+        start += n
+    return out
+
+
+class _OnnxLMBase(_OnnxRoleMixin, LanguageModel):
+    """Shared by decoder-only and encoder-decoder ONNX models. The exported graphs carry an
+    extra input ``target_ids`` and output ``target_logprobs`` = log_softmax(logits)[target]
+    (added at export), so the (batch, length, vocabulary) logits never leave onnxruntime."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        manifest: ExportManifest,
+        max_length: int | None = None,
+        batch_tokens: int = 4096,
+        threads: int | None = None,
+        provider: str | None = None,
+    ) -> None:
+        LanguageModel.__init__(self, spec, backend="onnx", quantization=manifest.quantization)
+        self._setup(manifest, threads, provider)
+        limit = int(self.config["max_length"])
+        self._max_length = min(limit, int(max_length)) if max_length else limit
+        self.batch_tokens = int(batch_tokens)
+
+    @property
+    def max_length(self) -> int:
+        return self._max_length
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokenizer.decode([int(i)], skip_special_tokens=False) for i in ids]
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self.config.get("bos_id")
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.config.get("eos_id")
+
+    @property
+    def pad_id(self) -> int:
+        return int(self.config["pad_id"])
+
+    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Indices grouped into batches of similar length within the token budget (as torch)."""
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            width = max([lengths[j] for j in current] + [lengths[i]])
+            if current and width * (len(current) + 1) > self.batch_tokens:
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
+
+    def target_logprobs(self, pairs: Sequence[tuple[str, str]]) -> Any:
+        # Kept for the base interface; the likelihood engine calls the token-level methods.
+        raise BackendError("use segment_logprobs / prefix_logprobs / seq2seq_logprobs")
+
+
+class OnnxCausalLM(_OnnxLMBase):
+    """Decoder-only teacher forcing; prefix caching when exported with key/value cache."""
+
+    task = "causal-lm"
+
+    def __init__(self, spec: ModelSpec, manifest: ExportManifest, **options: Any) -> None:
+        super().__init__(spec, manifest, **options)
+        self.session = self.sessions["model"]
+        self.with_past = bool(self.config.get("with_past"))
+        self.kv_names = [n for n in sorted(self.input_names["model"]) if n.startswith("past_")]
+        self.present_names = [
+            o.name for o in self.session.get_outputs() if o.name.startswith("present")
+        ]
+
+    def _empty_past(self, batch: int) -> dict[str, np.ndarray]:
+        shape = (batch, int(self.config["num_kv_heads"]), 0, int(self.config["head_dim"]))
+        return {name: np.zeros(shape, dtype=np.float32) for name in self.kv_names}
+
+    def _run(
+        self,
+        ids: np.ndarray,
+        mask: np.ndarray,
+        targets: np.ndarray,
+        positions: np.ndarray,
+        past: dict[str, np.ndarray] | None = None,
+        want_present: bool = False,
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        feeds = {"input_ids": ids, "attention_mask": mask, "target_ids": targets}
+        if "position_ids" in self.input_names["model"]:
+            feeds["position_ids"] = positions
+        if self.with_past:
+            feeds.update(past if past is not None else self._empty_past(len(ids)))
+        names = ["target_logprobs"] + (self.present_names if want_present else [])
+        outs = self.session.run(names, feeds)
+        present = dict(zip(self.present_names, outs[1:], strict=False)) if want_present else {}
+        return outs[0].astype(np.float64), present
+
+    def segment_logprobs(self, batch: Sequence[Sequence[Sequence[int]]]) -> list[list[np.ndarray]]:
+        flat = [[int(t) for seg in segs for t in seg] for segs in batch]
+        for ids in flat:
+            if len(ids) > self.max_length:
+                raise BackendError(
+                    f"sequence of {len(ids)} tokens exceeds the model window {self.max_length}"
+                )
+        results: list[list[np.ndarray]] = [[] for _ in batch]
+        for idx in self._batches([len(ids) for ids in flat]):
+            rows = [flat[i] for i in idx]
+            width = max(len(r) for r in rows)
+            if width == 0:
+                for i in idx:
+                    results[i] = [np.zeros(0) for _ in batch[i]]
+                continue
+            ids, mask = self._pad(rows, self.pad_id)
+            targets = np.zeros_like(ids)
+            targets[:, :-1] = ids[:, 1:]  # position t predicts token t+1
+            positions = np.broadcast_to(np.arange(ids.shape[1]), ids.shape).astype(np.int64)
+            lp, _ = self._run(ids, mask, targets, np.ascontiguousarray(positions))
+            for r, i in enumerate(idx):
+                n = len(rows[r])
+                seq_lp = np.concatenate([[math.nan], lp[r, : n - 1]]) if n else np.zeros(0)
+                results[i] = _split(seq_lp, [len(s) for s in batch[i]])
+        return results
+
+    def prefix_logprobs(
+        self,
+        prefix: Sequence[int],
+        continuations: Sequence[Sequence[Sequence[int]]],
+    ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+        prefix = [int(t) for t in prefix]
+        if not prefix:
+            return np.zeros(0), self.segment_logprobs(continuations)
+        flat = [[int(t) for seg in segs for t in seg] for segs in continuations]
+        for ids in flat:
+            if len(prefix) + len(ids) > self.max_length:
+                raise BackendError(
+                    f"sequence of {len(prefix) + len(ids)} tokens exceeds the model window "
+                    f"{self.max_length}"
+                )
+        if not self.with_past or len(prefix) == 1:
+            # No cache in this export (or nothing worth caching): score prefix + continuation
+            # in full; equal values, more compute.
+            if not continuations:
+                return self.segment_logprobs([[prefix]])[0][0], []
+            full = self.segment_logprobs([[prefix, *segs] for segs in continuations])
+            return full[0][0], [row[1:] for row in full]
+        # The cache holds prefix[:-1]; every continuation row re-feeds prefix[-1] so that its
+        # first position predicts the first continuation token (the torch backend reads that
+        # from the prefix pass; the values agree within float rounding).
+        head = np.array([prefix[:-1]], dtype=np.int64)
+        tgt = np.array([prefix[1:]], dtype=np.int64)
+        pos = np.arange(len(prefix) - 1, dtype=np.int64)[None, :]
+        lp, cache = self._run(head, np.ones_like(head), tgt, pos, want_present=True)
+        prefix_lp = np.concatenate([[math.nan], lp[0]])
+        past_len = len(prefix) - 1
+        past = {name.replace("present", "past_key_values"): value for name, value in cache.items()}
+        results: list[list[np.ndarray]] = [[] for _ in continuations]
+        for idx in self._batches([len(ids) + len(prefix) for ids in flat]):
+            rows = [[prefix[-1], *flat[i]] for i in idx]
+            b = len(rows)
+            ids, row_mask = self._pad(rows, self.pad_id)
+            targets = np.zeros_like(ids)
+            targets[:, :-1] = ids[:, 1:]
+            mask = np.concatenate([np.ones((b, past_len), np.int64), row_mask], axis=1)
+            positions = np.broadcast_to(
+                np.arange(past_len, past_len + ids.shape[1]), ids.shape
+            ).astype(np.int64)
+            batch_past = {k: np.repeat(v, b, axis=0) for k, v in past.items()}
+            lp, _ = self._run(ids, mask, targets, np.ascontiguousarray(positions), batch_past)
+            for r, i in enumerate(idx):
+                n = len(flat[i])
+                results[i] = _split(lp[r, :n], [len(s) for s in continuations[i]])
+        return prefix_lp, results
+
+
+class OnnxSeq2SeqLM(_OnnxLMBase):
+    """Encoder-decoder teacher forcing: encoder graph once, decoder graph on the target."""
+
+    task = "seq2seq-lm"
+
+    @property
+    def max_target_length(self) -> int:
+        return self.max_length
+
+    @property
+    def decoder_start_token_id(self) -> int | None:
+        start = self.config.get("decoder_start_id")
+        return int(self.pad_id if start is None else start)
+
+    def seq2seq_logprobs(
+        self, batch: Sequence[tuple[Sequence[int], Sequence[int]]]
+    ) -> list[np.ndarray]:
+        start = self.decoder_start_token_id
+        results: list[np.ndarray] = [np.zeros(0)] * len(batch)
+        for enc, tgt in batch:
+            if len(enc) > self.max_length or len(tgt) > self.max_target_length:
+                raise BackendError(
+                    f"encoder input of {len(enc)} / target of {len(tgt)} tokens exceeds the "
+                    f"model window {self.max_length}"
+                )
+        lengths = [max(len(e), len(t)) for e, t in batch]
+        for idx in self._batches(lengths):
+            rows = [(list(map(int, batch[i][0])), list(map(int, batch[i][1]))) for i in idx]
+            if all(not t for _, t in rows):
+                continue
+            enc_ids, enc_mask = self._pad([e for e, _ in rows], self.pad_id)
+            dec_rows = [[start, *t[:-1]][: len(t)] for _, t in rows]
+            dec_in, _ = self._pad(dec_rows, self.pad_id)
+            targets, _ = self._pad([t for _, t in rows], self.pad_id)
+            (hidden,) = self.sessions["encoder"].run(
+                ["last_hidden_state"], {"input_ids": enc_ids, "attention_mask": enc_mask}
+            )
+            feeds = {
+                "input_ids": dec_in,
+                "encoder_hidden_states": hidden,
+                "encoder_attention_mask": enc_mask,
+                "target_ids": targets,
+            }
+            feeds = {k: v for k, v in feeds.items() if k in self.input_names["decoder"]}
+            (lp,) = self.sessions["decoder"].run(["target_logprobs"], feeds)
+            for r, i in enumerate(idx):
+                results[i] = lp[r, : len(rows[r][1])].astype(np.float64)
+        return results
+
+
+class OnnxBackend(Backend):
+    """Loads exported models (see ``faithgate.backends.export``) into onnxruntime sessions."""
+
+    name = "onnx"
+
+    def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
+        manifest = find_export(spec, task)
+        if manifest is None:
+            raise BackendError(
+                f"no ONNX export of {spec.role} model {spec.name!r} for {task}: run "
+                f"`faithgate export {spec.role}` (or use --backend torch)"
+            )
+        return self.load_manifest(manifest, spec=spec, **options)
+
+    def load_manifest(
+        self, manifest: ExportManifest, spec: ModelSpec | None = None, **options: Any
+    ) -> RoleModel:
+        """Load an export directly from its manifest (used at export time for parity)."""
+        if spec is None:
+            src = manifest.source
+            spec = ModelSpec(
+                manifest.role,
+                src.get("name", manifest.role),
+                str(manifest.directory),
+                "path",
+                revision=src.get("revision"),
+            )
+        options = {k: v for k, v in options.items() if v is not None}
+        classes: dict[str, Any] = {
+            "text-encoder": OnnxTextEncoder,
+            "pair-classifier": OnnxPairClassifier,
+            "causal-lm": OnnxCausalLM,
+            "seq2seq-lm": OnnxSeq2SeqLM,
+        }
+        cls = classes.get(manifest.task)
+        if cls is None:
+            raise BackendError(f"the onnx backend has no task {manifest.task!r}")
+        try:
+            return cls(spec, manifest, **options)
+        except TypeError as exc:  # an option this task does not take
+            raise BackendError(f"bad option for the onnx {manifest.task} model: {exc}") from exc
+
+
+def manifest_summary(path: str | Path) -> dict[str, Any]:
+    """The manifest of an export directory as plain JSON (for ``faithgate export --show``)."""
+    return json.loads((Path(path) / "faithgate_onnx.json").read_text())

@@ -1,0 +1,123 @@
+"""``faithgate export ROLE``: export a role's model to ONNX, quantize it, gate it on parity.
+
+Argument handling and printing only; the work is in ``faithgate.backends.export``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from faithgate import models
+from faithgate.errors import InputError
+
+EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
+
+
+def _default_calibration() -> Path | None:
+    """BUMP task 1 from ``$FAITHGATE_SHARED_DATA`` when set (CI has it); else None, and the
+    built-in sentences are used."""
+    root = os.environ.get("FAITHGATE_SHARED_DATA")
+    if root and (Path(root) / "bump_task1.jsonl").is_file():
+        return Path(root) / "bump_task1.jsonl"
+    return None
+
+
+@click.command("export")
+@click.argument("role", type=click.Choice(EXPORT_ROLES))
+@click.option("--model", "model_name", metavar="ID_OR_PATH", help="Model (default: the role's).")
+@click.option(
+    "--quantize",
+    default="int8",
+    show_default=True,
+    type=click.Choice(["int8", "int8-dynamic", "int8-static", "none"]),
+    help="int8 = dynamic int8; kept only when it passes the parity gate.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Export directory (default: the faithgate cache, where --backend auto finds it).",
+)
+@click.option("--opset", type=int, default=18, show_default=True)
+@click.option("--no-cache", is_flag=True, help="Causal LM without key/value cache inputs.")
+@click.option(
+    "--calibration",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="BUMP-style JSONL of minimal pairs for the parity gate "
+    "(default: $FAITHGATE_SHARED_DATA/bump_task1.jsonl, else built-in sentences).",
+)
+@click.option("--calibration-pairs", type=int, default=100, show_default=True)
+@click.option("--max-diff", type=float, default=0.01, show_default=True,
+              help="Largest mean |score difference| (bounded scores).")  # fmt: skip
+@click.option("--min-agreement", type=float, default=0.99, show_default=True,
+              help="Smallest share of pairs ranked as fp32 ranks them.")  # fmt: skip
+@click.option("--max-consistency-change", type=float, default=0.01, show_default=True,
+              help="Largest change of pair consistency (0.01 = 1 point).")  # fmt: skip
+@click.option("--strict", is_flag=True, help="Fail instead of keeping fp32 when int8 fails.")
+@click.option("--threads", type=int, help="onnxruntime threads for the parity runs.")
+@click.option("--allow-download", is_flag=True, help="Allow fetching the model from the hub.")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+def export_command(
+    role: str,
+    model_name: str | None,
+    quantize: str,
+    out: Path | None,
+    opset: int,
+    no_cache: bool,
+    calibration: Path | None,
+    calibration_pairs: int,
+    max_diff: float,
+    min_agreement: float,
+    max_consistency_change: float,
+    strict: bool,
+    threads: int | None,
+    allow_download: bool,
+    as_json: bool,
+) -> None:
+    """Export ROLE's model to ONNX for the torch-free runtime (``faithgate[runtime]``)."""
+    from faithgate.backends.export import export_model
+    from faithgate.backends.quantize import Tolerance, load_calibration
+
+    if calibration_pairs < 1:
+        raise InputError("--calibration-pairs must be at least 1")
+    if not 0.0 <= min_agreement <= 1.0:
+        raise InputError("--min-agreement must be between 0 and 1")
+    spec = models.resolve(role, model_name, allow_download=allow_download)
+    calib_path = calibration or _default_calibration()
+    triples = load_calibration(calib_path, calibration_pairs)
+    say = (lambda msg: None) if as_json else (lambda msg: click.echo(f"  {msg}", err=True))
+    manifest = export_model(
+        spec,
+        out=out,
+        quantize=quantize,
+        opset=opset,
+        use_cache=not no_cache,
+        calibration=triples,
+        calibration_source=str(calib_path) if calib_path else "built-in",
+        tolerance=Tolerance(max_diff, min_agreement, max_consistency_change),
+        require_quantized=strict,
+        threads=threads,
+        log=say,
+    )
+    if as_json:
+        click.echo(json.dumps(manifest.to_dict(), indent=2, sort_keys=True))
+        return
+    click.echo(f"exported {role} model {spec.name} -> {manifest.directory}")
+    click.echo(
+        f"  task {manifest.task}, opset {manifest.opset}, quantization {manifest.quantization}"
+    )
+    for key, block in manifest.parity.items():
+        if not key.endswith("_vs_torch"):
+            continue
+        for score, rep in block.items():
+            status = "ok" if rep["passed"] else "FAIL"
+            click.echo(
+                f"  {key:<22} {score:<20} mean|d| {rep['mean_abs_diff']:.5f}  "
+                f"max|d| {rep['max_abs_diff']:.5f}  agree {rep['rank_agreement']:.3f}  "
+                f"cons {rep['consistency_ref']:.3f}->{rep['consistency_new']:.3f}  {status}"
+            )
+    if manifest.parity.get("refused"):
+        click.echo(f"  int8 refused by the parity gate, fp32 kept: {manifest.parity['refused']}")

@@ -1,0 +1,361 @@
+"""ONNX export of tiny random models of each architecture, parity with torch, the parity gate,
+manifests, backend auto-choice and the ``faithgate export`` command.
+
+The models are built here (random weights, tiny configs, tokenizers made from a word list), so
+the tests need no downloads and run in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("optimum.exporters.onnx")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from faithgate import models  # noqa: E402
+from faithgate.backends import ModelPool, choose_backend  # noqa: E402
+from faithgate.backends.export import (  # noqa: E402
+    MANIFEST_NAME,
+    ExportManifest,
+    export_model,
+    find_export,
+    load_manifest,
+)
+from faithgate.backends.onnx_backend import OnnxBackend  # noqa: E402
+from faithgate.backends.quantize import Tolerance  # noqa: E402
+from faithgate.backends.torch_backend import TorchBackend  # noqa: E402
+from faithgate.errors import BackendError, InputError  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("onnx")
+
+WORDS = " ".join(
+    (
+        "the a an of to in on and was were is are by for with after before police council city "
+        "man woman men women car cars house houses fire rain river bridge bridges school vote "
+        "voted build built new old library park stadium won lost rose fell profits prices march "
+        "june monday sunday million dollars percent two three ten people said told reporters "
+        "nurse doctor team club player scored goals season contract year years minister plan",
+    )
+).split()
+CORPUS = [
+    "The council voted to build a new library in the city park.",
+    "Police said two men were arrested after the fire.",
+    "Profits fell by ten percent in March, the minister told reporters.",
+    "The river flooded three bridges and the old school on Sunday.",
+]
+TEXTS = [
+    "The council voted to build a library.",
+    "Two men were arrested by police after a fire in the old house.",
+    " ".join(CORPUS * 6),  # longer than the tiny encoder's 64-token window: windowed
+]
+
+
+def _bert_tokenizer(directory: Path):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "'"]
+    vocab += sorted(set(WORDS)) + list("abcdefghijklmnopqrstuvwxyz0123456789")
+    vocab += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
+    vocab = list(dict.fromkeys(vocab))  # "a" is a word and a letter: no duplicate ids
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = transformers.BertTokenizerFast(vocab_file=str(directory / "vocab.txt"))
+    tok.model_max_length = 64
+    return tok
+
+
+def _bpe_tokenizer():
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+    from tokenizers import models as tmodels
+
+    tok = Tokenizer(tmodels.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<pad>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(CORPUS * 3 + [" ".join(WORDS)], trainer)
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Tiny random models: BERT encoder, BERT NLI classifier, Llama, BART."""
+    torch.manual_seed(0)
+    root = tmp_path_factory.mktemp("tiny")
+    out: dict[str, Path] = {}
+    bert_cfg = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    d = root / "bert"
+    tok = _bert_tokenizer(d)
+    transformers.BertModel(
+        transformers.BertConfig(vocab_size=len(tok), **bert_cfg)
+    ).save_pretrained(d)
+    tok.save_pretrained(d)
+    out["bert"] = d
+    d = root / "bert_nli"
+    tok = _bert_tokenizer(d)
+    labels = {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}
+    cfg = transformers.BertConfig(
+        vocab_size=len(tok), id2label=labels, label2id={v: k for k, v in labels.items()}, **bert_cfg
+    )
+    transformers.BertForSequenceClassification(cfg).save_pretrained(d)
+    tok.save_pretrained(d)
+    out["nli"] = d
+    bpe = _bpe_tokenizer()
+    d = root / "llama"
+    cfg = transformers.LlamaConfig(
+        vocab_size=len(bpe),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=bpe.bos_token_id,
+        eos_token_id=bpe.eos_token_id,
+        pad_token_id=bpe.pad_token_id,
+    )
+    transformers.LlamaForCausalLM(cfg).save_pretrained(d)
+    bpe.save_pretrained(d)
+    out["llama"] = d
+    d = root / "bart"
+    cfg = transformers.BartConfig(
+        vocab_size=len(bpe),
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=128,
+        pad_token_id=bpe.pad_token_id,
+        bos_token_id=bpe.bos_token_id,
+        eos_token_id=bpe.eos_token_id,
+        decoder_start_token_id=bpe.eos_token_id,
+        forced_eos_token_id=None,
+    )
+    transformers.BartForConditionalGeneration(cfg).save_pretrained(d)
+    bpe.save_pretrained(d)
+    out["bart"] = d
+    return out
+
+
+@pytest.fixture(scope="module")
+def exports(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """fp32 exports of every tiny model (to --out directories)."""
+    root = tmp_path_factory.mktemp("exports")
+    plan = {
+        "bert": ("embedder", "text-encoder", True),
+        "nli": ("nli", "pair-classifier", True),
+        "llama": ("lm", "causal-lm", True),
+        "llama_nocache": ("lm", "causal-lm", False),
+        "bart": ("seq2seq", "seq2seq-lm", True),
+    }
+    out = {}
+    for key, (role, task, cache) in plan.items():
+        spec = models.resolve(role, str(tiny[key.split("_")[0]]))
+        out[key] = export_model(
+            spec, task, out=root / key, quantize="none", use_cache=cache
+        ).directory
+    return out
+
+
+def _pair(tiny: dict[str, Path], exports: dict[str, Path], key: str, role: str, task: str):
+    spec = models.resolve(role, str(tiny[key.split("_")[0]]))
+    ref = TorchBackend().load(spec, task)
+    onnx_spec = models.resolve(role, str(exports[key]))
+    assert find_export(onnx_spec, task) is not None
+    return ref, OnnxBackend().load(onnx_spec, task)
+
+
+# --- parity with torch (fp32) -----------------------------------------------------------------
+
+
+def test_encoder_parity(tiny, exports):
+    ref, onx = _pair(tiny, exports, "bert", "embedder", "text-encoder")
+    assert onx.max_length == ref.max_length == 64
+    assert [onx.count_tokens(t) for t in TEXTS] == [ref.count_tokens(t) for t in TEXTS]
+    for layer in (None, 1, -2):
+        a = ref.token_embeddings(TEXTS, layer=layer)
+        b = onx.token_embeddings(TEXTS, layer=layer)
+        for x, y in zip(a, b, strict=True):
+            assert x.tokens == y.tokens
+            assert x.windowed == y.windowed
+            np.testing.assert_allclose(x.vectors, y.vectors, atol=1e-4)
+    assert b[2].windowed  # the long text went through the window path
+    np.testing.assert_allclose(
+        ref.sentence_embeddings(TEXTS), onx.sentence_embeddings(TEXTS), atol=1e-5
+    )
+    assert onx.identity["backend"] == "onnx" and onx.identity["quantization"] == "none"
+
+
+def test_classifier_parity(tiny, exports):
+    ref, onx = _pair(tiny, exports, "nli", "nli", "pair-classifier")
+    assert onx.labels == ["entailment", "neutral", "contradiction"]
+    prem = [TEXTS[0], TEXTS[2], TEXTS[1]]  # the long premise is truncated (only_first)
+    hyp = ["A library will be built.", "Rain fell.", "Nobody was arrested."]
+    p_ref, p_onx = ref.predict_proba(prem, hyp), onx.predict_proba(prem, hyp)
+    np.testing.assert_allclose(p_onx.sum(axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(p_ref, p_onx, atol=1e-5)
+
+
+@pytest.mark.parametrize("key", ["llama", "llama_nocache"])
+def test_causal_lm_parity(tiny, exports, key):
+    ref, onx = _pair(tiny, exports, key, "lm", "causal-lm")
+    assert onx.with_past is (key == "llama")
+    a, b = ref.tokenize(CORPUS[0]), ref.tokenize(CORPUS[1])
+    assert onx.tokenize(CORPUS[0]) == a and onx.token_texts(a) == ref.token_texts(a)
+    batch = [[a, b], [b], [a[:3], [], b[:5]]]
+    for x_row, y_row in zip(ref.segment_logprobs(batch), onx.segment_logprobs(batch), strict=True):
+        for x, y in zip(x_row, y_row, strict=True):
+            np.testing.assert_allclose(x, y, atol=1e-4)  # NaN in the same places
+    conts = [[b], [b[:4], a[:2]], [[]]]
+    p_ref, c_ref = ref.prefix_logprobs(a, conts)
+    p_onx, c_onx = onx.prefix_logprobs(a, conts)
+    np.testing.assert_allclose(p_ref, p_onx, atol=1e-4)
+    assert math.isnan(p_onx[0]) and len(p_onx) == len(a)
+    for x_row, y_row in zip(c_ref, c_onx, strict=True):
+        for x, y in zip(x_row, y_row, strict=True):
+            np.testing.assert_allclose(x, y, atol=1e-4)
+    # Prefix caching equals scoring prefix + continuation in one pass.
+    full = onx.segment_logprobs([[a, b]])[0][1]
+    np.testing.assert_allclose(c_onx[0][0], full, atol=1e-4)
+
+
+def test_seq2seq_parity(tiny, exports):
+    ref, onx = _pair(tiny, exports, "bart", "seq2seq", "seq2seq-lm")
+    assert onx.decoder_start_token_id == ref.decoder_start_token_id
+    a, b, c = (ref.tokenize(t) for t in CORPUS[:3])
+    batch = [(a, b), (c, a[:4]), (b, [])]
+    for x, y in zip(ref.seq2seq_logprobs(batch), onx.seq2seq_logprobs(batch), strict=True):
+        assert len(x) == len(y)
+        np.testing.assert_allclose(x, y, atol=1e-4)
+
+
+# --- manifest, gate, discovery ------------------------------------------------------------------
+
+
+def test_manifest_round_trip(exports, tmp_path):
+    manifest = load_manifest(exports["bert"])
+    assert manifest.task == "text-encoder" and manifest.opset == 18
+    assert manifest.quantization == "none"
+    assert manifest.source["sha256"] and manifest.source["fingerprint"]
+    assert "tokenizer.json" in manifest.tokenizer_files
+    assert manifest.parity["onnx_fp32_vs_torch"]["sentsim_cosine"]["max_abs_diff"] < 1e-4
+    again = ExportManifest.from_dict(json.loads(json.dumps(manifest.to_dict())), manifest.directory)
+    assert again == manifest
+    # Broken manifests are one clear InputError.
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    with pytest.raises(InputError, match="not a faithgate ONNX export"):
+        load_manifest(bad)
+    (bad / MANIFEST_NAME).write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_manifest(bad)
+    data = manifest.to_dict()
+    data["files"] = {"model": "gone.onnx"}
+    (bad / MANIFEST_NAME).write_text(json.dumps(data))
+    with pytest.raises(InputError, match="gone.onnx"):
+        load_manifest(bad)
+
+
+def test_int8_kept_or_refused(tiny, tmp_path):
+    spec = models.resolve("embedder", str(tiny["bert"]))
+    # A zero tolerance refuses any change: fp32 is kept, the manifest says why...
+    kept = export_model(spec, out=tmp_path / "a", quantize="int8", tolerance=Tolerance.zero())
+    assert kept.quantization == "none"
+    assert kept.parity["quantized"] is False and "max |diff|" in kept.parity["refused"]
+    assert sorted(p.name for p in kept.directory.glob("*.onnx")) == ["model.onnx"]
+    # ... or, when int8 is required, the export is refused and nothing is written.
+    with pytest.raises(BackendError, match="refused by the parity gate"):
+        export_model(
+            spec,
+            out=tmp_path / "b",
+            quantize="int8",
+            tolerance=Tolerance.zero(),
+            require_quantized=True,
+        )
+    assert not (tmp_path / "b").exists()
+    # A tolerance nothing fails keeps int8, and the int8 model loads with its quantization.
+    loose = Tolerance(max_mean_abs_diff=1.0, min_rank_agreement=0.0, max_consistency_change=1.0)
+    q = export_model(spec, out=tmp_path / "c", quantize="int8", tolerance=loose)
+    assert q.quantization == "int8-dynamic" and q.files == {"model": "model.int8.onnx"}
+    model = OnnxBackend().load(models.resolve("embedder", str(q.directory)), "text-encoder")
+    assert model.quantization == "int8-dynamic"
+    assert model.sentence_embeddings(TEXTS[:1]).shape == (1, 32)
+
+
+def test_cache_discovery_and_settings_hash(tiny, tmp_path, monkeypatch):
+    from faithgate.metrics.base import ScoringContext
+
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    spec = models.resolve("embedder", str(tiny["bert"]))
+    assert find_export(spec, "text-encoder") is None
+    assert choose_backend(spec, "text-encoder") == "torch"
+    ctx = ScoringContext(ModelPool({"embedder": str(tiny["bert"])}))
+    before = ctx.model_identity("embedder", "text-encoder")
+    manifest = export_model(spec, quantize="none")  # into the cache
+    assert (
+        manifest.directory
+        == tmp_path / "home" / "onnx" / models.cache_dir_for(spec.name).name / "text-encoder"
+    )
+    assert find_export(spec, "text-encoder") is not None
+    assert choose_backend(spec, "text-encoder") == "onnx"
+    assert choose_backend(spec, "text-encoder", "torch") == "torch"
+    after = ScoringContext(ModelPool({"embedder": str(tiny["bert"])})).model_identity(
+        "embedder", "text-encoder"
+    )
+    assert before["backend"] == "torch" and after["backend"] == "onnx"
+    assert after["quantization"] == "none"
+    pool = ModelPool({"embedder": str(tiny["bert"])})
+    assert pool.get("embedder", "text-encoder").backend == "onnx"
+    # Changed weights: the stale export is ignored, never silently used.
+    (tiny["bert"] / "config.json").write_text(
+        (tiny["bert"] / "config.json").read_text().replace("}", ', "faithgate_test": 1}', 1)
+    )
+    try:
+        assert find_export(models.resolve("embedder", str(tiny["bert"])), "text-encoder") is None
+    finally:
+        (tiny["bert"] / "config.json").write_text(
+            (tiny["bert"] / "config.json").read_text().replace(', "faithgate_test": 1', "")
+        )
+
+
+def test_onnx_backend_without_export_says_what_to_do(tiny):
+    spec = models.resolve("embedder", str(tiny["bert"]))
+    with pytest.raises(BackendError, match="faithgate export embedder"):
+        OnnxBackend().load(spec, "text-encoder")
+
+
+def test_cli_export(tiny, tmp_path):
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    runner = CliRunner()
+    out = tmp_path / "cli"
+    result = runner.invoke(
+        cli,
+        ["export", "nli", "--model", str(tiny["nli"]), "--quantize", "none", "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "quantization none" in result.output
+    assert load_manifest(out).task == "pair-classifier"
+    bad = runner.invoke(cli, ["export", "qa"])
+    assert bad.exit_code == 2
