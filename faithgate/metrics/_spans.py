@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+_AGE = re.compile(r"\b(\d+|\w+)[- ]years?[- ]old\b|\baged? \d+", re.IGNORECASE)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d")
 
@@ -77,7 +78,10 @@ COMPATIBLE = {
     "money": {"money", "number"},
     "percent": {"percent", "number"},
     "ordinal": {"ordinal"},
-    "thing": {"thing"},
+    "age": {"age", "number"},
+    # "what" questions: plain noun phrases, and named things the NER typed differently in the
+    # source than in the summary ("the Saturday Evening Post": ORG in one, untyped in the other).
+    "thing": {"thing", "org", "place", "group"},
 }
 
 _PERSON_PRONOUNS = {"he", "him", "his", "she", "her", "hers", "himself", "herself"}
@@ -89,6 +93,8 @@ PRONOUNS = _PERSON_PRONOUNS | _THING_PRONOUNS | _GROUP_PRONOUNS
 def answer_type(span: Any) -> str:
     """Coarse type of a spaCy span: from its entity label, else ``thing``."""
     label = getattr(span, "label_", "") or ""
+    if label == "DATE" and _AGE.search(span.text):
+        return "age"  # "19-year-old" is a DATE to spaCy, but asks "how old"
     if label in ENTITY_TYPES:
         return ENTITY_TYPES[label]
     # A noun chunk whose root token is inside an entity takes that entity's type.
