@@ -954,14 +954,14 @@ class Gate:
                         ex.source,
                         text,
                         meta={
-                            "pair_id": f"gen:{ex.id}",
+                            "pair_id": f"gen:{vid}",
                             "role": "edited",
                             "error_type": etype,
                             "generated": True,
                         },
                     )
                 )
-                pairs.append(Pair(i, base + len(variants) - 1, f"gen:{ex.id}", etype, True))
+                pairs.append(Pair(i, base + len(variants) - 1, f"gen:{vid}", etype, True))
         return variants, pairs
 
     # -- running ---------------------------------------------------------------------------
