@@ -294,11 +294,11 @@ def test_gate_item_fails_with_rule_table(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*_ faithgate gate on outputs.jsonl _*",
-            "faithgate: FAIL: 2/3 examples pass (66.7%); mean toy 0.8889",
-            "rule*value*limit*result*detail",
-            "pass_rate*0.6667*0.9*FAIL*2/3 examples pass*",
+            "faithgate: FAIL: 2/3 examples pass*",
+            "rule*value*limit*result*",
+            "pass_rate*0.6667*FAIL*",
             "failing examples (1):",
-            '  b: toy 0.6667 < threshold 0.8; least supported sentence: "The dog flew"*',
+            '*b: toy 0.6667 < threshold 0.8*least supported sentence*"The dog flew"*',
         ]
     )
     assert "Traceback" not in result.stdout.str()
@@ -317,7 +317,7 @@ def test_gate_item_passes_and_can_be_deselected(pytester: pytest.Pytester) -> No
     result = run(pytester, "--faithgate", "--strict-markers", f"--junitxml={xml_path}")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*= faithgate =*", "faithgate: PASS: 3/3 examples pass (100.0%); mean toy 0.8889"]
+        ["*= faithgate =*", "faithgate: PASS: 3/3 examples pass*mean toy 0.8889*"]
     )
     case = next(
         c
@@ -364,7 +364,7 @@ def test_xdist_two_workers_gate_and_baseline(pytester: pytest.Pytester) -> None:
     summary = out[out.index("= faithgate =") :]
     assert "fixture checks: 8, failed: 1" in summary
     assert "test_inner.py::test_3  assert_faithful  toy     0.6667  0.9000  FAIL" in summary
-    assert "faithgate: PASS: 3/3 examples pass (100.0%); mean toy 0.8889" in summary
+    assert summary.count("faithgate: PASS: 3/3 examples pass") == 1
     assert "regression[toy]" in summary
     # Each worker process built its toy scorer once (the fixture's and the gate's share
     # settings, hence one instance per process that ran a test).
