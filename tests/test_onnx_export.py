@@ -359,3 +359,127 @@ def test_cli_export(tiny, tmp_path):
     assert load_manifest(out).task == "pair-classifier"
     bad = runner.invoke(cli, ["export", "qa"])
     assert bad.exit_code == 2
+
+
+# --- the torch-free runtime ---------------------------------------------------------------------
+
+BLOCKER = '''
+import importlib.abc, sys
+
+class _Block(importlib.abc.MetaPathFinder):
+    """Make torch, transformers and optimum look uninstalled (as in faithgate[runtime])."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"torch", "transformers", "optimum"}:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
+        return None
+
+sys.meta_path.insert(0, _Block())
+'''
+
+TORCH_FREE_SCRIPT = """
+import json, sys
+import numpy as np
+for name in ("torch", "transformers", "optimum"):
+    try:
+        __import__(name)
+    except ImportError:
+        pass
+    else:
+        raise SystemExit(f"{name} is importable: the blocker failed")
+from faithgate import Example, Scorer
+from faithgate.backends import ModelPool
+paths, texts, pairs = json.loads(sys.argv[1])
+pool = ModelPool(paths)  # backend auto: the exports are found from their manifests
+enc = pool.get("embedder", "text-encoder")
+nli = pool.get("nli", "pair-classifier")
+lm = pool.get("lm", "causal-lm")
+s2s = pool.get("seq2seq", "seq2seq-lm")
+ids = [lm.tokenize(t) for t in texts]
+out = {
+    "backends": [m.backend for m in (enc, nli, lm, s2s)],
+    "emb": enc.sentence_embeddings(texts).tolist(),
+    "tok": enc.token_embeddings(texts[:2], layer=1)[1].vectors.tolist(),
+    "nli": nli.predict_proba(texts, texts[1::-1] + texts[:1]).tolist(),
+    "lm": np.nan_to_num(lm.segment_logprobs([[ids[0], ids[1]]])[0][1]).tolist(),
+    "s2s": s2s.seq2seq_logprobs([(ids[0], ids[1])])[0].tolist(),
+}
+examples = [Example(str(i), s, y) for i, (s, y) in enumerate(pairs)]
+scores = Scorer(["loglik", "entail_s2s", "sentsim"], models=paths).score(examples)
+out["metrics"] = {k: [row[k].value for row in scores] for k in scores[0]}
+out["errors"] = [row[k].error for row in scores for k in row if row[k].error]
+out["leaked"] = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))
+print(json.dumps(out))
+"""
+
+
+def test_torch_free_runtime(tiny, exports, tmp_path):
+    """With torch/transformers/optimum unimportable, exported models and the metrics over
+    them run and give the torch backend's scores."""
+    import os
+    import subprocess
+    import sys
+
+    from faithgate import Example, Scorer
+
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    onnx_paths = {
+        "embedder": str(exports["bert"]),
+        "nli": str(exports["nli"]),
+        "lm": str(exports["llama"]),
+        "seq2seq": str(exports["bart"]),
+    }
+    torch_paths = {
+        "embedder": str(tiny["bert"]),
+        "nli": str(tiny["nli"]),
+        "lm": str(tiny["llama"]),
+        "seq2seq": str(tiny["bart"]),
+    }
+    pairs = [(CORPUS[0] + " " + CORPUS[1], "The council voted to build a library."),
+             (CORPUS[2], "Profits rose in June.")]  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")]),
+    }
+    env["FAITHGATE_HOME"] = str(tmp_path / "home")
+    proc = subprocess.run(
+        [sys.executable, "-c", TORCH_FREE_SCRIPT, json.dumps([onnx_paths, TEXTS, pairs])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["backends"] == ["onnx"] * 4
+    assert got["leaked"] == [] and got["errors"] == []
+
+    pool = ModelPool(torch_paths, backend="torch")
+    enc = pool.get("embedder", "text-encoder")
+    lm = pool.get("lm", "causal-lm")
+    ids = [lm.tokenize(t) for t in TEXTS]
+    np.testing.assert_allclose(got["emb"], enc.sentence_embeddings(TEXTS), atol=1e-5)
+    np.testing.assert_allclose(
+        got["tok"], enc.token_embeddings(TEXTS[:2], layer=1)[1].vectors, atol=1e-4
+    )
+    np.testing.assert_allclose(
+        got["nli"],
+        pool.get("nli", "pair-classifier").predict_proba(TEXTS, TEXTS[1::-1] + TEXTS[:1]),
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        got["lm"], np.nan_to_num(lm.segment_logprobs([[ids[0], ids[1]]])[0][1]), atol=1e-4
+    )
+    np.testing.assert_allclose(
+        got["s2s"],
+        pool.get("seq2seq", "seq2seq-lm").seq2seq_logprobs([(ids[0], ids[1])])[0],
+        atol=1e-4,
+    )
+    examples = [Example(str(i), s, y) for i, (s, y) in enumerate(pairs)]
+    ref = Scorer(["loglik", "entail_s2s", "sentsim"], models=torch_paths, backend="torch").score(
+        examples
+    )
+    for name, values in got["metrics"].items():
+        np.testing.assert_allclose(values, [row[name].value for row in ref], atol=1e-3)

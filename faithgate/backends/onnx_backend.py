@@ -259,7 +259,16 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
         return list(self.config["labels"])
 
     def _feeds(self, premises: Sequence[str], hypotheses: Sequence[str]) -> dict[str, np.ndarray]:
-        encs = self.pair_tokenizer.encode_batch(list(zip(premises, hypotheses, strict=True)))
+        batch = list(zip(premises, hypotheses, strict=True))
+        try:
+            encs = self.pair_tokenizer.encode_batch(batch)
+        except Exception:  # noqa: BLE001 - a hypothesis alone longer than the window
+            # only_first cannot fit it; cut both sides instead of failing the batch.
+            self.pair_tokenizer.enable_truncation(self.max_length, strategy="longest_first")
+            try:
+                encs = self.pair_tokenizer.encode_batch(batch)
+            finally:
+                self.pair_tokenizer.enable_truncation(self.max_length, strategy="only_first")
         ids, mask = self._pad([e.ids for e in encs], int(self.config["pad_id"]))
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names["model"]:
@@ -357,10 +366,6 @@ class _OnnxLMBase(_OnnxRoleMixin, LanguageModel):
         if current:
             batches.append(current)
         return batches
-
-    def target_logprobs(self, pairs: Sequence[tuple[str, str]]) -> Any:
-        # Kept for the base interface; the likelihood engine calls the token-level methods.
-        raise BackendError("use segment_logprobs / prefix_logprobs / seq2seq_logprobs")
 
 
 class OnnxCausalLM(_OnnxLMBase):
