@@ -159,7 +159,8 @@ class OnnxTextEncoder(_OnnxRoleMixin, TextEncoder):
             return "last_hidden_state"
         n = int(self.config["num_layers"]) + 1
         if not -n <= layer < n:
-            raise BackendError(f"layer {layer} out of range for a model with {n - 1} layers")
+            # IndexError, as the torch backend's hidden-state tuple raises (metrics catch it)
+            raise IndexError(f"layer {layer} out of range for a model with {n - 1} layers")
         return f"hidden_states.{layer % n}"
 
     def _forward(self, batch_ids: list[list[int]], layer: int | None) -> list[np.ndarray]:

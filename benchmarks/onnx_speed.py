@@ -1,0 +1,372 @@
+"""Speed, memory and agreement of torch fp32, onnxruntime fp32 and onnxruntime int8, per metric.
+
+For each metric and backend, scores the same BUMP task-1 examples (``--pairs`` minimal pairs,
+both summaries of each: 2 x pairs (source, summary) items) in a fresh subprocess and prints:
+
+- items/s: scored (source, summary) items per second, model load and warm-up excluded;
+- model s: the part of that time spent inside the backend's model calls;
+- peak RSS: the subprocess's peak resident memory (``ru_maxrss``), imports and weights included;
+- agreement with torch fp32: mean/max |score difference|, share of minimal pairs ordered as
+  torch orders them, and BUMP consistency (share of pairs where the reference scores higher);
+- gate: whether the scores pass the export parity gate (mean |diff| <= 0.01 for bounded scores,
+  >= 99% pair agreement, consistency within 1 point).
+
+Then the install size of the ``runtime`` extra against the torch install (sum of the files each
+installed distribution's RECORD lists, over the extra's dependency closure minus the core's).
+
+    nice -n 5 python benchmarks/onnx_speed.py                    # 50 pairs = 100 items
+    python benchmarks/onnx_speed.py --pairs 10 --metrics sentsim  # a quick look
+
+The NLI model is a randomly initialised classifier of MiniLM-L6's size (no NLI weights exist
+offline): its speed is real, its scores are meaningless (agreement is still measured).
+Exports go to ``--work`` (never to the faithgate cache, so other runs keep their backend).
+Data: ``$FAITHGATE_SHARED_DATA`` or ``../shared/data`` beside the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+# metric -> (settings, model roles it needs, bounded score?)
+METRICS: dict[str, tuple[dict, tuple[str, ...], bool]] = {
+    "bertscore": ({}, ("embedder",), True),
+    "sentsim": ({}, ("embedder",), True),
+    "entail_s2s": ({}, ("nli",), True),
+    "loglik": ({}, ("lm",), False),
+    "harim_plus": ({}, ("lm",), False),
+}
+VARIANTS = ("torch fp32", "onnx fp32", "onnx int8")
+
+
+def data_dir() -> Path:
+    env = os.environ.get("FAITHGATE_SHARED_DATA")
+    path = Path(env) if env else REPO.parent / "shared" / "data"
+    if not (path / "bump_task1.jsonl").is_file():
+        sys.exit(f"BUMP data not found in {path} (set FAITHGATE_SHARED_DATA)")
+    return path
+
+
+def bump_items(n_pairs: int) -> list[dict]:
+    """The first ``n_pairs`` minimal pairs of BUMP task 1 (file order): reference, edited."""
+    refs: dict[str, dict] = {}
+    items: list[dict] = []
+    with (data_dir() / "bump_task1.jsonl").open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    for row in rows:
+        if row["role"] == "reference":
+            refs.setdefault(row["pair_id"], row)
+    seen = set()
+    for row in rows:
+        if row["role"] != "edited" or row["pair_id"] in seen or row["pair_id"] not in refs:
+            continue
+        seen.add(row["pair_id"])
+        ref = refs[row["pair_id"]]
+        items.append({"id": ref["id"], "source": ref["source"], "summary": ref["summary"]})
+        items.append({"id": row["id"], "source": row["source"], "summary": row["summary"]})
+        if len(seen) == n_pairs:
+            break
+    return items
+
+
+# --- models and exports ------------------------------------------------------------------------
+
+
+def random_nli(work: Path) -> Path:
+    """A BERT classifier with MiniLM-L6's shape and tokenizer, random weights (seed 0)."""
+    target = work / "nli-random-minilm"
+    if (target / "config.json").is_file():
+        return target
+    import torch
+    import transformers
+
+    from faithgate import models
+
+    emb = models.resolve("embedder").location
+    base = transformers.AutoConfig.from_pretrained(emb)
+    labels = {0: "entailment", 1: "neutral", 2: "contradiction"}
+    cfg = transformers.BertConfig(
+        **{
+            k: getattr(base, k)
+            for k in (
+                "vocab_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "intermediate_size",
+                "max_position_embeddings",
+            )
+        },  # fmt: skip
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
+    )
+    torch.manual_seed(0)
+    transformers.BertForSequenceClassification(cfg).save_pretrained(target)
+    transformers.AutoTokenizer.from_pretrained(emb).save_pretrained(target)
+    return target
+
+
+def ensure_exports(work: Path, roles: set[str], log) -> dict[str, dict[str, str]]:
+    """variant -> {role: model path}; exports made once into ``work`` and reused."""
+    from faithgate import models
+    from faithgate.backends.export import MANIFEST_NAME, export_model, load_manifest
+    from faithgate.backends.quantize import Tolerance
+
+    paths: dict[str, dict[str, str]] = {v: {} for v in VARIANTS}
+    loose = Tolerance(1e9, 0.0, 1.0)  # benchmark both precisions: the gate is measured below
+    for role in sorted(roles):
+        source = str(random_nli(work)) if role == "nli" else None
+        spec = models.resolve(role, source)
+        paths["torch fp32"][role] = source or spec.name
+        for variant, quant in (("onnx fp32", "none"), ("onnx int8", "int8")):
+            out = work / f"{role}-{quant}"
+            if not (out / MANIFEST_NAME).is_file():
+                log(f"exporting {role} ({quant}) -> {out}")
+                t0 = time.perf_counter()
+                export_model(spec, out=out, quantize=quant, tolerance=loose)
+                log(f"  {time.perf_counter() - t0:.0f} s")
+            manifest = load_manifest(out)
+            if quant == "int8" and manifest.quantization == "none":
+                sys.exit(f"{out}: int8 export missing")
+            paths[variant][role] = str(out)
+    return paths
+
+
+# --- one measurement, in its own process ---------------------------------------------------------
+
+
+def worker(cell: dict) -> dict:
+    import resource
+
+    from faithgate.scorer import Scorer
+    from faithgate.types import Example
+
+    threads = cell["threads"]
+    if cell["backend"] == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+    examples = [Example(i["id"], i["source"], i["summary"]) for i in cell["items"]]
+    options = {role: {"threads": threads} for role in cell["models"]}
+    if cell["backend"] == "torch":  # the torch encoders/classifiers take no thread option
+        options = {r: o for r, o in options.items() if r in ("lm", "seq2seq")}
+    t0 = time.perf_counter()
+    warm = Scorer(
+        [cell["metric"]],
+        models=cell["models"],
+        backend=cell["backend"],
+        metric_settings={cell["metric"]: cell["settings"]},
+        model_options=options,
+    )
+    warm.score(examples[:2])  # loads models, spaCy; not timed
+    load_s = time.perf_counter() - t0
+    model_time = [0.0]
+    for role, task in warm.metrics[0].roles.items():
+        if role == "spacy":
+            continue
+        model = warm.pool.get(role, task, **options.get(role, {}))
+        for name in ("token_embeddings", "sentence_embeddings", "predict_proba",
+                     "segment_logprobs", "prefix_logprobs", "seq2seq_logprobs"):  # fmt: skip
+            fn = getattr(model, name, None)
+            if fn is None:
+                continue
+
+            def timed(*a, _fn=fn, **k):
+                s = time.perf_counter()
+                try:
+                    return _fn(*a, **k)
+                finally:
+                    model_time[0] += time.perf_counter() - s
+
+            setattr(model, name, timed)
+    from faithgate import text as textmod
+
+    textmod._parse_cached.cache_clear()  # spaCy parses are not reused from the warm-up
+    scorer = Scorer(
+        [cell["metric"]], metric_settings={cell["metric"]: cell["settings"]}, pool=warm.pool
+    )
+    t0 = time.perf_counter()
+    scores = scorer.score(examples)
+    elapsed = time.perf_counter() - t0
+    values = [row[cell["metric"]].value for row in scores]
+    return {
+        "values": [None if v != v else v for v in values],
+        "seconds": elapsed,
+        "model_seconds": model_time[0],
+        "load_seconds": load_s,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "errors": sum(1 for row in scores if row[cell["metric"]].error),
+        "settings_hash": scores[0][cell["metric"]].settings_hash,
+    }
+
+
+def run_cell(cell: dict, timeout: int) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker"],
+        input=json.dumps(cell),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        return {"failed": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "?"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --- agreement and install size ------------------------------------------------------------------
+
+
+def agreement(ref: list, new: list, bounded: bool) -> dict:
+    from faithgate.backends.quantize import compare
+
+    a = np.array([np.nan if v is None else v for v in ref], dtype=float).reshape(-1, 2)
+    b = np.array([np.nan if v is None else v for v in new], dtype=float).reshape(-1, 2)
+    ok = ~(np.isnan(a).any(axis=1) | np.isnan(b).any(axis=1))
+    return compare("score", a[ok], b[ok], bounded).to_dict() | {"nan_pairs": int((~ok).sum())}
+
+
+def _dist_files_size(dist: metadata.Distribution) -> int:
+    total = 0
+    for f in dist.files or []:
+        with contextlib.suppress(OSError):
+            total += (Path(dist.locate_file(f))).stat().st_size
+    return total
+
+
+def _closure(names: list[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = re.split(r"[ ;<>=!~\[]", todo.pop(), maxsplit=1)[0].lower().replace("_", "-")
+        if not name or name in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        seen.add(name)
+        for req in dist.requires or []:
+            if "extra ==" not in req:
+                todo.append(req)
+    return seen
+
+
+def install_sizes() -> list[tuple[str, float, list[str]]]:
+    fg = metadata.distribution("faithgate")
+    reqs = fg.requires or []
+    core = [r for r in reqs if "extra ==" not in r]
+    runtime = [r.split(";")[0] for r in reqs if 'extra == "runtime"' in r]
+    core_set = _closure(core)
+    runtime_only = _closure(runtime) - core_set
+    torch_set = _closure(["torch"])
+    torch_full = _closure(["torch", "transformers", "optimum", "optimum-onnx"]) - core_set
+    rows = []
+    for label, names in (
+        ("runtime extra (onnxruntime, tokenizers + deps not in core)", runtime_only),
+        ("torch (+ its deps)", torch_set),
+        ("torch + transformers + optimum (+ deps not in core)", torch_full),
+    ):
+        size = sum(_dist_files_size(metadata.distribution(n)) for n in names)
+        rows.append((label, size / 2**20, sorted(names)))
+    return rows
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=int, default=50, help="BUMP minimal pairs (2 items each)")
+    ap.add_argument("--metrics", default=",".join(METRICS))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/faithgate-onnx-bench"))
+    ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--json", type=Path, help="also write all results here")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(json.loads(sys.stdin.read()))))
+        return
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    unknown = set(metrics) - set(METRICS)
+    if unknown:
+        sys.exit(f"unknown metric(s): {', '.join(sorted(unknown))}; known: {', '.join(METRICS)}")
+    items = bump_items(args.pairs)
+    args.work.mkdir(parents=True, exist_ok=True)
+    roles = {r for m in metrics for r in METRICS[m][1]}
+    paths = ensure_exports(args.work, roles, log)
+    results: dict[str, dict[str, dict]] = {}
+    for metric in metrics:
+        settings, mroles, bounded = METRICS[metric]
+        results[metric] = {}
+        for variant in VARIANTS:
+            cell = {
+                "metric": metric,
+                "settings": settings,
+                "backend": "torch" if variant == "torch fp32" else "onnx",
+                "models": {r: paths[variant][r] for r in mroles},
+                "items": items,
+                "threads": args.threads,
+            }
+            log(f"{metric} / {variant} ...")
+            res = run_cell(cell, args.timeout)
+            results[metric][variant] = res
+            log(f"  {res.get('seconds', float('nan')):.1f} s {res.get('failed', '')}")
+
+    print(f"\n### ONNX speed: {len(items)} BUMP task-1 items ({args.pairs} minimal pairs), "
+          f"{args.threads} threads, {os.cpu_count()} CPUs\n")  # fmt: skip
+    print("| metric | backend | items/s | speed-up | model s | load s | peak RSS MB | "
+          "mean abs diff | max abs diff | pair agreement | consistency | gate |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for metric, cells in results.items():
+        bounded = METRICS[metric][2]
+        ref = cells["torch fp32"]
+        for variant, res in cells.items():
+            if "failed" in res:
+                print(f"| {metric} | {variant} | failed: {res['failed'][:80]} |||||||||")
+                continue
+            rate = len(items) / res["seconds"]
+            speed = (ref["seconds"] / res["seconds"]) if "seconds" in ref else float("nan")
+            if "values" in ref and variant != "torch fp32":
+                ag = agreement(ref["values"], res["values"], bounded)
+                diff = f"{ag['mean_abs_diff']:.2e} | {ag['max_abs_diff']:.2e} | "
+                diff += f"{ag['rank_agreement']:.3f} | "
+                diff += f"{ag['consistency_ref']:.3f} -> {ag['consistency_new']:.3f} | "
+                diff += "pass" if ag["passed"] else "FAIL: " + "; ".join(ag["reasons"])
+                res["agreement"] = ag
+            else:
+                cons = agreement(res["values"], res["values"], bounded)["consistency_ref"]
+                diff = f"- | - | - | {cons:.3f} | reference"
+            print(
+                f"| {metric} | {variant} | {rate:.2f} | {speed:.2f}x | {res['model_seconds']:.1f}"
+                f" | {res['load_seconds']:.1f} | {res['peak_rss_mb']:.0f} | {diff} |"
+            )
+    print("\n### Install size (files listed in each distribution's RECORD)\n")
+    print("| install | MiB | distributions |")
+    print("|---|---:|---|")
+    sizes = install_sizes()
+    for label, mib, names in sizes:
+        print(f"| {label} | {mib:.1f} | {', '.join(names)} |")
+    print(f"\nruntime extra / torch install = {100 * sizes[0][1] / sizes[1][1]:.1f}% "
+          f"(/ full torch stack: {100 * sizes[0][1] / sizes[2][1]:.1f}%)")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps({"results": results, "install": sizes}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The parity gate's arithmetic, the calibration sample, quantization names and the recipes in
+``onnx_models/`` (no model is loaded here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from faithgate.backends.export import DEFAULT_OPSET, OPTIMUM_TASKS, ROLE_TASKS
+from faithgate.backends.quantize import (
+    BUILTIN_CALIBRATION,
+    Tolerance,
+    compare,
+    load_calibration,
+    normalise_quantization,
+)
+from faithgate.errors import InputError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_compare_by_hand():
+    ref = np.array([[0.9, 0.5], [0.6, 0.7], [0.8, 0.2], [0.4, 0.3]])
+    # pair 4 flips order (0.40 < 0.42); |differences| 0, 0.01 | 0.02, 0 | 0, 0.12 | 0, 0.12
+    new = np.array([[0.9, 0.51], [0.62, 0.7], [0.8, 0.32], [0.4, 0.42]])
+    rep = compare("s", ref, new, bounded=True)
+    assert rep.mean_abs_diff == pytest.approx((0.01 + 0.02 + 0.12 + 0.12) / 8)
+    assert rep.max_abs_diff == pytest.approx(0.12)
+    assert rep.rank_agreement == pytest.approx(0.75)
+    assert rep.consistency_ref == pytest.approx(0.75)  # pairs 1, 3, 4
+    assert rep.consistency_new == pytest.approx(0.5)  # pairs 1, 3
+    assert not rep.passed
+    assert len(rep.reasons) == 3  # mean diff, agreement, consistency
+    # Unbounded scores are not held to the mean-difference limit.
+    shifted = ref - 1.0
+    rep = compare("lp", ref, shifted, bounded=False)
+    assert rep.passed and rep.mean_abs_diff == pytest.approx(1.0)
+    # The zero tolerance accepts only identical scores.
+    assert compare("s", ref, ref.copy(), True, Tolerance.zero()).passed
+    assert not compare("s", ref, ref + 1e-9, True, Tolerance.zero()).passed
+    with pytest.raises(ValueError):
+        compare("s", ref, ref[:2], True)
+
+
+def test_calibration_sample(tmp_path):
+    assert load_calibration(None) == list(BUILTIN_CALIBRATION)
+    rows = []
+    for p in range(5):
+        rows.append({"pair_id": f"p{p}", "role": "reference", "source": f"S{p}", "summary": "good"})
+        rows.append({"pair_id": f"p{p}", "role": "edited", "source": f"S{p}", "summary": "bad"})
+    rows.append({"pair_id": None, "role": None, "source": "x", "summary": "y"})
+    path = tmp_path / "bump.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    sample = load_calibration(path, n_pairs=3)
+    assert len(sample) == 3
+    assert all(good == "good" and bad == "bad" for _, good, bad in sample)
+    assert load_calibration(path, n_pairs=3) == sample  # deterministic
+    assert len(load_calibration(path, n_pairs=50)) == 5
+    with pytest.raises(InputError, match="does not exist"):
+        load_calibration(tmp_path / "missing.jsonl")
+    path.write_text('{"pair_id": "a"\n')
+    with pytest.raises(InputError, match=r"bump.jsonl:1"):
+        load_calibration(path)
+
+
+def test_quantization_names():
+    assert normalise_quantization("int8") == "int8-dynamic"
+    assert normalise_quantization("fp32") == "none"
+    assert normalise_quantization("int8-static") == "int8-static"
+    with pytest.raises(InputError, match="unknown quantization"):
+        normalise_quantization("int4")
+
+
+def test_recipes_match_the_code():
+    recipes = sorted((REPO / "onnx_models" / "recipes").glob("*.json"))
+    assert {p.stem for p in recipes} == set(ROLE_TASKS)
+    for path in recipes:
+        recipe = json.loads(path.read_text())
+        assert recipe["role"] == path.stem
+        assert recipe["task"] == ROLE_TASKS[path.stem]
+        assert recipe["optimum_task"].split()[0] == OPTIMUM_TASKS[recipe["task"]]
+        assert recipe["opset"] == DEFAULT_OPSET
