@@ -1,0 +1,253 @@
+"""The bundled examples work as written: the news release gate passes on the faithful outputs
+and fails, with readable messages, on the edited ones (CLI, the example's own pytest suite and
+the Action); the toy summarizer and the API script run.
+
+The slow tests run on a copy of ``examples/news`` shared by the module (its score cache too), in
+one xdist group so the MiniLM embedder loads on one worker only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from action_runner import run_action
+
+from faithgate.config import load_config
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO_ROOT / "examples"
+NEWS = EXAMPLES / "news"
+BASELINE = NEWS / "faithgate-baseline.json"
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _summarizer():
+    spec = importlib.util.spec_from_file_location("news_summarizer", NEWS / "summarizer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------- fast checks
+
+
+def test_lead_k_summarizer():
+    summarize = _summarizer().summarize
+    text = '(CNN)First one here. "Quoted second!" he said. Third: 3.5 million? Yes. Last.'
+    assert summarize(text, k=1) == "First one here."
+    assert summarize(text) == 'First one here. "Quoted second!" he said.'
+    assert summarize(text, k=3) == 'First one here. "Quoted second!" he said. Third: 3.5 million?'
+    with pytest.raises(ValueError, match="non-empty"):
+        summarize("  ")
+
+
+def test_news_set_is_minimal_pairs_with_licence():
+    faithful = _jsonl(NEWS / "outputs.jsonl")
+    edited = _jsonl(NEWS / "outputs_edited.jsonl")
+    articles = _jsonl(NEWS / "articles.jsonl")
+    assert 4 <= len(faithful) <= 6
+    assert [r["id"] for r in faithful] == [r["id"] for r in edited] == [r["id"] for r in articles]
+    for good, bad, art in zip(faithful, edited, articles, strict=True):
+        assert good["source"] == bad["source"] == art["source"]
+        assert good["summary"] == art["reference"] != bad["summary"]
+        assert bad["error_type"] and bad["bump_pair_id"] == good["bump_pair_id"]
+    assert "MIT License" in (NEWS / "LICENSE.BUMP").read_text()
+
+
+def test_news_config_and_baseline_agree():
+    config = load_config(NEWS / "pyproject.toml")
+    assert config.metrics == ("bertscore",)
+    assert config.outputs == NEWS / "outputs.jsonl"
+    assert config.rules.pair_consistency is not None and config.rules.pair_consistency.generate
+    baseline = json.loads(BASELINE.read_text())
+    outputs = {e["id"] for e in baseline["examples"] if not e["probe"]}
+    assert outputs == {r["id"] for r in _jsonl(config.outputs)}
+    assert baseline["passed"] is True
+
+
+def test_news_baseline_is_current():
+    """The committed baseline (last release's scores) was made with today's bertscore settings;
+    a metric change makes it incomparable for ``--baseline`` and the example's regression tests."""
+    from faithgate.gate import Gate
+
+    hashes = Gate(load_config(NEWS / "pyproject.toml")).scorer.settings_hashes()
+    stored = json.loads(BASELINE.read_text())["settings_hashes"]
+    assert stored == hashes, (
+        "examples/news/faithgate-baseline.json is stale: refresh it with "
+        "`cd examples/news && faithgate check --baseline faithgate-baseline.json "
+        "--update-baseline`"
+    )
+
+
+# ---------------------------------------------------------------------- slow: real models
+
+
+@pytest.fixture(scope="module")
+def news(tmp_path_factory) -> Path:
+    """A copy of examples/news (reports and caches land in the copy, not the repository)."""
+    target = tmp_path_factory.mktemp("examples") / "news"
+    shutil.copytree(NEWS, target, ignore=shutil.ignore_patterns(".faithgate", "reports"))
+    return target
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    env.update(extra)
+    return env
+
+
+def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        args, cwd=cwd, capture_output=True, text=True, timeout=600, env=_clean_env(**env)
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("examples")
+def test_faithgate_check_passes_on_faithful_outputs(news):
+    proc = _run(["faithgate", "check"], news)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "faithgate: PASS" in proc.stdout
+    assert (news / "reports" / "faithgate.md").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("examples")
+def test_faithgate_check_fails_on_edited_outputs(news):
+    proc = _run(["faithgate", "check", "--outputs", "outputs_edited.jsonl"], news)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "faithgate: FAIL" in proc.stdout
+    assert "min_mean[bertscore]: mean bertscore 0.6315 over 5 scored examples (need >= 0.645)" in (
+        proc.stdout
+    )
+    report = (news / "reports" / "faithgate.md").read_text()
+    assert "| `min_mean[bertscore]` | 0.6315 | 0.6450 | ❌ fail |" in report
+    # The least supported sentences point at the edits (BUMP: "two years" for "life").
+    assert "Jodi Arias is sentenced to two years in prison" in report
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("examples")
+def test_regression_against_the_last_release(news):
+    """Release to release: save the faithful run as the baseline, then gate the edited one."""
+    baseline = news / "last-release.json"
+    _run(["faithgate", "check", "--baseline", baseline.name, "--update-baseline"], news)
+    assert baseline.is_file()
+    proc = _run(
+        ["faithgate", "check", "--outputs", "outputs_edited.jsonl", "--baseline", baseline.name],
+        news,
+    )
+    assert proc.returncode == 1
+    result = json.loads((news / "reports" / "faithgate.json").read_text())
+    (rule,) = [r for r in result["rules"] if r["name"] == "regression[bertscore]"]
+    assert not rule["passed"] and rule["message"].startswith("mean bertscore dropped by 0.027")
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("examples")
+def test_faithgate_check_runs_the_toy_summarizer(news):
+    proc = _run(
+        ["faithgate", "check", "--summarizer", "summarizer:summarize", "--data", "articles.jsonl"],
+        news,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "faithgate: PASS" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("examples")
+def test_example_release_tests_pass_on_faithful_outputs(news):
+    proc = _run([sys.executable, "-m", "pytest", "-q", "--faithgate"], news)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "16 passed" in proc.stdout  # 15 fixture tests + the configured gate item
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("examples")
+def test_example_release_tests_fail_readably_on_edited_outputs(news):
+    proc = _run(
+        [sys.executable, "-m", "pytest", "-q"], news, RELEASE_OUTPUTS="outputs_edited.jsonl"
+    )
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:]
+    assert "5 failed, 10 passed" in out
+    for i in range(1, 6):
+        assert f"FAILED tests/test_release_gate.py::test_summary_does_not_regress[news-{i}]" in out
+    assert "faithgate: summary not faithful enough: bertscore = 0.6382 < threshold 0.6713" in out
+    assert 'least supported sentence (#1, 0.7692): "Ryanair Aberdeen to Shetland' in out
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("examples")
+def test_action_on_the_news_example(tmp_path, news):
+    """The Action on a release with the edited outputs fails the step; the job summary is the
+    Markdown report."""
+    run = run_action(
+        tmp_path,
+        {"working-directory": "news", "outputs": "outputs_edited.jsonl"},
+        workspace=news.parent,
+    )
+    assert run.outputs["verdict"] == "fail"
+    assert run.outputs["pass-rate"] == "1"
+    assert json.loads(run.outputs["means"]) == {"bertscore": pytest.approx(0.6315, abs=1e-4)}
+    assert run.failed_step.name == "Fail when the gate failed"
+    assert "| `min_mean[bertscore]` | 0.6315 | 0.6450 | ❌ fail |" in run.summary
+    errors = [c for c in run.commands if c.startswith("::error")]
+    assert errors == [
+        "::error title=faithgate%3A rule min_mean[bertscore] failed::"
+        "mean bertscore 0.6315 over 5 scored examples (need >= 0.645)"
+    ]
+    (tmp_path / "job-summary.md").write_text(run.summary)  # kept for inspection
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("examples")
+def test_action_fail_on_regression_false_only_warns(tmp_path, news):
+    """A configuration whose only rule that can fail is the regression: with
+    fail-on-regression false the step passes and the regression is a warning."""
+    (news / "regression.toml").write_text(
+        'metrics = ["bertscore"]\nbackend = "torch"\ncache_dir = ".faithgate"\n'
+        "[thresholds]\nbertscore = 0.55\n"
+    )
+    baseline = news / "regression-baseline.json"
+    _run(
+        ["faithgate", "check", "--config", "regression.toml", "--outputs", "outputs.jsonl"]
+        + ["--baseline", baseline.name, "--update-baseline"],
+        news,
+    )
+    inputs = {
+        "working-directory": "news",
+        "config": "regression.toml",
+        "outputs": "outputs_edited.jsonl",
+        "baseline": baseline.name,
+    }
+    # (With the default fail-on-regression true the step fails: test_report_github.py.)
+    lenient = run_action(
+        tmp_path / "lenient", {**inputs, "fail-on-regression": "false"}, workspace=news.parent
+    )
+    assert lenient.failed_step is None
+    assert lenient.outputs["verdict"] == "fail"  # the gate's own verdict is still reported
+    (warning,) = [c for c in lenient.commands if c.startswith("::")]
+    assert warning.startswith("::warning title=faithgate%3A rule regression[bertscore] failed::")
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("examples")
+def test_api_spot_check_script():
+    proc = _run([sys.executable, str(EXAMPLES / "api_spot_check.py")], REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("news-")]
+    assert rows[0].startswith("news-1: bertscore ")
+    table = rows[1:]
+    assert len(table) == 5
+    assert all(" -0.0" in row for row in table)  # every edited summary scores lower
