@@ -35,7 +35,25 @@ import numpy as np
 from faithgate.scorer import Scorer
 from faithgate.types import Example
 
-GROUPS = {"qgqa": "qgqa+feqa", "feqa": "qgqa+feqa", "frames": "frames", "triples": "triples"}
+KNOWN = ("qgqa", "feqa", "frames", "triples")
+
+
+def parse_spec(spec: str) -> tuple[str, str, dict]:
+    """``"frames:component=recall,sim=token_f1"`` -> (label, metric, settings)."""
+    name, _, rest = spec.partition(":")
+    settings: dict = {}
+    for item in filter(None, rest.split(";")):
+        key, _, value = item.partition("=")
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
+    return spec, name, settings
+
+
+def group_of(label: str) -> str:
+    # The QA metrics share one analysis (questions and answers): timed together.
+    return "qgqa+feqa" if label in ("qgqa", "feqa") else label
 
 
 def data_dir(arg: str | None) -> Path:
@@ -80,10 +98,15 @@ def run(pairs, metrics: list[str], scores_path: Path, threads: int) -> None:
     values, _ = read_scores(scores_path)
     groups: dict[str, list[str]] = defaultdict(list)
     for m in metrics:
-        groups[GROUPS[m]].append(m)
-    scorers = {
-        g: Scorer(ms, model_options={"lm": {"threads": threads}}) for g, ms in groups.items()
-    }
+        groups[group_of(m)].append(m)
+    scorers = {}
+    for g, labels in groups.items():
+        specs = [parse_spec(label) for label in labels]
+        scorers[g] = Scorer(
+            [name for _, name, _ in specs],
+            metric_settings={name: st for _, name, st in specs if st},
+            model_options={"lm": {"threads": threads}},
+        )
     # Load every model before timing.
     for scorer in scorers.values():
         scorer.score([Example("warmup", "Alice met Bob in Paris.", "Alice met Bob.")])
@@ -102,7 +125,7 @@ def run(pairs, metrics: list[str], scores_path: Path, threads: int) -> None:
                 elapsed = time.perf_counter() - start
                 for r, res in zip(todo, results, strict=True):
                     for m in ms:
-                        s = res[m]
+                        s = res[parse_spec(m)[1]]
                         values[(m, row_key(r))] = s.value
                         rec = {"metric": m, "key": row_key(r), "id": r["id"]}
                         rec["value"] = None if math.isnan(s.value) else s.value
@@ -147,12 +170,12 @@ def report(pairs, metrics: list[str], scores_path: Path) -> str:
         auc = roc_auc(ref_v, edit_v, [row_key(r) for r, _ in done], [row_key(e) for _, e in done])
         keys = {row_key(x) for p in done for x in p}
         failed = sum(1 for k in keys if math.isnan(values[(m, k)]))
-        secs = seconds.get(GROUPS[m], [])
+        secs = seconds.get(group_of(m), [])
         n_timed = len(secs)
         spp = f"{sum(secs) / n_timed:.2f}" if n_timed else "n/a"
         lines.append(
             f"| {m} | {len(done)} | {np.mean(wins):.3f} | {auc:.3f} | {failed}/{len(keys)} "
-            f"| {spp} ({GROUPS[m]}) |"
+            f"| {spp} ({group_of(m)}) |"
         )
         by_type: dict[str, list] = defaultdict(list)
         for (r, e), a, b in zip(done, ref_v, edit_v, strict=True):
@@ -184,7 +207,11 @@ def report(pairs, metrics: list[str], scores_path: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=None, help="first N minimal pairs (default all)")
-    ap.add_argument("--metrics", default="qgqa,feqa,frames,triples")
+    ap.add_argument(
+        "--metrics",
+        default="qgqa,feqa,frames,triples",
+        help="comma-separated; settings as frames:component=recall;sim=token_f1",
+    )
     ap.add_argument("--data", default=None)
     ap.add_argument(
         "--scores",
@@ -195,7 +222,7 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args()
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    unknown = set(metrics) - set(GROUPS)
+    unknown = {parse_spec(m)[1] for m in metrics} - set(KNOWN)
     if unknown:
         sys.exit(f"unknown metric(s): {', '.join(sorted(unknown))}")
     pairs = load_pairs(data_dir(args.data), args.limit)
