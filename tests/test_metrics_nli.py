@@ -92,7 +92,7 @@ class FakePool(ModelPool):
         self.fakes = fakes
 
     def spec(self, role: str) -> ModelSpec:
-        return self.fakes[role].spec
+        return self.fakes[role].spec if role in self.fakes else super().spec(role)
 
     def backend_for(self, role: str, task: str) -> str:
         return "fake"

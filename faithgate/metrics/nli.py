@@ -118,12 +118,14 @@ class _Sentences:
     """Sentence splits memoised per batch: a source shared by several summaries is split (and
     later embedded) once."""
 
-    def __init__(self) -> None:
+    def __init__(self, spacy_model: str | None = None) -> None:
         self._memo: dict[str, list[str]] = {}
+        self.spacy_model = spacy_model
 
     def __call__(self, text: str) -> list[str]:
         if text not in self._memo:
-            self._memo[text] = split_sentences(text) or ([text.strip()] if text.strip() else [])
+            sents = split_sentences(text, self.spacy_model)
+            self._memo[text] = sents or ([text.strip()] if text.strip() else [])
         return self._memo[text]
 
 
@@ -132,12 +134,12 @@ class _NLIMetric(Metric):
     one deduplicated call, then aggregate per example."""
 
     family = "nli"
-    roles = {"nli": "pair-classifier"}
+    roles = {"nli": "pair-classifier", "spacy": "pipeline"}
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         engine = nli_engine(ctx)
         settings_hash = self.settings_hash(ctx)
-        sents = _Sentences()
+        sents = _Sentences(ctx.spacy_model)
         plans: list[Any] = []
         all_pairs: list[tuple[str, str]] = []
         for ex in examples:
@@ -263,7 +265,7 @@ class EntailTopK(_NLIMetric):
     description = (
         "NLI: mean entailment of each summary sentence by its k most similar source sentences"
     )
-    roles = {"nli": "pair-classifier", "embedder": "text-encoder"}
+    roles = {"nli": "pair-classifier", "embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"k": 3}
 
     def validate_settings(self) -> None:
@@ -273,7 +275,7 @@ class EntailTopK(_NLIMetric):
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         # Embed every distinct sentence of the batch once (a source's sentences once for all
         # its summaries) before planning.
-        sents = _Sentences()
+        sents = _Sentences(ctx.spacy_model)
         texts: list[str] = []
         for ex in examples:
             texts.extend(sents(ex.source))

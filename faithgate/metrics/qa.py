@@ -495,7 +495,10 @@ class _QAMetric(Metric):
                 for q, f in zip(questions, f1s, strict=True)
             ]
             sentences = []
-            summary_sents = textmod.split_sentences(ex.summary, ctx.spacy_model)
+            # Same sentence indices as the questions (``doc.sents``, blanks included).
+            summary_sents = [
+                x.text.strip() for x in textmod.parse(ex.summary, ctx.spacy_model).sents
+            ]
             for si in sorted({q.sentence for q in questions}):
                 vals = [f for q, f in zip(questions, f1s, strict=True) if q.sentence == si]
                 worst = min((r for r in rows if r["sentence"] == si), key=lambda r: r["f1"])
