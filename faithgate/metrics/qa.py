@@ -378,6 +378,8 @@ class QAEngine:
 
 class _QAMetric(Metric):
     family = "qa"
+    # The offline default; ``settings_hash`` replaces it with the roles actually used.
+    roles = {"lm": "causal-lm", "spacy": "pipeline"}
     defaults = {
         "max_questions": 10,
         "question_generator": "auto",  # auto: the qg role when configured, else rules
