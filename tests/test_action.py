@@ -334,3 +334,20 @@ def test_docs_list_every_input_and_output():
     action = load_action()
     for name in [*action["inputs"], *action["outputs"]]:
         assert f"| `{name}` |" in doc, name
+
+
+def test_input_values_cannot_inject_workflow_commands_or_outputs(tmp_path):
+    run = run_action(
+        tmp_path,
+        {"cache": "no\n::add-mask::x 100%", "python-version": "3.11\nhome=/evil"},
+        stop_after="Check inputs",
+    )
+    assert run.commands == [
+        "::error title=faithgate::input cache must be true or false, got 'no%0A::add-mask::x 100%25'"
+    ]
+    ok = run_action(
+        tmp_path / "ok", {"python-version": "3.11\nhome=/evil"}, stop_after="Check inputs"
+    )
+    outputs = ok.step("Check inputs").outputs
+    assert outputs["home"] == str(tmp_path / "ok" / "faithgate-home")
+    assert outputs["models-key"].endswith("-py3.11_home__evil")
