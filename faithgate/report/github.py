@@ -10,7 +10,7 @@ Run by the composite action (``action.yml``) after ``faithgate check``; it reads
 ``report`` writes to the files GitHub names in the environment:
 
 - ``$GITHUB_OUTPUT``: ``verdict`` (pass / fail / error), ``pass-rate``, ``means`` (a JSON object
-  metric -> mean), ``failed-examples``, ``report-markdown`` / ``report-json`` / ``report-junit`` / ``report-html``
+  metric -> mean), ``failed-examples``, ``report-markdown`` / ``-json`` / ``-junit`` / ``-html``
   and ``step-exit-code`` (what the action's last step exits with);
 - ``$GITHUB_STEP_SUMMARY``: the Markdown report (cut at GitHub's 1 MiB limit);
 - standard output: one ``::error`` workflow command per failing example (with ``file`` and
@@ -367,7 +367,7 @@ class _NullStream:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m faithgate.report.github",
-        description="Turn a faithgate gate result into GitHub step outputs, summary and annotations.",
+        description="A faithgate gate result as GitHub step outputs, summary and annotations.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="outputs, job summary and annotations of a gate result")
