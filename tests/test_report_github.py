@@ -284,3 +284,10 @@ def test_bad_config_is_one_error_line(tmp_path, monkeypatch, capsys):
     assert github.main(["cache-dir"], env={}) == 2
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("::error title=faithgate::") and "nonsense" in line
+
+
+def test_summarizer_runs_are_annotated_on_the_dataset(gate_result, tmp_path):
+    data = gate_result["input"]
+    gate_result["input"] = f"summarizer:summarize over {data}"
+    commands = github.annotations_for(gate_result, workspace=str(tmp_path / "ws"))
+    assert commands[0].startswith("::error file=data/outputs.jsonl,line=3,")

@@ -148,6 +148,15 @@ def example_lines(path: str | Path) -> dict[str, int]:
     return lines
 
 
+def _input_path(result: Mapping[str, Any]) -> str | None:
+    """The JSONL the examples came from: the outputs file, or for a summarizer run
+    (``input`` = ``"mod:fn over DATA"``) the dataset, whose ids the outputs keep."""
+    text = str(result.get("input") or "")
+    if " over " in text and not Path(text).is_file():
+        text = text.rsplit(" over ", 1)[1]
+    return text or None
+
+
 def _annotation_file(path: str | None, workspace: str | None) -> str | None:
     """The input file as GitHub wants it in an annotation: relative to the workspace. A file
     outside the workspace (or no workspace) gives ``None``: the annotation is then shown
@@ -194,7 +203,7 @@ def annotations_for(
     failing rule (``::warning`` for a regression when ``fail_on_regression`` is off). At most
     ``max_annotations`` example annotations; a notice says how many were left out."""
     commands: list[str] = []
-    input_path = result.get("input")
+    input_path = _input_path(result)
     file = _annotation_file(input_path, workspace)
     lines = example_lines(input_path) if file else {}
     failed = [e for e in result.get("examples", []) if not e.get("probe") and not e.get("passed")]
