@@ -168,3 +168,14 @@ def test_bad_settings():
     with pytest.raises(InputError):
         get_metric("frames", component="mean")
     assert "embedder" not in get_metric("triples", sim="token_f1").roles
+
+
+def test_sentence_scores_point_at_the_least_supported_sentence():
+    source = "The police arrested the thief in Paris. The thief stole a car."
+    summary = "The thief stole a car. The police arrested the thief in London."
+    for metric in ("frames", "triples"):
+        s = score(metric, source, summary, sim="token_f1")
+        assert [x.index for x in s.sentences] == [0, 1]
+        assert s.sentences[0].value == pytest.approx(1.0)
+        worst = s.least_supported()
+        assert worst.index == 1 and "London" in worst.evidence

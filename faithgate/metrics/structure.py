@@ -30,7 +30,7 @@ default) or SQuAD token F1 (``sim = "token_f1"``, no model).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from faithgate import text as textmod
 from faithgate.errors import InputError
 from faithgate.metrics._spans import SimilarityCache, f1_matrix, resolve_pronoun
 from faithgate.metrics.base import Metric, ScoringContext, register
-from faithgate.types import Example, Score
+from faithgate.types import Example, Score, SentenceScore
 
 LABELS = ("who", "what", "whom", "when", "where", "why", "how")
 SIMS = ("cosine", "token_f1")
@@ -109,6 +109,7 @@ class Frame:
     label: str
     predicate: str
     argument: str
+    sentence: int = field(default=0, compare=False)  # index in ``doc.sents``
 
     @property
     def text(self) -> str:
@@ -123,6 +124,7 @@ class Triple:
     subject: str
     relation: str
     object: str
+    sentence: int = field(default=0, compare=False)  # index in ``doc.sents``
 
     @property
     def text(self) -> str:
@@ -212,16 +214,38 @@ def _subjects(verb: Any) -> list[Any]:
     return subs
 
 
+def _sentence_index(doc: Any) -> dict[int, int]:
+    return {sent.start: i for i, sent in enumerate(doc.sents)}
+
+
+def sentence_scores(doc: Any, items: Sequence[Any], values: Sequence[float]) -> list[SentenceScore]:
+    """Mean value of the frames / triples of each summary sentence (sentences without any are
+    left out), evidence = the weakest item's text."""
+    sents = list(doc.sents)
+    out = []
+    for si in sorted({it.sentence for it in items}):
+        mine = [(it, v) for it, v in zip(items, values, strict=True) if it.sentence == si]
+        weakest = min(mine, key=lambda x: x[1])[0]
+        out.append(
+            SentenceScore(
+                si, sents[si].text.strip(), float(np.mean([v for _, v in mine])), weakest.text
+            )
+        )
+    return out
+
+
 def extract_frames(doc: Any) -> list[Frame]:
     """Labelled argument phrases of every predicate of a spaCy ``Doc`` (see module docstring)."""
     frames: list[Frame] = []
+    sent_index = _sentence_index(doc)
     for verb in doc:
         if not _is_predicate(verb):
             continue
+        si = sent_index[verb.sent.start]
         pred = _predicate(verb)
         for sub in _subjects(verb):
             label = "what" if sub.dep_ in {"nsubjpass", "csubjpass"} else "who"
-            frames.append(Frame(label, pred, _phrase(sub)))
+            frames.append(Frame(label, pred, _phrase(sub), si))
         for child in verb.children:
             dep = child.dep_
             label: str | None = None
@@ -229,7 +253,7 @@ def extract_frames(doc: Any) -> list[Frame]:
             if dep == "agent":  # passive "by X": the agent
                 pobj = next((c for c in child.children if c.dep_ == "pobj"), None)
                 if pobj is not None:
-                    frames.append(Frame("who", pred, _phrase(pobj)))
+                    frames.append(Frame("who", pred, _phrase(pobj), si))
                 continue
             if dep in {"dobj", "attr", "oprd", "acomp", "ccomp", "xcomp"}:
                 label = "what"
@@ -240,7 +264,7 @@ def extract_frames(doc: Any) -> list[Frame]:
                 label = _prep_label(child, pobj)
                 if pobj is None:
                     continue
-                frames.append(Frame(label, pred, f"{child.text} {_phrase(pobj)}"))
+                frames.append(Frame(label, pred, f"{child.text} {_phrase(pobj)}", si))
                 continue
             elif dep in {"npadvmod", "tmod"}:
                 label = "when" if child.ent_type_ in _TIME_ENTS else "how"
@@ -257,7 +281,7 @@ def extract_frames(doc: Any) -> list[Frame]:
             elif dep == "advcl":
                 label = _advcl_label(child)
             if label is not None:
-                frames.append(Frame(label, pred, _phrase(arg)))
+                frames.append(Frame(label, pred, _phrase(arg), si))
     return frames
 
 
@@ -266,12 +290,14 @@ def extract_triples(doc: Any) -> list[Triple]:
     subject, one triple per direct object / attribute / complement / prepositional object
     (relation = predicate + preposition), or ``(subject, predicate, "")`` when it has none."""
     triples: list[Triple] = []
+    sent_index = _sentence_index(doc)
     for verb in doc:
         if not _is_predicate(verb):
             continue
         subjects = _subjects(verb)
         if not subjects:
             continue
+        si = sent_index[verb.sent.start]
         pred = _predicate(verb)
         objects: list[tuple[str, str]] = []
         for child in verb.children:
@@ -286,9 +312,9 @@ def extract_triples(doc: Any) -> list[Triple]:
         for sub in subjects:
             subject = _phrase(sub)
             if not objects:
-                triples.append(Triple(subject, pred, ""))
+                triples.append(Triple(subject, pred, "", si))
             for relation, obj in objects:
-                triples.append(Triple(subject, relation, obj))
+                triples.append(Triple(subject, relation, obj, si))
     return list(dict.fromkeys(triples))
 
 
@@ -341,9 +367,16 @@ class Frames(_StructureMetric):
             for t in dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary))
         }
         sim = self._similarity(ctx, [f.text for fs in parsed.values() for f in fs])
-        return [
-            self._score(ex, parsed[ex.summary], parsed[ex.source], sim, shash) for ex in examples
-        ]
+        scores = []
+        for ex in examples:
+            score = self._score(ex, parsed[ex.summary], parsed[ex.source], sim, shash)
+            if score.ok:
+                summ = parsed[ex.summary]
+                best = score.details.pop("_best")
+                doc = textmod.parse(ex.summary, model)
+                score.sentences = sentence_scores(doc, summ, [best[f] for f in summ])
+            scores.append(score)
+        return scores
 
     def _score(self, ex: Example, summ: list[Frame], src: list[Frame], sim, shash: str) -> Score:
         if not summ:
@@ -351,8 +384,10 @@ class Frames(_StructureMetric):
                 self.name, shash, ex.id, "no predicate-argument frame found in the summary"
             )
         per_label: dict[str, dict[str, Any]] = {}
+        best_of: dict[Frame, float] = {}  # each summary frame's best match (per sentence)
         for label in LABELS:
-            ps = [f.text for f in summ if f.label == label]
+            frames = [f for f in summ if f.label == label]
+            ps = [f.text for f in frames]
             if not ps:
                 continue
             qs = [f.text for f in src if f.label == label]
@@ -361,9 +396,11 @@ class Frames(_StructureMetric):
                 recall = float(m.max(axis=1).mean())
                 precision = float(m.max(axis=0).mean())
                 best = [qs[j] for j in m.argmax(axis=1)]
+                best_of.update(zip(frames, m.max(axis=1).tolist(), strict=True))
             else:
                 recall = precision = 0.0
                 best = [None] * len(ps)
+                best_of.update((f, 0.0) for f in frames)
             f1 = 2 * recall * precision / (recall + precision) if recall + precision > 0 else 0.0
             per_label[label] = {
                 "recall": recall,
@@ -381,6 +418,7 @@ class Frames(_StructureMetric):
             shash,
             ex.id,
             details={
+                "_best": best_of,
                 "labels": per_label,
                 "n_summary_frames": len(summ),
                 "n_source_frames": len(src),
@@ -400,13 +438,15 @@ class Triples(_StructureMetric):
         shash = self.settings_hash(ctx)
         model = ctx.spacy_model
         parsed = {
-            t: [tr.text for tr in extract_triples(textmod.parse(t, model))]
+            t: extract_triples(textmod.parse(t, model))
             for t in dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary))
         }
-        sim = self._similarity(ctx, [t for ts in parsed.values() for t in ts])
+        sim = self._similarity(ctx, [t.text for ts in parsed.values() for t in ts])
         scores = []
         for ex in examples:
-            summ, src = parsed[ex.summary], parsed[ex.source]
+            summ_triples = parsed[ex.summary]
+            summ = [t.text for t in summ_triples]
+            src = [t.text for t in parsed[ex.source]]
             if not summ:
                 scores.append(
                     Score.failed(
@@ -431,5 +471,8 @@ class Triples(_StructureMetric):
                 ],
                 "n_source_triples": len(src),
             }
-            scores.append(Score(self.name, float(best.mean()), shash, ex.id, details=details))
+            sentences = sentence_scores(
+                textmod.parse(ex.summary, model), summ_triples, best.tolist()
+            )
+            scores.append(Score(self.name, float(best.mean()), shash, ex.id, sentences, details))
         return scores
