@@ -304,7 +304,7 @@ class QAEngine:
         template = self.settings["qg_template"]
         inputs, owners = [], []
         for si, (summary, qs) in enumerate(zip(summaries, per, strict=True)):
-            sents = textmod.split_sentences(summary, self.spacy_model)
+            sents = [x.text.strip() for x in textmod.parse(summary, self.spacy_model).sents]
             for q in qs:
                 context = sents[q.sentence] if q.sentence < len(sents) else summary
                 inputs.append(template.format(answer=q.span, context=context))
