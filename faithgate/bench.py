@@ -337,9 +337,13 @@ def run_bench(
     plots: str | Path | None = None,
     combine: str | Path | None = None,
     save_weights: str | Path | None = None,
+    combine_limit: int | None = -1,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Score every file with every metric and meta-evaluate; returns a JSON-ready dict."""
+    """Score every file with every metric and meta-evaluate; returns a JSON-ready dict.
+
+    ``combine_limit`` caps the training file of ``combine`` (default: the same as ``limit``;
+    ``None``: the whole file)."""
     files = [f for d in data for f in benchmark_files(d)]
     bench = Bench(
         metrics, cache=cache, backend=backend, models=models,
@@ -362,7 +366,10 @@ def run_bench(
             import click
 
             click.echo(f"{name}: scoring", err=True)
-        examples = limit_examples(load_examples(path), limit, seed)
+        file_limit = limit
+        if combine is not None and str(path.resolve()) == train_key and combine_limit != -1:
+            file_limit = combine_limit
+        examples = limit_examples(load_examples(path), file_limit, seed)
         items = items_from_examples(examples)
         runs = bench.score(examples)
         loaded[str(path.resolve())] = (examples, items, runs)

@@ -62,6 +62,10 @@ def _cache_arg(cache_path: str | None, no_cache: bool) -> str | None:
     "and report it on the --data files.",
 )
 @click.option("--save-weights", metavar="FILE.json", help="Where to save the --combine weights.")
+@click.option(
+    "--combine-limit", type=int, metavar="N",
+    help="Rows of the --combine file to fit on (default: --limit; 0 = all).",
+)
 @click.option("--resamples", type=int, default=1000, show_default=True, help="Bootstrap resamples.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @_cache_option
@@ -79,6 +83,7 @@ def bench_command(
     plots: str | None,
     combine: str | None,
     save_weights: str | None,
+    combine_limit: int | None,
     resamples: int,
     seed: int,
     cache_path: str | None,
@@ -107,6 +112,7 @@ def bench_command(
         plots=plots,
         combine=combine,
         save_weights=save_weights,
+        combine_limit=-1 if combine_limit is None else (combine_limit or None),
         progress=not quiet,
     )
     doc = json_ready(result)
