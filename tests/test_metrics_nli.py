@@ -82,6 +82,7 @@ class FakeEncoder(TextEncoder):
         raise NotImplementedError
 
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls = getattr(self, "calls", []) + [list(texts)]
         vecs = np.array([self.vectors.get(t, [0.0, 0.0, 1.0]) for t in texts], dtype=float)
         return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
@@ -298,3 +299,11 @@ def test_tiny_random_bert_through_the_torch_backend(tiny_nli_dir):
     assert d2s.details["windowed"] is True and len(d2s.details["windows"]) > 1
     assert all(w["n_tokens"] <= d2s.details["window_tokens"] for w in d2s.details["windows"])
     assert 0.0 <= d2s.value <= 1.0
+
+
+def test_topk_embeds_each_distinct_sentence_once_per_batch():
+    encoder = FakeEncoder({})
+    examples = [Example("a", SOURCE, SUMMARY), Example("b", SOURCE, H1), Example("c", SOURCE, H2)]
+    run("entail_topk", examples, FakeNLI(TABLE), encoder)
+    assert len(encoder.calls) == 1
+    assert sorted(encoder.calls[0]) == sorted([S1, S2, S3, H1, H2])
