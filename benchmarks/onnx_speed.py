@@ -5,7 +5,7 @@ both summaries of each: 2 x pairs (source, summary) items) in a fresh subprocess
 
 - items/s: scored (source, summary) items per second, model load and warm-up excluded;
 - model s: the part of that time spent inside the backend's model calls;
-- peak RSS: the subprocess's peak resident memory (``ru_maxrss``), imports and weights included;
+- peak RSS: the subprocess's peak resident memory (``VmHWM``), imports and weights included;
 - agreement with torch fp32: mean/max |score difference|, share of minimal pairs ordered as
   torch orders them, and BUMP consistency (share of pairs where the reference scores higher);
 - gate: whether the scores pass the export parity gate (mean |diff| <= 0.01 for bounded scores,
@@ -146,9 +146,18 @@ def ensure_exports(work: Path, roles: set[str], log) -> dict[str, dict[str, str]
 # --- one measurement, in its own process ---------------------------------------------------------
 
 
-def worker(cell: dict) -> dict:
+def peak_rss_mb() -> float:
+    """This process's peak resident memory. ``VmHWM`` restarts at exec, unlike ``ru_maxrss``,
+    which a subprocess inherits from the (large) parent that forked it."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
     import resource
 
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def worker(cell: dict) -> dict:
     from faithgate.scorer import Scorer
     from faithgate.types import Example
 
@@ -205,7 +214,7 @@ def worker(cell: dict) -> dict:
         "seconds": elapsed,
         "model_seconds": model_time[0],
         "load_seconds": load_s,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
         "errors": sum(1 for row in scores if row[cell["metric"]].error),
         "settings_hash": scores[0][cell["metric"]].settings_hash,
     }
