@@ -135,6 +135,7 @@ def run_action(
     values = {name: str(spec.get("default", "")) for name, spec in declared.items()}
     values.update(inputs or {})
 
+    tmp_path.mkdir(parents=True, exist_ok=True)
     workspace = workspace or tmp_path / "ws"
     workspace.mkdir(parents=True, exist_ok=True)
     gh = tmp_path / "github"
