@@ -351,3 +351,26 @@ def test_input_values_cannot_inject_workflow_commands_or_outputs(tmp_path):
     outputs = ok.step("Check inputs").outputs
     assert outputs["home"] == str(tmp_path / "ok" / "faithgate-home")
     assert outputs["models-key"].endswith("-py3.11_home__evil")
+
+
+def test_action_metadata_schema():
+    """The keys GitHub accepts in a composite action's metadata (actionlint does not check
+    action.yml itself)."""
+    action = load_action()
+    assert set(action) <= {"name", "description", "author", "branding", "inputs", "outputs", "runs"}
+    assert action["name"] and action["description"]
+    assert action["runs"]["using"] == "composite"
+    for name, spec in action["inputs"].items():
+        assert set(spec) <= {"description", "required", "default", "deprecationMessage"}, name
+        assert isinstance(spec["default"], str), f"{name}: defaults are strings in metadata"
+    for name, spec in action["outputs"].items():
+        assert set(spec) == {"description", "value"}, name
+    allowed = {"name", "id", "if", "uses", "with", "run", "shell", "env", "working-directory"}
+    allowed |= {"continue-on-error"}
+    for step in action["runs"]["steps"]:
+        assert set(step) <= allowed, step.get("name")
+        assert ("run" in step) != ("uses" in step), step.get("name")
+        if "run" in step:
+            assert step["shell"] == "bash", step["name"]
+    ids = [s["id"] for s in action["runs"]["steps"] if "id" in s]
+    assert len(ids) == len(set(ids))
