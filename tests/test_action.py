@@ -195,6 +195,37 @@ def test_pre_commit_check_hook_gates_each_file_in_its_directory(tmp_path):
     assert "outputs.jsonl:2: invalid JSON" in proc.stderr
 
 
+def test_pre_commit_runs_the_hook_on_changed_outputs_only(tmp_path):
+    """pre-commit itself (try-repo: this checkout as the hook repository) runs the hook on the
+    outputs file, not on other JSONL, and fails the commit on a bad one."""
+    if shutil.which("pre-commit") is None or shutil.which("git") is None:
+        pytest.skip("pre-commit or git not installed")
+    repo = tmp_path / "repo"
+    (repo / "proj").mkdir(parents=True)
+    (repo / "proj" / "faithgate.toml").write_text('metrics = ["overlap"]\n')
+    (repo / "proj" / "outputs.jsonl").write_text(
+        '{"id": "1", "source": "s", "summary": "t"}\n{oops\n'
+    )
+    (repo / "proj" / "articles.jsonl").write_text("not checked\n")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    proc = subprocess.run(
+        ["pre-commit", "try-repo", str(REPO_ROOT), "faithgate-check"]
+        + ["--files", "proj/outputs.jsonl", "proj/articles.jsonl"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "faithgate check (changed outputs)" in proc.stdout and "Failed" in proc.stdout
+    assert "faithgate check --outputs proj/outputs.jsonl" in proc.stdout
+    assert "outputs.jsonl:2: invalid JSON" in proc.stdout
+    assert "articles.jsonl" not in proc.stdout.split("Failed", 1)[1]
+
+
 # ---------------------------------------------------------------------- the action, run
 
 
