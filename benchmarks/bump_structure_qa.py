@@ -82,7 +82,10 @@ def read_scores(path: Path) -> tuple[dict[tuple[str, str], float], dict[str, lis
     seconds: dict[str, list[float]] = defaultdict(list)
     if path.is_file():
         for line in path.open(encoding="utf-8"):
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:  # a run killed mid-line: that row is redone
+                continue
             if "seconds" in rec:
                 seconds[rec["group"]].append(rec["seconds"])
             else:
