@@ -373,3 +373,24 @@ def test_model_role_in_settings_hash(tiny_llama: Path, tiny_bart: Path) -> None:
 
 def test_resolve_accepts_local_dirs(tiny_llama: Path) -> None:
     assert resolve("lm", str(tiny_llama)).origin == "path"
+
+
+@pytest.mark.slow
+def test_smollm2_on_a_bump_pair(bump_rows: list[dict]) -> None:
+    """Real default model on BUMP pair 0: caching changes nothing, the reference wins."""
+    pair = [r for r in bump_rows if r["pair_id"] == bump_rows[0]["pair_id"]]
+    ref = next(r for r in pair if r["role"] == "reference")
+    edit = next(r for r in pair if r["role"] == "edited")
+    exs = [
+        Example("ref", ref["source"], ref["summary"]),
+        Example("ed", edit["source"], edit["summary"]),
+    ]
+    scorer = Scorer(["loglik", "harim_plus"])
+    cached = scorer.score(exs)
+    plain = Scorer(
+        ["loglik"], metric_settings={"loglik": {"prefix_cache": False}}, pool=scorer.pool
+    ).score(exs)
+    for c, p in zip(cached, plain, strict=True):
+        assert c["loglik"].value == pytest.approx(p["loglik"].value, abs=1e-4)
+    assert cached[0]["loglik"].value > cached[1]["loglik"].value
+    assert cached[0]["harim_plus"].value > cached[1]["harim_plus"].value
