@@ -149,6 +149,14 @@ def test_sentsim_cosine_by_hand():
     assert s.details["best_source_sentence"] == [0, 1]
 
 
+def test_sentsim_reports_sentences_cut_by_the_encoder(monkeypatch):
+    (ok,), encoder = score(get_metric("sentsim"), [Example("1", SOURCE, SUMMARY)])
+    assert "truncated_sentences" not in ok.details
+    monkeypatch.setattr(type(encoder), "max_length", property(lambda self: 5))  # 3 inner tokens
+    (s,), _ = score(get_metric("sentsim"), [Example("1", SOURCE, SUMMARY)])
+    assert s.details["truncated_sentences"] == 1  # "Cats sleep all day." has 4 tokens
+
+
 def test_sentsim_token_f1_by_hand_needs_no_model():
     metric = get_metric("sentsim", sim="token_f1")
     assert metric.roles == {"spacy": "pipeline"}

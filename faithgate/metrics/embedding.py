@@ -285,6 +285,9 @@ class SentSim(Metric):
             distinct = list(dict.fromkeys(s for sents in split.values() for s in sents))
             vectors = _normalise(encoder.sentence_embeddings(distinct)) if distinct else None
             index = {s: i for i, s in enumerate(distinct)}
+            # The encoder cuts a sentence longer than its context: say so in the details.
+            limit = encoder.max_length - 2
+            cut = {s for s in distinct if encoder.count_tokens(s) > limit}
 
             def matrix(summ: list[str], src: list[str]) -> np.ndarray:
                 a = vectors[[index[s] for s in summ]]
@@ -292,6 +295,7 @@ class SentSim(Metric):
                 return a @ b.T
 
         else:
+            cut = set()
             toks = {s: word_tokens(s) for sents in split.values() for s in sents}
 
             def matrix(summ: list[str], src: list[str]) -> np.ndarray:
@@ -321,6 +325,9 @@ class SentSim(Metric):
                 "n_source_sentences": len(src),
                 "best_source_sentence": [int(j) for j in where],
             }
+            n_cut = sum(x in cut for x in (*summ, *src))
+            if n_cut:
+                details["truncated_sentences"] = n_cut
             scores.append(
                 Score(
                     self.name, parts[self.settings["component"]], shash, ex.id, sentences, details
