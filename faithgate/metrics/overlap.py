@@ -11,8 +11,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from rouge_score import rouge_scorer, tokenize
-
 from faithgate import text as textmod
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, register
@@ -31,6 +29,10 @@ CATEGORIES = (
 
 def rouge_tokens(text: str) -> list[str]:
     """rouge-score's tokenization without stemming: lower case, ``[a-z0-9]+`` runs."""
+    # Imported here: rouge-score pulls in nltk and scipy.stats (seconds), and the registry
+    # imports every metric module even when overlap is not used.
+    from rouge_score import tokenize
+
     return tokenize.tokenize(text, None)
 
 
@@ -137,11 +139,22 @@ class Overlap(Metric):
             )
         if not isinstance(self.settings["use_stemmer"], bool):
             raise InputError("metric 'overlap': use_stemmer must be true or false")
-        self._rouge = rouge_scorer.RougeScorer(
-            list(ROUGE_TYPES), use_stemmer=self.settings["use_stemmer"]
-        )
+        self._scorer: Any = None
+
+    @property
+    def _rouge(self) -> Any:
+        """rouge-score's scorer, built on first use (see ``rouge_tokens`` for why lazily)."""
+        if self._scorer is None:
+            from rouge_score import rouge_scorer
+
+            self._scorer = rouge_scorer.RougeScorer(
+                list(ROUGE_TYPES), use_stemmer=self.settings["use_stemmer"]
+            )
+        return self._scorer
 
     def _rouge_precision(self, summ: list[str], src: list[str]) -> dict[str, float]:
+        from rouge_score import rouge_scorer
+
         out = {}
         for rt in ROUGE_TYPES:
             if rt == "rougeL":
