@@ -315,12 +315,11 @@ def _run_optimum(
             raise BackendError(f"ONNX export failed ({optimum_task}): {exc}") from exc
 
 
-def _torch_model(spec: models.ModelSpec, task: str, use_cache: bool) -> Any:
+def _torch_model(spec: models.ModelSpec, task: str) -> Any:
     """The torch reference model of ``task`` (also the object exported)."""
     from faithgate.backends.torch_backend import TorchBackend
 
-    options: dict[str, Any] = {}
-    return TorchBackend().load(spec, task, **options)
+    return TorchBackend().load(spec, task)
 
 
 def _hf_parts(reference: Any) -> tuple[Any, Any]:
@@ -496,7 +495,7 @@ def export_model(
         try:
             t0 = time.perf_counter()
             log(f"loading {spec.role} model {spec.name} (torch, reference)")
-            reference = _torch_model(spec, task, use_cache)
+            reference = _torch_model(spec, task)
             log(f"exporting {task} with optimum (opset {opset})")
             files, config = _export_fp32(spec, task, reference, tmp, opset, use_cache)
             manifest = ExportManifest(
