@@ -566,7 +566,7 @@ def export_model(
                     manifest = qmanifest
                     log(f"{quant} passed the parity gate")
                 else:
-                    why = "; ".join(r for rep in reports.values() for r in rep.reasons)
+                    why = "; ".join(f"{k}: {r}" for k, rep in reports.items() for r in rep.reasons)
                     parity["refused"] = why
                     for name in qfile.values():
                         (tmp / name).unlink(missing_ok=True)
