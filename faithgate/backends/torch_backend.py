@@ -196,7 +196,13 @@ class TorchPairClassifier(PairClassifier):
 class TorchBackend(Backend):
     name = "torch"
 
+    # onnxruntime session options: a role configured for onnx may fall back to torch under
+    # ``backend = "auto"`` (no export found), so these are accepted and left to torch's own
+    # process-wide thread pool rather than rejected.
+    ONNX_ONLY_OPTIONS = ("threads", "provider")
+
     def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
+        options = {k: v for k, v in options.items() if k not in self.ONNX_ONLY_OPTIONS}
         if task == "text-encoder":
             return TorchTextEncoder(spec, **options)
         if task == "pair-classifier":
