@@ -297,6 +297,7 @@ def metrics_command(fmt: str) -> None:
         return
     width = max((len(e["name"]) for e in entries), default=4) + 2
     fam = max((len(e["family"]) for e in entries), default=6) + 2
+    role_w = max((len(",".join(e["roles"])) for e in entries), default=1) + 2
     for e in entries:
         roles = ",".join(e["roles"]) or "-"
-        click.echo(f"{e['name']:<{width}}{e['family']:<{fam}}{roles:<18}{e['description']}")
+        click.echo(f"{e['name']:<{width}}{e['family']:<{fam}}{roles:<{role_w}}{e['description']}")
