@@ -176,9 +176,7 @@ class LanguageModel(RoleModel):
         return self.max_length
 
     # --- decoder-only ----------------------------------------------------------------
-    def segment_logprobs(
-        self, batch: Sequence[Sequence[Sequence[int]]]
-    ) -> list[list[np.ndarray]]:
+    def segment_logprobs(self, batch: Sequence[Sequence[Sequence[int]]]) -> list[list[np.ndarray]]:
         """Decoder-only teacher forcing of concatenated segments, one pass per sequence.
 
         ``batch[b]`` is a list of id segments, run as one sequence ``seg_0 + seg_1 + ...``.

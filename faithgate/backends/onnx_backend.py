@@ -31,7 +31,14 @@ from faithgate.backends.base import (
     TokenEmbeddings,
 )
 from faithgate.backends.export import ExportManifest, find_export
-from faithgate.backends.windowing import pool_and_normalise, stitch_windows, token_windows
+from faithgate.backends.windowing import (
+    batches_by_token_budget,
+    pool_and_normalise,
+    run_in_length_order,
+    split_by_sizes,
+    stitch_windows,
+    token_windows,
+)
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
@@ -171,15 +178,6 @@ class OnnxTextEncoder(_OnnxRoleMixin, TextEncoder):
         (hidden,) = self.session.run([self._output_name(layer)], feeds)
         return [hidden[i, : len(r)].astype(np.float32) for i, r in enumerate(batch_ids)]
 
-    def _run_batched(self, seqs: list[list[int]], layer: int | None) -> list[np.ndarray]:
-        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-        results: list[np.ndarray | None] = [None] * len(seqs)
-        for b in range(0, len(order), self.batch_size):
-            idx = order[b : b + self.batch_size]
-            for i, vecs in zip(idx, self._forward([seqs[i] for i in idx], layer), strict=True):
-                results[i] = vecs
-        return results  # type: ignore[return-value]
-
     def token_embeddings(
         self, texts: Sequence[str], layer: int | None = None
     ) -> list[TokenEmbeddings]:
@@ -192,7 +190,11 @@ class OnnxTextEncoder(_OnnxRoleMixin, TextEncoder):
             for start, end in spans:
                 seqs.append(self.prefix + list(enc.ids[start:end]) + self.suffix)
                 owners.append(ti)
-        vectors = self._run_batched(seqs, layer) if seqs else []
+        vectors = (
+            run_in_length_order(seqs, self.batch_size, lambda b: self._forward(b, layer))
+            if seqs
+            else []
+        )
         per_text: list[list[np.ndarray]] = [[] for _ in texts]
         cut_end = len(self.suffix)
         for owner, vecs in zip(owners, vectors, strict=True):
@@ -216,7 +218,7 @@ class OnnxTextEncoder(_OnnxRoleMixin, TextEncoder):
             + self.suffix
             for t in texts
         ]
-        vectors = self._run_batched(seqs, None)
+        vectors = run_in_length_order(seqs, self.batch_size, lambda b: self._forward(b, None))
         return pool_and_normalise(vectors, self.pooling, int(self.config["hidden_size"]))
 
     def calibration_feeds(self, texts: Sequence[str]) -> list[dict[str, np.ndarray]]:
@@ -300,14 +302,6 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
 # --- language models --------------------------------------------------------------------------
 
 
-def _split(values: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
-    out, start = [], 0
-    for n in sizes:
-        out.append(np.asarray(values[start : start + n], dtype=np.float64))
-        start += n
-    return out
-
-
 class _OnnxLMBase(_OnnxRoleMixin, LanguageModel):
     """Shared by decoder-only and encoder-decoder ONNX models. The exported graphs carry an
     extra input ``target_ids`` and output ``target_logprobs`` = log_softmax(logits)[target]
@@ -352,21 +346,6 @@ class _OnnxLMBase(_OnnxRoleMixin, LanguageModel):
     @property
     def pad_id(self) -> int:
         return int(self.config["pad_id"])
-
-    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        """Indices grouped into batches of similar length within the token budget (as torch)."""
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-        batches: list[list[int]] = []
-        current: list[int] = []
-        for i in order:
-            width = max([lengths[j] for j in current] + [lengths[i]])
-            if current and width * (len(current) + 1) > self.batch_tokens:
-                batches.append(current)
-                current = []
-            current.append(i)
-        if current:
-            batches.append(current)
-        return batches
 
 
 class OnnxCausalLM(_OnnxLMBase):
@@ -414,7 +393,7 @@ class OnnxCausalLM(_OnnxLMBase):
                     f"sequence of {len(ids)} tokens exceeds the model window {self.max_length}"
                 )
         results: list[list[np.ndarray]] = [[] for _ in batch]
-        for idx in self._batches([len(ids) for ids in flat]):
+        for idx in batches_by_token_budget([len(ids) for ids in flat], self.batch_tokens):
             rows = [flat[i] for i in idx]
             width = max(len(r) for r in rows)
             if width == 0:
@@ -429,7 +408,7 @@ class OnnxCausalLM(_OnnxLMBase):
             for r, i in enumerate(idx):
                 n = len(rows[r])
                 seq_lp = np.concatenate([[math.nan], lp[r, : n - 1]]) if n else np.zeros(0)
-                results[i] = _split(seq_lp, [len(s) for s in batch[i]])
+                results[i] = split_by_sizes(seq_lp, [len(s) for s in batch[i]])
         return results
 
     def prefix_logprobs(
@@ -465,7 +444,9 @@ class OnnxCausalLM(_OnnxLMBase):
         past_len = len(prefix) - 1
         past = {name.replace("present", "past_key_values"): value for name, value in cache.items()}
         results: list[list[np.ndarray]] = [[] for _ in continuations]
-        for idx in self._batches([len(ids) + len(prefix) for ids in flat]):
+        for idx in batches_by_token_budget(
+            [len(ids) + len(prefix) for ids in flat], self.batch_tokens
+        ):
             rows = [[prefix[-1], *flat[i]] for i in idx]
             b = len(rows)
             ids, row_mask = self._pad(rows, self.pad_id)
@@ -479,7 +460,7 @@ class OnnxCausalLM(_OnnxLMBase):
             lp, _ = self._run(ids, mask, targets, np.ascontiguousarray(positions), batch_past)
             for r, i in enumerate(idx):
                 n = len(flat[i])
-                results[i] = _split(lp[r, :n], [len(s) for s in continuations[i]])
+                results[i] = split_by_sizes(lp[r, :n], [len(s) for s in continuations[i]])
         return prefix_lp, results
 
 
@@ -509,7 +490,7 @@ class OnnxSeq2SeqLM(_OnnxLMBase):
                     f"model window {self.max_length}"
                 )
         lengths = [max(len(e), len(t)) for e, t in batch]
-        for idx in self._batches(lengths):
+        for idx in batches_by_token_budget(lengths, self.batch_tokens):
             rows = [(list(map(int, batch[i][0])), list(map(int, batch[i][1]))) for i in idx]
             if all(not t for _, t in rows):
                 continue

@@ -17,6 +17,7 @@ from faithgate.backends.base import (
 from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old imports
     pool_and_normalise,
     read_pooling,
+    run_in_length_order,
     stitch_windows,
     token_windows,
 )
@@ -103,15 +104,6 @@ class TorchTextEncoder(TextEncoder):
         hidden = out.hidden_states[-1 if layer is None else layer]
         return [hidden[i, : len(ids)].float().numpy() for i, ids in enumerate(batch_ids)]
 
-    def _run_batched(self, seqs: list[list[int]], layer: int | None) -> list[np.ndarray]:
-        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-        results: list[np.ndarray | None] = [None] * len(seqs)
-        for b in range(0, len(order), self.batch_size):
-            idx = order[b : b + self.batch_size]
-            for i, vecs in zip(idx, self._forward([seqs[i] for i in idx], layer), strict=True):
-                results[i] = vecs
-        return results  # type: ignore[return-value]
-
     def token_embeddings(
         self, texts: Sequence[str], layer: int | None = None
     ) -> list[TokenEmbeddings]:
@@ -125,7 +117,11 @@ class TorchTextEncoder(TextEncoder):
             for start, end in spans:
                 seqs.append(tok.build_inputs_with_special_tokens(ids[start:end]))
                 owners.append(ti)
-        vectors = self._run_batched(seqs, layer) if seqs else []
+        vectors = (
+            run_in_length_order(seqs, self.batch_size, lambda b: self._forward(b, layer))
+            if seqs
+            else []
+        )
         per_text: list[list[np.ndarray]] = [[] for _ in texts]
         for owner, vecs in zip(owners, vectors, strict=True):
             per_text[owner].append(vecs[1:-1])  # drop [CLS]/[SEP]
@@ -147,7 +143,7 @@ class TorchTextEncoder(TextEncoder):
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
         tok = self.tokenizer
         seqs = [tok(t, truncation=True, max_length=self.max_length)["input_ids"] for t in texts]
-        vectors = self._run_batched(seqs, None)
+        vectors = run_in_length_order(seqs, self.batch_size, lambda b: self._forward(b, None))
         return pool_and_normalise(vectors, self.pooling, self.model.config.hidden_size)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from faithgate.backends.base import LanguageModel
 from faithgate.backends.torch_backend import _import_torch, load_hf_model, load_tokenizer
+from faithgate.backends.windowing import batches_by_token_budget, split_by_sizes
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
@@ -138,21 +139,6 @@ class _TorchLMBase(LanguageModel):
             )
         return out
 
-    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        """Indices grouped into batches of similar length within the token budget."""
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-        batches: list[list[int]] = []
-        current: list[int] = []
-        for i in order:
-            width = max([lengths[j] for j in current] + [lengths[i]])
-            if current and width * (len(current) + 1) > self.batch_tokens:
-                batches.append(current)
-                current = []
-            current.append(i)
-        if current:
-            batches.append(current)
-        return batches
-
 
 class TorchCausalLM(_TorchLMBase):
     """Decoder-only teacher forcing with batching and key/value prefix reuse."""
@@ -195,7 +181,7 @@ class TorchCausalLM(_TorchLMBase):
                     f"sequence of {len(ids)} tokens exceeds the model window {self.max_length}"
                 )
         results: list[list[np.ndarray]] = [[] for _ in batch]
-        for idx in self._batches([len(ids) for ids in flat]):
+        for idx in batches_by_token_budget([len(ids) for ids in flat], self.batch_tokens):
             rows = [flat[i] for i in idx]
             width = max(len(r) for r in rows)
             if width == 0:
@@ -226,7 +212,7 @@ class TorchCausalLM(_TorchLMBase):
                 n = len(rows[r])
                 seq_lp = np.concatenate([[math.nan], lp[offset : offset + n - 1]]) if n else lp[:0]
                 offset += max(n - 1, 0)
-                results[i] = _split(seq_lp, [len(s) for s in batch[i]])
+                results[i] = split_by_sizes(seq_lp, [len(s) for s in batch[i]])
         return results
 
     def prefix_logprobs(
@@ -258,7 +244,7 @@ class TorchCausalLM(_TorchLMBase):
         prefix_lp = np.concatenate([[math.nan], prefix_lp])
         results: list[list[np.ndarray]] = [[] for _ in continuations]
         n_pre = len(prefix)
-        for idx in self._batches([len(ids) + n_pre for ids in flat]):
+        for idx in batches_by_token_budget([len(ids) + n_pre for ids in flat], self.batch_tokens):
             rows = [flat[i] for i in idx]
             width = max(len(r) for r in rows)
             if width == 0:
@@ -300,7 +286,9 @@ class TorchCausalLM(_TorchLMBase):
             offset = 0
             for r, i in enumerate(idx):
                 n = len(rows[r])
-                results[i] = _split(lp[offset : offset + n], [len(s) for s in continuations[i]])
+                results[i] = split_by_sizes(
+                    lp[offset : offset + n], [len(s) for s in continuations[i]]
+                )
                 offset += n
         return prefix_lp, results
 
@@ -337,7 +325,7 @@ class TorchSeq2SeqLM(_TorchLMBase):
                     f"encoder input of {len(enc)} / target of {len(tgt)} tokens exceeds the "
                     f"model window {self.max_length}"
                 )
-        for idx in self._batches(lengths):
+        for idx in batches_by_token_budget(lengths, self.batch_tokens):
             rows = [(list(map(int, batch[i][0])), list(map(int, batch[i][1]))) for i in idx]
             if all(not t for _, t in rows):
                 continue
@@ -385,14 +373,6 @@ class TorchSeq2SeqLM(_TorchLMBase):
                 .double()
             )
         return torch.cat(pieces).numpy() if pieces else np.zeros(0)
-
-
-def _split(values: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
-    out, start = [], 0
-    for n in sizes:
-        out.append(np.asarray(values[start : start + n], dtype=np.float64))
-        start += n
-    return out
 
 
 def load_language_model(spec: ModelSpec, task: str, **options: Any) -> LanguageModel:

@@ -7,6 +7,7 @@ token embeddings of long texts exactly as the torch reference does.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -59,3 +60,45 @@ def read_pooling(model_dir: str | Path) -> str:
         if data.get("pooling_mode_cls_token"):
             return "cls"
     return "mean"
+
+
+def run_in_length_order(
+    seqs: Sequence[Sequence[int]],
+    batch_size: int,
+    forward: Callable[[list[list[int]]], list[np.ndarray]],
+) -> list[np.ndarray]:
+    """Run ``forward`` over batches of similar-length id sequences (less padding) and return
+    its per-sequence outputs in the original order."""
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    results: list[np.ndarray | None] = [None] * len(seqs)
+    for b in range(0, len(order), batch_size):
+        idx = order[b : b + batch_size]
+        for i, out in zip(idx, forward([list(seqs[i]) for i in idx]), strict=True):
+            results[i] = out
+    return results  # type: ignore[return-value]
+
+
+def batches_by_token_budget(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length whose padded size (longest x count)
+    stays within ``budget`` tokens; a sequence longer than the budget gets a batch alone."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        width = max([lengths[j] for j in current] + [lengths[i]])
+        if current and width * (len(current) + 1) > budget:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def split_by_sizes(values: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """Consecutive float64 slices of ``values`` of the given sizes (per-segment log-probs)."""
+    out, start = [], 0
+    for n in sizes:
+        out.append(np.asarray(values[start : start + n], dtype=np.float64))
+        start += n
+    return out
