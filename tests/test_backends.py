@@ -23,3 +23,33 @@ def test_torch_accepts_onnx_session_options() -> None:
     vectors = pool.get("embedder", "text-encoder").sentence_embeddings(["A man eats food."])
     assert vectors.shape == (1, 384)
     assert np.isclose(np.linalg.norm(vectors[0]), 1.0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_torch_classifier_fits_a_hypothesis_longer_than_the_window(tmp_path) -> None:
+    """only_first truncation cannot fit such a pair; the classifier cuts both sides instead."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from faithgate import models
+
+    tokenizer = AutoTokenizer.from_pretrained(models.resolve("embedder").location)
+    tokenizer.model_max_length = 32
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        num_labels=3,
+        id2label={0: "entailment", 1: "neutral", 2: "contradiction"},
+        label2id={"entailment": 0, "neutral": 1, "contradiction": 2},
+    )
+    BertForSequenceClassification(config).save_pretrained(tmp_path / "nli")
+    tokenizer.save_pretrained(tmp_path / "nli")
+    pool = ModelPool({"nli": str(tmp_path / "nli")}, backend="torch")
+    classifier = pool.get("nli", "pair-classifier")
+    long_hypothesis = " ".join(["the cat sat on the mat"] * 20)
+    probs = classifier.predict_proba(["A short premise.", "Another one."], [long_hypothesis, "Ok."])
+    assert probs.shape == (2, 3)
+    assert np.allclose(probs.sum(axis=1), 1.0)

@@ -171,17 +171,21 @@ class TorchPairClassifier(PairClassifier):
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def _encode(self, premises: list[str], hypotheses: list[str]) -> Any:
+        """Cut the premise (the source side) to fit; when a hypothesis alone is longer than the
+        window, only_first cannot fit it, so cut both sides (as the onnxruntime backend does)."""
+        kwargs = {"max_length": self.max_length, "padding": True, "return_tensors": "pt"}
+        try:
+            return self.tokenizer(premises, hypotheses, truncation="only_first", **kwargs)
+        except Exception:  # noqa: BLE001 - tokenizers raises a bare Exception for this case
+            return self.tokenizer(premises, hypotheses, truncation="longest_first", **kwargs)
+
     def predict_proba(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
         torch = self.torch
         out = np.zeros((len(premises), len(self.labels)), dtype=np.float64)
         for b in range(0, len(premises), self.batch_size):
-            enc = self.tokenizer(
-                list(premises[b : b + self.batch_size]),
-                list(hypotheses[b : b + self.batch_size]),
-                truncation="only_first",
-                max_length=self.max_length,
-                padding=True,
-                return_tensors="pt",
+            enc = self._encode(
+                list(premises[b : b + self.batch_size]), list(hypotheses[b : b + self.batch_size])
             )
             with torch.inference_mode():
                 logits = self.model(**enc).logits.float()
