@@ -11,35 +11,12 @@ import math
 from pathlib import Path
 
 import pytest
+from action_runner import parse_env_file
 
 from faithgate.config import GateConfig
 from faithgate.gate import evaluate
 from faithgate.report import github
 from faithgate.types import Example, Score, SentenceScore
-
-
-def parse_github_output(text: str) -> dict[str, str]:
-    """Parse a $GITHUB_OUTPUT file the way the runner does (name=value and name<<DELIM)."""
-    out: dict[str, str] = {}
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line:
-            continue
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delimiter = line.split("<<", 1)
-            value: list[str] = []
-            while lines[i] != delimiter:
-                value.append(lines[i])
-                i += 1
-            i += 1
-            out[name] = "\n".join(value)
-        else:
-            name, value_text = line.split("=", 1)
-            out[name] = value_text
-    return out
 
 
 def parse_command(line: str) -> tuple[str, dict[str, str], str]:
@@ -84,7 +61,7 @@ def test_workflow_command_drops_none_properties_and_escapes():
 def test_format_output_single_and_multiline_round_trip():
     text = github.format_output("a", "1") + github.format_output("b", "two\nlines\n=x<<y")
     assert text.startswith("a=1\nb<<ghadelimiter_")
-    assert parse_github_output(text) == {"a": "1", "b": "two\nlines\n=x<<y"}
+    assert parse_env_file(text) == {"a": "1", "b": "two\nlines\n=x<<y"}
 
 
 # ---------------------------------------------------------------------- gate results
@@ -214,7 +191,7 @@ def test_report_command_writes_outputs_summary_and_annotations(gate_result, tmp_
         env=env,
     )
     assert rc == 0
-    outputs = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
+    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
     assert outputs["verdict"] == "fail"
     assert outputs["step-exit-code"] == "1"
     assert outputs["report-json"] == str(result_path)
@@ -241,7 +218,7 @@ def test_report_command_without_result_reports_the_error(tmp_path, capsys):
         ],
         env=env,
     )
-    outputs = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
+    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
     assert outputs["verdict"] == "error"
     assert outputs["step-exit-code"] == "2"
     (line,) = capsys.readouterr().out.splitlines()
@@ -272,7 +249,7 @@ def test_cache_dir_command(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     out_file = tmp_path / "out.txt"
     github.main(["cache-dir"], env={"GITHUB_OUTPUT": str(out_file)})
-    assert parse_github_output(out_file.read_text()) == {"cache-dir": str(tmp_path / "scores")}
+    assert parse_env_file(out_file.read_text()) == {"cache-dir": str(tmp_path / "scores")}
     (tmp_path / "faithgate.toml").write_text("")  # none configured: .faithgate here
     github.main(["cache-dir"], env={})
     assert capsys.readouterr().out == f"cache-dir={tmp_path / '.faithgate'}\n"
