@@ -15,6 +15,7 @@ torch fp32, onnxruntime fp32 or onnxruntime int8.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from faithgate.backends.windowing import batches_by_token_budget, split_by_sizes
+from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
 TASKS = (
@@ -183,7 +186,31 @@ class LanguageModel(RoleModel):
         Returns ``out[b][k]``: for each token of segment ``k``, its log-prob given all earlier
         tokens of the sequence (NaN for the sequence's first token). So one pass over
         ``[[bos], Y, sep, X, sep2, Y]`` yields log p(X | Y) and log p(Y | Y, X) together.
+        Sequences are batched by ``batch_tokens`` (padded size) and each batch is one call of
+        the backend's ``_next_token_logprobs``.
         """
+        flat = [[int(t) for seg in segs for t in seg] for segs in batch]
+        for ids in flat:
+            if len(ids) > self.max_length:
+                raise BackendError(
+                    f"sequence of {len(ids)} tokens exceeds the model window {self.max_length}"
+                )
+        results: list[list[np.ndarray]] = [[] for _ in batch]
+        for idx in batches_by_token_budget([len(ids) for ids in flat], self.batch_tokens):
+            rows = [flat[i] for i in idx]
+            # A batch of only empty sequences has nothing to run.
+            next_lps = self._next_token_logprobs(rows) if any(rows) else [np.zeros(0)] * len(rows)
+            for i, row, lp in zip(idx, rows, next_lps, strict=True):
+                seq_lp = np.concatenate([[math.nan], lp]) if row else np.zeros(0)
+                results[i] = split_by_sizes(seq_lp, [len(s) for s in batch[i]])
+        return results
+
+    #: padded tokens per forward pass (longest sequence x batch size)
+    batch_tokens: int = 4096
+
+    def _next_token_logprobs(self, rows: list[list[int]]) -> list[np.ndarray]:
+        """One padded forward pass over ``rows``: for each row, log p(row[t+1] | row[:t+1])
+        for t = 0 .. len(row) - 2 (empty for a row of fewer than two tokens)."""
         raise NotImplementedError(f"{type(self).__name__} is not a decoder-only model")
 
     def prefix_logprobs(

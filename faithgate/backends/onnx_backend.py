@@ -385,31 +385,13 @@ class OnnxCausalLM(_OnnxLMBase):
         present = dict(zip(self.present_names, outs[1:], strict=False)) if want_present else {}
         return outs[0].astype(np.float64), present
 
-    def segment_logprobs(self, batch: Sequence[Sequence[Sequence[int]]]) -> list[list[np.ndarray]]:
-        flat = [[int(t) for seg in segs for t in seg] for segs in batch]
-        for ids in flat:
-            if len(ids) > self.max_length:
-                raise BackendError(
-                    f"sequence of {len(ids)} tokens exceeds the model window {self.max_length}"
-                )
-        results: list[list[np.ndarray]] = [[] for _ in batch]
-        for idx in batches_by_token_budget([len(ids) for ids in flat], self.batch_tokens):
-            rows = [flat[i] for i in idx]
-            width = max(len(r) for r in rows)
-            if width == 0:
-                for i in idx:
-                    results[i] = [np.zeros(0) for _ in batch[i]]
-                continue
-            ids, mask = self._pad(rows, self.pad_id)
-            targets = np.zeros_like(ids)
-            targets[:, :-1] = ids[:, 1:]  # position t predicts token t+1
-            positions = np.broadcast_to(np.arange(ids.shape[1]), ids.shape).astype(np.int64)
-            lp, _ = self._run(ids, mask, targets, np.ascontiguousarray(positions))
-            for r, i in enumerate(idx):
-                n = len(rows[r])
-                seq_lp = np.concatenate([[math.nan], lp[r, : n - 1]]) if n else np.zeros(0)
-                results[i] = split_by_sizes(seq_lp, [len(s) for s in batch[i]])
-        return results
+    def _next_token_logprobs(self, rows: list[list[int]]) -> list[np.ndarray]:
+        ids, mask = self._pad(rows, self.pad_id)
+        targets = np.zeros_like(ids)
+        targets[:, :-1] = ids[:, 1:]  # position t predicts token t+1
+        positions = np.broadcast_to(np.arange(ids.shape[1]), ids.shape).astype(np.int64)
+        lp, _ = self._run(ids, mask, targets, np.ascontiguousarray(positions))
+        return [lp[r, : len(row) - 1] if row else np.zeros(0) for r, row in enumerate(rows)]
 
     def prefix_logprobs(
         self,

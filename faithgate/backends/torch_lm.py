@@ -172,48 +172,34 @@ class TorchCausalLM(_TorchLMBase):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         return out.logits, out
 
-    def segment_logprobs(self, batch: Sequence[Sequence[Sequence[int]]]) -> list[list[np.ndarray]]:
+    def _next_token_logprobs(self, rows: list[list[int]]) -> list[np.ndarray]:
         torch = self.torch
-        flat = [[int(t) for seg in segs for t in seg] for segs in batch]
-        for ids in flat:
-            if len(ids) > self.max_length:
-                raise BackendError(
-                    f"sequence of {len(ids)} tokens exceeds the model window {self.max_length}"
-                )
-        results: list[list[np.ndarray]] = [[] for _ in batch]
-        for idx in batches_by_token_budget([len(ids) for ids in flat], self.batch_tokens):
-            rows = [flat[i] for i in idx]
-            width = max(len(r) for r in rows)
-            if width == 0:
-                for i in idx:
-                    results[i] = [np.zeros(0) for _ in batch[i]]
-                continue
-            input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(rows), width), dtype=torch.long)
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, ids in enumerate(rows):
+            input_ids[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            mask[r, : len(ids)] = 1
+        with torch.inference_mode():
+            hidden, _ = self._hidden(input_ids, mask)
+            # Position t predicts token t+1: gather only real (unpadded) positions.
+            sel_rows, sel_pos = [], []
             for r, ids in enumerate(rows):
-                input_ids[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-                mask[r, : len(ids)] = 1
-            with torch.inference_mode():
-                hidden, _ = self._hidden(input_ids, mask)
-                # Position t predicts token t+1: gather only real (unpadded) positions.
-                sel_rows, sel_pos = [], []
-                for r, ids in enumerate(rows):
-                    for t in range(len(ids) - 1):
-                        sel_rows.append(r)
-                        sel_pos.append(t)
-                if sel_rows:
-                    rr = torch.tensor(sel_rows)
-                    pp = torch.tensor(sel_pos)
-                    lp = self._gather_logprobs(hidden[rr, pp], input_ids[rr, pp + 1]).numpy()
-                else:
-                    lp = np.zeros(0)
-            offset = 0
-            for r, i in enumerate(idx):
-                n = len(rows[r])
-                seq_lp = np.concatenate([[math.nan], lp[offset : offset + n - 1]]) if n else lp[:0]
-                offset += max(n - 1, 0)
-                results[i] = split_by_sizes(seq_lp, [len(s) for s in batch[i]])
-        return results
+                for t in range(len(ids) - 1):
+                    sel_rows.append(r)
+                    sel_pos.append(t)
+            if sel_rows:
+                rr = torch.tensor(sel_rows)
+                pp = torch.tensor(sel_pos)
+                lp = self._gather_logprobs(hidden[rr, pp], input_ids[rr, pp + 1]).numpy()
+            else:
+                lp = np.zeros(0)
+        out, offset = [], 0
+        for ids in rows:
+            n = max(len(ids) - 1, 0)
+            out.append(lp[offset : offset + n])
+            offset += n
+        return out
 
     def prefix_logprobs(
         self,
