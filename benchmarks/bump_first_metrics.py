@@ -15,13 +15,12 @@ Time per pair = wall time of scoring the distinct (source, summary) rows of the 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
+
+from bump_data import data_dir, load_pairs
 
 from faithgate import text as textmod
 from faithgate.backends import ModelPool
@@ -38,23 +37,6 @@ CONFIGS = [
     ("ner token_f1", "ner", {"match": "token_f1"}, ()),
     ("overlap (ROUGE-2 P)", "overlap", {}, ("rouge1", "rouge2", "rougeL", "novel1", "novel2")),
 ]
-
-
-def data_dir(arg: str | None) -> Path:
-    env = os.environ.get("FAITHGATE_SHARED_DATA")
-    path = Path(arg or env or Path(__file__).resolve().parents[2] / "shared" / "data")
-    if not (path / "bump_task1.jsonl").is_file():
-        sys.exit(f"bump_task1.jsonl not found under {path} (set FAITHGATE_SHARED_DATA)")
-    return path
-
-
-def load_pairs(path: Path, limit: int | None) -> list[tuple[dict, dict]]:
-    rows = [json.loads(x) for x in (path / "bump_task1.jsonl").open(encoding="utf-8") if x.strip()]
-    by_pair: dict[str, dict[str, dict]] = defaultdict(dict)
-    for r in rows:
-        by_pair[r["pair_id"]][r["role"]] = r
-    pairs = [(p["reference"], p["edited"]) for p in by_pair.values()]
-    return pairs[:limit] if limit else pairs
 
 
 def component(score: Score, name: str) -> float:

@@ -31,6 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from bump_data import data_dir, load_pairs
 
 from faithgate.scorer import Scorer
 from faithgate.types import Example
@@ -54,23 +55,6 @@ def parse_spec(spec: str) -> tuple[str, str, dict]:
 def group_of(label: str) -> str:
     # The QA metrics share one analysis (questions and answers): timed together.
     return "qgqa+feqa" if label in ("qgqa", "feqa") else label
-
-
-def data_dir(arg: str | None) -> Path:
-    env = os.environ.get("FAITHGATE_SHARED_DATA")
-    path = Path(arg or env or Path(__file__).resolve().parents[2] / "shared" / "data")
-    if not (path / "bump_task1.jsonl").is_file():
-        sys.exit(f"bump_task1.jsonl not found under {path} (set FAITHGATE_SHARED_DATA)")
-    return path
-
-
-def load_pairs(path: Path, limit: int | None) -> list[tuple[dict, dict]]:
-    rows = [json.loads(x) for x in (path / "bump_task1.jsonl").open(encoding="utf-8") if x.strip()]
-    by_pair: dict[str, dict[str, dict]] = defaultdict(dict)
-    for r in rows:
-        by_pair[r["pair_id"]][r["role"]] = r
-    pairs = [(p["reference"], p["edited"]) for p in by_pair.values()]
-    return pairs[:limit] if limit else pairs
 
 
 def row_key(row: dict) -> str:

@@ -27,21 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
+from bump_data import data_dir
+
 METRICS = ["loglik", "harim", "harim_plus", "cop", "fflm"]
-
-
-def data_dir(arg: str | None) -> Path:
-    env = os.environ.get("FAITHGATE_SHARED_DATA")
-    path = Path(arg or env or Path(__file__).resolve().parents[2] / "shared" / "data")
-    if not (path / "bump_task1.jsonl").is_file():
-        sys.exit(f"bump_task1.jsonl not found under {path} (set FAITHGATE_SHARED_DATA)")
-    return path
 
 
 def load_pairs(path: Path, limit: int | None) -> list[dict]:

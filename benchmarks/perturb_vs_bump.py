@@ -117,18 +117,23 @@ def main() -> int:
 
         overall_human[name] = float(wins([(r, e) for r, e, _ in human]).mean())
         print(f"\n### {name}\n")
-        print("| error type | generated pairs | generated consistency [95% CI] "
-              "| BUMP human pairs | BUMP consistency [95% CI] |")
+        print(
+            "| error type | generated pairs | generated consistency [95% CI] "
+            "| BUMP human pairs | BUMP consistency [95% CI] |"
+        )
         print("|---|---:|---|---:|---|")
         for et in BUMP_TYPES:
             g = [(r, v) for r, v, e, _ in generated if e == et]
             h = [(r, e) for r, e, t in human if t == et]
-            print(f"| {et} | {len(g)} | {cons(wins(g))} | {len(h) or '–'} "
-                  f"| {cons(wins(h)) if h else '–'} |")
+            print(
+                f"| {et} | {len(g)} | {cons(wins(g))} | {len(h) or '–'} "
+                f"| {cons(wins(h)) if h else '–'} |"
+            )
         g_all = [(r, v) for r, v, _, _ in generated]
         h_all = [(r, e) for r, e, _ in human]
-        print(f"| **all** | {len(g_all)} | {cons(wins(g_all))} | {len(h_all)} "
-              f"| {cons(wins(h_all))} |")
+        print(
+            f"| **all** | {len(g_all)} | {cons(wins(g_all))} | {len(h_all)} | {cons(wins(h_all))} |"
+        )
         print("\nBy generated edit rule:\n")
         print("| rule | pairs | consistency [95% CI] |")
         print("|---|---:|---|")
