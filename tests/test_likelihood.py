@@ -394,3 +394,17 @@ def test_smollm2_on_a_bump_pair(bump_rows: list[dict]) -> None:
         assert c["loglik"].value == pytest.approx(p["loglik"].value, abs=1e-4)
     assert cached[0]["loglik"].value > cached[1]["loglik"].value
     assert cached[0]["harim_plus"].value > cached[1]["harim_plus"].value
+
+
+def test_sentence_support_aligns_tokens_with_sentences() -> None:
+    """Byte-level BPE tokens (leading spaces, 'Ġ'-free text) map onto spaCy sentences."""
+    from faithgate.metrics.likelihood import sentence_support
+
+    sentences = ["Keefe died at 92.", "She posed in 1943."]
+    tokens = ["Ke", "efe", " died", " at", " 92", ".", " She", " posed", " in", " 1943", "."]
+    s2s = np.array([-1.0, -1.0, -2.0, -2.0, -4.0, -2.0, -1.0, -3.0, -1.0, -7.0, float("nan")])
+    support = sentence_support(sentences, tokens, s2s)
+    assert [s.index for s in support] == [0, 1]
+    assert support[0].value == pytest.approx(-12.0 / 6)
+    assert support[1].value == pytest.approx(-12.0 / 4)  # NaN token skipped
+    assert support[1].text == "She posed in 1943."

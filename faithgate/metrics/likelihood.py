@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from faithgate import text as textmod
 from faithgate.errors import InputError
 from faithgate.likelihood import (
     CUT_POLICIES,
@@ -29,7 +30,7 @@ from faithgate.likelihood import (
     pairs_of,
 )
 from faithgate.metrics.base import Metric, ScoringContext, register
-from faithgate.types import Example, Score
+from faithgate.types import Example, Score, SentenceScore
 
 _COMMON_DEFAULTS: dict[str, Any] = {
     "model": "lm",  # role of the scorer model: "lm" (decoder-only) or "seq2seq"
@@ -48,6 +49,7 @@ class LikelihoodMetric(Metric):
     """Base of the likelihood family: settings, engine requests, per-token details."""
 
     family: ClassVar[str] = "likelihood"
+    version: ClassVar[str] = "2"  # 2: per-sentence support in Score.sentences
     roles: ClassVar[dict[str, str]] = {"lm": "causal-lm"}
     defaults: ClassVar[dict[str, Any]] = dict(_COMMON_DEFAULTS)
     needs: ClassVar[tuple[str, ...]] = ("y_s2s",)
@@ -109,7 +111,16 @@ class LikelihoodMetric(Metric):
                     Score.failed(self.name, settings_hash, ex.id, "no token could be scored")
                 )
                 continue
-            scores.append(Score(self.name, float(value), settings_hash, ex.id, details=details))
+            sentences = (
+                sentence_support(
+                    textmod.split_sentences(ex.summary, ctx.spacy_model), lp.y_tokens, lp["y_s2s"]
+                )
+                if "y_s2s" in lp.values
+                else []
+            )
+            scores.append(
+                Score(self.name, float(value), settings_hash, ex.id, sentences, details=details)
+            )
         return scores
 
     def token_rows(self, lp: PairLogprobs) -> list[dict[str, Any]]:
@@ -130,6 +141,37 @@ class LikelihoodMetric(Metric):
 
 class _CannotScore(Exception):
     pass
+
+
+def sentence_support(
+    sentences: Sequence[str], tokens: Sequence[str], s2s: np.ndarray
+) -> list[SentenceScore]:
+    """Per summary sentence: the mean log p_s2s of its tokens (the same quantity as ``loglik``,
+    restricted to the sentence), so reports can name the sentence the source supports least.
+
+    Tokens are assigned to sentences by aligning their text with the summary with whitespace
+    removed (tokenizers differ in how they mark spaces); a token that straddles a boundary
+    belongs to the sentence where it starts. A sentence with no finite token is left out.
+    """
+    bounds, end = [], 0
+    for sentence in sentences:
+        end += len("".join(sentence.split()))
+        bounds.append(end)
+    sums = np.zeros(len(sentences))
+    counts = np.zeros(len(sentences), dtype=int)
+    pos, k = 0, 0
+    for token, value in zip(tokens, s2s, strict=True):
+        while k < len(bounds) - 1 and pos >= bounds[k]:
+            k += 1
+        if k < len(bounds) and math.isfinite(float(value)):
+            sums[k] += float(value)
+            counts[k] += 1
+        pos += len("".join(token.split()))
+    return [
+        SentenceScore(i, sentence, float(sums[i] / counts[i]))
+        for i, sentence in enumerate(sentences)
+        if counts[i]
+    ]
 
 
 def _finite(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
