@@ -206,13 +206,19 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
             (tmp / "faithgate_source.json").write_text(
                 json.dumps({"gguf": str(gguf_path), "size": gguf_path.stat().st_size})
             )
-            if target.exists():
-                shutil.rmtree(target)
-            tmp.rename(target)
+            publish_dir(tmp, target)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def publish_dir(tmp: Path, target: Path) -> None:
+    """Move a fully written directory into place, replacing an older one: readers (other
+    processes) see either the old directory or the complete new one, never half of it."""
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)
 
 
 def _is_model_dir(path: Path) -> bool:

@@ -579,9 +579,7 @@ def export_model(
             manifest.parity = parity
             manifest.directory = target
             manifest.save(tmp)
-            if target.exists():
-                shutil.rmtree(target)
-            tmp.rename(target)
+            models.publish_dir(tmp, target)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -68,7 +68,24 @@ def load_hf_model(spec: ModelSpec, auto_class: Any) -> Any:
     return model
 
 
-class TorchTextEncoder(TextEncoder):
+class _TokenizedModel:
+    """Window size and token counts of a transformers model and its tokenizer."""
+
+    model: Any
+    tokenizer: Any
+
+    @property
+    def max_length(self) -> int:
+        limit = getattr(self.model.config, "max_position_embeddings", 512)
+        tok_limit = self.tokenizer.model_max_length
+        return int(min(limit, tok_limit if tok_limit and tok_limit < 1e6 else limit))
+
+    def count_tokens(self, text: str) -> int:
+        # verbose=False: long texts are windowed on purpose, no length warning wanted.
+        return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+
+class TorchTextEncoder(_TokenizedModel, TextEncoder):
     def __init__(self, spec: ModelSpec, batch_size: int = 32, stride: int = 64) -> None:
         super().__init__(spec, backend="torch")
         self.torch = _import_torch()
@@ -79,15 +96,6 @@ class TorchTextEncoder(TextEncoder):
         self.batch_size = batch_size
         self.stride = stride
         self.pooling = read_pooling(spec.location)
-
-    @property
-    def max_length(self) -> int:
-        limit = getattr(self.model.config, "max_position_embeddings", 512)
-        tok_limit = self.tokenizer.model_max_length
-        return int(min(limit, tok_limit if tok_limit and tok_limit < 1e6 else limit))
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def _forward(self, batch_ids: list[list[int]], layer: int | None) -> list[np.ndarray]:
         """Run id sequences (special tokens included) and return per-token vectors."""
@@ -147,7 +155,7 @@ class TorchTextEncoder(TextEncoder):
         return pool_and_normalise(vectors, self.pooling, self.model.config.hidden_size)
 
 
-class TorchPairClassifier(PairClassifier):
+class TorchPairClassifier(_TokenizedModel, PairClassifier):
     def __init__(self, spec: ModelSpec, batch_size: int = 16) -> None:
         super().__init__(spec, backend="torch")
         self.torch = _import_torch()
@@ -161,15 +169,6 @@ class TorchPairClassifier(PairClassifier):
     def labels(self) -> list[str]:
         id2label = self.model.config.id2label
         return [str(id2label[i]).lower() for i in range(len(id2label))]
-
-    @property
-    def max_length(self) -> int:
-        limit = getattr(self.model.config, "max_position_embeddings", 512)
-        tok_limit = self.tokenizer.model_max_length
-        return int(min(limit, tok_limit if tok_limit and tok_limit < 1e6 else limit))
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _encode(self, premises: list[str], hypotheses: list[str]) -> Any:
         """Cut the premise (the source side) to fit; when a hypothesis alone is longer than the
