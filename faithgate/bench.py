@@ -169,7 +169,8 @@ class Bench:
             # alone and keep its time out of the per-item figure.
             first_miss = next(
                 (
-                    i for i, ex in enumerate(unique_examples)
+                    i
+                    for i, ex in enumerate(unique_examples)
                     if self.cache is None or self.cache.get(shash, ex.source, ex.summary) is None
                 ),
                 None,
@@ -181,7 +182,7 @@ class Bench:
                 if self.cache is None or not warm.ok:
                     values[first_miss] = warm.value if warm.ok else np.nan
             for start in range(0, len(unique_examples), self.batch_size):
-                batch = unique_examples[start:start + self.batch_size]
+                batch = unique_examples[start : start + self.batch_size]
                 hits_before = self.cache.hits if self.cache else 0
                 t0 = time.perf_counter()
                 results = scorer.score(batch)
@@ -213,7 +214,13 @@ class Bench:
                 self.timings.add(shash, seconds, timed)
             per_item = (seconds / timed) if timed else self.timings.per_item(shash)
             runs[metric.name] = MetricRun(
-                metric.name, shash, values[where], per_item, computed, cached, errors,
+                metric.name,
+                shash,
+                values[where],
+                per_item,
+                computed,
+                cached,
+                errors,
                 load_seconds,
             )
         return runs
@@ -346,8 +353,12 @@ def run_bench(
     ``None``: the whole file)."""
     files = [f for d in data for f in benchmark_files(d)]
     bench = Bench(
-        metrics, cache=cache, backend=backend, models=models,
-        metric_settings=metric_settings, progress=progress,
+        metrics,
+        cache=cache,
+        backend=backend,
+        models=models,
+        metric_settings=metric_settings,
+        progress=progress,
     )
     result: dict[str, Any] = {"metrics": list(metrics), "limit": limit, "datasets": {}}
     loaded: dict[str, tuple[list[Example], list[Item], dict[str, MetricRun]]] = {}
@@ -470,6 +481,7 @@ def compare_metrics(
 
         def fn(v: np.ndarray) -> float:
             return _fast_auc(v, y)
+
     best = max(values, key=lambda m: fn(values[m]))
     out = []
     for m in values:
@@ -564,7 +576,9 @@ def markdown_report(result: Mapping[str, Any]) -> str:
         ]
     comb = result.get("combination")
     if comb:
-        terms = ", ".join(f"{m}: {w:+.3f}" for m, w in zip(comb["metrics"], comb["coef"], strict=True))
+        terms = ", ".join(
+            f"{m}: {w:+.3f}" for m, w in zip(comb["metrics"], comb["coef"], strict=True)
+        )
         lines += [
             "",
             f"Combination fitted on {comb['trained_on']} (n={comb['n_train']}, C={comb['C']}, "
@@ -610,8 +624,7 @@ def write_plots(
                 continue
             fpr, tpr, _ = roc_curve(y[keep], sv[keep])
             auc = roc_auc(sv[keep], y[keep])
-            ax.plot(fpr, tpr, lw=2.2 if gname == "all" else 1.2,
-                    label=f"{gname} (AUC {auc:.2f})")
+            ax.plot(fpr, tpr, lw=2.2 if gname == "all" else 1.2, label=f"{gname} (AUC {auc:.2f})")
             drew = True
         if drew:
             ax.plot([0, 1], [0, 1], ls=":", c="grey")
@@ -631,10 +644,12 @@ def write_plots(
             fig, ax = plt.subplots(figsize=(6, 4))
             finite = sv[~np.isnan(sv)]
             bins = np.linspace(finite.min(), finite.max(), 31) if finite.size else 30
-            ax.hist(sv[(y == 1) & ~np.isnan(sv)], bins=bins, alpha=0.6, label="faithful",
-                    density=True)
-            ax.hist(sv[(y == 0) & ~np.isnan(sv)], bins=bins, alpha=0.6, label="unfaithful",
-                    density=True)
+            ax.hist(
+                sv[(y == 1) & ~np.isnan(sv)], bins=bins, alpha=0.6, label="faithful", density=True
+            )
+            ax.hist(
+                sv[(y == 0) & ~np.isnan(sv)], bins=bins, alpha=0.6, label="unfaithful", density=True
+            )
             ax.set_xlabel(f"{mname} score")
             ax.set_ylabel("density")
             ax.set_title(f"{dataset}: {mname}")

@@ -161,7 +161,9 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
 
     path = Path(path)
     try:
-        doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+        doc = (
+            tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+        )
     except Exception as exc:  # noqa: BLE001 - a parse error is the user's file: say where
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     root: Any = doc

@@ -394,7 +394,10 @@ def evaluate_group(
                 out["balanced_accuracy_ci95"] = _fmt_ci(
                     bootstrap_ci(
                         lambda a, b: balanced_accuracy(a, b, thr),
-                        su[test], y[test], n_resamples=n_resamples, seed=seed,
+                        su[test],
+                        y[test],
+                        n_resamples=n_resamples,
+                        seed=seed,
                     )
                 )
     graded = [i for i, it in enumerate(items) if it.human is not None]
@@ -451,8 +454,9 @@ def evaluate(
                 origins[it.origin].append(i)
         result["by_origin"] = (
             {
-                o: evaluate_group([items[i] for i in idx], s[idx], n_resamples=n_resamples,
-                                  seed=seed)
+                o: evaluate_group(
+                    [items[i] for i in idx], s[idx], n_resamples=n_resamples, seed=seed
+                )
                 for o, idx in sorted(origins.items())
             }
             if len(origins) > 1

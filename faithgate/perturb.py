@@ -53,7 +53,17 @@ TYPES: dict[str, str] = {
 
 # Entity labels that name participants; GPE/LOC/FAC count as circumstance (location) when they
 # are the object of a locative preposition ("in Paris"), and as entities otherwise.
-_PARTICIPANT_LABELS = {"PERSON", "ORG", "NORP", "GPE", "LOC", "FAC", "PRODUCT", "EVENT", "WORK_OF_ART"}
+_PARTICIPANT_LABELS = {
+    "PERSON",
+    "ORG",
+    "NORP",
+    "GPE",
+    "LOC",
+    "FAC",
+    "PRODUCT",
+    "EVENT",
+    "WORK_OF_ART",
+}
 _PLACE_LABELS = {"GPE", "LOC", "FAC"}
 _TIME_LABELS = {"DATE", "TIME"}
 _NUMBER_LABELS = {"CARDINAL", "MONEY", "PERCENT", "QUANTITY"}
@@ -155,7 +165,8 @@ class _Context:
         self.src_words = {t.text.lower() for t in self.src}
         self.src_numbers = {_number_value(t.text) for t in self.src if t.like_num} - {None}
         self.mention_words = [
-            _content_words(e.text) for e in (*self.src.ents, *self.doc.ents)
+            _content_words(e.text)
+            for e in (*self.src.ents, *self.doc.ents)
             if e.label_ in _PARTICIPANT_LABELS
         ]
 
@@ -179,16 +190,27 @@ def _negation(ctx: _Context) -> Iterator[_Candidate]:
         finite = [a for a in auxes if a.tag_ in ("MD", "VBD", "VBZ", "VBP")]
         if finite:
             aux = finite[0]
-            yield _Candidate("predicate_negation", aux.idx, aux.idx + len(aux.text),
-                             f"{aux.text} not", "negation")
+            yield _Candidate(
+                "predicate_negation",
+                aux.idx,
+                aux.idx + len(aux.text),
+                f"{aux.text} not",
+                "negation",
+            )
         elif root.lemma_ == "be" and root.tag_ in ("VBD", "VBZ", "VBP"):
-            yield _Candidate("predicate_negation", root.idx, root.idx + len(root.text),
-                             f"{root.text} not", "negation")
+            yield _Candidate(
+                "predicate_negation",
+                root.idx,
+                root.idx + len(root.text),
+                f"{root.text} not",
+                "negation",
+            )
         elif root.pos_ == "VERB" and root.tag_ in ("VBD", "VBZ", "VBP"):
             do = {"VBD": "did", "VBZ": "does", "VBP": "do"}[root.tag_]
             rep = _match_case(f"{do} not {root.lemma_.lower()}", root.text, root.is_sent_start)
-            yield _Candidate("predicate_negation", root.idx, root.idx + len(root.text), rep,
-                             "negation")
+            yield _Candidate(
+                "predicate_negation", root.idx, root.idx + len(root.text), rep, "negation"
+            )
 
 
 def _antonym(ctx: _Context) -> Iterator[_Candidate]:
@@ -209,8 +231,11 @@ def _antonym(ctx: _Context) -> Iterator[_Candidate]:
             continue
         intrinsic = lemma in ctx.src_lemmas or rep.lower() in ctx.src_words
         yield _Candidate(
-            "predicate_antonym", tok.idx, tok.idx + len(tok.text),
-            _match_case(rep, tok.text, tok.is_sent_start), "antonym",
+            "predicate_antonym",
+            tok.idx,
+            tok.idx + len(tok.text),
+            _match_case(rep, tok.text, tok.is_sent_start),
+            "antonym",
             "Intrinsic Predicate" if intrinsic else "Extrinsic Predicate",
         )
 
@@ -226,9 +251,12 @@ def _in_compound(tok: Any) -> bool:
 def _content_verbs(doc: Any) -> list[Any]:
     light = set(_data("closed_classes.json")["light_verbs"])
     return [
-        t for t in doc
-        if t.pos_ == "VERB" and t.tag_ in ("VB", "VBD", "VBZ", "VBP", "VBG", "VBN")
-        and t.lemma_.lower() not in light and t.text.isalpha()
+        t
+        for t in doc
+        if t.pos_ == "VERB"
+        and t.tag_ in ("VB", "VBD", "VBZ", "VBP", "VBG", "VBN")
+        and t.lemma_.lower() not in light
+        and t.text.isalpha()
     ]
 
 
@@ -248,19 +276,33 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
         seen: set[str] = set()
         for sv in src_verbs:
             lemma = sv.lemma_.lower()
-            if (sv.tag_ != tok.tag_ or lemma in sent_lemmas or lemma in seen
-                    or _has_object(sv) != transitive):
+            if (
+                sv.tag_ != tok.tag_
+                or lemma in sent_lemmas
+                or lemma in seen
+                or _has_object(sv) != transitive
+            ):
                 continue
             seen.add(lemma)
-            yield _Candidate("predicate_verb_intrinsic", tok.idx, tok.idx + len(tok.text),
-                             _match_case(sv.text.lower(), tok.text, tok.is_sent_start), "verb")
+            yield _Candidate(
+                "predicate_verb_intrinsic",
+                tok.idx,
+                tok.idx + len(tok.text),
+                _match_case(sv.text.lower(), tok.text, tok.is_sent_start),
+                "verb",
+            )
         for lemma, info in forms.items():
             if lemma in ctx.src_lemmas or lemma in sent_lemmas or info["transitive"] != transitive:
                 continue
             rep = _verb_form(lemma, tok.tag_)
             if rep and rep.lower() not in ctx.src_words:
-                yield _Candidate("predicate_verb_extrinsic", tok.idx, tok.idx + len(tok.text),
-                                 _match_case(rep, tok.text, tok.is_sent_start), "verb")
+                yield _Candidate(
+                    "predicate_verb_extrinsic",
+                    tok.idx,
+                    tok.idx + len(tok.text),
+                    _match_case(rep, tok.text, tok.is_sent_start),
+                    "verb",
+                )
 
 
 def _is_location(ent: Any) -> bool:
@@ -270,8 +312,23 @@ def _is_location(ent: Any) -> bool:
 
 
 _TIME_WORDS = {
-    "yesterday", "today", "tomorrow", "tonight", "weekend", "season", "spring", "summer",
-    "autumn", "winter", "ago", "last", "next", "earlier", "later", "christmas", "easter",
+    "yesterday",
+    "today",
+    "tomorrow",
+    "tonight",
+    "weekend",
+    "season",
+    "spring",
+    "summer",
+    "autumn",
+    "winter",
+    "ago",
+    "last",
+    "next",
+    "earlier",
+    "later",
+    "christmas",
+    "easter",
 }
 
 
@@ -280,8 +337,11 @@ def _time_like(ent: Any, specific: bool = False) -> bool:
     numbers and bare counts as DATE): it names a month, weekday, part of the day, a time unit
     or a year. ``specific``: a point in time, not just a unit ('Months' is no date)."""
     closed = _data("closed_classes.json")
-    kinds = ("months", "weekdays", "day_parts") if specific else (
-        "months", "weekdays", "day_parts", "duration_units")
+    kinds = (
+        ("months", "weekdays", "day_parts")
+        if specific
+        else ("months", "weekdays", "day_parts", "duration_units")
+    )
     vocab = {w.lower() for k in kinds for w in closed[k]} | _TIME_WORDS
     for t in ent:
         if t.lower_ in vocab or t.lower_.rstrip("s") in vocab:
@@ -305,8 +365,12 @@ def _is_age(ent: Any) -> bool:
 def _is_duration(ent: Any) -> bool:
     units = set(_data("closed_classes.json")["duration_units"])
     words = [t.lower_ for t in ent]
-    return (any(w in units for w in words) and any(t.like_num for t in ent)
-            and not _is_age(ent) and "ago" not in words)
+    return (
+        any(w in units for w in words)
+        and any(t.like_num for t in ent)
+        and not _is_age(ent)
+        and "ago" not in words
+    )
 
 
 def _words_overlap(wa: set[str], wb: set[str]) -> bool:
@@ -333,8 +397,9 @@ def _different_referent(a: str, b: str, ctx: _Context | None = None) -> bool:
     return True
 
 
-def _swap_candidates(ctx: _Context, ent: Any, pool: list[Any], kind: str, detail: str
-                     ) -> Iterator[_Candidate]:
+def _swap_candidates(
+    ctx: _Context, ent: Any, pool: list[Any], kind: str, detail: str
+) -> Iterator[_Candidate]:
     sent_text = ent.sent.text
     # words of the other mentions in this sentence: 'Newman admired Galbraith' must not become
     # 'Newman admired Terrill Newman'
@@ -347,21 +412,26 @@ def _swap_candidates(ctx: _Context, ent: Any, pool: list[Any], kind: str, detail
             continue  # a lower-case "name" in cased text is an NER error
         if detail in ("time", "duration") and _prep(other) != _prep(ent):
             continue  # 'on Tuesday' cannot become 'on daily': keep the same preposition
-        if (key in seen or not _different_referent(ent.text, text, ctx)
-                or _words_overlap(_content_words(text), others)
-                or _norm(text) in _norm(sent_text)):
+        if (
+            key in seen
+            or not _different_referent(ent.text, text, ctx)
+            or _words_overlap(_content_words(text), others)
+            or _norm(text) in _norm(sent_text)
+        ):
             continue
         seen.add(key)
         yield _Candidate(kind, ent.start_char, ent.end_char, text, detail)
 
 
-def _extrinsic_candidates(ctx: _Context, ent: Any, names: Iterable[str], kind: str,
-                          detail: str) -> Iterator[_Candidate]:
+def _extrinsic_candidates(
+    ctx: _Context, ent: Any, names: Iterable[str], kind: str, detail: str
+) -> Iterator[_Candidate]:
     summary_lower = _norm(ctx.summary)
     for name in names:
         words = _content_words(name)
-        if not words or any(_word_in(w, ctx.src_lower) or _word_in(w, summary_lower)
-                            for w in words):
+        if not words or any(
+            _word_in(w, ctx.src_lower) or _word_in(w, summary_lower) for w in words
+        ):
             continue
         yield _Candidate(kind, ent.start_char, ent.end_char, name, detail)
 
@@ -375,8 +445,9 @@ def _entity(ctx: _Context) -> Iterator[_Candidate]:
         labels = _PLACE_LABELS if ent.label_ in _PLACE_LABELS else {ent.label_}
         pool = [e for e in ctx.src_ents(labels) if not _is_location(e)] or ctx.src_ents(labels)
         yield from _swap_candidates(ctx, ent, pool, "entity_intrinsic", ent.label_)
-        yield from _extrinsic_candidates(ctx, ent, fillers.get(ent.label_, []),
-                                         "entity_extrinsic", ent.label_)
+        yield from _extrinsic_candidates(
+            ctx, ent, fillers.get(ent.label_, []), "entity_extrinsic", ent.label_
+        )
 
 
 def _circumstance(ctx: _Context) -> Iterator[_Candidate]:
@@ -387,21 +458,31 @@ def _circumstance(ctx: _Context) -> Iterator[_Candidate]:
         if _is_location(ent):
             pool = [e for e in ctx.src_ents(_PLACE_LABELS)]
             yield from _swap_candidates(ctx, ent, pool, "circumstance_intrinsic", "location")
-            yield from _extrinsic_candidates(ctx, ent, fillers["GPE"], "circumstance_extrinsic",
-                                             "location")
-        elif (ent.label_ in _TIME_LABELS and not _is_age(ent) and _time_like(ent)
-              and ent.root.dep_ not in ("compound", "amod", "nmod", "poss")):
+            yield from _extrinsic_candidates(
+                ctx, ent, fillers["GPE"], "circumstance_extrinsic", "location"
+            )
+        elif (
+            ent.label_ in _TIME_LABELS
+            and not _is_age(ent)
+            and _time_like(ent)
+            and ent.root.dep_ not in ("compound", "amod", "nmod", "poss")
+        ):
             duration = _is_duration(ent)
             detail = "duration" if duration else "time"
-            pool = [e for e in ctx.src_ents(_TIME_LABELS)
-                    if not _is_age(e) and _is_duration(e) == duration
-                    and (_is_duration(e) or _time_like(e, specific=True))]
+            pool = [
+                e
+                for e in ctx.src_ents(_TIME_LABELS)
+                if not _is_age(e)
+                and _is_duration(e) == duration
+                and (_is_duration(e) or _time_like(e, specific=True))
+            ]
             yield from _swap_candidates(ctx, ent, pool, "circumstance_intrinsic", detail)
             yield from _time_edits(ctx, ent, closed, detail)
 
 
-def _time_edits(ctx: _Context, ent: Any, closed: dict[str, Any], detail: str
-                ) -> Iterator[_Candidate]:
+def _time_edits(
+    ctx: _Context, ent: Any, closed: dict[str, Any], detail: str
+) -> Iterator[_Candidate]:
     """Extrinsic time edits inside a DATE/TIME entity: another month, weekday, part of the day,
     year or duration count that the source never mentions."""
     for tok in ent:
@@ -411,14 +492,19 @@ def _time_edits(ctx: _Context, ent: Any, closed: dict[str, Any], detail: str
                 for w in words:
                     if w.lower() != tok.text.lower() and not _word_in(w, ctx.src_lower):
                         rep = _match_case(w, tok.text, False)
-                        yield _Candidate("circumstance_extrinsic", tok.idx,
-                                         tok.idx + len(tok.text), rep, detail)
+                        yield _Candidate(
+                            "circumstance_extrinsic", tok.idx, tok.idx + len(tok.text), rep, detail
+                        )
         if not tok.like_num:
             continue
         value = _number_value(tok.text)
         months = {m.lower() for m in closed["months"]}
-        if detail == "time" and value is not None and value <= 31 and tok.text.isdigit() and any(
-            t.lower_ in months for t in ent
+        if (
+            detail == "time"
+            and value is not None
+            and value <= 31
+            and tok.text.isdigit()
+            and any(t.lower_ in months for t in ent)
         ):
             # a day of the month: stay a valid day
             days = [d for d in (value + 3, value - 4, value + 9, value - 11) if 1 <= d <= 28]
@@ -428,8 +514,9 @@ def _time_edits(ctx: _Context, ent: Any, closed: dict[str, Any], detail: str
         else:
             reps = _new_numbers(ctx, tok.text, year=detail == "time")
         for rep in reps:
-            yield _Candidate("circumstance_extrinsic", tok.idx, tok.idx + len(tok.text),
-                             rep, detail)
+            yield _Candidate(
+                "circumstance_extrinsic", tok.idx, tok.idx + len(tok.text), rep, detail
+            )
 
 
 def _coreference(ctx: _Context) -> Iterator[_Candidate]:
@@ -459,14 +546,34 @@ def _coreference(ctx: _Context) -> Iterator[_Candidate]:
             if possessive and (name.endswith("'s") or name.endswith("’s")):
                 continue
             rep = (f"{name}'" if name.endswith("s") else f"{name}'s") if possessive else name
-            yield _Candidate("coreference", tok.idx, tok.idx + len(tok.text), rep,
-                             f"{tok.lower_} -> other person")
+            yield _Candidate(
+                "coreference",
+                tok.idx,
+                tok.idx + len(tok.text),
+                rep,
+                f"{tok.lower_} -> other person",
+            )
 
 
 _NUMBER_WORDS = {
-    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-    "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30,
-    "forty": 40, "fifty": 50, "hundred": 100, "thousand": 1000,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "hundred": 100,
+    "thousand": 1000,
 }
 
 
@@ -589,14 +696,14 @@ def perturb(
 
 
 def _apply(ctx: _Context, cand: _Candidate) -> Perturbation | None:
-    original = ctx.summary[cand.start:cand.end]
+    original = ctx.summary[cand.start : cand.end]
     if not original or cand.replacement == original:
         return None
-    edited = ctx.summary[:cand.start] + cand.replacement + ctx.summary[cand.end:]
+    edited = ctx.summary[: cand.start] + cand.replacement + ctx.summary[cand.end :]
     if edited == ctx.summary:
         return None
     # 'a new deal' -> 'a old deal' would be ungrammatical: keep the article in agreement.
-    article = re.search(r"\b(a|an)\s+$", ctx.summary[:cand.start], flags=re.IGNORECASE)
+    article = re.search(r"\b(a|an)\s+$", ctx.summary[: cand.start], flags=re.IGNORECASE)
     if article:
         vowel = cand.replacement[:1].lower() in "aeiou"
         if vowel != (article.group(1).lower() == "an"):
@@ -605,7 +712,7 @@ def _apply(ctx: _Context, cand: _Candidate) -> Perturbation | None:
     new_end = cand.start + len(cand.replacement)
     for sent in ctx.doc.sents:
         if sent.start_char <= cand.start < sent.end_char:
-            new_sentence = edited[sent.start_char: sent.end_char + new_end - cand.end]
+            new_sentence = edited[sent.start_char : sent.end_char + new_end - cand.end]
             if len(new_sentence) > 20 and _norm(new_sentence) in ctx.src_lower:
                 return None
     return Perturbation(

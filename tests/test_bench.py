@@ -74,20 +74,65 @@ def rows() -> list[dict]:
     ref2 = "the committee approved the budget"
     return [
         # p1: 1.0 vs 5/6 -> win
-        dict(id="p1-ref", source=SRC1, summary=ref1, label=1, pair_id="p1", role="reference",
-             origin="cnndm"),
-        dict(id="p1-ed", source=SRC1, summary="the dog sat on the mat", label=0, pair_id="p1",
-             role="edited", error_type="Extrinsic Entity", origin="cnndm"),
+        dict(
+            id="p1-ref",
+            source=SRC1,
+            summary=ref1,
+            label=1,
+            pair_id="p1",
+            role="reference",
+            origin="cnndm",
+        ),
+        dict(
+            id="p1-ed",
+            source=SRC1,
+            summary="the dog sat on the mat",
+            label=0,
+            pair_id="p1",
+            role="edited",
+            error_type="Extrinsic Entity",
+            origin="cnndm",
+        ),
         # p2: 1.0 vs 1.0 (intrinsic swap, all words in source) -> tie, fails
-        dict(id="p2-ref", source=SRC1, summary=ref1, label=1, pair_id="p2", role="reference",
-             origin="cnndm"),
-        dict(id="p2-ed", source=SRC1, summary="the mat sat on the cat", label=0, pair_id="p2",
-             role="edited", error_type="Intrinsic Entity", origin="cnndm"),
+        dict(
+            id="p2-ref",
+            source=SRC1,
+            summary=ref1,
+            label=1,
+            pair_id="p2",
+            role="reference",
+            origin="cnndm",
+        ),
+        dict(
+            id="p2-ed",
+            source=SRC1,
+            summary="the mat sat on the cat",
+            label=0,
+            pair_id="p2",
+            role="edited",
+            error_type="Intrinsic Entity",
+            origin="cnndm",
+        ),
         # p3: 1.0 vs 4/5 -> win
-        dict(id="p3-ref", source=SRC2, summary=ref2, label=1, pair_id="p3", role="reference",
-             origin="xsum"),
-        dict(id="p3-ed", source=SRC2, summary="the committee rejected the budget", label=0,
-             pair_id="p3", role="edited", error_type="Extrinsic Predicate", origin="xsum"),
+        dict(
+            id="p3-ref",
+            source=SRC2,
+            summary=ref2,
+            label=1,
+            pair_id="p3",
+            role="reference",
+            origin="xsum",
+        ),
+        dict(
+            id="p3-ed",
+            source=SRC2,
+            summary="the committee rejected the budget",
+            label=0,
+            pair_id="p3",
+            role="edited",
+            error_type="Extrinsic Predicate",
+            origin="xsum",
+        ),
     ]
 
 
@@ -103,8 +148,7 @@ def test_test_metrics_registered() -> None:
 
 
 def test_bench_figures_by_hand(data_file, tmp_path) -> None:
-    res = run_bench([data_file], ["test_word_support"], cache=tmp_path / "c.sqlite",
-                    n_resamples=50)
+    res = run_bench([data_file], ["test_word_support"], cache=tmp_path / "c.sqlite", n_resamples=50)
     m = res["datasets"]["tiny"]["metrics"]["test_word_support"]
     o = m["overall"]
     assert o["n"] == 6 and o["n_pairs"] == 3
@@ -130,8 +174,9 @@ def test_cache_avoids_recomputation(data_file, tmp_path) -> None:
     assert m1["computed"] == 5 and m1["cached"] == 0
     assert CALLS["test_word_support"] == 5
     CALLS.clear()
-    second = run_bench([data_file], ["test_word_support", "test_shortness"], cache=cache,
-                       n_resamples=10)
+    second = run_bench(
+        [data_file], ["test_word_support", "test_shortness"], cache=cache, n_resamples=10
+    )
     ms = second["datasets"]["tiny"]["metrics"]
     assert ms["test_word_support"]["computed"] == 0 and ms["test_word_support"]["cached"] == 5
     assert "test_word_support" not in CALLS  # not recomputed
@@ -159,8 +204,9 @@ def _labelled(n: int, seed: int) -> list[dict]:
         base = " ".join(_words(SRC2)[: 3 + int(rng.integers(0, 5))])
         label = int(i % 2 == 0)
         extra = "" if label else " " + " ".join(f"novel{j}" for j in range(k))
-        out.append(dict(id=f"{seed}-{i}", source=SRC2, summary=base + extra + f" n{i}",
-                        label=label))
+        out.append(
+            dict(id=f"{seed}-{i}", source=SRC2, summary=base + extra + f" n{i}", label=label)
+        )
     return out
 
 
@@ -169,8 +215,14 @@ def test_combine_fits_and_becomes_a_metric(tmp_path) -> None:
     write_jsonl(_labelled(40, 1), train)
     write_jsonl(_labelled(20, 2), test)
     weights = tmp_path / "w.json"
-    res = run_bench([test], ["test_word_support", "test_shortness"], combine=train,
-                    save_weights=weights, cache=None, n_resamples=10)
+    res = run_bench(
+        [test],
+        ["test_word_support", "test_shortness"],
+        combine=train,
+        save_weights=weights,
+        cache=None,
+        n_resamples=10,
+    )
     comb = res["combination"]
     assert comb["metrics"] == ["test_word_support", "test_shortness"]
     assert comb["cv_roc_auc"] > 0.9
@@ -188,8 +240,10 @@ def test_combine_fits_and_becomes_a_metric(tmp_path) -> None:
     expected = apply_combination(saved, runs)
     got = np.asarray([s["combined"].value for s in scores])
     assert np.allclose(got, expected)
-    assert set(scores[0]["combined"].details["components"]) == {"test_word_support",
-                                                                "test_shortness"}
+    assert set(scores[0]["combined"].details["components"]) == {
+        "test_word_support",
+        "test_shortness",
+    }
 
 
 def test_combined_without_weights_is_an_input_error() -> None:
@@ -202,8 +256,9 @@ def test_combined_without_weights_is_an_input_error() -> None:
 
 def test_plots_are_written(data_file, tmp_path) -> None:
     pytest.importorskip("matplotlib")
-    res = run_bench([data_file], ["test_word_support"], cache=None, n_resamples=10,
-                    plots=tmp_path / "plots")
+    res = run_bench(
+        [data_file], ["test_word_support"], cache=None, n_resamples=10, plots=tmp_path / "plots"
+    )
     written = res["datasets"]["tiny"]["plots"]
     names = sorted(p.split("/")[-1] for p in written)
     assert names == ["tiny__test_word_support__hist.png", "tiny__test_word_support__roc.png"]
@@ -214,16 +269,30 @@ def test_plots_are_written(data_file, tmp_path) -> None:
 
 def test_cli_bench_json_and_errors(data_file, tmp_path) -> None:
     runner = CliRunner()
-    res = runner.invoke(cli, ["bench", "--data", str(data_file), "--metric", "test_word_support",
-                              "--json", "-q", "--resamples", "10",
-                              "--cache", str(tmp_path / "c.sqlite")])
+    res = runner.invoke(
+        cli,
+        [
+            "bench",
+            "--data",
+            str(data_file),
+            "--metric",
+            "test_word_support",
+            "--json",
+            "-q",
+            "--resamples",
+            "10",
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["datasets"]["tiny"]["metrics"]["test_word_support"]["overall"]["consistency"] == (
         pytest.approx(2 / 3)
     )
-    bad = runner.invoke(cli, ["bench", "--data", str(tmp_path / "missing.jsonl"),
-                              "--metric", "test_word_support"])
+    bad = runner.invoke(
+        cli, ["bench", "--data", str(tmp_path / "missing.jsonl"), "--metric", "test_word_support"]
+    )
     assert bad.exit_code == 2
     nometric = runner.invoke(cli, ["bench", "--data", str(data_file)])
     assert nometric.exit_code == 2 and "--metric" in nometric.output
@@ -234,8 +303,21 @@ def test_cli_calibrate_writes_config(tmp_path) -> None:
     write_jsonl(_labelled(40, 1), train)
     config = tmp_path / "faithgate.toml"
     runner = CliRunner()
-    res = runner.invoke(cli, ["calibrate", "--data", str(train), "--metric", "test_word_support",
-                              "--config", str(config), "--no-cache", "--resamples", "50"])
+    res = runner.invoke(
+        cli,
+        [
+            "calibrate",
+            "--data",
+            str(train),
+            "--metric",
+            "test_word_support",
+            "--config",
+            str(config),
+            "--no-cache",
+            "--resamples",
+            "50",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "threshold" in res.output and "written to" in res.output
     from faithgate.config import load_config
@@ -251,26 +333,49 @@ def test_cli_calibrate_writes_config(tmp_path) -> None:
 @pytest.mark.xdist_group("spacy")
 def test_cli_perturb_file_roundtrip(tmp_path) -> None:
     src = tmp_path / "in.jsonl"
-    write_jsonl([dict(id="a", source="Obama met Merkel in Berlin on Monday. They talked.",
-                      summary="Obama met Merkel in Berlin.")], src)
+    write_jsonl(
+        [
+            dict(
+                id="a",
+                source="Obama met Merkel in Berlin on Monday. They talked.",
+                summary="Obama met Merkel in Berlin.",
+            )
+        ],
+        src,
+    )
     out = tmp_path / "out.jsonl"
     runner = CliRunner()
-    res = runner.invoke(cli, ["perturb", "--input", str(src), "--output", str(out),
-                              "--types", "entity,circumstance", "--seed", "3"])
+    res = runner.invoke(
+        cli,
+        [
+            "perturb",
+            "--input",
+            str(src),
+            "--output",
+            str(out),
+            "--types",
+            "entity,circumstance",
+            "--seed",
+            "3",
+        ],
+    )
     assert res.exit_code == 0, res.output
     made = load_examples(out)
     assert made[0].label == 1 and made[0].summary == "Obama met Merkel in Berlin."
     assert len(made) >= 3 and all(ex.label == 0 for ex in made[1:])
     assert {ex.meta["pair_id"] for ex in made} == {"a"}
-    assert all("Entity" in ex.meta["error_type"] or "Circumstance" in ex.meta["error_type"]
-               for ex in made[1:])
+    assert all(
+        "Entity" in ex.meta["error_type"] or "Circumstance" in ex.meta["error_type"]
+        for ex in made[1:]
+    )
     bad = runner.invoke(cli, ["perturb", "--source", "x", "--summary", "y", "--types", "bogus"])
     assert bad.exit_code == 2
 
 
 def test_metric_comparison_by_permutation(data_file, tmp_path) -> None:
-    res = run_bench([data_file], ["test_word_support", "test_shortness"], cache=None,
-                    n_resamples=200)
+    res = run_bench(
+        [data_file], ["test_word_support", "test_shortness"], cache=None, n_resamples=200
+    )
     comps = res["datasets"]["tiny"]["comparisons"]
     assert len(comps) == 1
     c = comps[0]

@@ -73,9 +73,18 @@ def test_needs_both_classes_and_ignores_nan() -> None:
 
 def _cal() -> Calibration:
     return Calibration(
-        metric="bertscore", threshold=0.55123, ci95=(0.51, 0.58), objective="balanced_accuracy",
-        balanced_accuracy=0.71, precision_unfaithful=0.6, recall_unfaithful=0.7, n=400,
-        n_faithful=200, n_unfaithful=200, data="d.jsonl", settings_hash="bertscore:abc",
+        metric="bertscore",
+        threshold=0.55123,
+        ci95=(0.51, 0.58),
+        objective="balanced_accuracy",
+        balanced_accuracy=0.71,
+        precision_unfaithful=0.6,
+        recall_unfaithful=0.7,
+        n=400,
+        n_faithful=200,
+        n_unfaithful=200,
+        data="d.jsonl",
+        settings_hash="bertscore:abc",
     )
 
 

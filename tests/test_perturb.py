@@ -19,6 +19,7 @@ SUMMARY = (
     "worth 300 million dollars."
 )
 
+
 def words(text: str) -> set[str]:
     return {w.lower() for w in re.findall(r"[\w']+", text)}
 
@@ -26,10 +27,10 @@ def words(text: str) -> set[str]:
 def assert_single_edit(original: str, v: Perturbation) -> None:
     """The variant differs from the original in exactly the recorded span."""
     assert v.summary != original
-    assert original[v.start:v.end] == v.original
-    assert v.summary[:v.start] == original[:v.start]
-    assert v.summary[v.new_end:] == original[v.end:]
-    assert v.summary[v.start:v.new_end] == v.replacement
+    assert original[v.start : v.end] == v.original
+    assert v.summary[: v.start] == original[: v.start]
+    assert v.summary[v.new_end :] == original[v.end :]
+    assert v.summary[v.start : v.new_end] == v.replacement
     assert v.error_type
 
 
@@ -64,8 +65,11 @@ def test_negation(all_variants) -> None:
 @pytest.mark.slow
 @pytest.mark.xdist_group("spacy")
 def test_negation_of_auxiliary_and_copula() -> None:
-    out = perturb("The bridge was closed by the police. It is old.",
-                  "The bridge was closed by the police.", types=["predicate_negation"])
+    out = perturb(
+        "The bridge was closed by the police. It is old.",
+        "The bridge was closed by the police.",
+        types=["predicate_negation"],
+    )
     assert [(v.original, v.replacement) for v in out] == [("was", "was not")]
     assert out[0].summary == "The bridge was not closed by the police."
 
@@ -90,9 +94,17 @@ def test_changed_verb_intrinsic_and_extrinsic(all_variants) -> None:
         assert v.original in ("met", "signed")
     for v in extrinsic:
         assert v.replacement.lower() not in src_words
-        assert v.replacement.endswith("ed") or v.replacement in {"lost", "sold", "won", "left",
-                                                                   "stole", "hid", "lent",
-                                                                   "forgot", "bought"}
+        assert v.replacement.endswith("ed") or v.replacement in {
+            "lost",
+            "sold",
+            "won",
+            "left",
+            "stole",
+            "hid",
+            "lent",
+            "forgot",
+            "bought",
+        }
 
 
 @pytest.mark.slow
@@ -116,8 +128,10 @@ def test_entity_swaps_use_source_or_outside_entities(all_variants) -> None:
 @pytest.mark.slow
 @pytest.mark.xdist_group("spacy")
 def test_circumstance_time_and_location(all_variants) -> None:
-    intrinsic = {(v.original, v.replacement, v.detail)
-                 for v in by_type(all_variants, "circumstance_intrinsic")}
+    intrinsic = {
+        (v.original, v.replacement, v.detail)
+        for v in by_type(all_variants, "circumstance_intrinsic")
+    }
     assert intrinsic == {("Monday", "Tuesday", "time"), ("Berlin", "Paris", "location")}
     src_words = words(SOURCE)
     extrinsic = by_type(all_variants, "circumstance_extrinsic")
@@ -170,8 +184,7 @@ def test_true_swap_is_not_emitted() -> None:
     assert out == []
     # A mention of the same person ('Keefe' vs 'Mary Doyle Keefe') is no swap either.
     src2 = "Mary Doyle Keefe posed for Norman Rockwell. Keefe was 19."
-    out2 = perturb(src2, "Keefe posed for Rockwell.", types=["entity_intrinsic"],
-                   max_per_type=None)
+    out2 = perturb(src2, "Keefe posed for Rockwell.", types=["entity_intrinsic"], max_per_type=None)
     assert all("Keefe" not in v.replacement for v in out2 if v.original == "Keefe")
 
 
@@ -206,8 +219,12 @@ def test_empty_input_is_an_input_error() -> None:
 @pytest.mark.xdist_group("spacy")
 def test_grammar_guards() -> None:
     src = "The 71-year-old player signed a new deal on Monday. Talks took months."
-    out = perturb(src, "The 71-year-old player signed a new deal on Monday.",
-                  types=["predicate_antonym", "circumstance_intrinsic"], max_per_type=None)
+    out = perturb(
+        src,
+        "The 71-year-old player signed a new deal on Monday.",
+        types=["predicate_antonym", "circumstance_intrinsic"],
+        max_per_type=None,
+    )
     # no antonym inside '71-year-old', no 'a old deal', 'Monday' never becomes 'months'
     assert out == []
 
@@ -215,14 +232,21 @@ def test_grammar_guards() -> None:
 @pytest.mark.slow
 @pytest.mark.xdist_group("spacy")
 def test_same_person_by_partial_name_is_not_a_swap() -> None:
-    src = ("Gatewood Galbraith ran for governor five times. Terrill Newman admired Galbraith. "
-           "Newman lives in Kentucky.")
+    src = (
+        "Gatewood Galbraith ran for governor five times. Terrill Newman admired Galbraith. "
+        "Newman lives in Kentucky."
+    )
     # 'Galbraith' -> 'Gatewood Galbraith' is the same man; 'Terrill Newman' -> 'Gatewood
     # Galbraith' would make him admire himself: nothing safe is left
-    out = perturb(src, "Terrill Newman admired Galbraith.", types=["entity_intrinsic"],
-                  max_per_type=None)
+    out = perturb(
+        src, "Terrill Newman admired Galbraith.", types=["entity_intrinsic"], max_per_type=None
+    )
     assert out == []
-    out = perturb(src + " Kentucky voters admired Galbraith.", "Kentucky voters admired Galbraith.",
-                  types=["entity_intrinsic"], max_per_type=None)
+    out = perturb(
+        src + " Kentucky voters admired Galbraith.",
+        "Kentucky voters admired Galbraith.",
+        types=["entity_intrinsic"],
+        max_per_type=None,
+    )
     assert ("Galbraith", "Terrill Newman") in {(v.original, v.replacement) for v in out}
     assert all(v.replacement != "Gatewood Galbraith" for v in out)

@@ -16,22 +16,33 @@ from faithgate.cli.score import parse_assignments, parse_settings, read_text_arg
 from faithgate.errors import InputError
 
 _metric_option = click.option(
-    "--metric", "metric_names", multiple=True, metavar="NAME",
+    "--metric",
+    "metric_names",
+    multiple=True,
+    metavar="NAME",
     help="Metric to evaluate (repeatable).",
 )
 _set_option = click.option(
-    "--set", "settings", multiple=True, metavar="METRIC.KEY=VALUE",
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="METRIC.KEY=VALUE",
     help="Metric setting, e.g. --set overlap.component=rouge1 (repeatable).",
 )
 _model_option = click.option(
-    "--model", "model_args", multiple=True, metavar="ROLE=ID_OR_PATH",
+    "--model",
+    "model_args",
+    multiple=True,
+    metavar="ROLE=ID_OR_PATH",
     help="Model for a role (embedder, lm, spacy, nli, ...); repeatable.",
 )
 _backend_option = click.option(
     "--backend", type=click.Choice(BACKEND_CHOICES), default="auto", show_default=True
 )
 _cache_option = click.option(
-    "--cache", "cache_path", metavar="FILE",
+    "--cache",
+    "cache_path",
+    metavar="FILE",
     help="Score cache (SQLite); default: $FAITHGATE_HOME/bench/scores.sqlite.",
 )
 _no_cache_option = click.option("--no-cache", is_flag=True, help="Score without the cache.")
@@ -45,25 +56,37 @@ def _cache_arg(cache_path: str | None, no_cache: bool) -> str | None:
 
 @click.command("bench")
 @click.option(
-    "--data", "data", multiple=True, required=True, metavar="FILE_OR_DIR",
+    "--data",
+    "data",
+    multiple=True,
+    required=True,
+    metavar="FILE_OR_DIR",
     help="Benchmark .jsonl file, or a directory of them (repeatable).",
 )
 @_metric_option
 @_set_option
 @_model_option
 @_backend_option
-@click.option("--limit", type=int, metavar="N", help="Score a reproducible sample of ~N rows per file (pairs kept whole).")
+@click.option(
+    "--limit",
+    type=int,
+    metavar="N",
+    help="Score a reproducible sample of ~N rows per file (pairs kept whole).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @click.option("--output", metavar="FILE", help="Also write the JSON result to FILE.")
 @click.option("--plots", metavar="DIR", help="Write PNG figures (ROC curves, histograms) to DIR.")
 @click.option(
-    "--combine", metavar="TRAIN.jsonl",
+    "--combine",
+    metavar="TRAIN.jsonl",
     help="Fit a logistic combination of the metrics on this labelled file (cross-validated) "
     "and report it on the --data files.",
 )
 @click.option("--save-weights", metavar="FILE.json", help="Where to save the --combine weights.")
 @click.option(
-    "--combine-limit", type=int, metavar="N",
+    "--combine-limit",
+    type=int,
+    metavar="N",
     help="Rows of the --combine file to fit on (default: --limit; 0 = all).",
 )
 @click.option("--resamples", type=int, default=1000, show_default=True, help="Bootstrap resamples.")
@@ -129,11 +152,15 @@ def bench_command(
 @click.option("--data", required=True, metavar="FILE.jsonl", help="Labelled examples (label 1/0).")
 @click.option("--metric", "metric_name", required=True, metavar="NAME")
 @click.option(
-    "--target-precision", type=float, metavar="P",
+    "--target-precision",
+    type=float,
+    metavar="P",
     help="Instead of maximising balanced accuracy, reach precision P for 'unfaithful'.",
 )
 @click.option(
-    "--config", "config_path", metavar="FILE",
+    "--config",
+    "config_path",
+    metavar="FILE",
     help="Configuration to write (default: ./faithgate.toml, else ./pyproject.toml, else a new "
     "faithgate.toml).",
 )
@@ -194,7 +221,12 @@ def calibrate_command(
     if not dry_run:
         target = write_calibration(Path(config_path) if config_path else default_config_path(), cal)
     if fmt == "json":
-        click.echo(json.dumps(json_ready({**cal.to_dict(), "written_to": str(target) if target else None}), indent=1))
+        click.echo(
+            json.dumps(
+                json_ready({**cal.to_dict(), "written_to": str(target) if target else None}),
+                indent=1,
+            )
+        )
         return
     failed = len(labelled) - cal.n
     click.echo(
@@ -216,21 +248,29 @@ def calibrate_command(
 @click.option("--source", metavar="FILE|-", help="Source document (- = stdin).")
 @click.option("--summary", metavar="TEXT|@FILE", help="Faithful summary text, or @FILE.")
 @click.option(
-    "--input", "input_path", metavar="FILE.jsonl",
+    "--input",
+    "input_path",
+    metavar="FILE.jsonl",
     help="Perturb every (source, summary) row of a JSONL/CSV file instead.",
 )
 @click.option(
-    "--output", metavar="FILE.jsonl",
+    "--output",
+    metavar="FILE.jsonl",
     help="With --input: write benchmark-format rows (originals label 1 + edits label 0, "
     "paired) for faithgate bench.",
 )
 @click.option(
-    "--types", "type_names", multiple=True, metavar="TYPE",
+    "--types",
+    "type_names",
+    multiple=True,
+    metavar="TYPE",
     help="Perturbation types or families (repeatable or comma-separated): predicate, entity, "
     "circumstance, coreference, number, or full names such as entity_intrinsic.",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--per-type", type=int, default=1, show_default=True, help="Variants per type (0 = all).")
+@click.option(
+    "--per-type", type=int, default=1, show_default=True, help="Variants per type (0 = all)."
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def perturb_command(
     source: str | None,
@@ -260,7 +300,11 @@ def perturb_command(
     if output:
         raise InputError("--output needs --input FILE.jsonl")
     src = read_text_arg(source, "source")
-    summ = read_text_arg(summary[1:], "summary", allow_stdin=False) if summary.startswith("@") else summary
+    summ = (
+        read_text_arg(summary[1:], "summary", allow_stdin=False)
+        if summary.startswith("@")
+        else summary
+    )
     variants = perturb(src, summ, types=types, seed=seed, max_per_type=max_per_type)
     if fmt == "json":
         click.echo(json.dumps([v.to_dict() for v in variants], indent=1, ensure_ascii=False))
@@ -273,8 +317,12 @@ def perturb_command(
 
 
 def _perturb_file(
-    input_path: str, output: str | None, types: list[str] | None, seed: int,
-    max_per_type: int | None, fmt: str,
+    input_path: str,
+    output: str | None,
+    types: list[str] | None,
+    seed: int,
+    max_per_type: int | None,
+    fmt: str,
 ) -> None:
     from faithgate.io import load_examples, write_jsonl
     from faithgate.perturb import perturb
@@ -286,14 +334,28 @@ def _perturb_file(
             continue
         pair = f"{ex.id}"
         base = {"source": ex.source, "pair_id": pair, "origin": ex.meta.get("origin")}
-        rows.append({"id": f"{ex.id}-orig", "summary": ex.summary, "label": 1,
-                     "role": "reference", "error_type": None, **base})
+        rows.append(
+            {
+                "id": f"{ex.id}-orig",
+                "summary": ex.summary,
+                "label": 1,
+                "role": "reference",
+                "error_type": None,
+                **base,
+            }
+        )
         for k, v in enumerate(variants):
-            rows.append({
-                "id": f"{ex.id}-{v.type}-{k}", "summary": v.summary, "label": 0, "role": "edited",
-                "error_type": v.error_type, **base,
-                "meta": {"perturbation": v.to_dict() | {"summary": None}},
-            })
+            rows.append(
+                {
+                    "id": f"{ex.id}-{v.type}-{k}",
+                    "summary": v.summary,
+                    "label": 0,
+                    "role": "edited",
+                    "error_type": v.error_type,
+                    **base,
+                    "meta": {"perturbation": v.to_dict() | {"summary": None}},
+                }
+            )
     if output:
         write_jsonl(rows, output)
         click.echo(f"wrote {len(rows)} rows to {output}", err=True)

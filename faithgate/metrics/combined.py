@@ -27,7 +27,9 @@ class Combined(Metric):
     """Logistic combination of component metrics (weights from ``faithgate bench --combine``)."""
 
     name = "combined"
-    description = "learned logistic combination of other metrics (weights file from bench --combine)"
+    description = (
+        "learned logistic combination of other metrics (weights file from bench --combine)"
+    )
     family = "combination"
     roles: dict[str, str] = {}
     defaults = {"weights": None}
@@ -45,7 +47,9 @@ class Combined(Metric):
         settings = self._weights.get("metric_settings") or {}
         if "combined" in self._weights["metrics"]:
             raise InputError("metric 'combined' cannot contain itself")
-        self._components = [get_metric(n, **(settings.get(n) or {})) for n in self._weights["metrics"]]
+        self._components = [
+            get_metric(n, **(settings.get(n) or {})) for n in self._weights["metrics"]
+        ]
 
     def settings_hash(self, ctx: ScoringContext) -> str:
         # The weights file's content, not its path, identifies the formula; component hashes
@@ -78,7 +82,9 @@ class Combined(Metric):
             if bad:
                 out.append(
                     Score.failed(
-                        self.name, shash, ex.id,
+                        self.name,
+                        shash,
+                        ex.id,
                         f"component {bad[0].metric} failed: {bad[0].error or 'no score'}",
                     )
                 )
