@@ -152,6 +152,9 @@ class LanguageModel(RoleModel):
     def tokenize(self, text: str) -> list[int]:
         """Token ids of ``text`` without any special token."""
 
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text))
+
     @abstractmethod
     def token_texts(self, ids: Sequence[int]) -> list[str]:
         """Readable text of each id (for per-token details), e.g. ``[" cat", " sat"]``."""

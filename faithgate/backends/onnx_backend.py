@@ -326,9 +326,6 @@ class _OnnxLMBase(_OnnxRoleMixin, LanguageModel):
     def max_length(self) -> int:
         return self._max_length
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenize(text))
-
     def tokenize(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
 

@@ -87,9 +87,6 @@ class _TorchLMBase(LanguageModel):
     def max_length(self) -> int:
         return self._max_length
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenize(text))
-
     def tokenize(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
