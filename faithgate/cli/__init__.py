@@ -25,6 +25,7 @@ COMMANDS = {
     "calibrate": "faithgate.cli.bench:calibrate_command",
     "perturb": "faithgate.cli.bench:perturb_command",
     "check": "faithgate.cli.check:check_command",
+    "train": "faithgate.cli.train:train_command",
 }
 
 

