@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from faithgate.atomic import atomic_write_text
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
 from faithgate.io import load_examples
@@ -107,7 +108,7 @@ class _Timings:
         entry["seconds"] += seconds
         entry["items"] += items
         if self.path:
-            self.path.write_text(json.dumps(self.data, indent=1))
+            atomic_write_text(self.path, json.dumps(self.data, indent=1))
 
     def per_item(self, settings_hash: str) -> float | None:
         entry = self.data.get(settings_hash)
@@ -400,8 +401,7 @@ def run_bench(
         combination["metric_settings"] = {m.name: m.settings for m in bench.metrics}
         result["combination"] = combination
         if save_weights:
-            Path(save_weights).parent.mkdir(parents=True, exist_ok=True)
-            Path(save_weights).write_text(json.dumps(combination, indent=1, default=str))
+            atomic_write_text(save_weights, json.dumps(combination, indent=1, default=str))
             result["combination_file"] = str(save_weights)
     for path in files:
         examples, items, runs = loaded[str(path.resolve())]

@@ -190,5 +190,10 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     entry["n"] = cal.n
     entry["settings_hash"] = cal.settings_hash
     calibration[cal.metric] = entry
-    path.write_text(tomlkit.dumps(doc), encoding="utf-8")
+    from faithgate.atomic import atomic_write_text
+
+    try:
+        atomic_write_text(path, tomlkit.dumps(doc))
+    except OSError as exc:  # the old file is intact (atomic write): say so
+        raise InputError(f"cannot write {path} (left unchanged): {exc}") from None
     return path

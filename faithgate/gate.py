@@ -363,9 +363,13 @@ class GateResult:
         )
 
     def save(self, path: str | Path) -> Path:
+        from faithgate.atomic import atomic_write_text
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n", "utf-8")
+        try:
+            atomic_write_text(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        except OSError as exc:  # the previous file survives (atomic write): say so
+            raise InputError(f"cannot write {path} (left unchanged): {exc}") from None
         return path
 
     @classmethod

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from faithgate.atomic import atomic_writer
 from faithgate.errors import InputError
 from faithgate.types import Example
 
@@ -133,8 +134,6 @@ def _csv_rows(text: str, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> None:
     """Write dicts as JSON Lines (UTF-8, one object per line), creating parent directories."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
+    with atomic_writer(path) as fh:  # a failed write leaves the previous file intact
         for record in records:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")

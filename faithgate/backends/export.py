@@ -92,7 +92,9 @@ class ExportManifest:
 
     def save(self, directory: Path) -> Path:
         path = Path(directory) / MANIFEST_NAME
-        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        from faithgate.atomic import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
         return path
 
     def path_of(self, part: str) -> Path:
@@ -143,7 +145,11 @@ def find_export(spec: models.ModelSpec, task: str) -> ExportManifest | None:
         return manifest if manifest is not None and manifest.task == task else None
     directory = default_export_dir(spec, task)
     if not (directory / MANIFEST_NAME).is_file():
-        return None
+        # A model faithgate trained and ships carries its own export (onnx_models/<name>/onnx).
+        shipped = models.shipped_export_dir(spec)
+        if shipped is None or not (shipped / MANIFEST_NAME).is_file():
+            return None
+        directory = shipped
     manifest = _cached_load(directory)
     if manifest is None or manifest.task != task:
         return None

@@ -140,8 +140,9 @@ def bench_command(
     )
     doc = json_ready(result)
     if output:
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        Path(output).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        from faithgate.atomic import atomic_write_text
+
+        atomic_write_text(output, json.dumps(doc, indent=1))
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:

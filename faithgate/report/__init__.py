@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
 
 if TYPE_CHECKING:
@@ -48,9 +49,8 @@ def write_reports(result: GateResult, reports: Reports) -> dict[str, Path]:
     for kind, path in reports.items():
         path = Path(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render(kind, result), encoding="utf-8")
-        except OSError as exc:
+            atomic_write_text(path, render(kind, result))
+        except OSError as exc:  # the previous report survives (atomic write)
             raise InputError(f"cannot write the {kind} report to {path}: {exc}") from None
         written[kind] = path
     return written

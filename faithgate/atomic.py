@@ -1,0 +1,96 @@
+"""Atomic file writes: the one way faithgate replaces a file.
+
+Every file faithgate writes (baselines, the gate configuration, reports, manifests, benchmark
+and calibration outputs) goes through ``atomic_write_text`` / ``atomic_write_bytes`` or the
+``atomic_writer`` context manager. The new content goes to a temporary file in the target's
+directory (same file system, so the final rename is atomic), is flushed and fsynced, and only
+then renamed over the target. A failure at any point (disk full, a size limit, an exception
+while rendering, Ctrl-C) leaves the previous file byte for byte as it was and removes the
+temporary file. The file mode of an existing target is kept; a new file gets the usual
+``0o666 & ~umask``.
+
+A symlink at the target is followed: the file it points to is replaced (and the link kept), so
+a baseline or configuration kept behind a symlink stays where the user put it.
+
+(The ``atomicwrites`` package did this once but is archived and unmaintained; this is the same
+recipe in a few lines.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; set it back at once.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_writer(
+    path: str | Path, mode: str = "w", encoding: str | None = "utf-8"
+) -> Iterator[IO]:
+    """Open a temporary file next to ``path`` for writing; on a clean exit it replaces ``path``.
+
+    ``mode`` is ``"w"`` (text, ``encoding``) or ``"wb"``. Parent directories are created. On
+    any exception the target is untouched and the temporary file removed.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError("atomic_writer mode must be 'w' or 'wb'")
+    target = Path(os.path.realpath(path))  # follow a symlink: replace what it points to
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        perms = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        perms = 0o666 & ~_umask()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        kwargs = {"encoding": encoding, "newline": ""} if mode == "w" else {}
+        with os.fdopen(fd, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, perms)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(target.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
+    """Replace ``path`` with ``text`` atomically (see the module docstring); returns ``path``."""
+    with atomic_writer(path, "w", encoding) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Replace ``path`` with ``data`` atomically; returns ``path``."""
+    with atomic_writer(path, "wb", None) as fh:
+        fh.write(data)
+    return Path(path)

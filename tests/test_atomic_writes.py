@@ -1,0 +1,183 @@
+"""Class 1 of issue 12: every file faithgate writes is replaced atomically.
+
+A write that fails half way (an injected exception after part of the content is written, a
+full disk, a file-size limit) must leave the previous file byte for byte intact and no
+temporary file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from faithgate import atomic
+from faithgate.atomic import atomic_write_bytes, atomic_write_text, atomic_writer
+from faithgate.errors import InputError
+
+
+class DiskFull(OSError):
+    pass
+
+
+@pytest.fixture
+def failing_fsync(monkeypatch):
+    """Every atomic write fails at its fsync, after the content went to the temporary file."""
+
+    def boom(fd: int) -> None:
+        raise DiskFull(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fsync", boom)
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_exception_mid_write_keeps_the_old_file(tmp_path):
+    target = tmp_path / "baseline.json"
+    target.write_text("old content\n")
+    with pytest.raises(RuntimeError), atomic_writer(target) as fh:
+        fh.write("new half")
+        raise RuntimeError("renderer crashed")
+    assert target.read_text() == "old content\n"
+    assert leftovers(tmp_path) == []
+
+
+def test_disk_full_keeps_the_old_file(tmp_path, failing_fsync):
+    target = tmp_path / "r.bin"
+    target.write_bytes(b"\x00old")
+    with pytest.raises(DiskFull):
+        atomic_write_bytes(target, b"new" * 1000)
+    assert target.read_bytes() == b"\x00old"
+    assert leftovers(tmp_path) == []
+
+
+def test_success_replaces_content_keeps_mode_and_symlink(tmp_path):
+    real = tmp_path / "real.toml"
+    real.write_text("a = 1\n")
+    real.chmod(0o640)
+    link = tmp_path / "link.toml"
+    link.symlink_to(real)
+    atomic_write_text(link, "a = 2\n")
+    assert link.is_symlink(), "the user's symlink is kept"
+    assert real.read_text() == "a = 2\n"
+    assert (real.stat().st_mode & 0o777) == 0o640
+    assert leftovers(tmp_path) == []
+
+
+def test_new_file_and_parent_directories_are_created(tmp_path):
+    target = tmp_path / "a" / "b" / "report.md"
+    atomic_write_text(target, "x")
+    assert target.read_text() == "x"
+
+
+def test_calibration_failure_keeps_pyproject(tmp_path, failing_fsync):
+    from faithgate.calibrate import Calibration, write_calibration
+
+    pyproject = tmp_path / "pyproject.toml"
+    original = '[project]\nname = "x"\n\n[tool.ruff]\nline-length = 99\n'
+    pyproject.write_text(original)
+    cal = Calibration("overlap", 0.5, (0.4, 0.6), "balanced_accuracy", 0.8, 0.7, 0.6, 10, 5, 5)
+    with pytest.raises(InputError, match="left unchanged"):
+        write_calibration(pyproject, cal)
+    assert pyproject.read_text() == original
+
+
+def test_report_and_jsonl_failures_keep_old_files(tmp_path, failing_fsync):
+    from faithgate.config import Reports
+    from faithgate.gate import GateResult
+    from faithgate.io import write_jsonl
+    from faithgate.report import write_reports
+
+    result = GateResult(True, ["m"], {"m": "h"}, {}, [], [])
+    md = tmp_path / "report.md"
+    md.write_text("previous report")
+    with pytest.raises(InputError, match="cannot write the markdown report"):
+        write_reports(result, Reports(markdown=md))
+    assert md.read_text() == "previous report"
+
+    with pytest.raises(InputError, match="left unchanged"):
+        result.save(tmp_path / "baseline.json")
+    assert not (tmp_path / "baseline.json").exists()
+
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"id": 1}\n')
+    with pytest.raises(DiskFull):
+        write_jsonl([{"id": 2}], data)
+    assert data.read_text() == '{"id": 1}\n'
+    assert leftovers(tmp_path) == []
+
+
+def test_onnx_manifest_save_is_atomic(tmp_path, failing_fsync):
+    from faithgate.backends.export import MANIFEST_NAME, ExportManifest
+
+    (tmp_path / MANIFEST_NAME).write_text('{"old": true}\n')
+    manifest = ExportManifest.__new__(ExportManifest)
+    manifest.to_dict = lambda: {"new": True}  # type: ignore[method-assign]
+    with pytest.raises(DiskFull):
+        ExportManifest.save(manifest, tmp_path)
+    assert json.loads((tmp_path / MANIFEST_NAME).read_text()) == {"old": True}
+
+
+def _limited(size: int):
+    def apply() -> None:  # runs in the child before exec: cap the size of any written file
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return apply
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="needs RLIMIT_FSIZE")
+def test_update_baseline_under_a_file_size_limit_keeps_the_old_baseline(tmp_path):
+    """The reported case: a full disk during ``check --update-baseline`` truncated the
+    baseline. With a file-size cap below the new baseline's size the old one must survive and
+    the command must say so in one line (exit 2)."""
+    rows = [
+        {"id": f"e{i}", "source": "The cat sat on the mat in the sun.", "summary": "The cat sat."}
+        for i in range(40)
+    ]
+    (tmp_path / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    old = json.dumps({"metrics": ["overlap"], "examples": []}) + "\n"
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(old)
+    script = textwrap.dedent(
+        """
+        import sys
+        from faithgate.cli import main
+        sys.exit(main())
+        """
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "check",
+            "--outputs",
+            "outputs.jsonl",
+            "--metric",
+            "overlap",
+            "--baseline",
+            "baseline.json",
+            "--update-baseline",
+            "--no-cache",
+            "-q",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        preexec_fn=_limited(4096),
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert baseline.read_text() == old
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "left unchanged" in proc.stderr and "Traceback" not in proc.stderr
+    assert leftovers(tmp_path) == []
