@@ -975,6 +975,9 @@ class Gate:
 
         start = time.perf_counter()
         check_rule_metrics(self.config)  # before any model loads: fail fast on a typo
+        self.check_paths()
+        # The baseline is read before scoring: a broken one must not cost a scoring run.
+        baseline, baseline_error = self._load_baseline()
         examples = list(self.load_examples() if examples is None else examples)
         if not examples:
             raise InputError("no examples to gate")
@@ -989,7 +992,6 @@ class Gate:
         hits0, misses0 = (cache.hits, cache.misses) if cache is not None else (0, 0)
         scores = self.score(examples)
         hashes = scorer.settings_hashes()
-        baseline, baseline_error = self._load_baseline()
         result = evaluate(
             self.config,
             examples,
@@ -1017,6 +1019,28 @@ class Gate:
         if self.use_cache:
             result.save(self.config.cache_path / "last-result.json")
         return result
+
+    def check_paths(self) -> None:
+        """Refuse (``InputError``, exit 2) a report or baseline path that is one of this run's
+        inputs (outputs, data, configuration, a baseline only read), before anything runs."""
+        from faithgate.paths import refuse_overwriting_inputs, same_file
+
+        cfg = self.config
+        writes = [(f"{kind} report", path) for kind, path in cfg.reports.items()]
+        reads = [
+            ("outputs file", cfg.outputs),
+            ("data file", cfg.data),
+            ("configuration file", cfg.source),
+        ]
+        if self.update_baseline:
+            # ``--json`` at the baseline path writes the same result twice: allowed.
+            if cfg.baseline is not None and not (
+                cfg.reports.json is not None and same_file(cfg.reports.json, cfg.baseline)
+            ):
+                writes.append(("baseline", cfg.baseline))
+        else:
+            reads.append(("baseline", cfg.baseline))
+        refuse_overwriting_inputs(writes, reads)
 
     def _load_baseline(self) -> tuple[GateResult | None, str | None]:
         path = self.config.baseline

@@ -14,6 +14,7 @@ import click
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.score import parse_assignments, parse_settings, read_text_arg
 from faithgate.errors import InputError
+from faithgate.paths import refuse_overwriting_inputs
 
 _metric_option = click.option(
     "--metric",
@@ -122,6 +123,10 @@ def bench_command(
         raise InputError("--save-weights needs --combine TRAIN.jsonl")
     if resamples < 0:
         raise InputError("--resamples must be >= 0")
+    refuse_overwriting_inputs(
+        [("--output file", output), ("--save-weights file", save_weights)],
+        [("--data file", d) for d in data] + [("--combine file", combine)],
+    )
     result = run_bench(
         data,
         list(metric_names),
@@ -196,6 +201,10 @@ def calibrate_command(
     from faithgate.calibrate import calibrate, default_config_path, write_calibration
     from faithgate.io import load_examples
 
+    target = None
+    if not dry_run:
+        target = Path(config_path) if config_path else default_config_path()
+        refuse_overwriting_inputs([("configuration to write", target)], [("--data file", data)])
     examples = limit_examples(load_examples(data), limit, seed)
     labelled = [ex for ex in examples if ex.label is not None]
     if not labelled:
@@ -218,9 +227,8 @@ def calibrate_command(
     )
     cal.data = data
     cal.settings_hash = run.settings_hash
-    target = None
-    if not dry_run:
-        target = write_calibration(Path(config_path) if config_path else default_config_path(), cal)
+    if target is not None:
+        target = write_calibration(target, cal)
     if fmt == "json":
         click.echo(
             json.dumps(
@@ -327,6 +335,8 @@ def _perturb_file(
 ) -> None:
     from faithgate.io import load_examples, write_jsonl
     from faithgate.perturb import perturb
+
+    refuse_overwriting_inputs([("--output file", output)], [("--input file", input_path)])
 
     rows = []
     for ex in load_examples(input_path):

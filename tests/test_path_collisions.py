@@ -1,0 +1,128 @@
+"""Class 2 of issue 12: a report or baseline path that is an input of the run is refused.
+
+``faithgate check --json outputs.jsonl`` used to exit 0 and replace the user's outputs with the
+result. Every writing command now refuses (exit 2, one line, nothing written) a path that
+resolves to one of its inputs, however it is spelled: relative, with ``..``, absolute, through
+a symlink or a hard link.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+from gate_fakes import NAME, summary
+
+from faithgate.cli import cli
+from faithgate.paths import refuse_overwriting_inputs, same_file
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = [{"id": f"e{i}", "source": "src", "summary": summary(0.9)} for i in range(3)]
+    (tmp_path / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n'
+    )
+    (tmp_path / "sub").mkdir()
+    return tmp_path
+
+
+def snapshot(root):
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and ".fg" not in p.parts
+    }
+
+
+def check(*args):
+    return CliRunner().invoke(cli, ["check", *args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    "args, role",
+    [
+        (["--json", "outputs.jsonl"], "outputs file"),
+        (["--markdown", "sub/../outputs.jsonl"], "outputs file"),
+        (["--junit", "{abs}/outputs.jsonl"], "outputs file"),
+        (["--html", "faithgate.toml"], "configuration file"),
+        (["--json", "link.json"], "outputs file"),  # a symlink to outputs.jsonl
+        (["--markdown", "hard.md"], "outputs file"),  # a hard link to outputs.jsonl
+        (["--baseline", "base.json", "--json", "base.json"], "baseline"),
+        (["--baseline", "outputs.jsonl", "--update-baseline"], "outputs file"),
+        (["--baseline", "./faithgate.toml", "--update-baseline"], "configuration file"),
+    ],
+)
+def test_check_refuses_a_report_or_baseline_on_an_input(project, args, role):
+    (project / "link.json").symlink_to(project / "outputs.jsonl")
+    os.link(project / "outputs.jsonl", project / "hard.md")
+    (project / "base.json").write_text('{"metrics": [], "examples": []}\n')
+    before = snapshot(project)
+    res = check(*[a.replace("{abs}", str(project)) for a in args])
+    assert res.exit_code == 2, res.output
+    assert f"is the {role} of this run" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert snapshot(project) == before
+
+
+def test_two_reports_on_one_file_are_refused(project):
+    res = check("--json", "r.out", "--markdown", "sub/../r.out")
+    assert res.exit_code == 2
+    assert "are the same file" in res.output
+    assert not (project / "r.out").exists()
+
+
+def test_json_report_at_the_updated_baseline_is_allowed(project):
+    res = check("--baseline", "base.json", "--update-baseline", "--json", "base.json")
+    assert res.exit_code == 0, res.output
+    assert json.loads((project / "base.json").read_text())["passed"] is True
+
+
+def test_ordinary_report_paths_still_work(project):
+    res = check("--json", "sub/result.json", "--markdown", "sub/r.md")
+    assert res.exit_code == 0, res.output
+    assert (project / "sub" / "result.json").is_file()
+
+
+def test_calibrate_refuses_to_write_its_data_as_config(project):
+    data = project / "labelled.jsonl"
+    data.write_text(json.dumps({"source": "a b", "summary": "a", "label": 1}) + "\n")
+    before = data.read_bytes()
+    res = CliRunner().invoke(
+        cli,
+        ["calibrate", "--data", "labelled.jsonl", "--metric", NAME, "--config", "./labelled.jsonl"],
+    )
+    assert res.exit_code == 2, res.output
+    assert "is the --data file of this run" in res.output
+    assert data.read_bytes() == before
+
+
+def test_perturb_refuses_to_overwrite_its_input(project):
+    before = (project / "outputs.jsonl").read_bytes()
+    res = CliRunner().invoke(
+        cli, ["perturb", "--input", "outputs.jsonl", "--output", "sub/../outputs.jsonl"]
+    )
+    assert res.exit_code == 2, res.output
+    assert "is the --input file of this run" in res.output
+    assert (project / "outputs.jsonl").read_bytes() == before
+
+
+def test_bench_refuses_to_write_over_its_data(project):
+    before = (project / "outputs.jsonl").read_bytes()
+    res = CliRunner().invoke(
+        cli, ["bench", "--data", "outputs.jsonl", "--metric", NAME, "--output", "outputs.jsonl"]
+    )
+    assert res.exit_code == 2, res.output
+    assert (project / "outputs.jsonl").read_bytes() == before
+
+
+def test_same_file_unit(tmp_path):
+    a = tmp_path / "a"
+    a.write_text("x")
+    assert same_file(a, tmp_path / "." / "a")
+    assert not same_file(a, tmp_path / "b")
+    refuse_overwriting_inputs([("x", "-")], [("y", "-")])  # stdin/stdout markers are ignored
