@@ -46,7 +46,9 @@ Relative paths in a file are resolved against that file's directory; paths given
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -343,6 +345,8 @@ def _table_of(file: Path, required: bool) -> tuple[Mapping[str, Any] | None, str
         raise ConfigError(f"{file}: invalid TOML ({exc})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot read ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{file}: invalid TOML (nested too deeply)") from None
     tool = data.get("tool")
     if isinstance(tool, dict) and "faithgate" in tool:
         table = tool["faithgate"]
@@ -414,14 +418,14 @@ class _Parser:
 
     def number(self, value: Any, key: str) -> float:
         if isinstance(value, str) and self.lenient:
-            try:
-                return float(value)
-            except ValueError:
-                pass
+            with contextlib.suppress(ValueError):
+                value = float(value)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(key, f"expected a number, got {_kind(value)}")
-        if value != value:  # NaN
-            raise self.fail(key, "expected a number, got NaN")
+        # NaN and the infinities would make a rule that every score passes (-inf) or none
+        # does (inf, NaN): a configuration that fails open is refused.
+        if not math.isfinite(value):
+            raise self.fail(key, f"expected a finite number, got {value}")
         return float(value)
 
     def rate(self, value: Any, key: str) -> float:

@@ -381,6 +381,10 @@ class GateResult:
             raise InputError(f"{path}: no such file") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"{path}: not a faithgate result JSON ({exc})") from None
+        except RecursionError:
+            raise InputError(f"{path}: not a faithgate result JSON (nested too deeply)") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
         try:
             return cls.from_dict(data)
         except InputError as exc:

@@ -9,6 +9,10 @@ Record rules (the same for both formats):
 - Any other field is **kept** under ``Example.meta`` (nested ``meta`` objects are merged in), so
   benchmark fields such as ``pair_id``, ``error_type`` or ``score`` reach reports untouched.
 - A file that is not valid UTF-8 is an error naming the line of the first bad byte.
+- Text must be Unicode text: a lone surrogate (``"\\ud800"``) or a NUL character is an error
+  naming the field (``check_text``); JSON nested too deeply to parse is an error, not a crash.
+- JSONL lines end at ``\\n`` only (``jsonl_lines``): U+2028, U+0085 and the other characters
+  ``str.splitlines`` breaks on are legal raw inside JSON strings.
 - Blank lines in JSONL are skipped.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -51,6 +56,24 @@ def load_examples(path: str | Path, fmt: str | None = None) -> list[Example]:
     return examples
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(value: str, where: str) -> str:
+    """``value`` when it is Unicode text faithgate can score and print; ``InputError`` naming
+    ``where`` for a NUL character (binary data) or a lone surrogate (JSON's ``"\\ud800"``
+    is not a character: it cannot be encoded, tokenised or written back)."""
+    if "\x00" in value:
+        raise InputError(f"{where} contains NUL characters: binary data is not text")
+    bad = _SURROGATE.search(value)
+    if bad is not None:
+        raise InputError(
+            f"{where} contains a lone surrogate (U+{ord(bad.group()):04X}), which is not "
+            "valid Unicode text"
+        )
+    return value
+
+
 def record_to_example(record: Any, where: str, default_id: str) -> Example:
     """Validate one record (a dict) and build an ``Example``; errors name ``where``."""
     if not isinstance(record, dict):
@@ -61,16 +84,26 @@ def record_to_example(record: Any, where: str, default_id: str) -> Example:
         value = record[key]
         if not isinstance(value, str):
             raise InputError(f"{where}: field {key!r} must be text, got {type(value).__name__}")
+        check_text(value, f"{where}: field {key!r}")
         if not value.strip():
             raise InputError(f"{where}: field {key!r} is empty")
     reference = record.get("reference")
     if reference is not None and not isinstance(reference, str):
         raise InputError(f"{where}: field 'reference' must be text or null")
+    try:  # every other string (id, meta) must be writable back as UTF-8 too
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{where}: a field contains a lone surrogate (U+{ord(exc.object[exc.start]):04X}), "
+            "which is not valid Unicode text"
+        ) from None
     raw_id = record.get("id", default_id)
     if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
         raise InputError(f"{where}: field 'id' is empty")
-    if not isinstance(raw_id, str | int):
+    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
         raise InputError(f"{where}: field 'id' must be a string or integer")
+    if isinstance(raw_id, str):
+        check_text(raw_id, f"{where}: field 'id'")
     meta = record.get("meta") or {}
     if not isinstance(meta, dict):
         raise InputError(f"{where}: field 'meta' must be an object")
@@ -112,24 +145,39 @@ def _read_text(name: str) -> str:
         raise InputError(f"{name}:{line}: not valid UTF-8 (byte {exc.start})") from None
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text, split at ``\\n`` only (a ``\\r`` before it is JSON
+    whitespace). ``str.splitlines`` would also split at U+2028, U+2029, U+0085, VT, FF and
+    U+001C..U+001E, which ``json.dumps(ensure_ascii=False)`` leaves raw inside strings."""
+    lines = text.split("\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
 def _jsonl_rows(text: str, name: str) -> Iterator[tuple[int, Any]]:
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:
             yield line_no, json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{name}:{line_no}: invalid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{name}:{line_no}: JSON nested too deeply to read") from None
 
 
 def _csv_rows(text: str, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames:
         raise InputError(f"{name}: empty CSV (no header)")
-    for row in reader:
-        if None in row:  # more cells than header columns
-            raise InputError(f"{name}:{reader.line_num}: more cells than header columns")
-        yield reader.line_num, {k: v for k, v in row.items()}
+    try:
+        for row in reader:
+            if None in row:  # more cells than header columns
+                raise InputError(f"{name}:{reader.line_num}: more cells than header columns")
+            yield reader.line_num, {k: v for k, v in row.items()}
+    except csv.Error as exc:  # e.g. a NUL byte or an unterminated quote
+        raise InputError(f"{name}:{reader.line_num}: invalid CSV ({exc})") from None
 
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> None:

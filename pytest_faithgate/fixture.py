@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from faithgate.errors import FaithgateError
+from faithgate.escape import printable
 from faithgate.types import Example, Score
 from pytest_faithgate.session import PluginSession
 
@@ -25,7 +26,8 @@ CHECKS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 
 
 def _short(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
+    # User text in a failure message: one line, control characters and escapes made visible.
+    text = printable(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -133,7 +135,7 @@ class FaithgateFixture:
         self._record("assert_faithful", result, limit, passed)
         if not result.ok:
             raise AssertionError(
-                f"faithgate: {name} could not score the summary: {result.error}\n"
+                f"faithgate: {name} could not score the summary: {printable(result.error)}\n"
                 f'  summary: "{_short(summary)}"'
             )
         if not passed:
@@ -171,7 +173,7 @@ class FaithgateFixture:
         for label, result in (("faithful", good), ("unfaithful", bad)):
             if not result.ok:
                 raise AssertionError(
-                    f"faithgate: {name} could not score the {label} summary: {result.error}"
+                    f"faithgate: {name} could not score the {label} summary: {printable(result.error)}"
                 )
         if not passed:
             raise AssertionError(
@@ -215,7 +217,9 @@ class FaithgateFixture:
         scores = self._score_many(name, [(source, summary)] + [(source, e.summary) for e in edits])
         original, edited = scores[0], scores[1:]
         if not original.ok:
-            raise AssertionError(f"faithgate: {name} could not score the summary: {original.error}")
+            raise AssertionError(
+                f"faithgate: {name} could not score the summary: {printable(original.error)}"
+            )
         wins = [e.ok and original.value > e.value for e in edited]
         rate = sum(wins) / len(wins)
         passed = rate >= rate_limit
@@ -235,7 +239,9 @@ class FaithgateFixture:
             ]
             for edit, result, won in zip(edits, edited, wins, strict=True):
                 if not won:
-                    why = f"error: {result.error}" if not result.ok else _fmt(result.value)
+                    why = (
+                        f"error: {printable(result.error)}" if not result.ok else _fmt(result.value)
+                    )
                     lines.append(
                         f"  not caught [{edit.type}] {edit.original!r} -> {edit.replacement!r} "
                         f'({why}): "{_short(edit.summary)}"'

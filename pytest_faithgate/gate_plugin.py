@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from faithgate.errors import FaithgateError
+from faithgate.escape import safe_line
 from pytest_faithgate.fixture import CHECKS_KEY
 from pytest_faithgate.session import PluginSession
 from pytest_faithgate.summary import write_terminal_summary
@@ -90,10 +91,10 @@ class GatePlugin:
         try:
             paths = write_gate_outputs(self.session, self.gates)
         except FaithgateError as exc:
-            self.report_lines.append(f"faithgate: {exc}")
+            self.report_lines.append(f"faithgate: {safe_line(exc)}")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
-        self.report_lines.extend(f"faithgate report: {p}" for p in paths)
+        self.report_lines.extend(f"faithgate report: {safe_line(p)}" for p in paths)
 
 
 def render_gate(data: dict[str, Any]) -> list[str]:

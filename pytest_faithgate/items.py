@@ -97,7 +97,9 @@ class GateItem(pytest.Item):
 
             return render("terminal", excinfo.value.result).rstrip("\n")
         if isinstance(excinfo.value, FaithgateError):
-            return f"faithgate: {excinfo.value}"
+            from faithgate.escape import safe_line
+
+            return f"faithgate: {safe_line(excinfo.value)}"
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

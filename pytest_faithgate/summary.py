@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from faithgate.escape import printable
+
 
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.4f}"
-    return str(value)
+    return printable(value)  # test ids and names can carry user text
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:

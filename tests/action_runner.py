@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from gh_commands import parse_output
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ACTION = REPO_ROOT / "action.yml"
@@ -84,12 +85,13 @@ class ActionRun:
 
     @property
     def commands(self) -> list[str]:
-        """Workflow commands (``::error ...``) printed by all steps, in order."""
+        """Workflow commands (``::error ...``) printed by all steps, in order, as the runner
+        parses them (``gh_commands``: leading blanks trimmed, ``::stop-commands::`` honoured)."""
         return [
-            line
+            command.raw
             for s in self.steps
-            for line in s.stdout.splitlines()
-            if line.startswith("::") and not line.startswith("::debug")
+            for command in parse_output(s.stdout)
+            if command.name != "debug"
         ]
 
     def step(self, name: str) -> StepRun:

@@ -8,13 +8,17 @@ Exit codes: 0 success, 1 failure (internal error, or a gate that failed), 2 bad 
 from __future__ import annotations
 
 import importlib
+import logging
+import signal
 import sys
+import threading
 from typing import Any
 
 import click
 
 from faithgate import __version__
 from faithgate.errors import FaithgateError
+from faithgate.escape import PrintableFormatter, safe_line
 
 # command name -> "module:attribute" of its click command
 COMMANDS = {
@@ -48,13 +52,15 @@ class LazyGroup(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except click.exceptions.ClickException as exc:  # usage errors: one line too
-            click.echo(f"faithgate: {exc.format_message()}", err=True)
+            click.echo(f"faithgate: {safe_line(exc.format_message())}", err=True)
             ctx.exit(exc.exit_code)
         except FaithgateError as exc:
-            click.echo(f"faithgate: {exc}", err=True)
+            click.echo(f"faithgate: {safe_line(exc)}", err=True)
             ctx.exit(exc.exit_code)
         except Exception as exc:  # noqa: BLE001 - never a traceback for users
-            click.echo(f"faithgate: internal error: {type(exc).__name__}: {exc}", err=True)
+            click.echo(
+                f"faithgate: internal error: {type(exc).__name__}: {safe_line(exc)}", err=True
+            )
             ctx.exit(1)
 
 
@@ -62,24 +68,72 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="faithgate")
 def cli() -> None:
     """Score whether summaries say only what their sources support, and gate on it."""
+    _log_to_stderr()
+
+
+def _log_to_stderr() -> None:
+    """Warnings of the library as one escaped line each on stderr (``faithgate: warning: ...``),
+    instead of logging's bare last-resort output (log messages quote user input)."""
+    logger = logging.getLogger("faithgate")
+    if any(getattr(h, "_faithgate_cli", False) for h in logger.handlers):
+        return
+    handler = _StderrHandler()
+    handler.setFormatter(PrintableFormatter("faithgate: %(levelname)s: %(message)s"))
+    handler._faithgate_cli = True  # type: ignore[attr-defined]
+    handler.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A handler that writes to whatever ``sys.stderr`` is at the time of the record (click's
+    test runner and pytest swap it), like logging's own last-resort handler."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+class Interrupted(BaseException):
+    """Ctrl-C / SIGINT. Not a ``KeyboardInterrupt``: click turns that into a blank line and
+    "Aborted!"; this one reaches ``main``, which prints one line and exits 130 (128 + SIGINT,
+    the shell convention). Writes are atomic and the score cache is transactional, so an
+    interrupted run leaves every file as it was or complete."""
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    raise Interrupted()
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Console entry point: user errors become one line on stderr and an exit code."""
+    """Console entry point: user errors become one line on stderr and an exit code
+    (0 success, 1 gate failed or internal error, 2 bad usage or input, 130 interrupted)."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _raise_interrupted)
     try:
         return cli.main(args=argv, prog_name="faithgate", standalone_mode=False)
+    except (Interrupted, KeyboardInterrupt):
+        click.echo("faithgate: interrupted", err=True)
+        sys.exit(130)
     except click.exceptions.Abort:
         click.echo("faithgate: aborted", err=True)
         sys.exit(1)
     except click.ClickException as exc:
-        click.echo(f"faithgate: {exc.format_message()}", err=True)
+        click.echo(f"faithgate: {safe_line(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except FaithgateError as exc:
-        click.echo(f"faithgate: {exc}", err=True)
+        click.echo(f"faithgate: {safe_line(exc)}", err=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("faithgate: interrupted", err=True)
-        sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - never a traceback for users; say what broke
-        click.echo(f"faithgate: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo(f"faithgate: internal error: {type(exc).__name__}: {safe_line(exc)}", err=True)
         sys.exit(1)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)

@@ -22,7 +22,9 @@ class _UserError(click.ClickException):
         self.exit_code = exc.exit_code
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"faithgate: {self.format_message()}", err=True)
+        from faithgate.escape import safe_line
+
+        click.echo(f"faithgate: {safe_line(self.format_message())}", err=True)
 
 
 def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -139,6 +141,7 @@ def check_command(
 ) -> None:
     """Score outputs and gate on the configured rules: exit 0 pass, 1 fail, 2 usage error."""
     from faithgate.config import load_config
+    from faithgate.escape import safe_line
     from faithgate.gate import Gate
     from faithgate.report import render
 
@@ -178,8 +181,8 @@ def check_command(
     else:
         click.echo(render("terminal", result), nl=False)
         for kind, path in written.items():
-            click.echo(f"{kind} report: {path}")
+            click.echo(f"{kind} report: {safe_line(path)}")
         if update_baseline and config.baseline is not None:
-            click.echo(f"baseline updated: {config.baseline}")
+            click.echo(f"baseline updated: {safe_line(config.baseline)}")
     if not result.passed:
         click.get_current_context().exit(1)

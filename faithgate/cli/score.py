@@ -16,6 +16,7 @@ import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import InputError
+from faithgate.escape import defuse_workflow_commands, printable
 from faithgate.types import Score, json_safe
 
 # Fast, offline, no configuration needed: the default set of ``faithgate score``.
@@ -154,7 +155,7 @@ def render_text(
     w = max(len(n) for n in names) + 2
     lines = [f"{'metric':<{w}}{'value':>8}  details"]
     for name, score in scores.items():
-        lines.append(f"{name:<{w}}{_fmt(score.value):>8}  {summarize_details(score)}")
+        lines.append(f"{name:<{w}}{_fmt(score.value):>8}  {printable(summarize_details(score))}")
         lines.append(
             f"{'':<{w}}{'':>8}  hash {score.settings_hash}  models {_models_text(identities[name])}"
         )
@@ -171,7 +172,8 @@ def render_text(
                 v = row["values"].get(n)
                 mark = "*" if n in row["least_supported_by"] else " "
                 cells.append(f"{_fmt(v, 3) + mark:>{c + 1}}")
-            text = row["text"] if len(row["text"]) <= 90 else row["text"][:87] + "..."
+            text = printable(row["text"])  # user text: no line breaks or escape sequences
+            text = text if len(text) <= 90 else text[:87] + "..."
             flag = (
                 f"   <- least supported ({len(row['least_supported_by'])}/{len(names)} metrics)"
                 if worst and len(row["least_supported_by"]) == worst
@@ -267,10 +269,10 @@ def score_command(
         }
         click.echo(json.dumps(json_safe(payload), indent=2, allow_nan=False, ensure_ascii=False))
     else:
-        click.echo(render_text(scores, identities, rows))
+        click.echo(defuse_workflow_commands(render_text(scores, identities, rows)))
     failed = [f"{n}: {s.error}" for n, s in scores.items() if s.error]
     if failed:
-        click.echo(f"faithgate: could not score with {'; '.join(failed)}", err=True)
+        click.echo(f"faithgate: could not score with {printable('; '.join(failed))}", err=True)
         sys.exit(1)
 
 

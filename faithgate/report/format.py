@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from faithgate.escape import printable
+
 
 def fmt_value(value: float | None, digits: int = 4) -> str:
     """A number for a table cell; ``-`` when absent, ``nan`` kept visible."""
@@ -17,6 +19,7 @@ def fmt_value(value: float | None, digits: int = 4) -> str:
 
 
 def one_line(text: str, limit: int = 160) -> str:
-    """Collapse whitespace and cut to ``limit`` characters with an ellipsis."""
-    text = " ".join(str(text).split())
+    """Collapse whitespace, show control characters as escapes (``printable``: user text
+    must not break lines or send escape sequences) and cut to ``limit`` characters."""
+    text = printable(" ".join(str(text).split()))
     return text if len(text) <= limit else text[: max(1, limit - 1)] + "…"

@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import FaithgateError, InputError
+from faithgate.escape import printable
+from faithgate.io import jsonl_lines
 
 # GitHub rejects a step summary over 1 MiB (1024 * 1024 bytes); keep room for the cut notice.
 SUMMARY_LIMIT = 1024 * 1024 - 1024
@@ -63,14 +66,18 @@ def escape_property(text: str) -> str:
 def workflow_command(command: str, message: str, **properties: Any) -> str:
     """One workflow command line, e.g. ``::error file=a.jsonl,line=3,title=...::message``.
 
-    Properties whose value is ``None`` are left out.
+    The only function that builds workflow commands. Properties whose value is ``None`` are
+    left out. Every line of the message and every property goes through
+    ``faithgate.escape.printable`` first (no escape sequences or stray control characters
+    reach the log), then through GitHub's escaping (a multi-line message stays one command).
     """
     props = ",".join(
-        f"{key}={escape_property(str(value))}"
+        f"{key}={escape_property(printable(value))}"
         for key, value in properties.items()
         if value is not None
     )
-    return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
+    text = "\n".join(printable(line) for line in str(message).split("\n"))
+    return f"::{command}{' ' + props if props else ''}::{escape_data(text)}"
 
 
 def format_output(name: str, value: str) -> str:
@@ -97,6 +104,8 @@ def load_result(path: str | Path) -> dict[str, Any]:
         raise InputError(f"{path}: no gate result (did faithgate check run?)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: unreadable gate result ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: unreadable gate result (JSON nested too deeply)") from None
     if not isinstance(data, dict) or "passed" not in data or "examples" not in data:
         raise InputError(f"{path}: not a faithgate result JSON")
     return data
@@ -136,12 +145,12 @@ def example_lines(path: str | Path) -> dict[str, int]:
         text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         return lines
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(record, dict):
             lines.setdefault(str(record.get("id", number)), number)
@@ -267,7 +276,11 @@ def summary_markdown(
 
         markdown = render("markdown", GateResult.from_dict(result))
     if markdown is None:
-        markdown = f"## faithgate: could not run\n\n```\n{error or 'no result'}\n```\n"
+        text = printable(error or "no result")
+        # A fence longer than any backtick run in the text: the text cannot close it.
+        longest = max((len(run) for run in re.findall("`+", text)), default=0)
+        fence = "`" * max(3, longest + 1)
+        markdown = f"## faithgate: could not run\n\n{fence}\n{text}\n{fence}\n"
     data = markdown.encode("utf-8")
     if len(data) > SUMMARY_LIMIT:
         cut = data[:SUMMARY_LIMIT].decode("utf-8", errors="ignore")

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from faithgate.escape import defuse_workflow_commands, printable
 from faithgate.report.format import fmt_value, one_line
 
 if TYPE_CHECKING:
@@ -39,7 +40,11 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def to_terminal(result: GateResult, max_examples: int = 10, width: int | None = None) -> str:
-    """Plain-text report for a terminal (no colour codes, so it is also fine in CI logs)."""
+    """Plain-text report for a terminal (no colour codes, so it is also fine in CI logs).
+
+    User text (ids, messages, sentences) goes through ``printable`` and the whole block through
+    ``defuse_workflow_commands``: nothing in an output file can forge a line, an escape
+    sequence or a GitHub workflow command."""
     if width is None:
         width = max(80, shutil.get_terminal_size((120, 24)).columns)
     lines: list[str] = []
@@ -53,7 +58,7 @@ def to_terminal(result: GateResult, max_examples: int = 10, width: int | None = 
     lines.append("")
     rows = [
         [
-            r.name,
+            printable(r.name),
             fmt_value(r.value),
             fmt_value(r.limit),
             "PASS" if r.passed else "FAIL",
@@ -67,14 +72,14 @@ def to_terminal(result: GateResult, max_examples: int = 10, width: int | None = 
         lines.append("")
         lines.append("failing rules:")
         for r in result.failed_rules:
-            lines.append(f"  {r.name}: {one_line(r.message, 400)}")
+            lines.append(f"  {printable(r.name)}: {one_line(r.message, 400)}")
     failed = result.failed_examples
     if failed:
         lines.append("")
         lines.append(f"failing examples ({len(failed)}):")
         for ex in failed[:max_examples]:
             # In full (up to 400 characters): the sentence named is the point of the line.
-            lines.append(f"  {ex.id}: {one_line(ex.message, 400)}")
+            lines.append(f"  {printable(ex.id)}: {one_line(ex.message, 400)}")
         if len(failed) > max_examples:
             lines.append(f"  ... and {len(failed) - max_examples} more")
     if result.cache:
@@ -84,4 +89,4 @@ def to_terminal(result: GateResult, max_examples: int = 10, width: int | None = 
             f"score cache: {hits} hits, {misses} misses"
             + (f"; {result.seconds:.2f} s" if result.seconds is not None else "")
         )
-    return "\n".join(lines) + "\n"
+    return defuse_workflow_commands("\n".join(lines)) + "\n"

@@ -1,0 +1,69 @@
+"""Neutralising user text before it reaches a terminal, a log or a CI runner.
+
+Example ids, summaries, sentences, file names and exception messages are user data. Printed
+raw, a newline in an id starts a new output line (on GitHub Actions a line ``::error::...``
+is a workflow command: a forged annotation, or ``::add-mask::`` / ``::stop-commands::``), a
+carriage return overwrites what a reader sees, and an ANSI escape sequence recolours or clears
+the terminal. Two functions, used by every printer:
+
+- ``printable(text)`` for one field: every line break (LF, CR, NEL U+0085, U+2028, U+2029),
+  control character (C0, DEL, C1: this disarms ANSI escape sequences, which start with ESC or
+  CSI), bidirectional override (the "Trojan Source" characters) and lone surrogate (which would
+  crash the stream's encoder) becomes a visible backslash escape (``\\n``, ``\\x1b``,
+  ``\\u2028``). Text without such characters is returned unchanged.
+- ``defuse_workflow_commands(block)`` for a whole block written to stdout/stderr: a line whose
+  first non-blank characters are ``::`` is what GitHub's runner parses as a command, so its
+  first colon is escaped (``\\::``). Once fields went through ``printable`` this can only
+  happen when a field (an id, say) begins a line.
+
+GitHub workflow commands that faithgate *means* to emit are built by one function,
+``faithgate.report.github.workflow_command``, which escapes with GitHub's own rules (and runs
+its text through ``printable`` first).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import regex
+
+# Cc: C0 controls, DEL, C1 controls (incl. U+0085 NEL, U+009B CSI); Cs: lone surrogates;
+# Zl / Zp: U+2028 / U+2029; then the bidi embeddings, overrides, isolates and marks.
+_UNSAFE = regex.compile(
+    r"[\p{Cc}\p{Cs}\p{Zl}\p{Zp}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_COMMAND_LINE = regex.compile(r"^([^\S\n]*):(?=:)", regex.MULTILINE)
+
+
+def _escape(match: regex.Match[str]) -> str:
+    ch = match.group()
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: object) -> str:
+    """``text`` (``str()`` of it) with line breaks, control characters, bidi controls and
+    lone surrogates shown as backslash escapes: safe to print as part of one line."""
+    return _UNSAFE.sub(_escape, str(text))
+
+
+def defuse_workflow_commands(block: str) -> str:
+    """Escape the leading ``:`` of every line that GitHub's runner would take for a workflow
+    command (``::name ...::``, after leading blanks)."""
+    return _COMMAND_LINE.sub(lambda m: m.group(1) + "\\:", block)
+
+
+def safe_line(text: object) -> str:
+    """One line for a terminal or log: ``printable`` and then ``defuse_workflow_commands``."""
+    return defuse_workflow_commands(printable(text))
+
+
+class PrintableFormatter(logging.Formatter):
+    """A log formatter whose records come out as one safe line each (``safe_line``), for the
+    handlers faithgate installs on its CLI (log messages quote exceptions, which quote input)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return safe_line(super().format(record))

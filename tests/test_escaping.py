@@ -1,0 +1,174 @@
+"""Class 3 of issue 12: user text never reaches a terminal, log or CI runner unescaped.
+
+An example id ``"x\\n::error::forged"`` used to print a forged GitHub workflow command in
+``faithgate check``'s stdout. Every channel is checked here with a parser that reads output as
+GitHub's runner does (``gh_commands``): the terminal report, error lines, the pytest plugin's
+output, the Action's annotations and its step summary.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from gate_fakes import NAME, summary
+from gh_commands import parse_output
+
+from faithgate.escape import defuse_workflow_commands, printable, safe_line
+from faithgate.report import github
+
+HOSTILE_IDS = [
+    "a\n::error::forged by a newline",
+    "b\r::error::forged by a carriage return",
+    "::warning file=x::forged at the start of a line",
+    "c\u2028::error::forged by a line separator",
+    "d\x85::error::forged by NEL",
+    "e\x1b[2J\x1b[31mred and cleared",
+    "f\x9b31mC1 CSI",
+    "g\u202eevil bidi override",
+    "h\x01soh\x07bell\x08backspace",
+]
+CONTROL = [chr(c) for c in range(0x20) if c not in (0x0A,)] + ["\x7f", "\x1b", "\x9b"]
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("a\nb", "a\\nb"),
+        ("a\r\nb", "a\\r\\nb"),
+        ("\x1b[31mred", "\\x1b[31mred"),
+        ("x\u2028y\u2029z\x85", "x\\u2028y\\u2029z\\x85"),
+        ("\ud800", "\\ud800"),
+        ("rtl\u202eltr", "rtl\\u202eltr"),
+        ("tab\there", "tab\\there"),
+        ("中文 русский हिन्दी عربي 🙂 ::x", "中文 русский हिन्दी عربي 🙂 ::x"),
+    ],
+)
+def test_printable_escapes_only_unsafe_characters(text, shown):
+    assert printable(text) == shown
+    assert "\n" not in printable(text)
+
+
+def test_defuse_workflow_commands_escapes_command_lines_only():
+    block = "ok line\n  ::error::x\n::set-output name=a::b\nmid ::error:: ok"
+    out = defuse_workflow_commands(block)
+    assert parse_output(out) == []
+    assert out.splitlines()[0] == "ok line" and out.splitlines()[3] == "mid ::error:: ok"
+    assert parse_output(safe_line("::error::x")) == []
+
+
+@pytest.fixture
+def hostile_project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = [
+        {"id": eid, "source": "src", "summary": f"0.1 bad {eid} sentence."} for eid in HOSTILE_IDS
+    ]
+    (tmp_path / "outputs.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
+    (tmp_path / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n'
+        f"[thresholds]\n{NAME} = 0.5\n"
+    )
+    return tmp_path
+
+
+def assert_inert(text: str) -> None:
+    assert parse_output(text) == [], text
+    assert not any(ch in text for ch in CONTROL if ch not in "\n"), repr(text)
+    assert not any(ch in text for ch in "\u2028\u2029\x85\u202e")
+
+
+def test_check_terminal_report_forges_no_command(hostile_project):
+    res = CliRunner().invoke(
+        __import__("faithgate.cli", fromlist=["cli"]).cli, ["check"], catch_exceptions=False
+    )
+    assert res.exit_code == 1, res.output
+    assert_inert(res.stdout)
+    # every failing id is on exactly one line of its own, escaped
+    assert "  a\\n::error::forged by a newline: " in res.stdout
+    assert "  \\::warning file=x::forged at the start of a line: " in res.stdout
+
+
+def test_error_lines_are_one_escaped_line(hostile_project):
+    from faithgate.cli import cli
+
+    name = "missing\n::error::forged\x1b[2J.jsonl"
+    res = CliRunner().invoke(cli, ["check", "--outputs", name])
+    assert res.exit_code == 2
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert_inert(res.stderr)
+    assert "missing\\n::error::forged\\x1b[2J.jsonl" in res.stderr
+
+
+def test_markdown_report_and_step_summary_keep_one_row_per_example(hostile_project):
+    from faithgate.cli import cli
+
+    res = CliRunner().invoke(cli, ["check", "--markdown", "r.md", "--json", "r.json"])
+    assert res.exit_code == 1
+    md = (hostile_project / "r.md").read_text()
+    rows = [ln for ln in md.splitlines() if "(gate_fake 0.100)" in ln]
+    assert len(rows) == len(HOSTILE_IDS)
+    assert_inert(md)
+    text = github.summary_markdown(None, None, "bad\n```\n::error::x\x1b[2J ````")
+    assert text.count("\n") == 5  # title, blank, fence, one line of text, fence
+    fence = text.splitlines()[2]
+    assert fence == "`````" and text.splitlines()[4] == fence
+    assert_inert(text)
+
+
+def test_action_annotations_are_one_command_each_with_escaped_text(hostile_project):
+    from faithgate.cli import cli
+
+    CliRunner().invoke(cli, ["check", "--json", "r.json"])
+    result = github.load_result(hostile_project / "r.json")
+    commands = github.annotations_for(result, workspace=str(hostile_project))
+    out = "\n".join(commands) + "\n"
+    parsed = parse_output(out)
+    assert len(parsed) == len(commands) == len(HOSTILE_IDS) + 1  # + the pass_rate rule
+    assert all(c.name == "error" for c in parsed)
+    for command, eid in zip(parsed, HOSTILE_IDS, strict=False):
+        assert command.properties["title"] == f"faithgate: example {printable(eid)} failed"
+        assert "\x1b" not in command.data and "\x85" not in command.data
+    # the annotation points at the example's line even with U+2028 / NEL inside the file
+    lines = {c.properties.get("title"): c.properties.get("line") for c in parsed}
+    assert lines[f"faithgate: example {printable(HOSTILE_IDS[4])} failed"] == "5"
+
+
+def test_workflow_command_is_the_one_escaper():
+    line = github.workflow_command("error", "a\nb\x1b[1m%", title="t:i,t\r\nle")
+    [command] = parse_output(line)
+    assert command.data == "a\nb\\x1b[1m%"
+    assert command.properties["title"] == "t:i,t\\r\\nle"
+
+
+def test_plugin_output_forges_no_command(pytester):
+    pytester.syspathinsert(pytester.path)
+    pytester.makeconftest("import gate_fakes  # noqa: F401 - registers the test metric\n")
+    (pytester.path / "gate_fakes.py").write_text(
+        (__import__("pathlib").Path(__file__).parent / "gate_fakes.py").read_text()
+    )
+    rows = [{"id": eid, "source": "src", "summary": summary(0.1)} for eid in HOSTILE_IDS]
+    (pytester.path / "outputs.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )
+    (pytester.path / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n'
+        f"[thresholds]\n{NAME} = 0.5\n"
+    )
+    pytester.makepyfile(
+        test_inner=(
+            "def test_fixture(faithgate):\n"
+            "    faithgate.assert_faithful('src', '0.1 x\\n::error::forged\\x1b[2J.',"
+            f" threshold=0.5, metric={NAME!r})\n"
+        )
+    )
+    result = pytester.runpytest_subprocess("--faithgate", "-p", "no:cacheprovider")
+    out = result.stdout.str() + result.stderr.str()
+    assert "a\\n::error::forged by a newline" in out
+    assert parse_output(out) == [], out
+    assert "\x1b" not in out
+
+
+pytest_plugins = ["pytester"]
