@@ -3,19 +3,29 @@
 An unchanged example under an unchanged metric configuration is never rescored: the gate,
 ``faithgate bench`` and the pytest plugin share it. SQLite gives atomic writes that are safe
 across processes (pytest-xdist workers, parallel CI jobs on one runner).
+
+A cache file that is not a SQLite database (a crashed copy, a file someone put there) is moved
+aside to ``scores.sqlite.corrupt-<time>`` with a one-line warning and a fresh cache is started:
+a cache only saves time, so losing it must not stop a gate, and nothing is deleted. A cache
+location that cannot be created or opened at all is an input error naming the path. A stored
+score that no longer parses is a miss (it is scored again and overwritten).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
+from faithgate.errors import InputError
 from faithgate.types import Score
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, score TEXT NOT NULL)"
+log = logging.getLogger(__name__)
 
 
 def cache_key(settings_hash: str, source: str, summary: str) -> str:
@@ -28,12 +38,54 @@ class ScoreCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._connect() as conn:
-            conn.execute(_SCHEMA)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            if not self._is_foreign_file(exc):
+                raise InputError(f"cannot open the score cache {self.path}: {exc}") from None
+            self.close()
+            aside = self._move_aside()
+            log.warning(
+                "score cache %s is not a SQLite database (%s); moved it to %s and started "
+                "a new one",
+                self.path,
+                exc,
+                aside.name,
+            )
+            self._open()
+        except OSError as exc:
+            raise InputError(
+                f"cannot use {self.path.parent} as the score cache directory: "
+                f"{exc.strerror or exc} (set cache_dir / --cache-dir, or use --no-cache)"
+            ) from None
         self.hits = 0
         self.misses = 0
+
+    def _open(self) -> None:
+        try:
+            with self._connect() as conn:
+                conn.execute(_SCHEMA)
+                conn.execute("SELECT key, score FROM scores LIMIT 1").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such column" in str(exc):  # a database, but not ours
+                raise sqlite3.DatabaseError("file is not a faithgate score cache") from exc
+            raise
+
+    @staticmethod
+    def _is_foreign_file(exc: sqlite3.DatabaseError) -> bool:
+        # OperationalError ("unable to open", "locked", "readonly") is about access, not content.
+        return not isinstance(exc, sqlite3.OperationalError)
+
+    def _move_aside(self) -> Path:
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.path.replace(aside)
+        for suffix in ("-wal", "-shm"):  # SQLite's side files belong to the bad file
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                side.replace(aside.with_name(aside.name + suffix))
+        return aside
 
     def _connect(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -55,8 +107,13 @@ class ScoreCache:
         if row is None:
             self.misses += 1
             return None
+        try:
+            score = Score.from_dict(json.loads(row[0]))
+        except (ValueError, TypeError, KeyError, RecursionError):
+            self.misses += 1  # an unreadable entry: score again (put() overwrites it)
+            return None
         self.hits += 1
-        return Score.from_dict(json.loads(row[0]))
+        return score
 
     def put(self, settings_hash: str, source: str, summary: str, score: Score) -> None:
         if not score.ok:

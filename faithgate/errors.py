@@ -31,3 +31,10 @@ class ModelNotFoundError(FaithgateError):
 
 class BackendError(FaithgateError):
     """A backend could not load or run a model."""
+
+
+class ModelFileError(BackendError):
+    """A model file given to faithgate is unreadable (truncated, corrupt, not a model): bad
+    input like any other file, so exit 2; the message names the file and what to do."""
+
+    exit_code = 2

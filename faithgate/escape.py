@@ -66,4 +66,6 @@ class PrintableFormatter(logging.Formatter):
     handlers faithgate installs on its CLI (log messages quote exceptions, which quote input)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        record = logging.makeLogRecord(record.__dict__)  # a copy: other handlers see the original
+        record.levelname = record.levelname.lower()
         return safe_line(super().format(record))

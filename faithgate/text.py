@@ -44,9 +44,44 @@ def parse(text: str, spacy_model: str | None = None) -> Any:
     return _parse_cached(text, spacy_model)
 
 
+# Longest text handed to spaCy in one call. spaCy refuses texts over ``nlp.max_length``
+# (1,000,000 characters: error E088) because its parser and NER need about 1 GB per 100,000
+# characters; a longer text is parsed in pieces of at most this size, cut at paragraph,
+# line, sentence or word boundaries, and the pieces joined into one Doc (``Doc.from_docs``),
+# so memory stays bounded and no character is dropped.
+PARSE_PIECE_CHARS = 100_000
+
+
 @lru_cache(maxsize=4096)
 def _parse_cached(text: str, spacy_model: str | None) -> Any:
-    return load_spacy(spacy_model)(text)
+    nlp = load_spacy(spacy_model)
+    if len(text) <= PARSE_PIECE_CHARS:
+        return nlp(text)
+    from spacy.tokens import Doc
+
+    return Doc.from_docs(list(nlp.pipe(pieces(text, PARSE_PIECE_CHARS))), ensure_whitespace=False)
+
+
+def pieces(text: str, limit: int) -> list[str]:
+    """``text`` cut into consecutive pieces of at most ``limit`` characters whose
+    concatenation is ``text``; each cut is after the last paragraph break, else line break,
+    else sentence end, else white space in the piece (a hard cut only when there is none)."""
+    out: list[str] = []
+    start = 0
+    while len(text) - start > limit:
+        window = text[start : start + limit]
+        cut = -1
+        for sep in ("\n\n", "\n", ". ", " "):
+            at = window.rfind(sep)
+            if at > limit // 2:
+                cut = at + len(sep)
+                break
+        if cut <= 0:
+            cut = limit
+        out.append(text[start : start + cut])
+        start += cut
+    out.append(text[start:])
+    return out
 
 
 def split_sentences(text: str, spacy_model: str | None = None) -> list[str]:

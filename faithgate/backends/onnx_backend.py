@@ -39,7 +39,7 @@ from faithgate.backends.windowing import (
     stitch_windows,
     token_windows,
 )
-from faithgate.errors import BackendError
+from faithgate.errors import BackendError, ModelFileError
 from faithgate.models import ModelSpec
 
 _SESSIONS: dict[tuple, Any] = {}
@@ -86,7 +86,11 @@ def get_session(path: Path, threads: int | None = None, provider: str | None = N
             try:
                 session = ort.InferenceSession(str(path), options, providers=providers)
             except Exception as exc:  # onnxruntime raises its own exception types
-                raise BackendError(f"cannot load ONNX model {path}: {exc}") from exc
+                # A file that exists but does not load is bad input (truncated, corrupt).
+                raise ModelFileError(
+                    f"cannot load ONNX model {path}: the file is damaged or not an ONNX model "
+                    f"(export it again with `faithgate export`): {exc}"
+                ) from exc
             _SESSIONS[key] = session
         return session
 
@@ -102,7 +106,10 @@ def _load_tokenizer(manifest: ExportManifest) -> Any:
     path = manifest.directory / "tokenizer.json"
     if not path.is_file():
         raise BackendError(f"ONNX export {manifest.directory} has no tokenizer.json")
-    tok = Tokenizer.from_file(str(path))
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception for a damaged file
+        raise ModelFileError(f"cannot load {path}: not a valid tokenizer file ({exc})") from exc
     # Padding and truncation are done here, per call, exactly as the torch backend does.
     tok.no_padding()
     tok.no_truncation()

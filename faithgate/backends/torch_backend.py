@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old i
     stitch_windows,
     token_windows,
 )
-from faithgate.errors import BackendError
+from faithgate.errors import BackendError, ModelFileError
 from faithgate.models import ModelSpec
 
 
@@ -54,16 +55,22 @@ def load_tokenizer(spec: ModelSpec) -> Any:
     try:
         return AutoTokenizer.from_pretrained(spec.location, **hf_kwargs(spec))
     except Exception as exc:  # transformers raises many types; report one line
-        raise BackendError(
+        raise _load_error(spec)(
             f"cannot load tokenizer of {spec.role} model {spec.name!r}: {exc}"
         ) from exc
+
+
+def _load_error(spec: ModelSpec) -> type[BackendError]:
+    """A local model that does not load is a bad input file (exit 2); anything else (a hub
+    download, a missing dependency) stays a backend failure."""
+    return ModelFileError if Path(str(spec.location)).exists() else BackendError
 
 
 def load_hf_model(spec: ModelSpec, auto_class: Any) -> Any:
     try:
         model = auto_class.from_pretrained(spec.location, use_safetensors=True, **hf_kwargs(spec))
     except Exception as exc:
-        raise BackendError(f"cannot load {spec.role} model {spec.name!r}: {exc}") from exc
+        raise _load_error(spec)(f"cannot load {spec.role} model {spec.name!r}: {exc}") from exc
     model.eval()
     return model
 

@@ -17,6 +17,7 @@ import click
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import InputError
 from faithgate.escape import defuse_workflow_commands, printable
+from faithgate.io import check_text
 from faithgate.types import Score, json_safe
 
 # Fast, offline, no configuration needed: the default set of ``faithgate score``.
@@ -38,6 +39,7 @@ def read_text_arg(value: str, what: str, allow_stdin: bool = True) -> str:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise InputError(f"{what} {name}: not valid UTF-8 (byte {exc.start})") from None
+    check_text(data, f"{what} {name}")  # NUL bytes (a binary file) are not a document
     if not data.strip():
         raise InputError(f"{what} {name} is empty")
     return data.strip()
@@ -238,7 +240,8 @@ def score_command(
     if summary.startswith("@"):
         summary_text = read_text_arg(summary[1:], "summary", allow_stdin=source != "-")
     else:
-        summary_text = summary.strip()
+        # Command-line bytes that are not UTF-8 arrive as lone surrogates: refuse them here.
+        summary_text = check_text(summary, "the --summary text").strip()
         if not summary_text:
             raise InputError("the summary is empty")
     models = parse_assignments(model_args, "--model")

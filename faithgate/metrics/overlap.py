@@ -15,6 +15,7 @@ from faithgate import text as textmod
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.types import Example, Score, SentenceScore
+from faithgate.words import stemmed_words, unsupported_script, words
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 NOVEL = ("novel1", "novel2", "novel3", "novel4")
@@ -28,12 +29,9 @@ CATEGORIES = (
 
 
 def rouge_tokens(text: str) -> list[str]:
-    """rouge-score's tokenization without stemming: lower case, ``[a-z0-9]+`` runs."""
-    # Imported here: rouge-score pulls in nltk and scipy.stats (seconds), and the registry
-    # imports every metric module even when overlap is not used.
-    from rouge_score import tokenize
-
-    return tokenize.tokenize(text, None)
+    """Word tokens without stemming (``faithgate.words.words``: Unicode word boundaries, so
+    every language with words is tokenised; for ASCII text the same as rouge-score's)."""
+    return words(text)
 
 
 def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
@@ -129,6 +127,8 @@ class Overlap(Metric):
     family = "overlap"
     roles = {"spacy": "pipeline"}
     defaults = {"component": "rouge2", "use_stemmer": True}
+    # 2: Unicode word tokens (faithgate.words) instead of rouge-score's [a-z0-9]+ runs.
+    version = "2"
 
     def validate_settings(self) -> None:
         allowed = (*ROUGE_TYPES, *NOVEL)
@@ -139,20 +139,10 @@ class Overlap(Metric):
             )
         if not isinstance(self.settings["use_stemmer"], bool):
             raise InputError("metric 'overlap': use_stemmer must be true or false")
-        self._scorer: Any = None
-
-    @property
-    def _rouge(self) -> Any:
-        """rouge-score's scorer, built on first use (see ``rouge_tokens`` for why lazily)."""
-        if self._scorer is None:
-            from rouge_score import rouge_scorer
-
-            self._scorer = rouge_scorer.RougeScorer(
-                list(ROUGE_TYPES), use_stemmer=self.settings["use_stemmer"]
-            )
-        return self._scorer
 
     def _rouge_precision(self, summ: list[str], src: list[str]) -> dict[str, float]:
+        # Imported here: rouge-score pulls in nltk and scipy.stats (seconds), and the registry
+        # imports every metric module even when overlap is not used.
         from rouge_score import rouge_scorer
 
         out = {}
@@ -175,14 +165,15 @@ class Overlap(Metric):
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)
-        stem = self._rouge._tokenizer  # rouge-score's own tokenizer (stemming as configured)
+        # Stemmed tokens for ROUGE (Porter, English words only, as rouge-score stems).
+        stem = stemmed_words if self.settings["use_stemmer"] else words
         cache: dict[str, Any] = {}
 
         def source_view(source: str) -> tuple[list[str], list[str], list[list[str]], list[str]]:
             if source not in cache:
                 sents = textmod.split_sentences(source, ctx.spacy_model)
                 cache[source] = (
-                    stem.tokenize(source),
+                    stem(source),
                     rouge_tokens(source),
                     [rouge_tokens(s) for s in sents],
                     sents,
@@ -191,12 +182,29 @@ class Overlap(Metric):
 
         scores = []
         for ex in examples:
+            script = unsupported_script(ex.summary) or unsupported_script(ex.source)
+            if script is not None:
+                scores.append(
+                    Score.failed(
+                        self.name,
+                        shash,
+                        ex.id,
+                        f"{script} text is not supported: {script} is written without spaces "
+                        "and overlap cannot split it into words",
+                    )
+                )
+                continue
             src_stemmed, src_plain, src_sent_tokens, src_sents = source_view(ex.source)
-            summ_stemmed, summ_plain = stem.tokenize(ex.summary), rouge_tokens(ex.summary)
+            summ_stemmed, summ_plain = stem(ex.summary), rouge_tokens(ex.summary)
             if not summ_plain or not src_plain:
                 which = "summary" if not summ_plain else "source"
                 scores.append(
-                    Score.failed(self.name, shash, ex.id, f"the {which} has no word tokens")
+                    Score.failed(
+                        self.name,
+                        shash,
+                        ex.id,
+                        f"the {which} has no words to compare (only symbols, emoji or punctuation)",
+                    )
                 )
                 continue
             rouge = self._rouge_precision(summ_stemmed, src_stemmed)
@@ -205,7 +213,7 @@ class Overlap(Metric):
             sentences, categories, fusion_k = [], [], []
             for i, sent in enumerate(textmod.split_sentences(ex.summary, ctx.spacy_model)):
                 plain = rouge_tokens(sent)
-                stemmed = stem.tokenize(sent)
+                stemmed = stem(sent)
                 category, support = classify_sentence(plain, src_sent_tokens)
                 categories.append(category)
                 if category == "perfect_fusion":

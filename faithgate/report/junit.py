@@ -8,6 +8,7 @@ properties carry the verdict, pass rate, mean per metric and the settings hash o
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
@@ -16,6 +17,17 @@ from faithgate.report.format import fmt_value
 
 if TYPE_CHECKING:
     from faithgate.gate import GateResult
+
+
+# Characters XML 1.0 cannot hold at all, not even as references: C0 controls other than tab,
+# LF and CR, lone surrogates, and the noncharacters U+FFFE / U+FFFF. A summary may contain
+# them (they are valid text); in the report they become visible escapes (``\\ufffe``).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: object) -> str:
+    """``text`` with every character XML 1.0 forbids shown as a backslash escape."""
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", str(text))
 
 
 def _example_output(e) -> str:  # noqa: ANN001 - ExampleResult (kept light for TYPE_CHECKING)
@@ -27,7 +39,7 @@ def _example_output(e) -> str:  # noqa: ANN001 - ExampleResult (kept light for T
     ls = e.least_supported
     if ls is not None:
         lines.append(f"least supported sentence ({ls.metric} {ls.value:.3f}): {ls.text}")
-    return "\n".join(lines)
+    return xml_text("\n".join(lines))
 
 
 def to_junit(result: GateResult) -> str:
@@ -41,13 +53,14 @@ def to_junit(result: GateResult) -> str:
         props[f"faithgate.mean.{m}"] = fmt_value(v)
     for m, h in result.settings_hashes.items():
         props[f"faithgate.settings_hash.{m}"] = h
+    props = {xml_text(k): xml_text(v) for k, v in props.items()}
     example_cases = []
     for e in result.outputs:
-        tc = TestCase(e.id, classname="faithgate.examples", stdout=_example_output(e))
+        tc = TestCase(xml_text(e.id), classname="faithgate.examples", stdout=_example_output(e))
         if not e.passed:
             unscorable = any(not s.ok for s in e.scores.values())
             tc.add_failure_info(
-                message=e.message,
+                message=xml_text(e.message),
                 output=_example_output(e),
                 failure_type="unscorable" if unscorable else "unfaithful",
             )
@@ -55,12 +68,12 @@ def to_junit(result: GateResult) -> str:
     rule_cases = []
     for r in result.rules:
         tc = TestCase(
-            r.name,
+            xml_text(r.name),
             classname="faithgate.rules",
-            stdout=f"value {fmt_value(r.value)}, limit {fmt_value(r.limit)}: {r.message}",
+            stdout=xml_text(f"value {fmt_value(r.value)}, limit {fmt_value(r.limit)}: {r.message}"),
         )
         if not r.passed:
-            tc.add_failure_info(message=r.message, failure_type=r.kind)
+            tc.add_failure_info(message=xml_text(r.message), failure_type=r.kind)
         rule_cases.append(tc)
     suites = [
         TestSuite("faithgate.examples", example_cases, properties=props, timestamp=result.created),

@@ -1,0 +1,67 @@
+"""Word tokens in any language with word boundaries: what the lexical metrics count.
+
+rouge-score's tokenizer keeps only ``[a-z0-9]+`` runs, so Chinese, Russian or Hindi text had no
+tokens at all and Arabic was scored on its digits. ``words`` finds words by the Unicode
+default word boundaries (UAX #29, through the ``regex`` package's ``(?w)`` mode): Latin,
+Cyrillic, Greek, Arabic, Hebrew, Devanagari and other space-separated scripts give their
+words, and Chinese and Japanese ideographs (and kana) one token per character, the usual unit
+of ROUGE for these languages. Inside a word only letters, marks and digits are kept, and each
+run of them is a token, so for ASCII text the tokens are rouge-score's (``"cat's"`` -> ``cat``,
+``s``); text is lower-cased.
+
+Scripts written without spaces whose words need a dictionary to find (Thai, Lao, Khmer,
+Myanmar, Tibetan) have no UAX #29 boundaries: ``unsupported_script`` names them, and metrics
+refuse such text with a plain message instead of scoring characters as words.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import regex
+
+_BOUNDARY = regex.compile(r"(?wV1)\b")
+_WORD_CHARS = regex.compile(r"[\p{L}\p{M}\p{N}]+")
+_ASCII_WORD = regex.compile(r"[a-z0-9]+")
+# Scripts without word separators that UAX #29 cannot segment (a dictionary is needed).
+UNSEGMENTED_SCRIPTS = ("Thai", "Lao", "Khmer", "Myanmar", "Tibetan")
+_UNSEGMENTED = regex.compile("|".join(rf"\p{{Script={s}}}" for s in UNSEGMENTED_SCRIPTS))
+_LETTER = regex.compile(r"\p{L}")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens of ``text`` (see the module docstring)."""
+    tokens: list[str] = []
+    for segment in _BOUNDARY.split(text.lower()):
+        if segment and not segment.isspace():
+            tokens.extend(_WORD_CHARS.findall(segment))
+    return tokens
+
+
+def stemmed_words(text: str) -> list[str]:
+    """``words`` with the Porter stemmer applied to ASCII words longer than three letters,
+    as rouge-score stems (other scripts are left as they are: Porter is for English)."""
+    stem = _porter()
+    return [stem(t) if len(t) > 3 and _ASCII_WORD.fullmatch(t) else t for t in words(text)]
+
+
+@lru_cache(maxsize=1)
+def _porter():  # noqa: ANN202 - a bound method
+    from nltk.stem import porter
+
+    return porter.PorterStemmer().stem
+
+
+def unsupported_script(text: str) -> str | None:
+    """The name of a script ``words`` cannot split when most of the letters of ``text`` are
+    in it (e.g. ``"Thai"``), else None."""
+    letters = _LETTER.findall(text)
+    if not letters:
+        return None
+    found = _UNSEGMENTED.findall(text)
+    if len(found) * 2 <= len(letters):
+        return None
+    for script in UNSEGMENTED_SCRIPTS:
+        if regex.match(rf"\p{{Script={script}}}", found[0]):
+            return script
+    return None

@@ -1,0 +1,203 @@
+"""Class 4 of issue 12: inputs that used to crash with "internal error" (exit 1).
+
+Each now gives a clear one-line error with exit 2, or a score: a lone surrogate in JSONL,
+U+FFFE / U+FFFF in a summary with ``--junit``, JSON nested 200,000 levels deep in the outputs
+or the baseline (refused before any scoring), a score cache that is not a database, a
+truncated ONNX file, a 1.2M-character source, and raw U+2028 / U+0085 inside JSONL strings.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import xml.etree.ElementTree as ET
+
+import pytest
+from click.testing import CliRunner
+from gate_fakes import NAME, FakeMetric, summary
+
+from faithgate.cli import cli
+from faithgate.errors import InputError, ModelFileError
+from faithgate.io import jsonl_lines, load_examples
+
+DEEP = 200_000
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n'
+        f"[thresholds]\n{NAME} = 0.5\n"
+    )
+    FakeMetric.calls.clear()
+    return tmp_path
+
+
+def write_outputs(root, rows, ensure_ascii=True):
+    text = "".join(json.dumps(r, ensure_ascii=ensure_ascii) + "\n" for r in rows)
+    (root / "outputs.jsonl").write_text(text, encoding="utf-8")
+
+
+def check(*args):
+    return CliRunner().invoke(cli, ["check", *args])
+
+
+def one_line_error(res, code=2):
+    assert res.exit_code == code, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "internal error" not in res.stderr and "Traceback" not in res.stderr
+    return lines[0]
+
+
+def test_lone_surrogate_in_jsonl_is_a_clear_input_error(project):
+    (project / "outputs.jsonl").write_text(
+        '{"id": "a", "source": "src", "summary": "0.9 ok \\ud800 here."}\n'
+    )
+    line = one_line_error(check())
+    assert "outputs.jsonl:1: field 'summary' contains a lone surrogate (U+D800)" in line
+    (project / "outputs.jsonl").write_text(
+        '{"id": "a", "source": "src", "summary": "0.9 ok.", "meta": {"x": "\\udfff"}}\n'
+    )
+    assert "lone surrogate (U+DFFF)" in one_line_error(check())
+
+
+@pytest.mark.parametrize("char", ["\ufffe", "\uffff", "\x01"])
+def test_xml_forbidden_characters_in_a_summary_still_give_a_junit_report(project, char):
+    write_outputs(
+        project, [{"id": f"i{char}", "source": "src", "summary": f"0.9 odd {char} text."}], False
+    )
+    res = check("--junit", "r.xml")
+    assert res.exit_code == 0, res.output
+    root = ET.parse(project / "r.xml").getroot()
+    case = next(root.iter("testcase"))
+    assert case.get("name") == f"i\\u{ord(char):04x}"
+
+
+def test_deeply_nested_outputs_are_refused_before_scoring(project):
+    deep = "[" * DEEP + "]" * DEEP
+    (project / "outputs.jsonl").write_text(deep + "\n")
+    assert "outputs.jsonl:1: JSON nested too deeply to read" in one_line_error(check())
+
+
+def test_deeply_nested_baseline_is_refused_before_scoring(project):
+    write_outputs(project, [{"id": "a", "source": "src", "summary": summary(0.9)}])
+    (project / "base.json").write_text('{"a": ' * DEEP + "1" + "}" * DEEP)
+    line = one_line_error(check("--baseline", "base.json"))
+    assert "base.json: not a faithgate result JSON (nested too deeply)" in line
+    assert FakeMetric.calls == []  # the baseline is read before anything is scored
+
+
+def test_deeply_nested_config_is_an_input_error(project):
+    (project / "faithgate.toml").write_text("a = " + "[" * DEEP + "]" * DEEP + "\n")
+    assert "invalid TOML" in one_line_error(check())
+
+
+def test_a_score_cache_that_is_not_a_database_is_moved_aside(project):
+    write_outputs(project, [{"id": "a", "source": "src", "summary": summary(0.9)}])
+    cache = project / ".fg" / "scores.sqlite"
+    cache.parent.mkdir()
+    junk = b"this is not a database, it is a text file left by a crashed copy\n" * 20
+    cache.write_bytes(junk)
+    res = check()
+    assert res.exit_code == 0, res.output
+    [warning] = res.stderr.strip().splitlines()
+    assert "is not a SQLite database" in warning and "moved it to scores.sqlite.corrupt-" in warning
+    [aside] = cache.parent.glob("scores.sqlite.corrupt-*")
+    assert aside.read_bytes() == junk  # nothing deleted
+    assert sqlite3.connect(cache).execute("SELECT count(*) FROM scores").fetchone() == (1,)
+    assert check().exit_code == 0 and FakeMetric.calls == ["a"]  # the new cache is used
+
+
+def test_a_foreign_sqlite_database_as_cache_is_moved_aside(project):
+    write_outputs(project, [{"id": "a", "source": "src", "summary": summary(0.9)}])
+    (project / ".fg").mkdir()
+    with sqlite3.connect(project / ".fg" / "scores.sqlite") as conn:
+        conn.execute("CREATE TABLE scores (other TEXT)")
+    res = check()
+    assert res.exit_code == 0, res.output
+    assert "not a faithgate score cache" in res.stderr
+
+
+def test_a_cache_dir_that_is_a_file_is_an_input_error(project):
+    write_outputs(project, [{"id": "a", "source": "src", "summary": summary(0.9)}])
+    (project / "afile").write_text("x")
+    toml = (
+        (project / "faithgate.toml").read_text().replace('cache_dir = ".fg"', 'cache_dir = "afile"')
+    )
+    (project / "faithgate.toml").write_text(toml)
+    line = one_line_error(check())
+    assert "as the score cache directory" in line
+
+
+def test_truncated_onnx_file_is_a_model_file_error_exit_2(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    from faithgate.backends.onnx_backend import get_session
+
+    node = helper.make_node("Identity", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    path = tmp_path / "model.onnx"
+    model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, str(path))
+    assert get_session(path) is not None
+    data = path.read_bytes()
+    bad = tmp_path / "truncated.onnx"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelFileError, match="damaged or not an ONNX model") as info:
+        get_session(bad)
+    assert info.value.exit_code == 2
+
+
+# json.dumps escapes C0 controls but leaves these raw with ensure_ascii=False.
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\x85"])
+def test_jsonl_with_raw_line_separators_inside_strings_parses(tmp_path, sep):
+    path = tmp_path / "o.jsonl"
+    rows = [
+        {"id": "a", "source": f"one{sep}two", "summary": f"x{sep}y"},
+        {"id": "b", "source": "s", "summary": "t"},
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    assert sep in path.read_text("utf-8")  # raw, not escaped
+    examples = load_examples(path)
+    assert [e.source for e in examples] == [f"one{sep}two", "s"]
+    assert jsonl_lines('{"a": 1}\r\n{"b": 2}') == ['{"a": 1}\r', '{"b": 2}']
+
+
+def test_bad_json_line_numbers_count_only_newlines(tmp_path):
+    path = tmp_path / "o.jsonl"
+    path.write_text('{"id": "a", "source": "s\u2028", "summary": "t"}\n{bad\n', "utf-8")
+    with pytest.raises(InputError, match=r"o.jsonl:2: invalid JSON"):
+        load_examples(path)
+
+
+def test_long_sources_are_parsed_in_pieces_without_losing_text(monkeypatch):
+    from faithgate import text as textmod
+
+    text = "First sentence here. " * 40 + "\n\n" + "Another paragraph starts. " * 40
+    monkeypatch.setattr(textmod, "PARSE_PIECE_CHARS", 300)
+    pieces = textmod.pieces(text, 300)
+    assert "".join(pieces) == text and all(len(p) <= 300 for p in pieces)
+    doc = textmod._parse_cached.__wrapped__(text, None)
+    assert doc.text == text
+    assert len(list(doc.sents)) == 80
+
+
+@pytest.mark.slow
+def test_a_1_2_million_character_source_scores_without_spacy_noise(project):
+    sent = "The committee in Boston approved the new budget on Monday after a debate. "
+    source = (sent * (1_200_000 // len(sent) + 1))[:1_200_000]
+    write_outputs(
+        project, [{"id": "big", "source": source, "summary": "The committee approved it."}]
+    )
+    res = check("--metric", "ner", "--no-cache", "-q")
+    assert res.exit_code in (0, 1), res.output
+    assert res.stderr == "", res.stderr  # no E088 warning, no retry warning
