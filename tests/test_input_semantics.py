@@ -1,0 +1,197 @@
+"""Class 5 of issue 12: semantics that failed open or looked wrong.
+
+Infinite thresholds made every example pass (``-inf``) and are now refused like NaN;
+``overlap`` tokenises by Unicode word rules (Chinese, Arabic, Russian and Hindi get real scores,
+Thai is refused plainly); NUL-byte sources are refused; SIGINT ends with one line and exit 130.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from gate_fakes import NAME, summary
+
+from faithgate.cli import cli
+from faithgate.metrics.base import ScoringContext, get_metric
+from faithgate.types import Example
+from faithgate.words import unsupported_script, words
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    row = {"id": "a", "source": "src", "summary": summary(0.9)}
+    (tmp_path / "outputs.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n'
+    )
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--threshold", f"{NAME}=-inf"],
+        ["--threshold", "-inf"],
+        ["--threshold", f"{NAME}=inf"],
+        ["--threshold", f"{NAME}=-Infinity"],
+        ["--threshold", f"{NAME}=1e999"],  # overflows to inf
+        ["--threshold", f"{NAME}=nan"],
+        ["--min-pass-rate", "nan"],
+        ["--min-pass-rate", "-inf"],
+    ],
+)
+def test_non_finite_numbers_on_the_command_line_are_refused(project, args):
+    res = CliRunner().invoke(cli, ["check", *args])
+    assert res.exit_code == 2, res.output
+    assert "expected a finite number" in res.stderr or "between 0 and 1" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        f"[thresholds]\n{NAME} = -inf\n",
+        f"[thresholds]\n{NAME} = +inf\n",
+        f"[thresholds]\n{NAME} = nan\n",
+        f"[rules]\nmin_mean = {{ {NAME} = -inf }}\n",
+    ],
+)
+def test_non_finite_numbers_in_the_configuration_are_refused(project, table):
+    with (project / "faithgate.toml").open("a") as fh:
+        fh.write(table)
+    res = CliRunner().invoke(cli, ["check"])
+    assert res.exit_code == 2, res.output
+    assert "expected a finite number" in res.stderr
+
+
+LANGS = {
+    "chinese": (
+        "北京是中国的首都。今天天气很好，我们去了公园。",
+        "北京是中国的首都。",
+        "上海是日本的首都。",
+    ),
+    "arabic": (
+        "القاهرة هي عاصمة مصر. يعيش فيها ملايين الناس.",
+        "القاهرة هي عاصمة مصر.",
+        "الرياض هي عاصمة فرنسا.",
+    ),
+    "russian": (
+        "Москва является столицей России. В городе живут миллионы людей.",
+        "Москва является столицей России.",
+        "Париж является столицей Германии.",
+    ),
+    "hindi": (
+        "दिल्ली भारत की राजधानी है। यहाँ लाखों लोग रहते हैं।",
+        "दिल्ली भारत की राजधानी है।",
+        "मुंबई चीन की राजधानी है।",
+    ),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(LANGS))
+def test_overlap_scores_languages_with_words(lang):
+    source, copied, edited = LANGS[lang]
+    assert len(words(copied)) >= 4, words(copied)
+    metric = get_metric("overlap", component="rouge1")
+    good, bad = metric.score_batch(
+        [Example("g", source, copied), Example("b", source, edited)], ScoringContext()
+    )
+    assert good.ok and bad.ok, (good.error, bad.error)
+    assert good.value == pytest.approx(1.0)  # every word of a copied sentence is in the source
+    assert 0.0 < bad.value < good.value  # the edited words are not
+
+
+def test_word_tokens_by_hand():
+    assert words("北京欢迎你") == ["北", "京", "欢", "迎", "你"]
+    assert words("Кошка СИДЕЛА.") == ["кошка", "сидела"]
+    assert words("ذهب الولد ١٢٣") == ["ذهب", "الولد", "١٢٣"]
+    assert words("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]  # combining marks stay in the word
+    assert words("The U.S. cat's mat!") == ["the", "u", "s", "cat", "s", "mat"]  # as rouge-score
+
+
+def test_unsupported_language_is_said_plainly():
+    assert unsupported_script("ภาษาไทยง่ายนิดเดียว") == "Thai"
+    assert unsupported_script("Bangkok (กรุงเทพ) is big and busy") is None  # a name in passing
+    metric = get_metric("overlap")
+    [score] = metric.score_batch(
+        [Example("t", "ภาษาไทยง่ายนิดเดียว แต่ยาก", "ภาษาไทยง่าย")], ScoringContext()
+    )
+    assert not score.ok and math.isnan(score.value)
+    assert score.error.startswith("Thai text is not supported")
+    [emoji] = metric.score_batch([Example("e", "The cat sat.", "🙂 🙂 !!")], ScoringContext())
+    assert "has no words to compare" in emoji.error
+
+
+def test_nul_byte_sources_are_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nul.txt").write_bytes(b"\x00" * 64)
+    res = CliRunner().invoke(
+        cli, ["score", "--source", "nul.txt", "--summary", "a b", "--metric", "overlap"]
+    )
+    assert res.exit_code == 2, res.output
+    assert "contains NUL characters" in res.stderr
+    row = {"id": "a", "source": "text\u0000more", "summary": "text"}
+    (tmp_path / "o.jsonl").write_text(json.dumps(row) + "\n")
+    res = CliRunner().invoke(cli, ["check", "--outputs", "o.jsonl", "--metric", "overlap"])
+    assert res.exit_code == 2
+    assert "o.jsonl:1: field 'source' contains NUL characters" in res.stderr
+
+
+SLOW_SUMMARIZER = """
+import pathlib, time
+def summarize(source):
+    pathlib.Path("started").write_text("yes")
+    time.sleep(60)
+    return source
+"""
+
+
+def test_sigint_takes_the_interrupted_path_exit_130(project):
+    (project / "slow.py").write_text(SLOW_SUMMARIZER)
+    (project / "data.jsonl").write_text(json.dumps({"id": "a", "source": "x y"}) + "\n")
+    cache = project / ".fg" / "scores.sqlite"
+    cache.parent.mkdir()
+    with sqlite3.connect(cache) as conn:
+        conn.execute("CREATE TABLE scores (key TEXT PRIMARY KEY, score TEXT NOT NULL)")
+        conn.execute("INSERT INTO scores VALUES ('k', '{}')")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "faithgate",
+            "check",
+            "--summarizer",
+            "slow:summarize",
+            "--data",
+            "data.jsonl",
+            "--metric",
+            "overlap",
+            "--cache-dir",
+            ".fg",
+        ],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    deadline = time.monotonic() + 120
+    while not (project / "started").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err == "faithgate: interrupted\n"
+    with sqlite3.connect(cache) as conn:
+        assert conn.execute("SELECT score FROM scores WHERE key = 'k'").fetchone() == ("{}",)
