@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError
-from faithgate.io import _jsonl_rows, _read_text, record_to_example
+from faithgate.io import _jsonl_rows, _read_text, check_text, record_to_example
 from faithgate.types import Example
 
 Summarizer = Callable[[str], str]
@@ -90,6 +90,7 @@ def summarize(
                 f"{name} returned {type(summary).__name__} for record {ex.id!r}; "
                 "expected the summary as a string"
             )
+        check_text(summary, f"the summary {name} returned for record {ex.id!r}")
         if not summary.strip():
             raise InputError(f"{name} returned an empty summary for record {ex.id!r}")
         out.append(Example(ex.id, ex.source, summary, ex.reference, ex.label, dict(ex.meta)))
