@@ -32,7 +32,7 @@ Format (``faithgate.toml`` takes the same keys at top level, without ``tool.fait
     min_pass_rate = 0.9              # share of examples that pass (default 1.0)
     min_mean = { bertscore = 0.6 }   # or one number for every metric
     pair_consistency = { min_rate = 0.9, per_error_type = false, generate = false }
-    regression = { tolerance = 0.01, confidence = 0.95 }
+    regression = { tolerance = 0.01, confidence = 0.95, require_baseline = false }
 
     [tool.faithgate.reports]         # paths, relative to the configuration file
     junit = "reports/faithgate.xml"
@@ -95,6 +95,10 @@ class RegressionRule:
     resamples: int = 2000
     seed: int = 0
     metrics: tuple[str, ...] | None = None
+    # A first run has no baseline yet: by default the rule is skipped with a warning (like a
+    # snapshot tool's first run); ``true`` makes a missing baseline file fail the gate (CI that
+    # must never run without its reference).
+    require_baseline: bool = False
 
 
 @dataclass(frozen=True)
@@ -538,6 +542,8 @@ class _Parser:
                 kwargs[name] = self.integer(raw, k)
             elif name == "metrics":
                 kwargs[name] = self.string_list(raw, k)
+            elif name == "require_baseline":
+                kwargs[name] = self.boolean(raw, k)
         return RegressionRule(**kwargs)
 
 

@@ -32,9 +32,14 @@ Decision rules (see ``faithgate.config`` for their settings):
 - **regression[metric]**: against the baseline (a previous result JSON), on example ids present
   in both: fails when ``mean(baseline) - mean(current) > tolerance`` AND a paired bootstrap of
   the per-example differences puts the one-sided ``confidence`` lower bound of the drop above 0.
-  Active when ``baseline`` is set (or ``rules.regression`` is configured); a missing baseline
-  file fails the rule (create it with ``--update-baseline``). Scores are only compared when the
-  baseline's settings hash equals the current one.
+  Active when ``baseline`` is set (or ``rules.regression`` is configured). A missing baseline
+  file (a project's first run) skips the rule with a warning that says how to create it
+  (``--update-baseline``), unless ``require_baseline = true``, which fails it. Scores are only
+  compared when the baseline's settings hash equals the current one.
+
+``Gate.run`` with ``update_baseline`` writes the result as the new baseline only when the gate
+passed (a failing run must not become the next release's reference) or when ``force_baseline``
+says so; ``GateResult.baseline_written`` records what happened.
 
 The result JSON (``GateResult.to_dict``, schema ``RESULT_SCHEMA``) is what the JSON report, the
 baseline and the GitHub Action read: ``passed``, ``verdict``, ``pass_rate``, ``means``,
@@ -202,6 +207,9 @@ class RuleResult:
     message: str
     metric: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    # Passed without being checked (e.g. regression on a first run without a baseline): reports
+    # show it as SKIP with its message, so a pass never hides a rule that did not run.
+    skipped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,6 +225,7 @@ class RuleResult:
             message=data.get("message", ""),
             metric=data.get("metric"),
             details=dict(data.get("details") or {}),
+            skipped=bool(data.get("skipped", False)),
         )
 
 
@@ -296,6 +305,11 @@ class GateResult:
     @property
     def failed_rules(self) -> list[RuleResult]:
         return [r for r in self.rules if not r.passed]
+
+    @property
+    def skipped_rules(self) -> list[RuleResult]:
+        """Rules that passed without being checked (each says why in its message)."""
+        return [r for r in self.rules if r.passed and r.skipped]
 
     def means(self) -> dict[str, float | None]:
         """Mean value per metric over the scored outputs (``None`` when none scored)."""
@@ -444,6 +458,7 @@ def evaluate(
     baseline: GateResult | None = None,
     baseline_error: str | None = None,
     baseline_created: bool = False,
+    baseline_missing: bool = False,
 ) -> GateResult:
     """Apply the configured rules to scored examples (no model is touched).
 
@@ -451,7 +466,8 @@ def evaluate(
     ``find_pairs(examples)``; generated pairs are passed in by ``Gate.run``. ``baseline`` is
     the previous result for the regression rule; ``baseline_error`` explains why there is none
     (the rule then fails), unless ``baseline_created`` says this run writes the first baseline
-    (``--update-baseline``; the rule then passes and says so).
+    (``--update-baseline``) or ``baseline_missing`` says the file does not exist yet (a first
+    run): the rule is then skipped and says so (or fails with ``require_baseline``).
     """
     from faithgate import __version__
 
@@ -539,6 +555,7 @@ def evaluate(
                 baseline,
                 baseline_error,
                 baseline_created,
+                baseline_missing,
             )
         )
 
@@ -764,6 +781,7 @@ def _regression_rules(
     baseline: GateResult | None,
     baseline_error: str | None,
     baseline_created: bool = False,
+    baseline_missing: bool = False,
 ) -> list[RuleResult]:
     out = []
     for m in rule.metrics or metrics:
@@ -778,7 +796,20 @@ def _regression_rules(
 
         if baseline is None and baseline_created:
             msg = f"{baseline_error or 'no previous baseline'}: nothing to compare yet"
-            out.append(RuleResult(name, "regression", None, rule.tolerance, True, msg, m))
+            out.append(
+                RuleResult(name, "regression", None, rule.tolerance, True, msg, m, skipped=True)
+            )
+            continue
+        if baseline is None and baseline_missing and not rule.require_baseline:
+            # A first run: nothing to regress from. Skipped loudly rather than failed, as a
+            # snapshot tool treats a missing snapshot; require_baseline makes it fail instead.
+            msg = (
+                f"skipped: {baseline_error}; not checked on this run "
+                "(rules.regression.require_baseline = true makes this fail)"
+            )
+            out.append(
+                RuleResult(name, "regression", None, rule.tolerance, True, msg, m, skipped=True)
+            )
             continue
         if baseline is None:
             out.append(fail(baseline_error or "no baseline given"))
@@ -868,6 +899,7 @@ class Gate:
         scorer: Any | None = None,
         progress: bool | None = None,
         update_baseline: bool = False,
+        force_baseline: bool = False,
         use_cache: bool = True,
     ) -> None:
         self.config = config
@@ -875,6 +907,10 @@ class Gate:
         self._scorer = scorer
         self.progress = progress
         self.update_baseline = update_baseline
+        self.force_baseline = force_baseline
+        # After ``run`` with ``update_baseline``: one line saying whether the baseline was
+        # written or refused (and why), for the entry points to print.
+        self.baseline_note: str | None = None
 
     # -- scoring ---------------------------------------------------------------------------
     @property
@@ -981,7 +1017,7 @@ class Gate:
         check_rule_metrics(self.config)  # before any model loads: fail fast on a typo
         self.check_paths()
         # The baseline is read before scoring: a broken one must not cost a scoring run.
-        baseline, baseline_error = self._load_baseline()
+        baseline, baseline_error, baseline_missing = self._load_baseline()
         examples = list(self.load_examples() if examples is None else examples)
         if not examples:
             raise InputError("no examples to gate")
@@ -1005,6 +1041,7 @@ class Gate:
             baseline=baseline,
             baseline_error=baseline_error,
             baseline_created=baseline is None and self.update_baseline,
+            baseline_missing=baseline_missing,
         )
         cfg = self.config
         if cfg.outputs is not None:
@@ -1019,7 +1056,21 @@ class Gate:
                 raise InputError(
                     "--update-baseline needs a baseline path (--baseline or 'baseline')"
                 )
-            result.save(self.config.baseline)
+            where = cfg.display_path(self.config.baseline)
+            if result.passed or self.force_baseline:
+                result.save(self.config.baseline)
+                self.baseline_note = f"baseline updated: {where}" + (
+                    " (forced: this run FAILED the gate, and is now the reference)"
+                    if not result.passed
+                    else ""
+                )
+            else:
+                # A failing run must not silently become the next release's reference.
+                self.baseline_note = (
+                    f"baseline NOT updated: the gate failed, so {where} keeps its previous "
+                    "content; fix the failures, or pass --force to record this failing run "
+                    "as the baseline"
+                )
         if self.use_cache:
             result.save(self.config.cache_path / "last-result.json")
         return result
@@ -1046,18 +1097,23 @@ class Gate:
             reads.append(("baseline", cfg.baseline))
         refuse_overwriting_inputs(writes, reads)
 
-    def _load_baseline(self) -> tuple[GateResult | None, str | None]:
+    def _load_baseline(self) -> tuple[GateResult | None, str | None, bool]:
+        """(baseline, why there is none, whether the file is simply missing)."""
         path = self.config.baseline
         if path is None:
-            return None, None
+            return None, None, False
+        if path.is_dir():
+            raise InputError(f"baseline {path} is a directory, not a result JSON file")
         if not path.is_file():
             if self.update_baseline:
-                return None, f"no previous baseline at {path} (this run creates it)"
-            return None, (
-                f"baseline file {path} not found; create it with "
-                "`faithgate check --update-baseline`"
+                return None, f"no previous baseline at {path} (this run creates it)", True
+            return (
+                None,
+                f"no baseline yet at {self.config.display_path(path)}; create it from a "
+                "passing run with `faithgate check --update-baseline`",
+                True,
             )
-        return GateResult.load(path), None
+        return GateResult.load(path), None, False
 
     def write_reports(self, result: GateResult) -> dict[str, Path]:
         """Write every configured report; returns kind -> path written."""

@@ -98,8 +98,21 @@ class GatePlugin:
 
 
 def render_gate(data: dict[str, Any]) -> list[str]:
-    """The gate's own terminal report (verdict, rule table, failing examples)."""
+    """The gate's lines in the ``faithgate`` summary section.
+
+    A passing gate shows its whole terminal report (verdict, rule table); a failing one only
+    its verdict line and a pointer, because its item's failure report in FAILURES already
+    holds the table: pytest users expect a failure's detail once, in FAILURES."""
     from faithgate.gate import GateResult
     from faithgate.report import render
+    from faithgate.report.terminal import headline
 
-    return render("terminal", GateResult.from_dict(data)).rstrip("\n").splitlines()
+    result = GateResult.from_dict(data)
+    if result.passed:
+        lines = render("terminal", result).rstrip("\n").splitlines()
+    else:
+        lines = [headline(result), "(rule table and failing examples: see FAILURES above)"]
+    note = data.get("baseline_note")
+    if note:
+        lines.append(safe_line(note))
+    return lines

@@ -2,8 +2,10 @@
 
 The item is a thin layer over the gate engine (the same ``Gate.run`` as ``faithgate check``)
 that scores through the session's shared scorer, so models load once per process. It passes
-when the gate passes; its failure report is the gate's terminal report: the verdict line, the
-rule table and the failing examples (with their least supported sentences).
+when the gate passes; its failure report (in pytest's FAILURES section) is the gate's terminal
+report: the verdict line, the rule table and the failing examples (with their least supported
+sentences). The ``faithgate`` summary section then gives a failed gate its verdict line only,
+so the table is printed once.
 
 The gate result travels to the controller as JSON on the test report (``faithgate_gate``),
 where the summary is printed and the configured reports are written.
@@ -66,10 +68,14 @@ class GateItem(pytest.Item):
             scorer=self.plugin_session.gate_scorer(),
             progress=False,
             update_baseline=opts.update_baseline,
+            force_baseline=opts.force_baseline,
             use_cache=not opts.no_cache,
         )
         result = gate.run()
         self.faithgate_result = result.to_dict()
+        if gate.baseline_note:
+            # Travels with the result to the controller, which prints it in the summary.
+            self.faithgate_result["baseline_note"] = gate.baseline_note
         self._record_properties(result)
         if not result.passed:
             raise GateFailed(result)
@@ -115,19 +121,24 @@ def gate_configs(plugin_session: PluginSession) -> list[GateConfig]:
 
 
 def gate_items(session: pytest.Session, plugin_session: PluginSession) -> list[pytest.Item]:
-    """Gate items to append to the collection (empty when no dataset is configured)."""
+    """Gate items to append to the collection (empty when no dataset is configured).
+
+    Each item's parent file is reported through ``pytest_collectreport`` as if collected, so
+    the terminal's "collected N items" line (and any plugin counting collect reports) counts
+    the gate items like any other test instead of saying "collected 0 items"."""
     items: list[pytest.Item] = []
     for cfg in gate_configs(plugin_session):
         path = cfg.source or (plugin_session.rootdir / "faithgate.toml")
         parent = GateFile.from_parent(session, path=Path(path))
-        items.append(
-            GateItem.from_parent(
-                parent,
-                name=f"faithgate[{dataset_name(cfg)}]",
-                gate_config=cfg,
-                plugin_session=plugin_session,
-            )
+        item = GateItem.from_parent(
+            parent,
+            name=f"faithgate[{dataset_name(cfg)}]",
+            gate_config=cfg,
+            plugin_session=plugin_session,
         )
+        report = pytest.CollectReport(parent.nodeid, "passed", None, [item])
+        session.config.hook.pytest_collectreport(report=report)
+        items.append(item)
     return items
 
 

@@ -92,7 +92,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--faithgate-update-baseline",
         action="store_true",
         default=False,
-        help="write this run's gate results to the baseline file",
+        help="write this run's gate results to the baseline file (refused when the gate "
+        "fails, unless --faithgate-force-baseline)",
+    )
+    group.addoption(
+        "--faithgate-force-baseline",
+        action="store_true",
+        default=False,
+        help="with --faithgate-update-baseline: write the baseline even when the gate fails",
     )
     group.addoption(
         "--faithgate-backend",

@@ -43,6 +43,7 @@ class Options:
     min_pass_rate: float | None = None
     baseline: str | None = None
     update_baseline: bool = False
+    force_baseline: bool = False
     backend: str | None = None
     junit: str | None = None
     markdown: str | None = None
@@ -62,6 +63,7 @@ class Options:
             min_pass_rate=get("faithgate_min_pass_rate"),
             baseline=get("faithgate_baseline"),
             update_baseline=bool(get("faithgate_update_baseline")),
+            force_baseline=bool(get("faithgate_force_baseline")),
             backend=get("faithgate_backend"),
             junit=get("faithgate_junit"),
             markdown=get("faithgate_markdown"),

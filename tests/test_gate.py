@@ -342,15 +342,35 @@ def test_gate_run_unscorable_and_update_baseline(tmp_path):
     cfg = GateConfig.from_dict(
         {"metrics": [NAME], "outputs": str(out), "baseline": "base.json"}, root=tmp_path
     )
-    result = Gate(cfg, update_baseline=True).run()
+    gate = Gate(cfg, update_baseline=True)
+    result = gate.run()
     assert not result.passed
     assert result.examples[1].message.startswith(f"{NAME}: could not score (ValueError")
+    # A failing run is not written as the baseline unless forced (issue 16).
+    assert not (tmp_path / "base.json").exists()
+    assert gate.baseline_note.startswith("baseline NOT updated: the gate failed")
+    forced = Gate(cfg, update_baseline=True, force_baseline=True)
+    forced.run()
+    assert "forced" in forced.baseline_note
     base = GateResult.load(tmp_path / "base.json")
     assert base.values(NAME) == {"ok": pytest.approx(0.9)}
-    # without --update-baseline a missing baseline file fails the regression rule
+    # without --update-baseline a missing baseline file skips the regression rule, saying how
+    # to create the file; require_baseline makes it fail instead.
     cfg2 = cfg.override(baseline=str(tmp_path / "missing.json"), outputs=str(out))
     r2 = Gate(cfg2).run()
-    assert "update-baseline" in rule(r2, f"regression[{NAME}]").message
+    reg = rule(r2, f"regression[{NAME}]")
+    assert reg.passed and reg.skipped and "update-baseline" in reg.message
+    strict = GateConfig.from_dict(
+        {
+            "metrics": [NAME],
+            "outputs": str(out),
+            "baseline": "missing.json",
+            "rules": {"regression": {"require_baseline": True}},
+        },
+        root=tmp_path,
+    )
+    reg = rule(Gate(strict).run(), f"regression[{NAME}]")
+    assert not reg.passed and not reg.skipped and "update-baseline" in reg.message
 
 
 def test_gate_needs_something_to_gate(tmp_path):

@@ -294,7 +294,7 @@ def test_gate_item_fails_with_rule_table(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*_ faithgate gate on outputs.jsonl _*",
-            "faithgate: FAIL: 2/3 examples pass*",
+            "faithgate: FAIL: 1 of 2 rules failed (pass_rate); 2/3 examples pass*",
             "rule*value*limit*result*",
             "pass_rate*0.6667*FAIL*",
             "failing examples (1):",
@@ -317,7 +317,7 @@ def test_gate_item_passes_and_can_be_deselected(pytester: pytest.Pytester) -> No
     result = run(pytester, "--faithgate", "--strict-markers", f"--junitxml={xml_path}")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*= faithgate =*", "faithgate: PASS: 3/3 examples pass*mean toy 0.8889*"]
+        ["*= faithgate =*", "faithgate: PASS: 2 of 2 rules pass; 3/3 examples pass*mean toy 0.8889*"]
     )
     case = next(
         c
@@ -364,7 +364,7 @@ def test_xdist_two_workers_gate_and_baseline(pytester: pytest.Pytester) -> None:
     summary = out[out.index("= faithgate =") :]
     assert "fixture checks: 8, failed: 1" in summary
     assert "test_inner.py::test_3  assert_faithful  toy     0.6667  0.9000  FAIL" in summary
-    assert summary.count("faithgate: PASS: 3/3 examples pass") == 1
+    assert summary.count("faithgate: PASS: ") == 1
     assert "regression[toy]" in summary
     # Each worker process built its toy scorer once (the fixture's and the gate's share
     # settings, hence one instance per process that ran a test).
@@ -418,3 +418,51 @@ def test_assert_consistent_under_perturbation(pytester: pytest.Pytester) -> None
             "E*not caught [[]predicate_verb_intrinsic[]] 'met' -> 'attended' (1.0000)*",
         ]
     )
+
+
+# -- issue 16, point 7: look like any other pytest plugin ---------------------------------
+
+
+def test_collection_line_counts_the_gate_item(pytester: pytest.Pytester) -> None:
+    """Without other tests, pytest must not say "collected 0 items" and then run one."""
+    (pytester.path / "outputs.jsonl").write_text(GATE_OUTPUTS, encoding="utf-8")
+    (pytester.path / "faithgate.toml").write_text(gate_toml(0.6), encoding="utf-8")
+    pytester.makeconftest(TOY_CONFTEST)
+    result = run(pytester, "--faithgate", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*collected 1 item"])
+    assert "collected 0 items" not in result.stdout.str()
+    # with ordinary tests too, and with --collect-only
+    write_project(pytester, PLAIN_TEST)
+    result = run(pytester, "--faithgate", "--collect-only")
+    result.stdout.fnmatch_lines(["*collected 2 items*"])
+
+
+def test_failing_gate_table_is_printed_once(pytester: pytest.Pytester) -> None:
+    write_project(
+        pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.8)}
+    )
+    result = run(pytester, "--faithgate")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    # The rule table appears once: in FAILURES, the gate item's failure report.
+    assert out.count("rule             value") + out.count("rule       value") == 1, out
+    assert out.count("pass_rate  ") == 1
+    summary = out[out.index("= faithgate =") :]
+    assert summary.splitlines()[1].startswith("faithgate: FAIL: 1 of 2 rules failed (pass_rate)")
+    assert "see FAILURES above" in summary
+
+
+def test_update_baseline_refused_when_the_gate_fails(pytester: pytest.Pytester) -> None:
+    write_project(
+        pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.8)}
+    )
+    args = ("--faithgate", "--faithgate-baseline", "base.json", "--faithgate-update-baseline")
+    result = run(pytester, *args)
+    result.assert_outcomes(passed=1, failed=1)
+    assert not (pytester.path / "base.json").exists()
+    result.stdout.fnmatch_lines(["baseline NOT updated: the gate failed*"])
+    forced = run(pytester, *args, "--faithgate-force-baseline")
+    forced.assert_outcomes(passed=1, failed=1)
+    assert (pytester.path / "base.json").is_file()
+    forced.stdout.fnmatch_lines(["baseline updated: base.json (forced*"])

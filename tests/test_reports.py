@@ -60,7 +60,7 @@ def result() -> GateResult:
 def test_markdown_has_verdict_rules_and_worst_examples(result):
     md = render("markdown", result)
     lines = md.splitlines()
-    assert lines[0] == "## ❌ faithgate: FAIL"
+    assert lines[0] == "## ❌ faithgate: FAIL (`pair_consistency[m]`)"
     assert "**2/4** examples pass (50.0%)" in md
     rule_rows = [ln for ln in lines if ln.startswith("| `") and ("pass |" in ln or "fail |" in ln)]
     assert len(rule_rows) == len(result.rules)
@@ -151,7 +151,9 @@ def test_html_structure(result):
 
 def test_terminal_table(result):
     text = render("terminal", result)
-    assert text.startswith("faithgate: FAIL: 2/4 examples pass (50.0%)")
+    assert text.startswith(
+        "faithgate: FAIL: 1 of 3 rules failed (pair_consistency[m]); 2/4 examples pass (50.0%)"
+    )
     for r in result.rules:
         assert r.name in text
     assert "failing examples (2):" in text and "broken: m: could not score" in text

@@ -94,7 +94,13 @@ def _parse_thresholds(values: tuple[str, ...]) -> tuple[float | None, dict[str, 
 @click.option(
     "--update-baseline",
     is_flag=True,
-    help="write this run's result as the new baseline (after checking the old one)",
+    help="write this run's result as the new baseline (after checking the old one); "
+    "refused when the gate fails, unless --force",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="with --update-baseline: write the baseline even when the gate fails",
 )
 @click.option("--backend", type=click.Choice(["auto", "torch", "onnx"]), help="model backend")
 @click.option(
@@ -129,6 +135,7 @@ def check_command(
     min_pass_rate: float | None,
     baseline: str | None,
     update_baseline: bool,
+    force: bool,
     backend: str | None,
     cache_dir: str | None,
     no_cache: bool,
@@ -144,11 +151,14 @@ def check_command(
     from faithgate.escape import safe_line
     from faithgate.gate import Gate
     from faithgate.report import render
+    from faithgate.report.terminal import headline
 
     if outputs and (summarizer or data):
         raise InputError("give either --outputs or --summarizer with --data, not both")
     if data and not summarizer:
         raise InputError("--data needs --summarizer (a module:function to run over it)")
+    if force and not update_baseline:
+        raise InputError("--force only applies to --update-baseline")
     config = load_config(config_path)
     common, named = _parse_thresholds(thresholds)
     config = config.override(
@@ -173,16 +183,23 @@ def check_command(
             f"--threshold names metric(s) not selected: {', '.join(sorted(unknown))} "
             f"(selected: {', '.join(config.metrics)})"
         )
-    gate = Gate(config, progress=progress, update_baseline=update_baseline, use_cache=not no_cache)
+    gate = Gate(
+        config,
+        progress=progress,
+        update_baseline=update_baseline,
+        force_baseline=force,
+        use_cache=not no_cache,
+    )
     result = gate.run()
     written = gate.write_reports(result)
     if quiet:
-        click.echo(f"faithgate: {result.verdict.upper()}")
+        click.echo(headline(result))
     else:
         click.echo(render("terminal", result), nl=False)
         for kind, path in written.items():
             click.echo(f"{kind} report: {safe_line(path)}")
-        if update_baseline and config.baseline is not None:
-            click.echo(f"baseline updated: {safe_line(config.baseline)}")
+    if gate.baseline_note:
+        # Also under --quiet: whether the reference changed is never a detail.
+        click.echo(safe_line(gate.baseline_note), err=not result.passed and not force)
     if not result.passed:
         click.get_current_context().exit(1)

@@ -27,7 +27,9 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     rate = result.pass_rate
     n_rules = len(result.rules)
     n_ok = n_rules - len(result.failed_rules)
-    out = [f"## {icon} faithgate: {result.verdict.upper()}", ""]
+    failed = ", ".join(f"`{_cell(r.name, 80)}`" for r in result.failed_rules)
+    # The heading names what failed: the pass count alone can read "FAIL: 6/6 examples pass".
+    out = [f"## {icon} faithgate: {result.verdict.upper()}" + (f" ({failed})" if failed else ""), ""]
     stats = [
         f"**{result.n_passed}/{result.n_examples}** examples pass"
         + (f" ({rate:.1%})" if rate is not None else ""),
@@ -45,7 +47,8 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     for r in result.rules:
         out.append(
             f"| `{_cell(r.name)}` | {fmt_value(r.value)} | {fmt_value(r.limit)} | "
-            f"{'✅ pass' if r.passed else '❌ fail'} | {_cell(r.message)} |"
+            f"{('⚠️ skipped' if r.skipped else '✅ pass') if r.passed else '❌ fail'} | "
+            f"{_cell(r.message)} |"
         )
     worst = [e for e in result.worst_examples(max_examples) if not e.passed]
     if not worst:

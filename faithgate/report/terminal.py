@@ -39,7 +39,64 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def to_terminal(result: GateResult, max_examples: int = 10, width: int | None = None) -> str:
+def headline(result: GateResult) -> str:
+    """The verdict line: a failing gate names its failed rules first (the pass count alone can
+    read "FAIL: 6/6 examples pass"), a passing one says how many rules it checked and which
+    were skipped. Escaped for the terminal."""
+    rules = result.rules
+    failed, skipped = result.failed_rules, result.skipped_rules
+    if failed:
+        names = ", ".join(printable(r.name) for r in failed[:4])
+        more = f" and {len(failed) - 4} more" if len(failed) > 4 else ""
+        head = f"FAIL: {len(failed)} of {len(rules)} rules failed ({names}{more})"
+    else:
+        checked = len(rules) - len(skipped)
+        head = f"PASS: {checked} of {len(rules)} rules pass"
+        if skipped:
+            head += f", {len(skipped)} skipped ({', '.join(printable(r.name) for r in skipped)})"
+    rate = result.pass_rate
+    stats = f"{result.n_passed}/{result.n_examples} examples pass" + (
+        f" ({rate:.1%})" if rate is not None else ""
+    )
+    means = ", ".join(f"{m} {fmt_value(v)}" for m, v in result.means().items())
+    return f"faithgate: {head}; {stats}" + (f"; mean {means}" if means else "")
+
+
+def _pair_lines(result: GateResult, max_pairs: int) -> list[str]:
+    """The inconsistent minimal pairs, worst first (largest score drop the wrong way)."""
+    bad = [p for p in result.pairs if not all(p.consistent.values())]
+    if not bad:
+        return []
+
+    def wrongness(p: Any) -> float:
+        # How far the edited summary outscored the faithful one (unscored pairs first).
+        gaps = []
+        for m, ok in p.consistent.items():
+            g, u = p.faithful_scores.get(m), p.unfaithful_scores.get(m)
+            if not ok:
+                gaps.append(float("inf") if g is None or u is None else u - g)
+        return max(gaps) if gaps else 0.0
+
+    bad.sort(key=wrongness, reverse=True)
+    lines = ["", f"inconsistent minimal pairs ({len(bad)} of {len(result.pairs)}, worst first):"]
+    for p in bad[:max_pairs]:
+        scores = ", ".join(
+            f"{m} {fmt_value(p.faithful_scores.get(m))} faithful vs "
+            f"{fmt_value(p.unfaithful_scores.get(m))} edited"
+            for m in result.metrics
+            if not p.consistent.get(m, False)
+        )
+        kind = f" [{printable(p.error_type)}]" if p.error_type else ""
+        lines.append(f"  {printable(p.pair_id)}{kind}: {scores}")
+        lines.append(f"      edit: {one_line(p.edit or p.unfaithful_summary, 200)}")
+    if len(bad) > max_pairs:
+        lines.append(f"  ... and {len(bad) - max_pairs} more")
+    return lines
+
+
+def to_terminal(
+    result: GateResult, max_examples: int = 10, width: int | None = None, max_pairs: int = 5
+) -> str:
     """Plain-text report for a terminal (no colour codes, so it is also fine in CI logs).
 
     User text (ids, messages, sentences) goes through ``printable`` and the whole block through
@@ -47,21 +104,13 @@ def to_terminal(result: GateResult, max_examples: int = 10, width: int | None = 
     sequence or a GitHub workflow command."""
     if width is None:
         width = max(80, shutil.get_terminal_size((120, 24)).columns)
-    lines: list[str] = []
-    rate = result.pass_rate
-    means = ", ".join(f"{m} {fmt_value(v)}" for m, v in result.means().items())
-    lines.append(
-        f"faithgate: {result.verdict.upper()}: {result.n_passed}/{result.n_examples} examples pass"
-        + (f" ({rate:.1%})" if rate is not None else "")
-        + (f"; mean {means}" if means else "")
-    )
-    lines.append("")
+    lines: list[str] = [headline(result), ""]
     rows = [
         [
             printable(r.name),
             fmt_value(r.value),
             fmt_value(r.limit),
-            "PASS" if r.passed else "FAIL",
+            ("SKIP" if r.skipped else "PASS") if r.passed else "FAIL",
             one_line(r.message, width - 40),
         ]
         for r in result.rules
@@ -73,6 +122,12 @@ def to_terminal(result: GateResult, max_examples: int = 10, width: int | None = 
         lines.append("failing rules:")
         for r in result.failed_rules:
             lines.append(f"  {printable(r.name)}: {one_line(r.message, 400)}")
+    if result.skipped_rules:
+        lines.append("")
+        lines.append("skipped rules (passed without being checked):")
+        for r in result.skipped_rules:
+            lines.append(f"  {printable(r.name)}: {one_line(r.message, 400)}")
+    lines.extend(_pair_lines(result, max_pairs))
     failed = result.failed_examples
     if failed:
         lines.append("")

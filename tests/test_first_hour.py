@@ -1,0 +1,180 @@
+"""Issue 16, points 1-3 and 6: what a newcomer reads from ``faithgate check``.
+
+The verdict line names the failed rules; a first run without a baseline is explained (skipped
+with a warning) rather than failed; ``--update-baseline`` refuses a failing run unless
+``--force``; the terminal report names the worst inconsistent minimal pairs. All through
+click's ``CliRunner`` on a project scored by the test metric of ``gate_fakes`` (the value is
+written in the summary, so every expected number is known).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from gate_fakes import NAME, summary
+
+from faithgate.cli import cli
+
+
+def write_rows(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+PAIRS = [
+    # pair p1: consistent (faithful 0.8 > edited 0.3)
+    {"id": "f1", "source": "s", "summary": summary(0.8), "pair_id": "p1", "role": "reference"},
+    {"id": "u1", "source": "s", "summary": summary(0.3), "pair_id": "p1", "role": "edited"},
+    # pair p2: inconsistent by 0.1
+    {"id": "f2", "source": "s", "summary": summary(0.7), "pair_id": "p2", "role": "reference"},
+    {
+        "id": "u2",
+        "source": "s",
+        "summary": summary(0.8),
+        "pair_id": "p2",
+        "role": "edited",
+        "error_type": "Intrinsic Entity",
+    },
+    # pair p3: inconsistent by 0.3 (the worst: listed first)
+    {"id": "f3", "source": "s", "summary": summary(0.6), "pair_id": "p3", "role": "reference"},
+    {"id": "u3", "source": "s", "summary": summary(0.9), "pair_id": "p3", "role": "edited"},
+]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """Six outputs that all pass the threshold; a baseline configured but not yet written."""
+    monkeypatch.chdir(tmp_path)
+    rows = [
+        {"id": f"e{i}", "source": "src", "summary": summary(v)}
+        for i, v in enumerate([0.6, 0.7, 0.8, 0.9, 0.7, 0.8])
+    ]
+    write_rows(tmp_path / "outputs.jsonl", rows)
+    write_rows(tmp_path / "pairs.jsonl", PAIRS)
+    (tmp_path / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n'
+        'baseline = "baseline.json"\n'
+        f"[thresholds]\n{NAME} = 0.5\n"
+    )
+    (tmp_path / "pairs.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "pairs.jsonl"\ncache_dir = ".fg"\n'
+        f"[thresholds]\n{NAME} = 0.5\n"
+        "[rules]\npair_consistency = { min_rate = 0.9 }\n"
+    )
+    return tmp_path
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, ["check", *args], catch_exceptions=False)
+
+
+def test_first_run_without_baseline_passes_with_instructions(project):
+    res = run()
+    assert res.exit_code == 0, res.output
+    first = res.output.splitlines()[0]
+    assert first.startswith(
+        "faithgate: PASS: 2 of 3 rules pass, 1 skipped (regression[gate_fake]); "
+        "6/6 examples pass (100.0%)"
+    )
+    assert "regression[gate_fake]" in res.output and "SKIP" in res.output
+    assert "skipped rules (passed without being checked):" in res.output
+    assert "no baseline yet at baseline.json" in res.output
+    assert "faithgate check --update-baseline" in res.output
+
+
+def test_require_baseline_makes_a_missing_baseline_fail(project):
+    toml = project / "faithgate.toml"
+    toml.write_text(
+        toml.read_text().replace(
+            "[thresholds]", "[rules]\nregression = { require_baseline = true }\n[thresholds]"
+        )
+    )
+    res = run()
+    assert res.exit_code == 1
+    assert res.output.startswith("faithgate: FAIL: 1 of 3 rules failed (regression[gate_fake])")
+
+
+def test_headline_names_the_failed_rule_not_only_the_pass_count(project):
+    # Every example passes its threshold; only pair consistency fails (1 of 3 pairs).
+    res = run("--config", "pairs.toml")
+    assert res.exit_code == 1
+    first = res.output.splitlines()[0]
+    assert first.startswith(
+        "faithgate: FAIL: 1 of 3 rules failed (pair_consistency[gate_fake]); "
+        "3/3 examples pass (100.0%)"
+    ), first
+    quiet = run("--config", "pairs.toml", "-q")
+    assert quiet.output.strip() == first
+
+
+def test_terminal_report_names_the_worst_inconsistent_pairs(project):
+    res = run("--config", "pairs.toml")
+    lines = res.output.splitlines()
+    start = lines.index("inconsistent minimal pairs (2 of 3, worst first):")
+    block = lines[start + 1 : start + 5]
+    assert block[0] == "  p3: gate_fake 0.6000 faithful vs 0.9000 edited"
+    assert block[1] == "      edit: '0.6' -> '0.9'"
+    assert block[2] == "  p2 [Intrinsic Entity]: gate_fake 0.7000 faithful vs 0.8000 edited"
+    assert "p1:" not in res.output  # a consistent pair is not listed
+
+
+def test_terminal_report_caps_the_pair_list(project):
+    rows = []
+    for i in range(8):
+        rows.append(
+            {"id": f"f{i}", "source": "s", "summary": summary(0.5 + i / 100), "pair_id": f"q{i}"}
+        )
+        rows[-1]["role"] = "reference"
+        rows.append(
+            {"id": f"u{i}", "source": "s", "summary": summary(0.9), "pair_id": f"q{i}"}
+        )
+        rows[-1]["role"] = "edited"
+    write_rows(project / "many.jsonl", rows)
+    res = run("--config", "pairs.toml", "--outputs", "many.jsonl")
+    assert "inconsistent minimal pairs (8 of 8, worst first):" in res.output
+    assert "  ... and 3 more" in res.output
+    # worst first: q0 (0.50 vs 0.90) leads
+    assert res.output.index("  q0:") < res.output.index("  q4:")
+
+
+def test_update_baseline_refuses_a_failing_run(project):
+    res = run("--config", "pairs.toml", "--baseline", "baseline.json", "--update-baseline")
+    assert res.exit_code == 1
+    assert not (project / "baseline.json").exists()
+    # On stderr (click's result.output holds both streams; stderr alone is checked too).
+    assert "baseline NOT updated: the gate failed" in res.stderr
+    assert "pass --force to record this failing run" in res.stderr
+
+
+def test_update_baseline_force_writes_a_failing_run_and_says_so(project):
+    res = run(
+        "--config", "pairs.toml", "--baseline", "baseline.json", "--update-baseline", "--force"
+    )
+    assert res.exit_code == 1  # the gate still failed
+    assert (project / "baseline.json").is_file()
+    assert "baseline updated: baseline.json (forced: this run FAILED the gate" in res.output
+
+
+def test_update_baseline_on_a_passing_run_then_regression_is_checked(project):
+    res = run("--update-baseline")
+    assert res.exit_code == 0
+    assert "baseline updated: baseline.json" in res.output
+    again = run()
+    assert again.exit_code == 0
+    assert again.output.startswith("faithgate: PASS: 3 of 3 rules pass;")
+    assert "mean gate_fake change +0.0000 on 6 examples" in again.output
+
+
+def test_force_without_update_baseline_is_a_usage_error(project):
+    res = CliRunner().invoke(cli, ["check", "--force"])
+    assert res.exit_code == 2
+    assert "--force only applies to --update-baseline" in res.output
+
+
+def test_baseline_path_that_is_a_directory_is_named(project):
+    (project / "adir").mkdir()
+    res = CliRunner().invoke(cli, ["check", "--baseline", "adir"])
+    assert res.exit_code == 2
+    assert "is a directory" in res.output
