@@ -76,41 +76,36 @@ class Scorer:
         Configuration problems (a missing model, a bad setting) are raised, not recorded.
         """
         examples = list(examples)
-        results: list[dict[str, Score]] = [{} for _ in examples]
-        if not examples:
-            return results
+        if self.cache is None:
+            return self.compute(examples)
+        hashes = self.settings_hashes()
         # Cached scores first: only the (metric, example) cells that miss are computed.
-        todo: dict[str, list[int]] = {}
-        hashes = self.settings_hashes() if self.cache is not None else {}
+        results, todo = lookup_cached(self.cache, hashes, self.metric_names, examples)
+        computed = self.compute(examples, todo)
+        store_computed(self.cache, hashes, examples, todo, computed, results)
+        return results
+
+    def compute(
+        self, examples: Sequence[Example], todo: Mapping[str, Sequence[int]] | None = None
+    ) -> list[dict[str, Score]]:
+        """Compute scores without the cache: ``todo`` maps a metric name to the indices of
+        ``examples`` it must score (default: every metric on every example); the result holds
+        exactly those cells. This is what an executor's worker runs."""
+        examples = list(examples)
+        results: list[dict[str, Score]] = [{} for _ in examples]
+        if todo is None:
+            todo = {m.name: range(len(examples)) for m in self.metrics}
         for metric in self.metrics:
-            missing = []
-            for i, ex in enumerate(examples):
-                hit = (
-                    self.cache.get(hashes[metric.name], ex.source, ex.summary)
-                    if self.cache is not None
-                    else None
-                )
-                if hit is None:
-                    missing.append(i)
-                else:
-                    hit.example_id = ex.id
-                    results[i][metric.name] = hit
-            todo[metric.name] = missing
-        for metric in self.metrics:
-            if todo[metric.name]:
+            if todo.get(metric.name):
                 metric.prepare([examples[i] for i in todo[metric.name]], self.context)
         for metric in self.metrics:
-            idx = todo[metric.name]
+            idx = list(todo.get(metric.name, ()))
             if not idx:
                 continue
             batch = [examples[i] for i in idx]
             for i, score in zip(idx, self._score_metric(metric, batch), strict=True):
                 score.example_id = examples[i].id
                 results[i][metric.name] = score
-                if self.cache is not None:
-                    self.cache.put(
-                        hashes[metric.name], examples[i].source, examples[i].summary, score
-                    )
         return results
 
     def _score_metric(self, metric: Metric, examples: list[Example]) -> list[Score]:
@@ -155,3 +150,46 @@ def score(
     Convenience wrapper; build a ``Scorer`` once to score many examples without reloading.
     """
     return Scorer(metrics, **scorer_options).score([Example("0", source, summary)])[0]
+
+
+def lookup_cached(
+    cache: ScoreCache,
+    hashes: Mapping[str, str],
+    metrics: Sequence[str],
+    examples: Sequence[Example],
+) -> tuple[list[dict[str, Score]], dict[str, list[int]]]:
+    """Cached cells of (metric, example), and per metric the example indices that missed.
+
+    Shared by ``Scorer.score`` and the driver-side cache of ``faithgate.execution``, so a score
+    cached by one executor is a hit for every other.
+    """
+    results: list[dict[str, Score]] = [{} for _ in examples]
+    todo: dict[str, list[int]] = {}
+    for name in metrics:
+        missing = []
+        for i, ex in enumerate(examples):
+            hit = cache.get(hashes[name], ex.source, ex.summary)
+            if hit is None:
+                missing.append(i)
+            else:
+                hit.example_id = ex.id
+                results[i][name] = hit
+        todo[name] = missing
+    return results, todo
+
+
+def store_computed(
+    cache: ScoreCache,
+    hashes: Mapping[str, str],
+    examples: Sequence[Example],
+    todo: Mapping[str, Sequence[int]],
+    computed: Sequence[Mapping[str, Score]],
+    results: list[dict[str, Score]],
+) -> None:
+    """Merge computed cells into ``results`` and write them to the cache (failed scores are
+    never cached: ``ScoreCache.put`` skips them, so they are retried next run)."""
+    for name, idx in todo.items():
+        for i in idx:
+            score = computed[i][name]
+            results[i][name] = score
+            cache.put(hashes[name], examples[i].source, examples[i].summary, score)

@@ -1,0 +1,347 @@
+"""Where scoring runs: the execution seam.
+
+An **executor** scores examples with one fixed scorer *recipe* and returns plain ``Score``
+data aligned with its input. The gate, ``bench`` and ``calibrate`` score through one, chosen by
+``[tool.faithgate.execution] executor`` or ``--executor``:
+
+``local``
+    In this process, with one ``Scorer`` (models loaded once, kept between calls). Inside one
+    machine, pytest-xdist parallelises the plugin on top of this.
+``ray``
+    On a Ray cluster (``faithgate[ray]``, ``faithgate.ray_executor``): a pool of actors, each
+    building its own ``Scorer`` from the recipe once.
+
+The pieces:
+
+- ``ScorerRecipe``: what a worker needs to build its own ``Scorer`` (metric names and settings,
+  model names, backend, loader options). Plain, picklable data: models are never shipped, each
+  worker resolves and loads them where it runs.
+- ``Executor``: the protocol (``score``, ``settings_hashes``, ``close``).
+- ``LocalExecutor``: the in-process one.
+- ``CachedExecutor``: the score cache as a wrapper that lives on the driver: it looks every
+  (metric, example) cell up, sends only the misses to the executor it wraps, and writes what
+  comes back. Workers never touch the cache, so a rerun anywhere is fully cached.
+- ``ExecutionSettings``: the parsed ``[tool.faithgate.execution]`` table.
+- ``make_executor``: settings + recipe -> an executor, wrapped in the cache when there is one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from faithgate.errors import ConfigError, InputError
+from faithgate.types import Example, Score
+
+if TYPE_CHECKING:
+    from faithgate.backends import ModelPool
+    from faithgate.cache import ScoreCache
+    from faithgate.metrics.base import Metric
+    from faithgate.scorer import Scorer
+
+# The registry of executors: CLI choices, the plugin option and the config key derive from it.
+EXECUTOR_CHOICES = ("local", "ray")
+EXECUTION_KEYS = (
+    "executor",
+    "address",
+    "num_workers",
+    "batch_size",
+    "num_cpus",
+    "num_gpus",
+    "max_retries",
+    "runtime_env",
+)
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    """Where and how to score (``[tool.faithgate.execution]``).
+
+    ``address`` is handed to ``ray.init`` as Ray users expect: ``None`` follows Ray's own
+    resolution (``RAY_ADDRESS``, else a cluster started with ``ray start`` on this machine, else
+    a local one started on demand and stopped afterwards), ``"auto"`` requires a running
+    cluster, ``"ray://host:10001"`` connects through Ray Client, ``"local"`` always starts a
+    fresh local one. ``num_workers`` defaults to as many actors as the cluster's free CPUs (or
+    GPUs, when ``num_gpus`` is set) allow. ``batch_size`` is the number of examples per task
+    sent to an actor (summaries of one source are kept together). ``max_retries`` bounds how
+    often a batch whose worker died is retried before its examples are isolated.
+    ``runtime_env`` is passed to ``ray.init`` (e.g. ``{pip = ["faithgate[full] @ ..."]}``).
+    """
+
+    executor: str = "local"
+    address: str | None = None
+    num_workers: int | None = None
+    batch_size: int = 16
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    max_retries: int = 2
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "execution") -> ExecutionSettings:
+        """Validate the ``[tool.faithgate.execution]`` table (errors name the key)."""
+        for key in data:
+            if key not in EXECUTION_KEYS:
+                raise ConfigError(
+                    f"{where}: unknown key {key!r}; allowed: {', '.join(EXECUTION_KEYS)}"
+                )
+        return cls().with_overrides(dict(data), where)
+
+    def with_overrides(
+        self, changes: Mapping[str, Any], where: str = "option"
+    ) -> ExecutionSettings:
+        """A copy with ``changes`` applied (``None`` values ignored), each one type-checked.
+        Command-line values arrive as text, so numbers written as strings are accepted."""
+
+        def fail(key: str, problem: str) -> ConfigError:
+            return ConfigError(f"{where}: execution.{key}: {problem}")
+
+        def number(key: str, value: Any, minimum: float, integer: bool) -> Any:
+            if isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    value = int(value) if integer else float(value)
+            ok_type = int if integer else (int, float)
+            if isinstance(value, bool) or not isinstance(value, ok_type):
+                kind = "an integer" if integer else "a number"
+                raise fail(key, f"expected {kind}, got {value!r}")
+            if not math.isfinite(value) or value < minimum:
+                raise fail(key, f"expected a value >= {minimum:g}, got {value!r}")
+            return value
+
+        new: dict[str, Any] = {}
+        for key, value in changes.items():
+            if value is None:
+                continue
+            if key == "executor":
+                if value not in EXECUTOR_CHOICES:
+                    raise fail(key, f"expected one of {', '.join(EXECUTOR_CHOICES)}, got {value!r}")
+                new[key] = value
+            elif key == "address":
+                if not isinstance(value, str) or not value.strip():
+                    raise fail(key, f"expected a non-empty string, got {value!r}")
+                new[key] = value.strip()
+            elif key in ("num_workers", "batch_size"):
+                new[key] = number(key, value, 1, integer=True)
+            elif key == "max_retries":
+                new[key] = number(key, value, 0, integer=True)
+            elif key in ("num_cpus", "num_gpus"):
+                new[key] = float(number(key, value, 0, integer=False))
+            elif key == "runtime_env":
+                if not isinstance(value, Mapping):
+                    raise fail(key, f"expected a table, got {value!r}")
+                new[key] = dict(value)
+            else:
+                raise fail(key, f"unknown setting; allowed: {', '.join(EXECUTION_KEYS)}")
+        return replace(self, **new) if new else self
+
+
+@dataclass(frozen=True)
+class ScorerRecipe:
+    """Everything needed to build a ``Scorer`` somewhere else (picklable, no models in it).
+
+    ``metrics`` are registry names; a ``Metric`` instance is accepted too (its class must be
+    importable on the workers, or pickled by value), which is how a project's own metric runs.
+    """
+
+    metrics: tuple[str | Metric, ...]
+    metric_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+    backend: str = "auto"
+    allow_download: bool = False
+    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: Any) -> ScorerRecipe:
+        """The recipe of a ``GateConfig``: its metrics with their settings, models, backend."""
+        return cls(
+            metrics=tuple(config.metrics),
+            metric_settings={
+                k: dict(v) for k, v in config.metric_settings.items() if k in config.metrics
+            },
+            models=dict(config.models),
+            backend=config.backend,
+            allow_download=config.allow_download,
+            model_options={k: dict(v) for k, v in config.model_options.items()},
+        )
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [m if isinstance(m, str) else m.name for m in self.metrics]
+
+    def select(self, metrics: Sequence[str]) -> ScorerRecipe:
+        """The same recipe restricted to ``metrics`` (e.g. one metric at a time in bench)."""
+        keep = [m for m in self.metrics if (m if isinstance(m, str) else m.name) in metrics]
+        names = {m if isinstance(m, str) else m.name for m in keep}
+        return replace(
+            self,
+            metrics=tuple(keep),
+            metric_settings={k: v for k, v in self.metric_settings.items() if k in names},
+        )
+
+    def build(self, *, pool: ModelPool | None = None, cache: ScoreCache | None = None) -> Scorer:
+        """A ``Scorer`` for this recipe (``pool`` shares models already loaded here)."""
+        from faithgate.scorer import Scorer
+
+        named = {m for m in self.metrics if isinstance(m, str)}
+        return Scorer(
+            self.metrics,
+            models=self.models,
+            backend=self.backend,
+            allow_download=self.allow_download,
+            metric_settings={k: v for k, v in self.metric_settings.items() if k in named},
+            model_options=self.model_options,
+            pool=pool,
+            cache=cache,
+        )
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Scores examples with one recipe, somewhere. ``score`` returns, aligned with
+    ``examples``, one ``{metric: Score}`` per example; an example that could not be scored gets
+    a ``Score.failed`` with the reason (gates fail closed on it). ``todo`` (metric -> example
+    indices) restricts the cells computed; the result then holds only those. ``progress`` is
+    called on the driver with the number of examples finished since the last call."""
+
+    name: str
+
+    def score(
+        self,
+        examples: Sequence[Example],
+        *,
+        todo: Mapping[str, Sequence[int]] | None = None,
+        progress: Progress | None = None,
+    ) -> list[dict[str, Score]]: ...
+
+    def settings_hashes(self) -> dict[str, str]: ...
+
+    def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """Scores in this process with one ``Scorer`` (built from the recipe once, or given)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        recipe: ScorerRecipe | None = None,
+        *,
+        scorer: Scorer | None = None,
+        pool: ModelPool | None = None,
+    ) -> None:
+        if scorer is None:
+            if recipe is None:
+                raise TypeError("LocalExecutor needs a recipe or a scorer")
+            scorer = recipe.build(pool=pool)
+        self.scorer = scorer
+
+    def score(
+        self,
+        examples: Sequence[Example],
+        *,
+        todo: Mapping[str, Sequence[int]] | None = None,
+        progress: Progress | None = None,
+    ) -> list[dict[str, Score]]:
+        examples = list(examples)
+        # With no ``todo``, ``Scorer.score``: a scorer given with its own cache keeps using it.
+        out = self.scorer.score(examples) if todo is None else self.scorer.compute(examples, todo)
+        if progress is not None and examples:
+            progress(len(examples))
+        return out
+
+    def settings_hashes(self) -> dict[str, str]:
+        return self.scorer.settings_hashes()
+
+    def close(self) -> None:
+        """Nothing to release: the scorer (and its models) stays usable by its owner."""
+
+
+class CachedExecutor:
+    """The score cache on the driver, around any executor: hits are read here, only missing
+    cells travel to ``inner``, and every computed score is written back here. ``hashes`` are
+    the driver's settings hashes (computed once; they key the cache)."""
+
+    def __init__(
+        self, inner: Executor, cache: ScoreCache, hashes: Mapping[str, str] | None = None
+    ) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.name = inner.name
+        self._hashes = dict(hashes) if hashes is not None else None
+
+    def settings_hashes(self) -> dict[str, str]:
+        if self._hashes is None:
+            self._hashes = self.inner.settings_hashes()
+        return dict(self._hashes)
+
+    def score(
+        self,
+        examples: Sequence[Example],
+        *,
+        todo: Mapping[str, Sequence[int]] | None = None,
+        progress: Progress | None = None,
+    ) -> list[dict[str, Score]]:
+        from faithgate.scorer import lookup_cached, store_computed
+
+        examples = list(examples)
+        hashes = self.settings_hashes()
+        names = list(hashes) if todo is None else [m for m in hashes if m in todo]
+        results, missing = lookup_cached(self.cache, hashes, names, examples)
+        if todo is not None:  # only the cells asked for
+            wanted = {m: set(todo[m]) for m in names}
+            missing = {m: [i for i in idx if i in wanted[m]] for m, idx in missing.items()}
+        need = sorted({i for idx in missing.values() for i in idx})
+        if progress is not None and len(need) < len(examples):
+            progress(len(examples) - len(need))  # fully cached examples are done already
+        if need:
+            # Only examples with a missing cell travel, re-indexed; their todo says which cells.
+            sub = [examples[i] for i in need]
+            pos = {i: k for k, i in enumerate(need)}
+            sub_todo = {m: [pos[i] for i in idx] for m, idx in missing.items() if idx}
+            computed = self.inner.score(sub, todo=sub_todo, progress=progress)
+            full: list[dict[str, Score]] = [{} for _ in examples]
+            for i, k in pos.items():
+                full[i] = computed[k]
+            store_computed(self.cache, hashes, examples, missing, full, results)
+        return results
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def make_executor(
+    settings: ExecutionSettings | None,
+    recipe: ScorerRecipe,
+    *,
+    scorer: Scorer | None = None,
+    pool: ModelPool | None = None,
+    cache: ScoreCache | None = None,
+) -> Executor:
+    """The executor ``settings`` ask for, with ``cache`` (if any) on the driver.
+
+    ``scorer`` (local only) is reused as is, with the cache it already carries; ``pool`` shares
+    loaded models between local executors. For ``ray``, the driver builds a ``Scorer`` only to
+    compute settings hashes (no model is loaded for that) and the actors build their own.
+    """
+    settings = settings or ExecutionSettings()
+    if settings.executor == "local":
+        if scorer is not None:
+            return LocalExecutor(scorer=scorer)
+        local = LocalExecutor(recipe, pool=pool)
+        return CachedExecutor(local, cache) if cache is not None else local
+    if settings.executor == "ray":
+        from faithgate.ray_executor import RayExecutor
+
+        driver = scorer or recipe.build(pool=pool)
+        cache = cache if cache is not None else getattr(scorer, "cache", None)
+        ray_exec = RayExecutor(recipe, settings, hashes=driver.settings_hashes())
+        return CachedExecutor(ray_exec, cache) if cache is not None else ray_exec
+    raise InputError(
+        f"unknown executor {settings.executor!r}; one of {', '.join(EXECUTOR_CHOICES)}"
+    )
