@@ -40,6 +40,14 @@ Format (``faithgate.toml`` takes the same keys at top level, without ``tool.fait
     json = "reports/faithgate.json"
     html = "reports/faithgate.html"
 
+    [tool.faithgate.execution]       # where scoring runs (docs/scale-out.md)
+    executor = "local"               # local | ray (needs faithgate[ray])
+    address = "auto"                 # ray: auto | ray://host:10001 | host:port (default: RAY_ADDRESS, else local)
+    num_workers = 4                  # ray: actors (default: as many as free CPUs/GPUs allow)
+    batch_size = 16                  # ray: examples per task, summaries of one source together
+    num_cpus = 1                     # ray: per worker
+    num_gpus = 0                     # ray: per worker
+
 Relative paths in a file are resolved against that file's directory; paths given as overrides
 (CLI flags) are resolved against the current directory.
 """
@@ -56,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import ConfigError
+from faithgate.execution import ExecutionSettings
 
 BACKEND_CHOICES = ("auto", "torch", "onnx")
 REPORT_KINDS = ("junit", "markdown", "json", "html")
@@ -145,6 +154,8 @@ class GateConfig:
     calibration: dict[str, Any] = field(default_factory=dict)
     rules: Rules = field(default_factory=Rules)
     reports: Reports = field(default_factory=Reports)
+    # Where scoring runs ([tool.faithgate.execution]; faithgate.execution).
+    execution: ExecutionSettings = field(default_factory=ExecutionSettings)
     # Directory relative paths were resolved against, and the file read (None: defaults only).
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
@@ -202,6 +213,10 @@ class GateConfig:
             kwargs["reports"] = Reports(
                 **{k: p.path(v, f"reports.{k}") for k, v in reports.items()}
             )
+        if "execution" in data:
+            kwargs["execution"] = ExecutionSettings.from_dict(
+                p.table(data["execution"], "execution"), where
+            )
         config = cls(**kwargs)
         if config.summarizer is not None and config.data is None:
             raise ConfigError(f"{where}: 'summarizer' needs 'data' (a JSONL of sources)")
@@ -249,6 +264,8 @@ class GateConfig:
                 rules = dataclasses.replace(rules, min_mean=p.min_mean(value, "--min-mean"))
             elif key in REPORT_KINDS:
                 reports = dataclasses.replace(reports, **{key: p.path(str(value), f"--{key}")})
+            elif key == "execution":  # {executor, address, num_workers, ...} from flags
+                new["execution"] = self.execution.with_overrides(value)
             else:
                 raise ConfigError(f"unknown configuration override {key!r}")
         if "outputs" in new:
@@ -295,6 +312,9 @@ class GateConfig:
 
         data = conv(self)
         data.pop("root", None)
+        # Where scores were computed does not change them (executors are bit-identical), and a
+        # cluster address does not belong in a committed baseline.
+        data.pop("execution", None)
         return data
 
     def display_path(self, path: str | Path) -> str:
@@ -382,6 +402,7 @@ _TOP_KEYS = (
     "calibration",
     "rules",
     "reports",
+    "execution",
 )
 _RULE_KEYS = ("min_pass_rate", "min_mean", "pair_consistency", "regression")
 

@@ -88,7 +88,7 @@ class ExecutionSettings:
         for key in data:
             if key not in EXECUTION_KEYS:
                 raise ConfigError(
-                    f"{where}: unknown key {key!r}; allowed: {', '.join(EXECUTION_KEYS)}"
+                    f"{where}: unknown key 'execution.{key}'; allowed: {', '.join(EXECUTION_KEYS)}"
                 )
         return cls().with_overrides(dict(data), where)
 
