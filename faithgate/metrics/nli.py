@@ -24,7 +24,7 @@ run, so several NLI metrics (or several summaries of one source) never classify 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -129,12 +129,36 @@ class _Sentences:
         return self._memo[text]
 
 
+AGGREGATES = ("mean", "min", "product")
+
+
+def combine_sentences(values: Sequence[float], how: str) -> float:
+    """One summary score from its sentences' support: ``mean`` (every sentence counts
+    equally), ``min`` (the weakest sentence decides) or ``product`` (for probabilities: the
+    probability that every sentence is supported, treating sentences as independent)."""
+    arr = np.asarray(values, dtype=np.float64)
+    if how == "min":
+        return float(arr.min())
+    if how == "product":
+        return float(np.exp(np.log(np.clip(arr, 1e-12, 1.0)).sum()))
+    return float(arr.mean())
+
+
 class _NLIMetric(Metric):
     """Shared plumbing: plan every (premise, hypothesis) pair of the batch, classify them in
-    one deduplicated call, then aggregate per example."""
+    one deduplicated call, then aggregate per example (``aggregate`` setting: how sentence
+    scores become the summary's score)."""
 
     family = "nli"
     roles = {"nli": "pair-classifier", "spacy": "pipeline"}
+    defaults: ClassVar[dict[str, Any]] = {"aggregate": "mean"}
+    aggregates: ClassVar[tuple[str, ...]] = AGGREGATES
+
+    def validate_settings(self) -> None:
+        if self.settings["aggregate"] not in self.aggregates:
+            raise InputError(
+                f"{self.name} setting 'aggregate' must be one of: {', '.join(self.aggregates)}"
+            )
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         engine = nli_engine(ctx)
@@ -181,7 +205,7 @@ class _NLIMetric(Metric):
             j = int(np.argmax(probs))
             best.append(j)
             sentences.append(SentenceScore(i, hyp, float(probs[j]), evidence=premises[j]))
-        value = float(np.mean([s.value for s in sentences]))
+        value = combine_sentences([s.value for s in sentences], self.settings["aggregate"])
         return value, sentences, {**plan.get("details", {}), "best_premise": best}
 
 
@@ -217,9 +241,10 @@ class EntailD2S(_NLIMetric):
 
     name = "entail_d2s"
     description = "NLI: mean over summary sentences of the entailment by the (windowed) source"
-    defaults = {"overlap": 1}
+    defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "overlap": 1}
 
     def validate_settings(self) -> None:
+        super().validate_settings()
         if not isinstance(self.settings["overlap"], int) or self.settings["overlap"] < 0:
             raise InputError("entail_d2s setting 'overlap' must be an integer >= 0")
 
@@ -266,9 +291,10 @@ class EntailTopK(_NLIMetric):
         "NLI: mean entailment of each summary sentence by its k most similar source sentences"
     )
     roles = {"nli": "pair-classifier", "embedder": "text-encoder", "spacy": "pipeline"}
-    defaults = {"k": 3}
+    defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "k": 3}
 
     def validate_settings(self) -> None:
+        super().validate_settings()
         if not isinstance(self.settings["k"], int) or self.settings["k"] < 1:
             raise InputError("entail_topk setting 'k' must be an integer >= 1")
 
@@ -319,9 +345,11 @@ class SummaCZS(_NLIMetric):
 
     name = "summac_zs"
     description = "SummaC-ZS: mean over summary sentences of max over source chunks of p_e - p_c"
-    defaults = {"chunk_sentences": 1}
+    defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "chunk_sentences": 1}
+    aggregates = ("mean", "min")  # p_e - p_c is not a probability: no product
 
     def validate_settings(self) -> None:
+        super().validate_settings()
         n = self.settings["chunk_sentences"]
         if not isinstance(n, int) or n < 1:
             raise InputError("summac_zs setting 'chunk_sentences' must be an integer >= 1")
@@ -349,7 +377,7 @@ class SummaCZS(_NLIMetric):
             SentenceScore(i, s, float(matrix[best[i], i]), evidence=chunks[best[i]])
             for i, s in enumerate(summary)
         ]
-        value = float(matrix.max(axis=0).mean())
+        value = combine_sentences(matrix.max(axis=0), self.settings["aggregate"])
         details = {
             **plan["details"],
             "matrix": np.round(matrix, 4).tolist(),
