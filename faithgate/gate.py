@@ -890,6 +890,8 @@ class Gate:
     otherwise one is built from the configuration with a ``ScoreCache`` at
     ``<cache_dir>/scores.sqlite`` (``cache_dir`` defaults to ``.faithgate`` next to the
     configuration; ``use_cache=False`` scores everything afresh and writes nothing there).
+    Scoring runs through the executor of ``config.execution`` (``faithgate.execution``: in
+    process by default, or on a Ray cluster), with the cache kept here on the driver.
     """
 
     def __init__(
@@ -905,6 +907,7 @@ class Gate:
         self.config = config
         self.use_cache = use_cache
         self._scorer = scorer
+        self._executor: Any | None = None
         self.progress = progress
         self.update_baseline = update_baseline
         self.force_baseline = force_baseline
@@ -932,6 +935,26 @@ class Gate:
             )
         return self._scorer
 
+    @property
+    def executor(self) -> Any:
+        """Where scoring runs (``faithgate.execution``), built on first use; the local one
+        scores with ``self.scorer`` exactly as before."""
+        if self._executor is None:
+            from faithgate.execution import ScorerRecipe, make_executor
+
+            self._executor = make_executor(
+                self.config.execution,
+                ScorerRecipe.from_config(self.config),
+                scorer=self.scorer,
+            )
+        return self._executor
+
+    def close(self) -> None:
+        """Release the executor's workers (a Ray actor pool; nothing for the local one)."""
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
     def load_examples(self) -> list[Example]:
         """The outputs to gate: the ``outputs`` file, or the summarizer run over ``data``."""
         cfg = self.config
@@ -955,15 +978,19 @@ class Gate:
         show = self.progress
         if show is None:
             show = len(examples) > PROGRESS_MIN_EXAMPLES and sys.stderr.isatty()
+        executor = self.executor
         if not show:
-            return self.scorer.score(examples)
+            return executor.score(examples)
         from faithgate.report.terminal import progress_bar
 
         out: list[dict[str, Score]] = []
         with progress_bar(len(examples), "scoring") as bar:
+            if executor.name != "local":
+                # One call keeps every worker busy; the bar moves as batches come back.
+                return executor.score(examples, progress=bar.update)
             for start in range(0, len(examples), SCORE_CHUNK):
                 chunk = examples[start : start + SCORE_CHUNK]
-                out.extend(self.scorer.score(chunk))
+                out.extend(executor.score(chunk))
                 bar.update(len(chunk))
         return out
 
@@ -1030,7 +1057,10 @@ class Gate:
         scorer = self.scorer
         cache = getattr(scorer, "cache", None)
         hits0, misses0 = (cache.hits, cache.misses) if cache is not None else (0, 0)
-        scores = self.score(examples)
+        try:
+            scores = self.score(examples)
+        finally:
+            self.close()  # a Ray run's actors (and a Ray runtime it started) end with scoring
         hashes = scorer.settings_hashes()
         result = evaluate(
             self.config,
