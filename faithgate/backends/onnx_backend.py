@@ -33,6 +33,7 @@ from faithgate.backends.base import (
 from faithgate.backends.export import ExportManifest, find_export
 from faithgate.backends.windowing import (
     batches_by_token_budget,
+    equal_length_batches,
     pool_and_normalise,
     run_in_length_order,
     split_by_sizes,
@@ -291,15 +292,19 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
     def predict_proba(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
         if len(premises) != len(hypotheses):
             raise BackendError("predict_proba needs as many premises as hypotheses")
+        premises, hypotheses = list(premises), list(hypotheses)
         out = np.zeros((len(premises), len(self.labels)), dtype=np.float64)
-        for b in range(0, len(premises), self.batch_size):
-            feeds = self._feeds(
-                premises[b : b + self.batch_size], hypotheses[b : b + self.batch_size]
-            )
+        if not premises:
+            return out
+        # Pairs of equal token length share a batch: no padding, so a pair's probabilities do
+        # not depend on the other pairs scored with it (see backends.windowing).
+        lengths = [int(m.sum()) for m in self._feeds(premises, hypotheses)["attention_mask"]]
+        for idx in equal_length_batches(lengths, self.batch_size):
+            feeds = self._feeds([premises[i] for i in idx], [hypotheses[i] for i in idx])
             (logits,) = self.session.run(["logits"], feeds)
             logits = logits.astype(np.float32)
             z = np.exp(logits - logits.max(axis=-1, keepdims=True))
-            out[b : b + len(logits)] = z / z.sum(axis=-1, keepdims=True)
+            out[idx] = z / z.sum(axis=-1, keepdims=True)
         return out
 
     def calibration_feeds(self, texts: Sequence[str]) -> list[dict[str, np.ndarray]]:
@@ -476,7 +481,8 @@ class OnnxSeq2SeqLM(_OnnxLMBase):
                     f"model window {self.max_length}"
                 )
         lengths = [max(len(e), len(t)) for e, t in batch]
-        for idx in batches_by_token_budget(lengths, self.batch_tokens):
+        pair_lengths = [(len(e), len(t)) for e, t in batch]  # both sides unpadded
+        for idx in batches_by_token_budget(lengths, self.batch_tokens, keys=pair_lengths):
             rows = [(list(map(int, batch[i][0])), list(map(int, batch[i][1]))) for i in idx]
             if all(not t for _, t in rows):
                 continue

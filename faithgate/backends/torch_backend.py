@@ -16,6 +16,7 @@ from faithgate.backends.base import (
     TokenEmbeddings,
 )
 from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old imports
+    equal_length_batches,
     pool_and_normalise,
     read_pooling,
     run_in_length_order,
@@ -177,10 +178,13 @@ class TorchPairClassifier(_TokenizedModel, PairClassifier):
         id2label = self.model.config.id2label
         return [str(id2label[i]).lower() for i in range(len(id2label))]
 
-    def _encode(self, premises: list[str], hypotheses: list[str]) -> Any:
+    def _encode(self, premises: list[str], hypotheses: list[str], tensors: bool = True) -> Any:
         """Cut the premise (the source side) to fit; when a hypothesis alone is longer than the
-        window, only_first cannot fit it, so cut both sides (as the onnxruntime backend does)."""
-        kwargs = {"max_length": self.max_length, "padding": True, "return_tensors": "pt"}
+        window, only_first cannot fit it, so cut both sides (as the onnxruntime backend does).
+        ``tensors=False``: plain id lists, unpadded (to read the lengths)."""
+        kwargs: dict[str, Any] = {"max_length": self.max_length}
+        if tensors:
+            kwargs.update(padding=True, return_tensors="pt")
         try:
             return self.tokenizer(premises, hypotheses, truncation="only_first", **kwargs)
         except Exception:  # noqa: BLE001 - tokenizers raises a bare Exception for this case
@@ -188,14 +192,18 @@ class TorchPairClassifier(_TokenizedModel, PairClassifier):
 
     def predict_proba(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
         torch = self.torch
+        premises, hypotheses = list(premises), list(hypotheses)
         out = np.zeros((len(premises), len(self.labels)), dtype=np.float64)
-        for b in range(0, len(premises), self.batch_size):
-            enc = self._encode(
-                list(premises[b : b + self.batch_size]), list(hypotheses[b : b + self.batch_size])
-            )
+        if not premises:
+            return out
+        # Pairs of equal token length share a batch: no padding, so a pair's probabilities do
+        # not depend on the other pairs scored with it (see backends.windowing).
+        lengths = [len(ids) for ids in self._encode(premises, hypotheses, False)["input_ids"]]
+        for idx in equal_length_batches(lengths, self.batch_size):
+            enc = self._encode([premises[i] for i in idx], [hypotheses[i] for i in idx])
             with torch.inference_mode():
                 logits = self.model(**enc).logits.float()
-            out[b : b + len(logits)] = torch.softmax(logits, dim=-1).numpy()
+            out[idx] = torch.softmax(logits, dim=-1).numpy()
         return out
 
 

@@ -308,7 +308,8 @@ class TorchSeq2SeqLM(_TorchLMBase):
                     f"encoder input of {len(enc)} / target of {len(tgt)} tokens exceeds the "
                     f"model window {self.max_length}"
                 )
-        for idx in batches_by_token_budget(lengths, self.batch_tokens):
+        pair_lengths = [(len(e), len(t)) for e, t in batch]  # both sides unpadded
+        for idx in batches_by_token_budget(lengths, self.batch_tokens, keys=pair_lengths):
             rows = [(list(map(int, batch[i][0])), list(map(int, batch[i][1]))) for i in idx]
             if all(not t for _, t in rows):
                 continue

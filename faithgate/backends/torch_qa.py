@@ -17,6 +17,7 @@ from typing import Any
 
 from faithgate.backends.base import Answer, ExtractiveQA, RoleModel, TextGenerator
 from faithgate.backends.torch_backend import _import_torch, load_hf_model, load_tokenizer
+from faithgate.backends.windowing import equal_length_batches
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
@@ -53,10 +54,17 @@ class TorchTextGenerator(TextGenerator):
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def generate(self, inputs: Sequence[str], max_new_tokens: int = 32) -> list[str]:
-        out: list[str] = []
-        for b in range(0, len(inputs), self.batch_size):
+        inputs = list(inputs)
+        out: list[str] = [""] * len(inputs)
+        # Inputs of equal token length share a batch: no padding, so an output does not
+        # depend on what else is generated with it (see backends.windowing).
+        tokenized = (
+            self.tokenizer(inputs, truncation=True, max_length=self.max_length) if inputs else None
+        )
+        lengths = [len(ids) for ids in tokenized["input_ids"]] if tokenized else []
+        for idx in equal_length_batches(lengths, self.batch_size):
             enc = self.tokenizer(
-                list(inputs[b : b + self.batch_size]),
+                [inputs[i] for i in idx],
                 truncation=True,
                 max_length=self.max_length,
                 padding=True,
@@ -71,9 +79,9 @@ class TorchTextGenerator(TextGenerator):
                     do_sample=False,
                     num_beams=1,
                 )
-            out.extend(
-                t.strip() for t in self.tokenizer.batch_decode(ids, skip_special_tokens=True)
-            )
+            texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+            for i, text in zip(idx, texts, strict=True):
+                out[i] = text.strip()
         return out
 
 

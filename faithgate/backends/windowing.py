@@ -7,8 +7,9 @@ token embeddings of long texts exactly as the torch reference does.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,36 +63,54 @@ def read_pooling(model_dir: str | Path) -> str:
     return "mean"
 
 
+# Batches never mix sequence lengths, so no sequence is ever padded. Padding changes the
+# shapes of a forward pass and with them the float32 summation order inside its kernels, so
+# a padded sequence's outputs differed (by ~1e-7) with the other texts of its batch: a cached
+# score and a fresh one disagreed. Without padding a sequence's outputs depend only on the
+# sequence (tests/test_batch_independence.py checks it bit for bit, every metric); batching
+# is kept for texts of equal length, where it is free.
+
+
+def equal_length_batches(lengths: Sequence[Hashable], max_items: int) -> list[list[int]]:
+    """Indices grouped by exactly equal length (or length tuple, e.g. encoder and decoder
+    lengths), at most ``max_items`` per batch, shortest first; within a length, given order."""
+    by_length: dict[Any, list[int]] = {}
+    for i, n in enumerate(lengths):
+        by_length.setdefault(n, []).append(i)
+    step = max(1, int(max_items))
+    return [
+        group[b : b + step]
+        for n in sorted(by_length)
+        for group in [by_length[n]]
+        for b in range(0, len(group), step)
+    ]
+
+
 def run_in_length_order(
     seqs: Sequence[Sequence[int]],
     batch_size: int,
     forward: Callable[[list[list[int]]], list[np.ndarray]],
 ) -> list[np.ndarray]:
-    """Run ``forward`` over batches of similar-length id sequences (less padding) and return
-    its per-sequence outputs in the original order."""
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    """Run ``forward`` over batches of equal-length id sequences (no padding: see above) and
+    return its per-sequence outputs in the original order."""
     results: list[np.ndarray | None] = [None] * len(seqs)
-    for b in range(0, len(order), batch_size):
-        idx = order[b : b + batch_size]
+    for idx in equal_length_batches([len(s) for s in seqs], batch_size):
         for i, out in zip(idx, forward([list(seqs[i]) for i in idx]), strict=True):
             results[i] = out
     return results  # type: ignore[return-value]
 
 
-def batches_by_token_budget(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length whose padded size (longest x count)
-    stays within ``budget`` tokens; a sequence longer than the budget gets a batch alone."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+def batches_by_token_budget(
+    lengths: Sequence[int], budget: int, keys: Sequence[Hashable] | None = None
+) -> list[list[int]]:
+    """Indices grouped into batches of equal length (no padding: see above) whose size
+    (length x count) stays within ``budget`` tokens; a sequence longer than the budget gets a
+    batch alone. ``keys`` (default: the lengths) decide what "equal" means, e.g. the pair of
+    encoder and decoder lengths of a sequence-to-sequence model."""
     batches: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        width = max([lengths[j] for j in current] + [lengths[i]])
-        if current and width * (len(current) + 1) > budget:
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
+    for group in equal_length_batches(lengths if keys is None else keys, len(lengths) or 1):
+        step = max(1, budget // max(lengths[group[0]], 1))
+        batches.extend(group[b : b + step] for b in range(0, len(group), step))
     return batches
 
 
