@@ -49,7 +49,10 @@ def test_bertscore_precision_recall_f1_by_hand():
     f = 2 * p * r / (p + r)
     assert s.details["precision"] == pytest.approx(p)
     assert s.details["recall"] == pytest.approx(r)
-    assert s.value == pytest.approx(f)  # default component f1
+    assert s.value == pytest.approx(p)  # default component: precision (issue 16)
+    (f1,), _ = score(get_metric("bertscore", component="f1"), [Example("1", SOURCE, SUMMARY)])
+    assert f1.value == pytest.approx(f)
+    assert f1.settings_hash != s.settings_hash  # the component is part of the hash
     assert s.details["n_summary_tokens"] == 4 and s.details["n_source_tokens"] == 6
 
 
