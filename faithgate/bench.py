@@ -24,16 +24,26 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from faithgate.atomic import atomic_write_text
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
+from faithgate.execution import (
+    ExecutionSettings,
+    Executor,
+    LocalExecutor,
+    ScorerRecipe,
+    make_executor,
+)
 from faithgate.io import load_examples
 from faithgate.meta import Item, evaluate, items_from_examples, roc_auc
 from faithgate.types import Example
+
+if TYPE_CHECKING:
+    from faithgate.metrics.base import Metric
 
 COMBINATION_FORMAT = "faithgate-combination/1"
 
@@ -130,6 +140,7 @@ class Bench:
         metric_settings: Mapping[str, Mapping[str, Any]] | None = None,
         batch_size: int = 64,
         progress: bool = False,
+        execution: ExecutionSettings | None = None,
     ) -> None:
         from faithgate.backends import ModelPool
         from faithgate.metrics.base import get_metric
@@ -141,16 +152,23 @@ class Bench:
         settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
         self.metrics = [get_metric(m, **settings.get(m, {})) for m in metrics]
         self.pool = ModelPool(dict(models or {}), backend=backend)
+        # Where scoring runs (faithgate.execution); workers rebuild each metric from its recipe.
+        self.execution = execution or ExecutionSettings()
+        self.recipe = ScorerRecipe(
+            tuple(metrics),
+            metric_settings={m: settings[m] for m in metrics if m in settings},
+            models=dict(models or {}),
+            backend=backend,
+        )
         cache_path = default_cache_path() if cache == "default" else cache
         self.cache = ScoreCache(cache_path) if cache_path else None
         self.timings = _Timings(Path(cache_path) if cache_path else None)
-        self.batch_size = batch_size
+        # A remote executor gets bigger calls so every worker has batches queued.
+        self.batch_size = batch_size if self.execution.executor == "local" else max(batch_size, 256)
         self.progress = progress
 
     def score(self, examples: Sequence[Example]) -> dict[str, MetricRun]:
         """Every metric's scores for ``examples`` (NaN where a metric could not score one)."""
-        from faithgate.scorer import Scorer
-
         # Duplicated (source, summary) rows (BUMP references) are scored once.
         uniq: dict[tuple[str, str], int] = {}
         for ex in examples:
@@ -159,72 +177,95 @@ class Bench:
         where = [uniq[(ex.source, ex.summary)] for ex in examples]
         runs: dict[str, MetricRun] = {}
         for metric in self.metrics:
-            scorer = Scorer([metric], pool=self.pool, cache=self.cache)
-            shash = scorer.settings_hashes()[metric.name]
-            values = np.full(len(unique_examples), np.nan)
-            errors: list[str] = []
-            computed = cached = 0
-            seconds = 0.0
-            load_seconds = None
-            # Loading models and pipelines is a one-time cost: score the first uncached item
-            # alone and keep its time out of the per-item figure.
-            first_miss = next(
-                (
-                    i
-                    for i, ex in enumerate(unique_examples)
-                    if self.cache is None or self.cache.get(shash, ex.source, ex.summary) is None
-                ),
-                None,
-            )
-            if first_miss is not None:
-                t0 = time.perf_counter()
-                warm = scorer.score([unique_examples[first_miss]])[0][metric.name]
-                load_seconds = time.perf_counter() - t0
-                if self.cache is None or not warm.ok:
-                    values[first_miss] = warm.value if warm.ok else np.nan
-            for start in range(0, len(unique_examples), self.batch_size):
-                batch = unique_examples[start : start + self.batch_size]
-                hits_before = self.cache.hits if self.cache else 0
-                t0 = time.perf_counter()
-                results = scorer.score(batch)
-                elapsed = time.perf_counter() - t0
-                hits = (self.cache.hits - hits_before) if self.cache else 0
-                if len(batch) - hits > 0:
-                    seconds += elapsed
-                computed += len(batch) - hits
-                cached += hits
-                for j, res in enumerate(results):
-                    sc = res[metric.name]
-                    values[start + j] = sc.value if sc.ok else np.nan
-                    if not sc.ok and sc.error and len(errors) < 5:
-                        errors.append(sc.error)
-                if self.progress:
-                    import click
-
-                    click.echo(
-                        f"  {metric.name}: {min(start + self.batch_size, len(unique_examples))}"
-                        f"/{len(unique_examples)}",
-                        err=True,
-                    )
-            timed = computed  # items scored inside the timed batches
-            if first_miss is not None and self.cache is not None and warm.ok:
-                # the warm-up item was computed (untimed) and then read back from the cache
-                cached -= 1
-                computed += 1
-            if timed:
-                self.timings.add(shash, seconds, timed)
-            per_item = (seconds / timed) if timed else self.timings.per_item(shash)
-            runs[metric.name] = MetricRun(
-                metric.name,
-                shash,
-                values[where],
-                per_item,
-                computed,
-                cached,
-                errors,
-                load_seconds,
-            )
+            executor = self._executor(metric)
+            try:
+                runs[metric.name] = self._score_metric(metric, executor, unique_examples, where)
+            finally:
+                executor.close()
         return runs
+
+    def _executor(self, metric: Metric) -> Executor:
+        """One metric's executor: locally a ``Scorer`` on the shared pool and cache (one
+        metric at a time, so its time per item is its own); remotely the same recipe."""
+        from faithgate.scorer import Scorer
+
+        if self.execution.executor == "local":
+            return LocalExecutor(scorer=Scorer([metric], pool=self.pool, cache=self.cache))
+        return make_executor(
+            self.execution, self.recipe.select([metric.name]), pool=self.pool, cache=self.cache
+        )
+
+    def _score_metric(
+        self,
+        metric: Metric,
+        executor: Executor,
+        unique_examples: list[Example],
+        where: list[int],
+    ) -> MetricRun:
+        shash = executor.settings_hashes()[metric.name]
+        values = np.full(len(unique_examples), np.nan)
+        errors: list[str] = []
+        computed = cached = 0
+        seconds = 0.0
+        load_seconds = None
+        # Loading models and pipelines is a one-time cost: score the first uncached item
+        # alone and keep its time out of the per-item figure.
+        first_miss = next(
+            (
+                i
+                for i, ex in enumerate(unique_examples)
+                if self.cache is None or self.cache.get(shash, ex.source, ex.summary) is None
+            ),
+            None,
+        )
+        if first_miss is not None:
+            t0 = time.perf_counter()
+            warm = executor.score([unique_examples[first_miss]])[0][metric.name]
+            load_seconds = time.perf_counter() - t0
+            if self.cache is None or not warm.ok:
+                values[first_miss] = warm.value if warm.ok else np.nan
+        for start in range(0, len(unique_examples), self.batch_size):
+            batch = unique_examples[start : start + self.batch_size]
+            hits_before = self.cache.hits if self.cache else 0
+            t0 = time.perf_counter()
+            results = executor.score(batch)
+            elapsed = time.perf_counter() - t0
+            hits = (self.cache.hits - hits_before) if self.cache else 0
+            if len(batch) - hits > 0:
+                seconds += elapsed
+            computed += len(batch) - hits
+            cached += hits
+            for j, res in enumerate(results):
+                sc = res[metric.name]
+                values[start + j] = sc.value if sc.ok else np.nan
+                if not sc.ok and sc.error and len(errors) < 5:
+                    errors.append(sc.error)
+            if self.progress:
+                import click
+
+                click.echo(
+                    f"  {metric.name}: {min(start + self.batch_size, len(unique_examples))}"
+                    f"/{len(unique_examples)}",
+                    err=True,
+                )
+        timed = computed  # items scored inside the timed batches
+        if first_miss is not None and self.cache is not None and warm.ok:
+            # the warm-up item was computed (untimed) and then read back from the cache
+            cached -= 1
+            computed += 1
+        if timed:
+            self.timings.add(shash, seconds, timed)
+        per_item = (seconds / timed) if timed else self.timings.per_item(shash)
+        return MetricRun(
+            metric.name,
+            shash,
+            values[where],
+            per_item,
+            computed,
+            cached,
+            errors,
+            load_seconds,
+        )
 
 
 # ---------------------------------------------------------------- learned combination
@@ -347,6 +388,7 @@ def run_bench(
     save_weights: str | Path | None = None,
     combine_limit: int | None = -1,
     progress: bool = False,
+    execution: ExecutionSettings | None = None,
 ) -> dict[str, Any]:
     """Score every file with every metric and meta-evaluate; returns a JSON-ready dict.
 
@@ -360,6 +402,7 @@ def run_bench(
         models=models,
         metric_settings=metric_settings,
         progress=progress,
+        execution=execution,
     )
     result: dict[str, Any] = {"metrics": list(metrics), "limit": limit, "datasets": {}}
     loaded: dict[str, tuple[list[Example], list[Item], dict[str, MetricRun]]] = {}
