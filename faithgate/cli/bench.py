@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from faithgate.backends import BACKEND_CHOICES
+from faithgate.cli.execution_options import execution_options, execution_settings
 from faithgate.cli.score import parse_assignments, parse_settings, read_text_arg
 from faithgate.errors import InputError
 from faithgate.paths import refuse_overwriting_inputs
@@ -95,6 +96,7 @@ def _cache_arg(cache_path: str | None, no_cache: bool) -> str | None:
 @_cache_option
 @_no_cache_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@execution_options
 def bench_command(
     data: tuple[str, ...],
     metric_names: tuple[str, ...],
@@ -113,6 +115,9 @@ def bench_command(
     cache_path: str | None,
     no_cache: bool,
     quiet: bool,
+    executor: str | None,
+    address: str | None,
+    num_workers: int | None,
 ) -> None:
     """Meta-evaluate metrics on labelled benchmark files (Markdown table, or --json)."""
     from faithgate.bench import json_ready, markdown_report, run_bench
@@ -142,6 +147,7 @@ def bench_command(
         save_weights=save_weights,
         combine_limit=-1 if combine_limit is None else (combine_limit or None),
         progress=not quiet,
+        execution=execution_settings(executor, address, num_workers),
     )
     doc = json_ready(result)
     if output:
@@ -180,6 +186,7 @@ def bench_command(
 @_cache_option
 @_no_cache_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@execution_options
 def calibrate_command(
     data: str,
     metric_name: str,
@@ -195,6 +202,9 @@ def calibrate_command(
     cache_path: str | None,
     no_cache: bool,
     fmt: str,
+    executor: str | None,
+    address: str | None,
+    num_workers: int | None,
 ) -> None:
     """Pick a threshold for METRIC on labelled data and write it to the gate configuration."""
     from faithgate.bench import Bench, json_ready, limit_examples
@@ -215,6 +225,7 @@ def calibrate_command(
         backend=backend,
         models=parse_assignments(model_args, "--model"),
         metric_settings=parse_settings(settings),
+        execution=execution_settings(executor, address, num_workers),
     )
     run = bench.score(labelled)[metric_name]
     cal = calibrate(

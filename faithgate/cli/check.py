@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from faithgate.cli.execution_options import execution_options, execution_overrides
 from faithgate.errors import FaithgateError, InputError
 
 
@@ -124,6 +125,7 @@ def _parse_thresholds(values: tuple[str, ...]) -> tuple[float | None, dict[str, 
     help="progress bar while scoring (default: on a terminal for long runs)",
 )
 @click.option("-q", "--quiet", is_flag=True, help="print only the verdict line")
+@execution_options
 @_user_errors
 def check_command(
     config_path: str | None,
@@ -145,6 +147,9 @@ def check_command(
     html: str | None,
     progress: bool | None,
     quiet: bool,
+    executor: str | None,
+    address: str | None,
+    num_workers: int | None,
 ) -> None:
     """Score outputs and gate on the configured rules: exit 0 pass, 1 fail, 2 usage error."""
     from faithgate.config import load_config
@@ -176,6 +181,7 @@ def check_command(
         markdown=markdown,
         json=json_path,
         html=html,
+        execution=execution_overrides(executor, address, num_workers),
     )
     unknown = set(named) - set(config.metrics)
     if unknown:
