@@ -76,31 +76,27 @@ def test_bertscore_component_setting():
     assert r.value == pytest.approx(4 / 6)
 
 
-def test_bertscore_idf_over_batch_sources():
-    examples = [
-        Example("1", "Cats sleep all day.", "Cats bark."),
-        Example("2", "Cats sing.", "Cats sing."),
-    ]
-    (s1, s2), _ = score(get_metric("bertscore", idf=True), examples)
-    # M = 2 sources: idf(cats) = log(3/3) = 0; sleep/all/day/sing df 1 -> log(3/2);
-    # bark unseen -> log 3.  Summary 1: only bark carries weight; best match of bark (e4) is 0.
-    assert s1.details["precision"] == pytest.approx(0.0, abs=1e-6)
-    # source 1 tokens: cats (w 0), sleep 0 (w l), all 0 (w l), day 0 (w l) -> R = 0;
-    # with the fake vectors, cats of the summary matches only cats
-    assert s1.details["recall"] == pytest.approx(0.0, abs=1e-6)
-    # summary 2 "cats sing" vs source "cats sing": weights (0, log 1.5) -> P = R = 1
-    assert s2.details["precision"] == pytest.approx(1.0)
-    assert s2.details["recall"] == pytest.approx(1.0)
-    assert "idf_fallback" not in s2.details
+def test_bertscore_idf_over_the_source_sentences():
+    ex = Example("1", SOURCE, SUMMARY)
+    (s,), _ = score(get_metric("bertscore", idf=True), [ex])
+    # M = 2 source sentences, every source word in one of them: idf log(3/2); unseen log 3.
+    lo, un = math.log(3 / 2), math.log(3)
+    # summary: cats (lo, 1), sleep (lo, 1), dogs (un, 0.8 to birds), bark (un, 1)
+    assert s.details["precision"] == pytest.approx((2 * lo + un * 1.8) / (2 * lo + 2 * un))
+    assert s.details["recall"] == pytest.approx(4 / 6)  # equal weights on the source side
+    assert "idf_fallback" not in s.details
+    # The weights come from this example alone: other examples in the batch change nothing.
+    other = Example("2", "Cats sing. Cats sleep. Cats bark.", "Cats sing.")
+    (t, _), _ = score(get_metric("bertscore", idf=True), [ex, other])
+    assert t.value == s.value and t.details["precision"] == s.details["precision"]
 
 
-def test_bertscore_idf_single_source_falls_back_to_uniform():
-    (s,), _ = score(get_metric("bertscore", idf=True), [Example("1", SOURCE, SUMMARY)])
-    # M = 1: every source token has idf 0 -> uniform weights on that side, reported
+def test_bertscore_idf_single_sentence_source_falls_back_to_uniform():
+    (s,), _ = score(get_metric("bertscore", idf=True), [Example("1", "Cats sing.", "Cats sing.")])
+    # M = 1: every token has idf log(2/2) = 0 -> uniform weights, reported
     assert s.details["idf_fallback"] is True
-    assert s.details["recall"] == pytest.approx(4 / 6)
-    # summary: dogs, bark unseen (log 2), cats, sleep idf 0 -> P = (0.8 + 1) / 2
-    assert s.details["precision"] == pytest.approx(0.9)
+    assert s.details["precision"] == pytest.approx(1.0)
+    assert s.details["recall"] == pytest.approx(1.0)
 
 
 def test_idf_weights_formula():

@@ -97,10 +97,11 @@ class BERTScore(Metric):
     reference, recall rewards covering the article rather than saying only what it supports
     (BUMP task 1: P ranks 80.4% of pairs right, F1 77.1%); ``f1`` and ``recall`` stay
     available as settings (docs/metrics/bertscore.md). idf follows
-    bert_score: ``log((M + 1) / (df + 1))`` over the distinct *sources of the batch* (the
-    references of the _art variant); when every weight of a side is 0 (one source: every source
-    token has df = M) the side falls back to uniform weights and ``details.idf_fallback`` says
-    so. Special tokens ([CLS], [SEP]) are excluded. No baseline rescaling (bert_score ships no
+    bert_score's formula ``log((M + 1) / (df + 1))`` with the *sentences of the example's
+    source* as the M documents (not the other sources of the batch: a score depends on its own
+    example alone); when every weight of a side is 0 (e.g. a one-sentence source: every token
+    has df = M) the side falls back to uniform weights and ``details.idf_fallback`` says so.
+    Special tokens ([CLS], [SEP]) are excluded. No baseline rescaling (bert_score ships no
     baseline for MiniLM), so values sit in a narrow band near the top of [-1, 1]; compare
     scores, do not read them as probabilities. Sources longer than the encoder's context are
     embedded in overlapping windows by the ``TextEncoder`` (``details.source_windowed``).
@@ -116,6 +117,8 @@ class BERTScore(Metric):
     # spaCy splits sentences (per-sentence details; SentSim's value too): part of the hash.
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"component": "precision", "layer": None, "idf": False}
+    # 2: idf over the example's source sentences (was: over the sources of the batch).
+    version = "2"
 
     def validate_settings(self) -> None:
         _check_component(self.name, self.settings["component"], COMPONENTS)
@@ -139,10 +142,7 @@ class BERTScore(Metric):
                 f"metric 'bertscore': layer {self.settings['layer']} does not exist in the embedder"
             ) from None
         by_text = dict(zip(texts, embedded, strict=True))
-        idf, unseen = (None, 0.0)
-        if self.settings["idf"]:
-            idf, unseen = idf_weights([by_text[s].tokens for s in sources])
-        return [self._one(ex, by_text, idf, unseen, encoder, ctx, shash) for ex in examples]
+        return [self._one(ex, by_text, encoder, ctx, shash) for ex in examples]
 
     def _weights(self, tokens: list[str], idf: dict[str, float] | None, unseen: float):
         if idf is None:
@@ -152,11 +152,19 @@ class BERTScore(Metric):
             return np.ones(len(tokens)), True
         return w, False
 
-    def _one(self, ex, by_text, idf, unseen, encoder, ctx, shash) -> Score:
+    def _one(self, ex, by_text, encoder, ctx, shash) -> Score:
         summ, src = by_text[ex.summary], by_text[ex.source]
         if len(summ.tokens) == 0 or len(src.tokens) == 0:
             which = "summary" if len(summ.tokens) == 0 else "source"
             return Score.failed(self.name, shash, ex.id, f"the {which} has no tokens to embed")
+        sents = textmod.split_sentences(ex.summary, ctx.spacy_model)
+        src_sents = textmod.split_sentences(ex.source, ctx.spacy_model)
+        src_spans, src_exact = align_sentences(src_sents, len(src.tokens), encoder.count_tokens)
+        idf, unseen = (None, 0.0)
+        if self.settings["idf"]:
+            # The documents are the source's own sentences, so the weights (and the score)
+            # depend on this example alone, never on the other examples of the batch.
+            idf, unseen = idf_weights([src.tokens[a:b] for a, b in src_spans if b > a])
         x, y = _normalise(summ.vectors), _normalise(src.vectors)
         sim = x @ y.T  # (summary tokens, source tokens)
         best_for_summary = sim.max(axis=1)
@@ -170,10 +178,7 @@ class BERTScore(Metric):
         parts = {"precision": p, "recall": r, "f1": f}
 
         # Per summary sentence: its tokens' weighted mean best match (sentence precision).
-        sents = textmod.split_sentences(ex.summary, ctx.spacy_model)
-        src_sents = textmod.split_sentences(ex.source, ctx.spacy_model)
         spans, exact = align_sentences(sents, len(summ.tokens), encoder.count_tokens)
-        src_spans, src_exact = align_sentences(src_sents, len(src.tokens), encoder.count_tokens)
         src_owner = _owner_of_tokens(src_spans, len(src.tokens))
         sentences = []
         for i, (a, b) in enumerate(spans):
