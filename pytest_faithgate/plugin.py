@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from faithgate.errors import FaithgateError
+from faithgate.execution import EXECUTOR_CHOICES
 from pytest_faithgate.fixture import FaithgateFixture
 from pytest_faithgate.session import (
     Options,
@@ -106,6 +107,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("auto", "torch", "onnx"),
         default=None,
         help="model backend (default: from the configuration, else auto)",
+    )
+    group.addoption(
+        "--faithgate-executor",
+        choices=EXECUTOR_CHOICES,
+        default=None,
+        help="where the gate items score: local, or ray (a Ray cluster: address and workers "
+        "from [tool.faithgate.execution] or RAY_ADDRESS; default: from the configuration)",
     )
     for kind in ("junit", "markdown", "json", "html"):
         group.addoption(

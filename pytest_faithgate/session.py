@@ -45,6 +45,7 @@ class Options:
     update_baseline: bool = False
     force_baseline: bool = False
     backend: str | None = None
+    executor: str | None = None
     junit: str | None = None
     markdown: str | None = None
     json: str | None = None
@@ -65,6 +66,7 @@ class Options:
             update_baseline=bool(get("faithgate_update_baseline")),
             force_baseline=bool(get("faithgate_force_baseline")),
             backend=get("faithgate_backend"),
+            executor=get("faithgate_executor"),
             junit=get("faithgate_junit"),
             markdown=get("faithgate_markdown"),
             json=get("faithgate_json"),
@@ -197,6 +199,7 @@ def load_session_config(rootdir: Path, options: Options) -> GateConfig:
         min_pass_rate=options.min_pass_rate,
         baseline=options.baseline,
         backend=options.backend,
+        execution={"executor": options.executor} if options.executor else None,
         junit=options.junit,
         markdown=options.markdown,
         json=options.json,
