@@ -31,6 +31,7 @@ import numpy as np
 from faithgate.atomic import atomic_write_text
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
+from faithgate.escape import printable
 from faithgate.execution import (
     ExecutionSettings,
     Executor,
@@ -566,7 +567,7 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             o = m["overall"]
             n = f"{o['n']}" + (f" ({o['n_failed']} failed)" if o.get("n_failed") else "")
             lines.append(
-                f"| {dname} | {mname} | {n} | {_with_ci(o.get('consistency'), o.get('consistency_ci95'))} "
+                f"| {printable(dname)} | {mname} | {n} | {_with_ci(o.get('consistency'), o.get('consistency_ci95'))} "
                 f"| {_with_ci(o.get('roc_auc'), o.get('roc_auc_ci95'))} "
                 f"| {_with_ci(o.get('balanced_accuracy'), o.get('balanced_accuracy_ci95'))} "
                 f"| {_f(o.get('pearson'))} | {_f(o.get('spearman'))} | {_f(o.get('kendall'))} "
@@ -574,13 +575,13 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             )
             for t, g in m.get("by_error_type", {}).items():
                 by_type.append(
-                    f"| {dname} | {t} | {mname} | {g.get('n_pairs', g['n'])} "
+                    f"| {printable(dname)} | {printable(t)} | {mname} | {g.get('n_pairs', g['n'])} "
                     f"| {_with_ci(g.get('consistency'), g.get('consistency_ci95'))} "
                     f"| {_with_ci(g.get('roc_auc'), g.get('roc_auc_ci95'))} |"
                 )
             for origin, g in m.get("by_origin", {}).items():
                 by_origin.append(
-                    f"| {dname} | {origin} | {mname} | {g['n']} "
+                    f"| {printable(dname)} | {printable(origin)} | {mname} | {g['n']} "
                     f"| {_with_ci(g.get('roc_auc'), g.get('roc_auc_ci95'))} "
                     f"| {_f(g.get('pearson'))} | {_f(g.get('spearman'))} | {_f(g.get('kendall'))} |"
                 )

@@ -15,6 +15,7 @@ from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.execution_options import execution_options, execution_settings
 from faithgate.cli.score import parse_assignments, parse_settings, read_text_arg
 from faithgate.errors import InputError
+from faithgate.escape import defuse_workflow_commands, printable
 from faithgate.paths import refuse_overwriting_inputs
 
 _metric_option = click.option(
@@ -157,7 +158,7 @@ def bench_command(
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:
-        click.echo(markdown_report(result))
+        click.echo(defuse_workflow_commands(markdown_report(result)))
 
 
 @click.command("calibrate")
@@ -333,7 +334,7 @@ def perturb_command(
         click.echo("no safe edit found for the requested types")
     for v in variants:
         click.echo(f"[{v.type} | {v.error_type}] {v.original!r} -> {v.replacement!r}")
-        click.echo(f"  {v.summary}")
+        click.echo(f"  {printable(v.summary)}")  # user text: one line, no escape sequences
 
 
 def _perturb_file(
