@@ -178,3 +178,125 @@ def test_baseline_path_that_is_a_directory_is_named(project):
     res = CliRunner().invoke(cli, ["check", "--baseline", "adir"])
     assert res.exit_code == 2
     assert "is a directory" in res.output
+
+
+# -- points 5 and 10: `faithgate score` reads well -------------------------------------------
+
+SCORE_SOURCE = "The cat sat on the mat. A dog barked loudly at the postman."
+SCORE_SUMMARY = "The cat sat on the mat. The dog barked loudly. It sang."
+FAST = ["--metric", "overlap", "--metric", "sentsim", "--set", "sentsim.sim=token_f1"]
+
+
+@pytest.fixture
+def score_files(tmp_path, monkeypatch):
+    from fake_encoder import regex_split
+
+    from faithgate import text as textmod
+
+    monkeypatch.setattr(textmod, "split_sentences", regex_split)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "article.txt").write_text(SCORE_SOURCE, encoding="utf-8")
+    return tmp_path
+
+
+def score(*args: str):
+    return CliRunner().invoke(
+        cli, ["score", "--source", "article.txt", "--summary", SCORE_SUMMARY, *FAST, *args]
+    )
+
+
+def test_score_shows_direction_scale_and_sentence_quantity(score_files):
+    res = score()
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert out.startswith("every metric: higher = more faithful\n")
+    assert "rouge2 precision against the source, 0..1" in out
+    assert "precision of the best source-sentence similarity (token_f1), at most 1" in out
+    # per-sentence columns are labelled with what they hold
+    assert "  overlap: the same rouge2 precision for the sentence alone (0..1)" in out
+    assert "  sentsim: similarity to the most similar source sentence" in out
+
+
+def test_score_explains_overlap_categories(score_files):
+    out = score().stdout
+    assert "share of summary n-grams not in the source, n=1-4" in out
+    assert "with a word not in the source" in out
+    assert "% none" not in out  # the bare FEQA category name is not shown
+
+
+def test_score_verdict_from_threshold_flag(score_files):
+    res = score("--threshold", "overlap=0.2", "--threshold", "sentsim=0.99")
+    assert res.exit_code == 0  # a spot check: the verdict is shown, the gate is `check`
+    verdict = [line for line in res.stdout.splitlines() if line.startswith("verdict:")]
+    assert len(verdict) == 1
+    assert verdict[0].startswith("verdict: FAIL: sentsim ")
+    assert "< 0.9900 (thresholds from --threshold)" in verdict[0]
+    passing = score("--threshold", "0.01").stdout
+    assert "verdict: PASS: overlap, sentsim at or above threshold" in passing
+    bad = score("--threshold", "bertscore=0.5")
+    assert bad.exit_code == 2 and "not scored: bertscore" in bad.stderr
+
+
+def test_score_verdict_from_the_project_configuration(score_files):
+    (score_files / "faithgate.toml").write_text(
+        'metrics = ["overlap"]\noutputs = "o.jsonl"\n[thresholds]\noverlap = 0.99\n'
+    )
+    out = score().stdout
+    assert "verdict: FAIL: overlap" in out and "(thresholds from faithgate.toml)" in out
+    (score_files / "faithgate.toml").unlink()
+    assert "verdict: none (no threshold for these metrics" in score().stdout
+
+
+def test_score_json_carries_scale_threshold_and_verdict(score_files):
+    res = score("--format", "json", "--threshold", "overlap=0.2")
+    data = json.loads(res.stdout)
+    overlap = data["metrics"]["overlap"]
+    assert overlap["threshold"] == 0.2 and overlap["passed"] is True
+    assert overlap["scale"].startswith("rouge2 precision")
+    assert data["metrics"]["sentsim"]["passed"] is None
+
+
+def test_score_hints_why_a_short_sentence_is_least_supported(score_files):
+    out = score().stdout
+    lines = out.splitlines()
+    flagged = [line for line in lines if "<- least supported" in line]
+    assert len(flagged) == 1 and "It sang." in flagged[0]
+    start = lines.index("why sentence 3 may rank last:")
+    hints = "\n".join(lines[start + 1 :])
+    assert "a short sentence (2 words)" in hints
+    assert "refers back with 'it'" in hints
+
+
+def test_score_does_not_mark_a_tie_as_least_supported(score_files):
+    res = CliRunner().invoke(
+        cli,
+        ["score", "--source", "article.txt", "--summary", "The cat sat. The cat sat."]
+        + ["--metric", "overlap", "--set", "overlap.component=rouge1"],
+    )
+    assert res.exit_code == 0, res.output
+    assert "*" not in res.stdout.split("per summary sentence")[1].split("\n", 1)[1]
+    assert "<- least supported" not in res.stdout
+
+
+@pytest.mark.parametrize("option", ["--source", "--summary"])
+def test_score_says_a_directory_is_a_directory(score_files, option):
+    (score_files / "adir").mkdir()
+    args = {"--source": "article.txt", "--summary": "x"}
+    args[option] = "adir" if option == "--source" else "@adir"
+    res = CliRunner().invoke(
+        cli, ["score", "--source", args["--source"], "--summary", args["--summary"]]
+    )
+    assert res.exit_code == 2
+    assert res.stderr.strip().endswith("'adir' is a directory; give a text file (or - for stdin)")
+    assert "does not exist" not in res.stderr
+
+
+def test_harim_plus_sentence_column_is_labelled_as_a_different_quantity():
+    from faithgate.metrics.base import get_metric
+    from faithgate.metrics.reading import how_to_read
+
+    scale, sentence = how_to_read(get_metric("harim_plus"))
+    assert "7 HaRiM" in scale
+    assert sentence.startswith("mean log p(token | source)") and "not the headline" in sentence
+    scale, sentence = how_to_read(get_metric("bertscore", component="f1"))
+    assert scale.startswith("BERTScore f1")

@@ -31,6 +31,8 @@ def read_text_arg(value: str, what: str, allow_stdin: bool = True) -> str:
         name = "<stdin>"
     else:
         path = Path(value).expanduser()
+        if path.is_dir():
+            raise InputError(f"{what} {value!r} is a directory; give a text file (or - for stdin)")
         if not path.is_file():
             raise InputError(f"{what} file {value!r} does not exist")
         data, name = path.read_bytes(), value
@@ -95,12 +97,14 @@ def summarize_details(score: Score) -> str:
         r = d.get("rouge_precision", {})
         nov = d.get("novel_ngrams", {})
         prof = d.get("abstractiveness", {})
-        top = ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in prof.items() if v)
+        # FEQA's sentence categories, named for a reader: "none" alone reads as "no problem".
+        top = ", ".join(f"{v:.0%} {_CATEGORY_WORDS.get(k, k)}" for k, v in prof.items() if v)
         return (
-            f"R1 {_fmt(r.get('rouge1'), 3)} R2 {_fmt(r.get('rouge2'), 3)} "
-            f"RL {_fmt(r.get('rougeL'), 3)} | novel 1-4: "
+            f"ROUGE precision R1 {_fmt(r.get('rouge1'), 3)} R2 {_fmt(r.get('rouge2'), 3)} "
+            f"RL {_fmt(r.get('rougeL'), 3)} | share of summary n-grams not in the source, "
+            "n=1-4: "
             + "/".join(_fmt(nov.get(f"novel{n}"), 2) for n in range(1, 5))
-            + (f" | {top}" if top else "")
+            + (f" | sentences: {top}" if top else "")
         )
     if {"precision", "recall", "f1"} <= set(d):
         extra = f" ({d['sim']})" if "sim" in d else ""
@@ -113,6 +117,21 @@ def summarize_details(score: Score) -> str:
         if isinstance(v, int | float) and not isinstance(v, bool)
     ]
     return ", ".join(scalars[:4])
+
+
+# The overlap metric's abstractiveness categories (Durmus et al. 2020), as a reader needs them.
+_CATEGORY_WORDS = {
+    "sentence_extraction": "copied whole",
+    "span_extraction": "copied span",
+    "word_extraction": "words picked from one source sentence",
+    "perfect_fusion": "fused from source sentences",
+    "none": "with a word not in the source",
+}
+
+# Below this many words, similarity and n-gram metrics have little to match, so a faithful
+# short sentence often ranks lowest; the least supported hint says so.
+SHORT_SENTENCE_WORDS = 6
+_PRONOUNS = {"it", "its", "he", "him", "his", "she", "her", "they", "them", "their", "this"}
 
 
 def _models_text(identities: list[dict[str, Any]]) -> str:
@@ -143,31 +162,114 @@ def sentence_rows(sentences: list[str], scores: dict[str, Score]) -> list[dict[s
             if s is not None and s.evidence:
                 row.setdefault("evidence", {})[name] = s.evidence
         least = score.least_supported()
-        if least is not None and len(score.sentences) > 1 and least.index < len(rows):
+        scored = [x.value for x in score.sentences if not math.isnan(x.value)]
+        # A tie is not "least supported": mark a sentence only when another scores higher.
+        if (
+            least is not None
+            and len(scored) > 1
+            and least.value < max(scored)
+            and least.index < len(rows)
+        ):
             rows[least.index]["least_supported_by"].append(name)
     return rows
+
+
+def threshold_verdicts(
+    scores: dict[str, Score], thresholds: dict[str, float]
+) -> dict[str, bool | None]:
+    """Per metric: True/False against its threshold, None without one (or unscored)."""
+    out: dict[str, bool | None] = {}
+    for name, score in scores.items():
+        limit = thresholds.get(name)
+        ok = score.value is not None and not math.isnan(score.value)
+        out[name] = None if limit is None or not ok else bool(score.value >= limit)
+    return out
+
+
+def _why_least_supported(row: dict[str, Any], scores: dict[str, Score]) -> list[str]:
+    """Hints for the flagged sentence: each flagging metric's evidence, and the short-sentence
+    effect that makes a faithful closing line ("It will open in 2027.") rank last."""
+    hints = []
+    n_words = len(row["text"].split())
+    if n_words < SHORT_SENTENCE_WORDS:
+        hints.append(
+            f"a short sentence ({n_words} words): similarity and n-gram metrics have few words "
+            "to match, so short sentences score low even when faithful"
+        )
+    pronouns = sorted({w.strip(".,;:!?").lower() for w in row["text"].split()} & _PRONOUNS)
+    if pronouns:
+        hints.append(
+            f"it refers back with {', '.join(repr(p) for p in pronouns)}: the metrics compare "
+            "words, not what a pronoun stands for"
+        )
+    for name in row["least_supported_by"]:
+        evidence = row.get("evidence", {}).get(name)
+        if not evidence:
+            continue
+        if scores[name].metric == "overlap" and evidence.startswith("none"):
+            hints.append(f"{name}: it has a word that is not in the source")
+        else:
+            hints.append(f"{name}: closest source text: {printable(evidence)[:160]}")
+    return hints
 
 
 def render_text(
     scores: dict[str, Score],
     identities: dict[str, list[dict[str, Any]]],
     rows: list[dict[str, Any]],
+    reading: dict[str, tuple[str, str]] | None = None,
+    thresholds: dict[str, float] | None = None,
+    threshold_source: str | None = None,
 ) -> str:
+    """The text report: per metric its value, threshold, verdict and scale; then per summary
+    sentence each metric's per-sentence quantity, with the least supported sentence and why."""
+    reading = reading or {}
+    thresholds = thresholds or {}
+    verdicts = threshold_verdicts(scores, thresholds)
     names = list(scores)
     w = max(len(n) for n in names) + 2
-    lines = [f"{'metric':<{w}}{'value':>8}  details"]
+    lines = [
+        "every metric: higher = more faithful",
+        f"{'metric':<{w}}{'value':>8}  {'threshold':>9}  verdict  scale",
+    ]
     for name, score in scores.items():
-        lines.append(f"{name:<{w}}{_fmt(score.value):>8}  {printable(summarize_details(score))}")
+        limit = thresholds.get(name)
+        verdict = {True: "pass", False: "FAIL", None: "-"}[verdicts[name]]
+        scale = reading.get(name, ("", ""))[0] or "-"
         lines.append(
-            f"{'':<{w}}{'':>8}  hash {score.settings_hash}  models {_models_text(identities[name])}"
+            f"{name:<{w}}{_fmt(score.value):>8}  {_fmt(limit):>9}  {verdict:<7}  {scale}"
+        )
+        pad = " " * (w + 8 + 2)
+        lines.append(f"{pad}{printable(summarize_details(score))}")
+        lines.append(f"{pad}hash {score.settings_hash}  models {_models_text(identities[name])}")
+    judged = {n: v for n, v in verdicts.items() if v is not None}
+    if judged:
+        failed = [n for n, v in judged.items() if not v]
+        where = f" (thresholds from {threshold_source})" if threshold_source else ""
+        if failed:
+            detail = ", ".join(
+                f"{n} {_fmt(scores[n].value)} < {_fmt(thresholds[n])}" for n in failed
+            )
+            lines.append(f"verdict: FAIL: {detail}{where}")
+        else:
+            lines.append(f"verdict: PASS: {', '.join(judged)} at or above threshold{where}")
+    else:
+        lines.append(
+            "verdict: none (no threshold for these metrics: give --threshold NAME=X, or run "
+            "in a project whose [tool.faithgate] sets thresholds)"
         )
     if rows:
         lines.append("")
-        lines.append("per summary sentence (* = least supported sentence for that metric)")
+        lines.append("per summary sentence (* = the sentence that metric supports least):")
+        for name in names:
+            quantity = reading.get(name, ("", ""))[1]
+            if quantity:
+                lines.append(f"  {name}: {quantity}")
         cols = [max(len(n), 7) for n in names]
         header = f"{'#':>3}  " + "  ".join(f"{n:>{c}}" for n, c in zip(names, cols, strict=True))
         lines.append(header + "  sentence")
         worst = max((len(r["least_supported_by"]) for r in rows), default=0)
+        flagged = []
         for row in rows:
             cells = []
             for n, c in zip(names, cols, strict=True):
@@ -176,12 +278,20 @@ def render_text(
                 cells.append(f"{_fmt(v, 3) + mark:>{c + 1}}")
             text = printable(row["text"])  # user text: no line breaks or escape sequences
             text = text if len(text) <= 90 else text[:87] + "..."
+            is_worst = worst and len(row["least_supported_by"]) == worst
             flag = (
                 f"   <- least supported ({len(row['least_supported_by'])}/{len(names)} metrics)"
-                if worst and len(row["least_supported_by"]) == worst
+                if is_worst
                 else ""
             )
+            if is_worst:
+                flagged.append(row)
             lines.append(f"{row['index'] + 1:>3} " + " ".join(cells) + f"  {text}{flag}")
+        for row in flagged:
+            hints = _why_least_supported(row, scores)
+            if hints:
+                lines.append(f"why sentence {row['index'] + 1} may rank last:")
+                lines.extend(f"  - {h}" for h in hints)
     return "\n".join(lines)
 
 
@@ -218,6 +328,20 @@ def render_text(
     is_flag=True,
     help="Let a hub id be downloaded (never when HF_HUB_OFFLINE is set).",
 )
+@click.option(
+    "--threshold",
+    "threshold_args",
+    multiple=True,
+    metavar="X|NAME=X",
+    help="Threshold to show a verdict against, for every metric or one (default: the "
+    "thresholds of the [tool.faithgate] configuration found from here, if any).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="Configuration whose thresholds to show (default: search from the current directory).",
+)
 def score_command(
     source: str,
     summary: str,
@@ -227,10 +351,14 @@ def score_command(
     model_args: tuple[str, ...],
     backend: str,
     allow_download: bool,
+    threshold_args: tuple[str, ...],
+    config_path: str | None,
 ) -> None:
     """Score one summary against its source and show the least supported sentences.
 
-    Exit 0 when every metric scored, 1 when one could not, 2 on bad usage or input.
+    Shows each metric's scale, and a verdict against the thresholds given or configured; the
+    exit code does not depend on it (gate with ``faithgate check``): exit 0 when every metric
+    scored, 1 when one could not, 2 on bad usage or input.
     """
     from faithgate import text as textmod
     from faithgate.scorer import Scorer
@@ -246,6 +374,7 @@ def score_command(
             raise InputError("the summary is empty")
     models = parse_assignments(model_args, "--model")
     names = list(dict.fromkeys(metric_names or DEFAULT_SCORE_METRICS))
+    thresholds, threshold_source = _thresholds(threshold_args, config_path, names)
     scorer = Scorer(
         names,
         models=models,
@@ -260,23 +389,60 @@ def score_command(
     }
     sentences = textmod.split_sentences(summary_text, scorer.context.spacy_model)
     rows = sentence_rows(sentences, scores)
+    from faithgate.metrics.reading import how_to_read
+
+    reading = {m.name: how_to_read(m) for m in scorer.metrics}
+    verdicts = threshold_verdicts(scores, thresholds)
     if fmt == "json":
         payload = {
             "source": "<stdin>" if source == "-" else source,
             "summary": summary_text,
             "metrics": {
-                name: {**score.to_dict(), "models": identities[name]}
+                name: {
+                    **score.to_dict(),
+                    "models": identities[name],
+                    "scale": reading[name][0],
+                    "sentence_value": reading[name][1],
+                    "threshold": thresholds.get(name),
+                    "passed": verdicts[name],
+                }
                 for name, score in scores.items()
             },
             "sentences": rows,
         }
         click.echo(json.dumps(json_safe(payload), indent=2, allow_nan=False, ensure_ascii=False))
     else:
-        click.echo(defuse_workflow_commands(render_text(scores, identities, rows)))
+        text = render_text(scores, identities, rows, reading, thresholds, threshold_source)
+        click.echo(defuse_workflow_commands(text))
     failed = [f"{n}: {s.error}" for n, s in scores.items() if s.error]
     if failed:
         click.echo(f"faithgate: could not score with {printable('; '.join(failed))}", err=True)
         sys.exit(1)
+
+
+def _thresholds(
+    args: tuple[str, ...], config_path: str | None, names: list[str]
+) -> tuple[dict[str, float], str | None]:
+    """Thresholds to judge against: ``--threshold`` wins, else the configuration's (given by
+    ``--config`` or found from the current directory), restricted to the metrics run."""
+    from faithgate.cli.check import _parse_thresholds
+
+    common, named = _parse_thresholds(args)
+    if common is not None or named:
+        unknown = set(named) - set(names)
+        if unknown:
+            raise InputError(
+                f"--threshold names metric(s) not scored: {', '.join(sorted(unknown))}"
+            )
+        base = dict.fromkeys(names, common) if common is not None else {}
+        return {**base, **named}, "--threshold"
+    from faithgate.config import load_config
+
+    config = load_config(config_path)
+    found = {m: t for m, t in config.thresholds.items() if m in names}
+    if not found or config.source is None:
+        return {}, None
+    return found, str(config.display_path(config.source))
 
 
 @click.command("metrics")
