@@ -86,7 +86,7 @@ class ScoringWorker:
         return os.getpid()
 
     def score(self, examples: list[Example], todo: dict[str, list[int]]) -> dict[str, Any]:
-        """``{"scores": [...], "stats": {...}, "pid": ...}``; a configuration problem comes
+        """``{"scores": [...], "stats": {...}, "pid": ..., "node": ...}``; a configuration problem comes
         back as ``{"error": FaithgateError}`` (raised on the driver, not retried)."""
         try:
             if self.scorer is None:
@@ -100,7 +100,10 @@ class ScoringWorker:
         except FaithgateError as exc:
             return {"error": exc}
         stats = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-        return {"scores": scores, "stats": stats, "pid": os.getpid()}
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        return {"scores": scores, "stats": stats, "pid": os.getpid(), "node": node}
 
     def _engines(self) -> list[Any]:
         # ScoringContext keeps its shared engines privately; only their counters are read.
@@ -122,7 +125,8 @@ class ScoringWorker:
 
 class RayExecutor:
     """Scores on a Ray cluster (see the module docstring). ``stats`` counts batches, retries,
-    actor restarts, examples isolated and failed, and the workers' engine passes/tokens."""
+    actor restarts, examples isolated and failed, and the workers' engine passes/tokens;
+    ``nodes`` the Ray node ids that returned scores."""
 
     name = "ray"
 
@@ -140,6 +144,7 @@ class RayExecutor:
         self._generation: list[int] = []
         self._owns_ray = False
         self._actor_class: Any = None
+        self.nodes: set[str] = set()
         self.stats: dict[str, int] = {
             "batches": 0,
             "retries": 0,
@@ -302,6 +307,7 @@ class RayExecutor:
             if "error" in out:
                 raise out["error"]
             self.stats["batches"] += 1
+            self.nodes.add(out["node"])
             for k, v in out["stats"].items():
                 self.stats[k] = self.stats.get(k, 0) + v
             for i, scores in zip(idx, out["scores"], strict=True):

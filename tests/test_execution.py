@@ -1,0 +1,180 @@
+"""The execution seam (faithgate/execution.py): recipe, local executor, driver-side cache,
+settings parsing and source-grouped batching. Runs without Ray."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from faithgate.cache import ScoreCache
+from faithgate.config import GateConfig
+from faithgate.errors import ConfigError
+from faithgate.execution import (
+    CachedExecutor,
+    ExecutionSettings,
+    Executor,
+    LocalExecutor,
+    ScorerRecipe,
+    make_executor,
+)
+from faithgate.ray_executor import source_batches
+from faithgate.scorer import Scorer
+from faithgate.types import Example, Score
+
+SRC_A = "The mayor opened the new bridge in Leeds on Monday. It cost 40 million pounds."
+SRC_B = "A storm closed three schools in Cork. Classes resume on Friday, the council said."
+EXAMPLES = [
+    Example("a1", SRC_A, "The mayor opened a bridge in Leeds."),
+    Example("b1", SRC_B, "A storm closed schools in Cork."),
+    Example("a2", SRC_A, "The mayor opened a bridge in York."),
+    Example("b2", SRC_B, "A storm closed ten schools in Cork."),
+]
+
+
+class CountingExecutor:
+    """Wraps an executor and records which cells it was asked to compute."""
+
+    name = "counting"
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.calls: list[tuple[list[str], dict[str, list[int]] | None]] = []
+
+    def score(
+        self,
+        examples: Sequence[Example],
+        *,
+        todo: Mapping[str, Sequence[int]] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[dict[str, Score]]:
+        self.calls.append(
+            ([e.id for e in examples], {k: list(v) for k, v in todo.items()} if todo else None)
+        )
+        return self.inner.score(examples, todo=todo, progress=progress)
+
+    def settings_hashes(self) -> dict[str, str]:
+        return self.inner.settings_hashes()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_recipe_pickles_and_rebuilds_the_same_scorer() -> None:
+    recipe = ScorerRecipe(("overlap", "ner"), metric_settings={"overlap": {"component": "rouge1"}})
+    clone = pickle.loads(pickle.dumps(recipe))
+    assert clone == recipe
+    built = clone.build()
+    direct = Scorer(["overlap", "ner"], metric_settings={"overlap": {"component": "rouge1"}})
+    assert built.settings_hashes() == direct.settings_hashes()
+    assert recipe.select(["ner"]).metric_names == ["ner"]
+    assert recipe.select(["ner"]).metric_settings == {}
+
+
+def test_recipe_from_config_keeps_only_selected_metric_settings() -> None:
+    cfg = GateConfig.from_dict(
+        {
+            "metrics": ["overlap"],
+            "metric_settings": {"overlap": {"component": "rouge1"}, "ner": {}},
+            "backend": "onnx",
+        }
+    )
+    recipe = ScorerRecipe.from_config(cfg)
+    assert recipe.metrics == ("overlap",)
+    assert recipe.metric_settings == {"overlap": {"component": "rouge1"}}
+    assert recipe.backend == "onnx"
+
+
+def test_local_executor_equals_scorer_and_honours_todo() -> None:
+    recipe = ScorerRecipe(("overlap", "ner"))
+    local = LocalExecutor(recipe)
+    got = local.score(EXAMPLES)
+    want = Scorer(["overlap", "ner"]).score(EXAMPLES)
+    assert [{k: s.to_dict() for k, s in r.items()} for r in got] == [
+        {k: s.to_dict() for k, s in r.items()} for r in want
+    ]
+    part = local.score(EXAMPLES, todo={"overlap": [1], "ner": [0, 1]})
+    assert [sorted(r) for r in part] == [["ner"], ["ner", "overlap"], [], []]
+    assert part[1]["overlap"].value == want[1]["overlap"].value
+
+
+def test_cached_executor_sends_only_missing_cells(tmp_path: Path) -> None:
+    recipe = ScorerRecipe(("overlap", "ner"))
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    inner = CountingExecutor(LocalExecutor(recipe))
+    cached = CachedExecutor(inner, cache)
+    done: list[int] = []
+    first = cached.score(EXAMPLES, progress=done.append)
+    assert sum(done) == len(EXAMPLES)
+    assert inner.calls[0][0] == ["a1", "b1", "a2", "b2"]
+    assert (cache.hits, cache.misses) == (0, 8)
+    # The same examples again: all hits, nothing sent. One new example: only it travels.
+    again = cached.score(EXAMPLES)
+    assert len(inner.calls) == 1 and cache.hits == 8
+    assert [r["overlap"].value for r in again] == [r["overlap"].value for r in first]
+    new = Example("c1", SRC_A, "The bridge cost 40 million pounds.")
+    cached.score([*EXAMPLES, new])
+    assert inner.calls[-1] == (["c1"], {"overlap": [0], "ner": [0]})
+    # A scorer with this cache (the local path of the gate) hits what the wrapper wrote.
+    scorer = Scorer(["overlap", "ner"], cache=cache)
+    hits = cache.hits
+    scorer.score(EXAMPLES)
+    assert cache.hits - hits == 8
+
+
+def test_make_executor_local_reuses_a_given_scorer(tmp_path: Path) -> None:
+    scorer = Scorer(["overlap"], cache=str(tmp_path / "s.sqlite"))
+    ex = make_executor(ExecutionSettings(), ScorerRecipe(("overlap",)), scorer=scorer)
+    assert isinstance(ex, LocalExecutor) and ex.scorer is scorer
+    wrapped = make_executor(None, ScorerRecipe(("overlap",)), cache=ScoreCache(tmp_path / "c.db"))
+    assert isinstance(wrapped, CachedExecutor) and wrapped.name == "local"
+
+
+def test_execution_settings_parse_and_override() -> None:
+    cfg = GateConfig.from_dict(
+        {
+            "execution": {
+                "executor": "ray",
+                "address": "ray://head:10001",
+                "num_workers": 4,
+                "batch_size": 8,
+                "num_cpus": 2,
+                "num_gpus": 0.5,
+                "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1"}},
+            }
+        }
+    )
+    ex = cfg.execution
+    assert (ex.executor, ex.address, ex.num_workers, ex.batch_size) == (
+        "ray",
+        "ray://head:10001",
+        4,
+        8,
+    )
+    assert (ex.num_cpus, ex.num_gpus) == (2.0, 0.5)
+    assert "execution" not in cfg.to_dict()  # where scores ran is not part of a result
+    over = cfg.override(execution={"executor": "local", "num_workers": "2"})
+    assert (over.execution.executor, over.execution.num_workers) == ("local", 2)
+    assert over.execution.address == "ray://head:10001"
+    for bad, key in (
+        ({"executor": "spark"}, "execution.executor"),
+        ({"num_workers": 0}, "execution.num_workers"),
+        ({"batch_size": 1.5}, "execution.batch_size"),
+        ({"num_gpus": -1}, "execution.num_gpus"),
+        ({"workers": 2}, "execution.workers"),
+    ):
+        with pytest.raises(ConfigError, match=key):
+            GateConfig.from_dict({"execution": bad})
+
+
+def test_source_batches_keep_summaries_of_one_source_together() -> None:
+    exs = [Example(str(i), f"s{i % 3}", f"y{i}") for i in range(9)]  # 3 sources x 3
+    todo = {"m": list(range(9))}
+    batches = source_batches(exs, todo, 4)
+    assert batches == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
+    assert source_batches(exs, todo, 6) == [[0, 3, 6, 1, 4, 7], [2, 5, 8]]
+    # A source with more summaries than a batch holds spans several; only todo cells travel.
+    big = [Example(str(i), "same", f"y{i}") for i in range(5)]
+    assert source_batches(big, {"m": [0, 1, 2, 4]}, 3) == [[0, 1, 2], [4]]
