@@ -1,6 +1,10 @@
-"""Speed, memory and agreement of torch fp32, onnxruntime fp32 and onnxruntime int8, per metric.
+"""Speed, memory, size and agreement of torch fp32 and each ONNX form, per metric.
 
-For each metric and backend, scores the same BUMP task-1 examples (``--pairs`` minimal pairs,
+Forms (``--modes``): onnx fp32 and the quantized modes of ``faithgate export --quantize``:
+``w8``/``w4`` (weight-only blocks), ``int8-dynamic``, ``fp16``. Each quantized form is made
+from the same fp32 export (ungated here: the table measures the gate itself).
+
+For each metric and form, scores the same BUMP task-1 examples (``--pairs`` minimal pairs,
 both summaries of each: 2 x pairs (source, summary) items) in a fresh subprocess and prints:
 
 - items/s: scored (source, summary) items per second, model load and warm-up excluded;
@@ -8,8 +12,13 @@ both summaries of each: 2 x pairs (source, summary) items) in a fresh subprocess
 - peak RSS: the subprocess's peak resident memory (``VmHWM``), imports and weights included;
 - agreement with torch fp32: mean/max |score difference|, share of minimal pairs ordered as
   torch orders them, and BUMP consistency (share of pairs where the reference scores higher);
+- file: size of the model file(s);
 - gate: whether the scores pass the export parity gate (mean |diff| <= 0.01 for bounded scores,
-  >= 99% pair agreement, consistency within 1 point).
+  <= 0.05 nats for log-probabilities, >= 99% pair agreement, consistency within 1 point).
+
+Then, per model role, the form ``--quantize auto`` keeps on these pairs: the smallest one
+whose every metric passes. Results go to ``--json`` after every cell; a re-run with the same
+``--json`` skips the cells already there (the machine is shared: runs get cut).
 
 Then the install size of the ``runtime`` extra against the torch install (sum of the files each
 installed distribution's RECORD lists, over the extra's dependency closure minus the core's).
@@ -47,7 +56,11 @@ METRICS: dict[str, tuple[dict, tuple[str, ...], bool]] = {
     "loglik": ({}, ("lm",), False),
     "harim_plus": ({}, ("lm",), False),
 }
-VARIANTS = ("torch fp32", "onnx fp32", "onnx int8")
+MODES = ("none", "w8", "w4", "int8-dynamic", "fp16")
+
+
+def variant_name(mode: str) -> str:
+    return "onnx fp32" if mode == "none" else f"onnx {mode}"
 
 
 def data_dir() -> Path:
@@ -117,30 +130,62 @@ def random_nli(work: Path) -> Path:
     return target
 
 
-def ensure_exports(work: Path, roles: set[str], log) -> dict[str, dict[str, str]]:
-    """variant -> {role: model path}; exports made once into ``work`` and reused."""
+def ensure_exports(
+    work: Path, roles: set[str], modes: list[str], log
+) -> dict[str, dict[str, str]]:
+    """variant -> {role: model path}; the fp32 export made once into ``work``, every other
+    mode derived from its file, all reused by later runs."""
+    import shutil
+
     from faithgate import models
     from faithgate.backends.export import MANIFEST_NAME, export_model, load_manifest
-    from faithgate.backends.quantize import Tolerance
+    from faithgate.backends.quantize import Tolerance, quantize_file, quantized_file_name
 
-    paths: dict[str, dict[str, str]] = {v: {} for v in VARIANTS}
-    loose = Tolerance(1e9, 0.0, 1.0)  # benchmark both precisions: the gate is measured below
+    paths: dict[str, dict[str, str]] = {"torch fp32": {}} | {variant_name(m): {} for m in modes}
     for role in sorted(roles):
         source = str(random_nli(work)) if role == "nli" else None
         spec = models.resolve(role, source)
         paths["torch fp32"][role] = source or spec.name
-        for variant, quant in (("onnx fp32", "none"), ("onnx int8", "int8")):
-            out = work / f"{role}-{quant}"
-            if not (out / MANIFEST_NAME).is_file():
-                log(f"exporting {role} ({quant}) -> {out}")
-                t0 = time.perf_counter()
-                export_model(spec, out=out, quantize=quant, tolerance=loose)
-                log(f"  {time.perf_counter() - t0:.0f} s")
-            manifest = load_manifest(out)
-            if quant == "int8" and manifest.quantization == "none":
-                sys.exit(f"{out}: int8 export missing")
-            paths[variant][role] = str(out)
+        fp32_dir = work / f"{role}-none"
+        if not (fp32_dir / MANIFEST_NAME).is_file():
+            log(f"exporting {role} (fp32) -> {fp32_dir}")
+            export_model(spec, out=fp32_dir, quantize="none", tolerance=Tolerance.loose())
+        fp32 = load_manifest(fp32_dir)
+        for mode in modes:
+            out = work / f"{role}-{mode}"
+            if mode != "none" and not (out / MANIFEST_NAME).is_file():
+                log(f"quantizing {role} ({mode}) -> {out}")
+                tmp = work / f"{role}-{mode}.tmp"
+                shutil.rmtree(tmp, ignore_errors=True)
+                tmp.mkdir()
+                for f in fp32_dir.iterdir():
+                    if f.suffix != ".onnx" and f.name != MANIFEST_NAME:
+                        shutil.copy(f, tmp / f.name)
+                files = {}
+                for part, name in fp32.files.items():
+                    files[part] = quantized_file_name(name, mode)
+                    quantize_file(mode, fp32_dir / name, tmp / files[part])
+                data = fp32.to_dict() | {"quantization": mode, "files": files}
+                data["parity"] = {"gated": False, "note": "benchmark copy; gate measured there"}
+                (tmp / MANIFEST_NAME).write_text(json.dumps(data, indent=1))
+                shutil.rmtree(out, ignore_errors=True)
+                tmp.rename(out)
+            paths[variant_name(mode)][role] = str(out if mode != "none" else fp32_dir)
     return paths
+
+
+def file_mb(path: str) -> float:
+    """Size of the ONNX file(s) of an export directory (MB), or of a torch model's weights."""
+    from faithgate.backends.export import MANIFEST_NAME, load_manifest
+
+    p = Path(path)
+    if (p / MANIFEST_NAME).is_file():
+        m = load_manifest(p)
+        total = 0
+        for name in m.files.values():
+            total += sum(f.stat().st_size for f in p.glob(name + "*"))  # + external data
+        return total / 1e6
+    return float("nan")
 
 
 # --- one measurement, in its own process ---------------------------------------------------------
@@ -237,12 +282,13 @@ def run_cell(cell: dict, timeout: int) -> dict:
 
 
 def agreement(ref: list, new: list, bounded: bool) -> dict:
-    from faithgate.backends.quantize import compare
+    from faithgate.backends.quantize import Tolerance, compare
 
     a = np.array([np.nan if v is None else v for v in ref], dtype=float).reshape(-1, 2)
     b = np.array([np.nan if v is None else v for v in new], dtype=float).reshape(-1, 2)
     ok = ~(np.isnan(a).any(axis=1) | np.isnan(b).any(axis=1))
-    return compare("score", a[ok], b[ok], bounded).to_dict() | {"nan_pairs": int((~ok).sum())}
+    report = compare("score", a[ok], b[ok], bounded, Tolerance())
+    return report.to_dict() | {"nan_pairs": int((~ok).sum())}
 
 
 def _dist_files_size(dist: metadata.Distribution) -> int:
@@ -298,10 +344,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=50, help="BUMP minimal pairs (2 items each)")
     ap.add_argument("--metrics", default=",".join(METRICS))
+    ap.add_argument("--modes", default=",".join(MODES), help="ONNX forms, fp32 = none")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--work", type=Path, default=Path("/tmp/faithgate-onnx-bench"))
     ap.add_argument("--timeout", type=int, default=1800)
-    ap.add_argument("--json", type=Path, help="also write all results here")
+    ap.add_argument("--json", type=Path, help="write results here as they come; resume from it")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -312,18 +359,24 @@ def main() -> None:
         print(msg, file=sys.stderr, flush=True)
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    unknown = set(metrics) - set(METRICS)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = (set(metrics) - set(METRICS)) | (set(modes) - set(MODES))
     if unknown:
-        sys.exit(f"unknown metric(s): {', '.join(sorted(unknown))}; known: {', '.join(METRICS)}")
+        sys.exit(f"unknown metric(s)/mode(s): {', '.join(sorted(unknown))}")
     items = bump_items(args.pairs)
     args.work.mkdir(parents=True, exist_ok=True)
     roles = {r for m in metrics for r in METRICS[m][1]}
-    paths = ensure_exports(args.work, roles, log)
+    paths = ensure_exports(args.work, roles, modes, log)
+    variants = ["torch fp32"] + [variant_name(m) for m in modes]
     results: dict[str, dict[str, dict]] = {}
+    if args.json and args.json.is_file():
+        results = json.loads(args.json.read_text()).get("results", {})
     for metric in metrics:
         settings, mroles, bounded = METRICS[metric]
-        results[metric] = {}
-        for variant in VARIANTS:
+        results.setdefault(metric, {})
+        for variant in variants:
+            if "seconds" in results[metric].get(variant, {}):
+                continue  # measured by an earlier (cut) run
             cell = {
                 "metric": metric,
                 "settings": settings,
@@ -334,47 +387,66 @@ def main() -> None:
             }
             log(f"{metric} / {variant} ...")
             res = run_cell(cell, args.timeout)
+            res["file_mb"] = sum(file_mb(p) for p in cell["models"].values())
             results[metric][variant] = res
             log(f"  {res.get('seconds', float('nan')):.1f} s {res.get('failed', '')}")
+            if args.json:
+                args.json.write_text(json.dumps({"results": results, "pairs": args.pairs}))
+    print_tables(results, items, args)
 
+
+def print_tables(results: dict[str, dict[str, dict]], items: list[dict], args) -> None:
+    """The markdown tables of a run (also of a resumed one)."""
     print(f"\n### ONNX speed: {len(items)} BUMP task-1 items ({args.pairs} minimal pairs), "
           f"{args.threads} threads, {os.cpu_count()} CPUs\n")  # fmt: skip
-    print("| metric | backend | items/s | speed-up | model s | load s | peak RSS MB | "
-          "mean abs diff | max abs diff | pair agreement | consistency | gate |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| metric | form | items/s | vs torch | vs onnx fp32 | model s | peak RSS MB | file MB "
+          "| file vs fp32 | mean abs diff | pair agreement | consistency | gate |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    verdicts: dict[str, dict[str, bool]] = {}
     for metric, cells in results.items():
         bounded = METRICS[metric][2]
-        ref = cells["torch fp32"]
+        ref, fp32 = cells.get("torch fp32", {}), cells.get("onnx fp32", {})
         for variant, res in cells.items():
-            if "failed" in res:
-                print(f"| {metric} | {variant} | failed: {res['failed'][:80]} |||||||||")
+            if "failed" in res or "seconds" not in res:
+                print(f"| {metric} | {variant} | failed: {res.get('failed', '?')[:80]} |||||||||||")
                 continue
             rate = len(items) / res["seconds"]
-            speed = (ref["seconds"] / res["seconds"]) if "seconds" in ref else float("nan")
+            vs_torch = ref["seconds"] / res["seconds"] if "seconds" in ref else float("nan")
+            vs_fp32 = fp32["seconds"] / res["seconds"] if "seconds" in fp32 else float("nan")
+            size = res.get("file_mb", float("nan"))
+            rel = size / fp32["file_mb"] if fp32.get("file_mb") else float("nan")
             if "values" in ref and variant != "torch fp32":
                 ag = agreement(ref["values"], res["values"], bounded)
-                diff = f"{ag['mean_abs_diff']:.2e} | {ag['max_abs_diff']:.2e} | "
-                diff += f"{ag['rank_agreement']:.3f} | "
+                unit = "" if bounded else " nats"
+                diff = f"{ag['mean_abs_diff']:.2e}{unit} | {ag['rank_agreement']:.3f} | "
                 diff += f"{ag['consistency_ref']:.3f} -> {ag['consistency_new']:.3f} | "
                 diff += "pass" if ag["passed"] else "FAIL: " + "; ".join(ag["reasons"])
                 res["agreement"] = ag
+                role = METRICS[metric][1][0]
+                verdicts.setdefault(role, {})
+                verdicts[role][variant] = verdicts[role].get(variant, True) and ag["passed"]
             else:
                 cons = agreement(res["values"], res["values"], bounded)["consistency_ref"]
-                diff = f"- | - | - | {cons:.3f} | reference"
+                diff = f"- | - | {cons:.3f} | reference"
             print(
-                f"| {metric} | {variant} | {rate:.2f} | {speed:.2f}x | {res['model_seconds']:.1f}"
-                f" | {res['load_seconds']:.1f} | {res['peak_rss_mb']:.0f} | {diff} |"
+                f"| {metric} | {variant} | {rate:.2f} | {vs_torch:.2f}x | {vs_fp32:.2f}x "
+                f"| {res['model_seconds']:.1f} | {res['peak_rss_mb']:.0f} | {size:.1f} "
+                f"| {100 * rel:.0f}% | {diff} |"
             )
-    print("\n### Install size (files listed in each distribution's RECORD)\n")
-    print("| install | MiB | distributions |")
-    print("|---|---:|---|")
-    sizes = install_sizes()
-    for label, mib, names in sizes:
-        print(f"| {label} | {mib:.1f} | {', '.join(names)} |")
-    print(f"\nruntime extra / torch install = {100 * sizes[0][1] / sizes[1][1]:.1f}% "
-          f"(/ full torch stack: {100 * sizes[0][1] / sizes[2][1]:.1f}%)")  # fmt: skip
-    if args.json:
-        args.json.write_text(json.dumps({"results": results, "install": sizes}, indent=1))
+    print("\n### What `--quantize auto` keeps on these pairs (smallest form passing every metric)\n")
+    from faithgate.backends.quantize import AUTO_CANDIDATES
+
+    order = [variant_name(m) for m in AUTO_CANDIDATES["cpu"]]
+    for role, passed in sorted(verdicts.items()):
+        keep = next((v for v in order if passed.get(v)), "onnx fp32")
+        print(f"- {role}: {keep} (passed: {', '.join(v for v in order if passed.get(v)) or '-'})")
+    if os.environ.get("FG_BENCH_INSTALL_SIZES"):
+        print("\n### Install size (files listed in each distribution's RECORD)\n")
+        print("| install | MiB | distributions |")
+        print("|---|---:|---|")
+        sizes = install_sizes()
+        for label, mib, names in sizes:
+            print(f"| {label} | {mib:.1f} | {', '.join(names)} |")
 
 
 if __name__ == "__main__":

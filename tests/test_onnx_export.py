@@ -476,3 +476,239 @@ def test_torch_free_runtime(tiny, exports, tmp_path):
     )
     for name, values in got["metrics"].items():
         np.testing.assert_allclose(values, [row[name].value for row in ref], atol=1e-3)
+
+
+# --- quantized forms (issue 13) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "role", "mode", "kept"),
+    [
+        # On the tiny random models (12 built-in calibration pairs, default tolerance):
+        # the encoder keeps every mode; the LM keeps w8 and fp16 but 4-bit weights flip a
+        # quarter of its pair rankings - as w4 does on SmolLM2 and BUMP (issue 13).
+        ("bert", "embedder", "w8", True),
+        ("bert", "embedder", "w4", True),
+        ("bert", "embedder", "fp16", True),
+        ("llama", "lm", "w8", True),
+        ("llama", "lm", "w4", False),
+        ("llama", "lm", "fp16", True),
+    ],
+)
+def test_quantized_modes_pass_or_are_refused(tiny, tmp_path, key, role, mode, kept):
+    spec = models.resolve(role, str(tiny[key]))
+    manifest = export_model(spec, out=tmp_path / "q", quantize=mode)
+    report = manifest.parity[f"{mode}_vs_torch"]
+    assert manifest.parity["tried"] == [mode]
+    assert manifest.parity["quantized"] is kept
+    assert all(r["passed"] for r in report.values()) is kept
+    sizes = manifest.parity["file_bytes"]
+    assert sizes[mode] < sizes["none"]  # recorded, and smaller
+    if kept:
+        assert manifest.quantization == mode
+        assert manifest.files == {"model": f"model.{mode}.onnx"}
+        assert "recipes" in manifest.parity and mode in manifest.parity["recipes"]
+        loaded = OnnxBackend().load(models.resolve(role, str(manifest.directory)), manifest.task)
+        assert loaded.quantization == mode
+    else:
+        assert manifest.quantization == "none" and "pair ranking" in manifest.parity["refused"]
+        assert sorted(p.name for p in manifest.directory.glob("*.onnx")) == ["model.onnx"]
+
+
+def test_auto_keeps_the_smallest_form_that_passes(tiny, tmp_path):
+    # Encoder: w4 is tried first and passes.
+    enc = export_model(models.resolve("embedder", str(tiny["bert"])), out=tmp_path / "e")
+    assert enc.quantization == "w4" and enc.parity["tried"] == ["w4"]
+    # LM: 4-bit is not tried (it cannot pass on likelihoods); w8 passes.
+    lm = export_model(models.resolve("lm", str(tiny["llama"])), out=tmp_path / "l")
+    assert lm.quantization == "w8" and lm.parity["tried"] == ["w8"]
+    # Nothing passes a zero tolerance: fp32 is written and the manifest says why, per mode.
+    none = export_model(
+        models.resolve("embedder", str(tiny["bert"])),
+        out=tmp_path / "z",
+        tolerance=Tolerance.zero(),
+    )
+    assert none.quantization == "none" and none.parity["quantized"] is False
+    assert none.parity["refused"].startswith("w4: ") and " | w8: " in none.parity["refused"]
+
+
+def test_refused_export_keeps_the_previous_good_one(tiny, tmp_path):
+    spec = models.resolve("embedder", str(tiny["bert"]))
+    out = tmp_path / "good"
+    good = export_model(spec, out=out, quantize="w8")
+    assert good.quantization == "w8"
+    before = (out / "model.w8.onnx").read_bytes()
+    # A re-export that fails the gate neither replaces the w8 export with fp32 ...
+    again = export_model(spec, out=out, quantize="w4", tolerance=Tolerance.zero())
+    assert again.quantization == "w8" and load_manifest(out).quantization == "w8"
+    assert (out / "model.w8.onnx").read_bytes() == before
+    assert not (out / "model.onnx").exists()
+    # ... nor, with --strict, touches it at all.
+    with pytest.raises(BackendError, match="refused by the parity gate"):
+        export_model(spec, out=out, quantize="w4", tolerance=Tolerance.zero(),
+                     require_quantized=True)  # fmt: skip
+    assert load_manifest(out) == good
+    # An fp32 export in place is replaced, as before: it was no quantized form to protect.
+    fp32_out = tmp_path / "fp32"
+    export_model(spec, out=fp32_out, quantize="none")
+    export_model(spec, out=fp32_out, quantize="w4", tolerance=Tolerance.zero())
+    assert load_manifest(fp32_out).parity["refused"].startswith("w4: ")
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantized_gather_matches_its_dequantized_table(tmp_path, bits, monkeypatch):
+    """GatherBlockQuantized rows equal the table rounded to ``bits`` per 32-value block."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from faithgate.backends import quantize as q
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(300, 64)).astype(np.float32)
+    table[5, :32] = 0.0  # an all-zero block must not divide by zero
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["out"], axis=0)],
+        "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 64])],
+        [numpy_helper.from_array(table, "table")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10  # what onnxruntime 1.31 reads (the onnx package writes newer)
+    monkeypatch.setattr(q, "MIN_GATHER_ELEMENTS", 0)
+    assert q.quantize_gathers(model, bits) == 1
+    path = tmp_path / "g.onnx"
+    onnx.save(model, str(path))
+    ids = np.array([0, 5, 299, 5], np.int64)
+    got = ort.InferenceSession(str(path)).run(None, {"ids": ids})[0]
+    qmax = (1 << (bits - 1)) - 1
+    blocks = table[ids].reshape(len(ids), 2, 32)
+    scale = np.abs(blocks).max(axis=2, keepdims=True) / qmax
+    scale[scale == 0] = 1.0
+    want = (np.clip(np.rint(blocks / scale), -qmax, qmax) * scale).reshape(len(ids), 64)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert np.abs(got - table[ids]).max() <= np.abs(table).max() / qmax / 2 + 1e-6
+    # A table read by two nodes (tied weights) is left alone.
+    tied = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Gather", ["t", "ids"], ["o"], axis=0),
+             helper.make_node("Transpose", ["t"], ["tt"])],  # fmt: skip
+            "tied",
+            [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+            [helper.make_tensor_value_info("o", TensorProto.FLOAT, ["n", 64]),
+             helper.make_tensor_value_info("tt", TensorProto.FLOAT, [64, 300])],  # fmt: skip
+            [numpy_helper.from_array(table, "t")],
+        ),
+        opset_imports=[helper.make_opsetid("", 18)],
+    )
+    assert q.quantize_gathers(tied, bits) == 0
+
+
+def test_cli_w8_nli_export_quantizes_the_embeddings(tiny, tmp_path, monkeypatch):
+    """The command that ships the nli model: w8 MatMuls and embedding tables."""
+    import onnx
+    from click.testing import CliRunner
+
+    from faithgate.backends import quantize as q
+    from faithgate.cli import cli
+
+    monkeypatch.setattr(q, "MIN_GATHER_ELEMENTS", 1024)  # the tiny tables are small
+    out = tmp_path / "nli-w8"
+    result = CliRunner().invoke(
+        cli,
+        ["export", "nli", "--model", str(tiny["nli"]), "--quantize", "w8", "--out", str(out),
+         "--min-agreement", "0", "--max-consistency-change", "1"],  # fmt: skip
+    )
+    assert result.exit_code == 0, result.output
+    assert "quantization w8" in result.output and "file size: none" in result.output
+    manifest = load_manifest(out)
+    assert manifest.quantization == "w8" and manifest.files == {"model": "model.w8.onnx"}
+    ops = {n.op_type for n in onnx.load(str(out / "model.w8.onnx")).graph.node}
+    assert {"MatMulNBits", "GatherBlockQuantized"} <= ops
+    recipe = manifest.parity["recipes"]["w8"]["model"]
+    assert recipe["bits"] == 8 and recipe["block_size"] == 32 and recipe["gathers_quantized"] >= 1
+    # The w8 model scores like torch within the gate's bounded tolerance.
+    ref = TorchBackend().load(models.resolve("nli", str(tiny["nli"])), "pair-classifier")
+    onx = OnnxBackend().load(models.resolve("nli", str(out)), "pair-classifier")
+    prem, hyp = [TEXTS[0], TEXTS[1]], ["A library will be built.", "Nobody was arrested."]
+    np.testing.assert_allclose(onx.predict_proba(prem, hyp), ref.predict_proba(prem, hyp),
+                               atol=0.01)  # fmt: skip
+
+
+def test_quantized_export_in_the_torch_free_runtime(tiny, tmp_path):
+    """w8 exports load and score with torch/transformers/optimum unimportable."""
+    import os
+    import subprocess
+    import sys
+
+    paths = {}
+    for role, key in (("embedder", "bert"), ("lm", "llama")):
+        manifest = export_model(
+            models.resolve(role, str(tiny[key])), out=tmp_path / key, quantize="w8"
+        )
+        assert manifest.quantization == "w8"
+        paths[role] = str(manifest.directory)
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    script = """
+import json, sys
+from faithgate import Example, Scorer
+paths = json.loads(sys.argv[1])
+rows = Scorer(["sentsim", "loglik"], models=paths).score([Example("1", sys.argv[2], sys.argv[3])])
+print(json.dumps({k: [v.value, v.error, v.settings_hash] for k, v in rows[0].items()}))
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))))
+"""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")]),
+    }
+    env["FAITHGATE_HOME"] = str(tmp_path / "home")
+    proc = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(paths), CORPUS[0], "The council voted."],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scores_line, leaked_line = proc.stdout.strip().splitlines()[-2:]
+    scores = json.loads(scores_line)
+    assert json.loads(leaked_line) == []
+    for value, error, _ in scores.values():
+        assert error is None and math.isfinite(value)
+
+
+# --- CUDA (runs only where onnxruntime-gpu sees a GPU) -------------------------------------------
+
+
+def _cuda_available() -> bool:
+    import onnxruntime as ort
+
+    return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+@pytest.mark.skipif(
+    not _cuda_available(),
+    reason="no CUDA device: onnxruntime-gpu is not installed or sees no GPU (CPU-only machine)",
+)
+def test_fp16_export_on_cuda(tiny, tmp_path):
+    spec = models.resolve("embedder", str(tiny["bert"]))
+    manifest = export_model(spec, out=tmp_path / "gpu", quantize="auto", device="cuda")
+    assert manifest.parity["tried"][0] == "fp16"
+    assert manifest.quantization in ("fp16", "w8")
+    model = OnnxBackend().load(
+        models.resolve("embedder", str(manifest.directory)), "text-encoder", provider="cuda"
+    )
+    assert model.session.get_providers()[0] == "CUDAExecutionProvider"
+    ref = TorchBackend().load(spec, "text-encoder")
+    np.testing.assert_allclose(
+        model.sentence_embeddings(TEXTS), ref.sentence_embeddings(TEXTS), atol=1e-2
+    )
+
+
+def test_cuda_provider_refused_cleanly_without_a_gpu(tiny, exports):
+    if _cuda_available():
+        pytest.skip("a CUDA device is present: the refusal path does not apply")
+    with pytest.raises(BackendError, match="no CUDA device"):
+        OnnxBackend().load(
+            models.resolve("embedder", str(exports["bert"])), "text-encoder", provider="cuda"
+        )

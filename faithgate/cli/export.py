@@ -31,10 +31,20 @@ def _default_calibration() -> Path | None:
 @click.option("--model", "model_name", metavar="ID_OR_PATH", help="Model (default: the role's).")
 @click.option(
     "--quantize",
-    default="int8",
+    default="auto",
     show_default=True,
-    type=click.Choice(["int8", "int8-dynamic", "int8-static", "none"]),
-    help="int8 = dynamic int8; kept only when it passes the parity gate.",
+    type=click.Choice(["auto", "w8", "w4", "fp16", "int8", "int8-dynamic", "int8-static", "none"]),
+    help="auto = the smallest form that passes the parity gate (CPU: w4, then w8; CUDA: fp16, "
+    "then w8); w8/w4 = weight-only 8/4-bit blocks (recommended: w8); fp16 for CUDA; "
+    "int8 = dynamic int8. A quantized form is kept only when it passes the gate.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="Where the export will run: picks auto's candidates and the onnxruntime provider of "
+    "the parity runs (cuda needs onnxruntime-gpu).",
 )
 @click.option(
     "--out",
@@ -51,12 +61,15 @@ def _default_calibration() -> Path | None:
 )
 @click.option("--calibration-pairs", type=int, default=100, show_default=True)
 @click.option("--max-diff", type=float, default=0.01, show_default=True,
-              help="Largest mean |score difference| (bounded scores).")  # fmt: skip
+              help="Largest mean |score difference| of bounded scores (cosine, probability).")  # fmt: skip
+@click.option("--max-nats", type=float, default=0.05, show_default=True,
+              help="Largest mean |difference| of mean token log-probabilities (nats).")  # fmt: skip
 @click.option("--min-agreement", type=float, default=0.99, show_default=True,
               help="Smallest share of pairs ranked as fp32 ranks them.")  # fmt: skip
 @click.option("--max-consistency-change", type=float, default=0.01, show_default=True,
               help="Largest change of pair consistency (0.01 = 1 point).")  # fmt: skip
-@click.option("--strict", is_flag=True, help="Fail instead of keeping fp32 when int8 fails.")
+@click.option("--strict", is_flag=True,
+              help="Fail (and write nothing) instead of keeping fp32 when quantization fails.")  # fmt: skip
 @click.option("--threads", type=int, help="onnxruntime threads for the parity runs.")
 @click.option("--allow-download", is_flag=True, help="Allow fetching the model from the hub.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
@@ -64,12 +77,14 @@ def export_command(
     role: str,
     model_name: str | None,
     quantize: str,
+    device: str,
     out: Path | None,
     opset: int,
     no_cache: bool,
     calibration: Path | None,
     calibration_pairs: int,
     max_diff: float,
+    max_nats: float,
     min_agreement: float,
     max_consistency_change: float,
     strict: bool,
@@ -97,9 +112,10 @@ def export_command(
         use_cache=not no_cache,
         calibration=triples,
         calibration_source=str(calib_path) if calib_path else "built-in",
-        tolerance=Tolerance(max_diff, min_agreement, max_consistency_change),
+        tolerance=Tolerance(max_diff, min_agreement, max_consistency_change, max_nats),
         require_quantized=strict,
         threads=threads,
+        device=device,
         log=say,
     )
     if as_json:
@@ -119,5 +135,14 @@ def export_command(
                 f"max|d| {rep['max_abs_diff']:.5f}  agree {rep['rank_agreement']:.3f}  "
                 f"cons {rep['consistency_ref']:.3f}->{rep['consistency_new']:.3f}  {status}"
             )
+    sizes = manifest.parity.get("file_bytes", {})
+    if sizes:
+        click.echo(
+            "  file size: "
+            + ", ".join(f"{mode} {size / 2**20:.1f} MiB" for mode, size in sizes.items())
+        )
     if manifest.parity.get("refused"):
-        click.echo(f"  int8 refused by the parity gate, fp32 kept: {manifest.parity['refused']}")
+        click.echo(
+            f"  refused by the parity gate: {manifest.parity['refused']}; "
+            f"kept: {manifest.quantization}"
+        )
