@@ -4,6 +4,10 @@ Entity hallucination is the most frequent factual error of abstractive summarize
 2021, "Entity-level Factual Consistency of Abstractive Text Summarization", EACL, who measure
 the share of summary entities that appear in the source). spaCy runs through
 ``faithgate.text`` (one pipeline per process, the ``spacy`` role). No torch import here.
+
+An entity is looked up in the source's full text, not only among the entities spaCy recognised
+there: a small pipeline misses or mislabels many source mentions ("near the port of Rotterdam"
+yields no GPE "Rotterdam"), and each miss was a false alarm on a faithful summary.
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ from faithgate.types import Example, Score, SentenceScore
 _LEADING = re.compile(r"^(the|a|an)\s+")
 _POSSESSIVE = re.compile(r"['\u2019]s$")
 _NONWORD = re.compile(r"[^\w\s]+")
+# Possessive endings anywhere in a text: "Millbrook's", "Millbrook’s", "the Smiths'".
+_POSSESSIVES = re.compile(r"['\u2019]s\b|(?<=s)['\u2019](?!\w)")
+# A word with inner punctuation kept together: "U.S", "Doyle-Keefe", "O'Brien", "AT&T".
+_WORD = re.compile(r"\w+(?:[-.'\u2019&]\w+)*")
+_ARTICLES = frozenset({"the", "a", "an"})
 
 
 def normalise_entity(text: str) -> str:
@@ -33,6 +42,53 @@ def normalise_entity(text: str) -> str:
     return " ".join(t.split())
 
 
+def canonical_word(word: str) -> str:
+    """One word's matching form: lower case, punctuation dropped, and a plural or third-person
+    "s" cut from words longer than three letters ("Americans" -> "american", "Paris" ->
+    "pari" on both sides, which is harmless), so inflected mentions meet."""
+    w = _NONWORD.sub("", word.lower())
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    return w
+
+
+def text_words(text: str) -> list[tuple[str, int, int]]:
+    """(canonical word, start, end) of every word of ``text``; possessive endings are blanked
+    first (same length, so offsets stay those of ``text``)."""
+    plain = _POSSESSIVES.sub(lambda m: " " * len(m.group()), text)
+    out = []
+    for m in _WORD.finditer(plain):
+        w = canonical_word(m.group())
+        if w:
+            out.append((w, m.start(), m.end()))
+    return out
+
+
+class SourceText:
+    """A source's words, indexed for finding a mention: a summary entity is found when its
+    canonical words occur consecutively in the source (a leading article ignored)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.words = text_words(text)
+        self.positions: dict[str, list[int]] = {}
+        for i, (w, _, _) in enumerate(self.words):
+            self.positions.setdefault(w, []).append(i)
+
+    def find(self, mention: str) -> str | None:
+        """The source's own wording of ``mention``, or None when it does not occur."""
+        words = [w for w, _, _ in text_words(mention)]
+        while words and words[0] in _ARTICLES and len(words) > 1:
+            words = words[1:]
+        if not words:
+            return None
+        n = len(words)
+        for i in self.positions.get(words[0], []):
+            if [w for w, _, _ in self.words[i : i + n]] == words:
+                return self.text[self.words[i][1] : self.words[i + n - 1][2]]
+        return None
+
+
 @register
 class EntityOverlap(Metric):
     """Entity precision of the summary against the source, grouped by entity label.
@@ -40,8 +96,14 @@ class EntityOverlap(Metric):
     For each entity e of the summary (spaCy NER, label L(e)) and the source entities E_L of the
     same label:
 
-        s(e) = max_{f in E_L} match(e, f)      (0 when the source has no entity of label L)
+        s(e) = 1                               when e occurs in the source text
+        s(e) = max_{f in E_L} match(e, f)      otherwise (0 when no source entity of label L)
         value = 1/|E| sum_{e in E} s(e)
+
+    "Occurs in the source text": the entity's words appear consecutively in the source after
+    normalising both (case, punctuation, possessives, a plural or verb "s", a leading article),
+    whatever spaCy recognised there (``SourceText``); ``details.entities[*].found_in`` says
+    ``text`` or ``entity``. Format 2 (version 2); version 1 matched source entities only.
 
     ``match = exact``: 1 when the normalised texts are equal (case, leading article, possessive
     and punctuation ignored), else 0 -- Nan et al.'s (2021) precision-source. ``match =
@@ -60,6 +122,7 @@ class EntityOverlap(Metric):
     name = "ner"
     description = "share of summary named entities found in the source (same label; exact/token F1)"
     family = "structure"
+    version = "2"  # 2: entities are also found in the source's full text
     roles = {"spacy": "pipeline"}
     defaults = {"match": "exact", "labels": None, "no_entity_value": 1.0}
     MATCHES = ("exact", "token_f1")
@@ -105,22 +168,28 @@ class EntityOverlap(Metric):
         for ent in self._entities(source_doc):
             by_label.setdefault(ent.label_, {}).setdefault(normalise_entity(ent.text), ent.text)
 
+        source_text = SourceText(ex.source)
         entities = []
         for ent in self._entities(summary_doc):
-            norm = normalise_entity(ent.text)
-            best, best_text = 0.0, None
-            for cand, surface in by_label.get(ent.label_, {}).items():
-                m = self._match(norm, cand)
-                if m > best:
-                    best, best_text = m, surface
-                    if m == 1.0:
-                        break
+            found_in: str | None = None
+            best, best_text = 0.0, source_text.find(ent.text)
+            if best_text is not None:
+                best, found_in = 1.0, "text"
+            else:
+                norm = normalise_entity(ent.text)
+                for cand, surface in by_label.get(ent.label_, {}).items():
+                    m = self._match(norm, cand)
+                    if m > best:
+                        best, best_text, found_in = m, surface, "entity"
+                        if m == 1.0:
+                            break
             entities.append(
                 {
                     "text": ent.text,
                     "label": ent.label_,
                     "score": best,
                     "match": best_text,
+                    "found_in": found_in,
                     "start_char": ent.start_char,
                     "end_char": ent.end_char,
                 }
