@@ -18,7 +18,11 @@ character offsets, and is labelled with its BUMP ``error_type``. Generation is d
 a given ``seed``. A candidate that would not contradict or go beyond the source is dropped: an
 intrinsic swap must bring in a *different* referent (no word shared with the replaced mention), an
 extrinsic replacement must not occur in the source at all, and no edited sentence may occur
-verbatim in the source. These are heuristics: the edits are meant for meta-evaluation (does a
+verbatim in the source. A predicate edit (another verb, an antonym) is also dropped when the
+replacement is a synonym of the original (``data/synonyms.json``: "hurt" -> "injured") or when
+a source sentence of the same polarity already holds every content word of the edited
+sentence ("No one was injured" makes "Nobody was injured" true, whatever verb it replaced).
+These are heuristics: the edits are meant for meta-evaluation (does a
 metric rank the faithful summary higher?), not as ground truth.
 """
 
@@ -146,6 +150,37 @@ class _Candidate:
     replacement: str
     detail: str
     error_type: str | None = None
+    # Lemma of the replacement word (predicate edits), for the synonym and source checks.
+    lemma: str | None = None
+
+
+# Predicate edits whose truth depends on the replacement's meaning (negation flips polarity,
+# so it is never a synonym of the original).
+_MEANING_EDITS = {"predicate_antonym", "predicate_verb_intrinsic", "predicate_verb_extrinsic"}
+_NEGATORS = {"not", "n't", "no", "never", "nobody", "none", "nothing", "neither", "nor", "nowhere"}
+
+
+@cache
+def _synonym_groups() -> dict[str, frozenset[str]]:
+    """Verb lemma -> every lemma sharing a synonym group with it."""
+    index: dict[str, set[str]] = {}
+    for group in _data("synonyms.json")["verbs"]:
+        for lemma in group:
+            index.setdefault(lemma, set()).update(group)
+    return {k: frozenset(v) for k, v in index.items()}
+
+
+def _synonyms(a: str, b: str) -> bool:
+    return b.lower() in _synonym_groups().get(a.lower(), frozenset())
+
+
+def _negated(tokens: Iterable[Any]) -> bool:
+    """Polarity of a sentence: an odd number of negators ("not", "no one", "nobody", ...)."""
+    return sum(t.dep_ == "neg" or t.text.lower() in _NEGATORS for t in tokens) % 2 == 1
+
+
+def _is_content(tok: Any) -> bool:
+    return not (tok.is_stop or tok.is_punct or tok.is_space or tok.text.lower() in _NEGATORS)
 
 
 class _Context:
@@ -237,6 +272,7 @@ def _antonym(ctx: _Context) -> Iterator[_Candidate]:
             _match_case(rep, tok.text, tok.is_sent_start),
             "antonym",
             "Intrinsic Predicate" if intrinsic else "Extrinsic Predicate",
+            lemma=lemma,
         )
 
 
@@ -290,6 +326,7 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
                 tok.idx + len(tok.text),
                 _match_case(sv.text.lower(), tok.text, tok.is_sent_start),
                 "verb",
+                lemma=lemma,
             )
         for lemma, info in forms.items():
             if lemma in ctx.src_lemmas or lemma in sent_lemmas or info["transitive"] != transitive:
@@ -302,6 +339,7 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
                     tok.idx + len(tok.text),
                     _match_case(rep, tok.text, tok.is_sent_start),
                     "verb",
+                    lemma=lemma,
                 )
 
 
@@ -695,9 +733,43 @@ def perturb(
     return out
 
 
+def _still_true(ctx: _Context, cand: _Candidate) -> bool:
+    """Would this predicate edit leave the sentence true? Either the new word is a synonym of
+    the old, or one source sentence of the same polarity holds every content word of the
+    edited sentence (text or lemma), so the source says it in its own words."""
+    if cand.type not in _MEANING_EDITS:
+        return False
+    edited_tokens = [t for t in ctx.doc if cand.start <= t.idx < cand.end]
+    if cand.lemma and any(_synonyms(t.lemma_, cand.lemma) for t in edited_tokens):
+        return True
+    sent = next((s for s in ctx.doc.sents if s.start_char <= cand.start < s.end_char), None)
+    if sent is None:
+        return False
+    words = {
+        (t.text.lower(), t.lemma_.lower())
+        for t in sent
+        if _is_content(t) and not cand.start <= t.idx < cand.end
+    }
+    words |= {
+        (w.lower(), (cand.lemma or w).lower())
+        for w in re.findall(r"[\w']+", cand.replacement)
+        if w.lower() not in _NEGATORS
+    }
+    polarity = _negated(sent)
+    for src_sent in ctx.src.sents:
+        if _negated(src_sent) != polarity:
+            continue
+        forms = {t.text.lower() for t in src_sent} | {t.lemma_.lower() for t in src_sent}
+        if all(text in forms or lemma in forms for text, lemma in words):
+            return True
+    return False
+
+
 def _apply(ctx: _Context, cand: _Candidate) -> Perturbation | None:
     original = ctx.summary[cand.start : cand.end]
     if not original or cand.replacement == original:
+        return None
+    if _still_true(ctx, cand):
         return None
     edited = ctx.summary[: cand.start] + cand.replacement + ctx.summary[cand.end :]
     if edited == ctx.summary:

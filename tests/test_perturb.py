@@ -250,3 +250,61 @@ def test_same_person_by_partial_name_is_not_a_swap() -> None:
     )
     assert ("Galbraith", "Terrill Newman") in {(v.original, v.replacement) for v in out}
     assert all(v.replacement != "Gatewood Galbraith" for v in out)
+
+
+# -- issue 16, point 9: no synonym substitutions posing as predicate errors -------------------
+
+PREDICATE_EDITS = ["predicate_verb_intrinsic", "predicate_verb_extrinsic", "predicate_antonym"]
+
+
+def predicate_edits(source: str, summary: str) -> list[tuple[str, str]]:
+    out = perturb(source, summary, types=PREDICATE_EDITS, max_per_type=None)
+    return [(v.original.lower(), v.replacement.lower()) for v in out]
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_synonym_of_the_source_under_negation_is_not_an_error() -> None:
+    # The issue's case: the source says "No one was injured"; "Nobody was injured" is true.
+    edits = predicate_edits("No one was injured when a shelf fell.", "Nobody was hurt.")
+    assert ("hurt", "injured") not in edits
+    assert ("hurt", "wounded") not in edits  # a synonym the source does not use either
+
+
+@pytest.mark.parametrize(
+    ("source", "summary", "forbidden"),
+    [
+        # an intrinsic verb that is a synonym of the summary's
+        ("The company bought a rival firm in 2019.", "The company purchased a rival firm.",
+         ("purchased", "bought")),
+        # the source's own wording, negated on both sides ("charge" and "prosecute" are no
+        # synonym group: the source sentence holding every edited word with the same polarity
+        # is what drops it)
+        ("After the match, no one was charged, police said.",
+         "Nobody was prosecuted after the match.", ("prosecuted", "charged")),
+        # an extrinsic verb from the synonym list
+        ("Police seized the drugs at the port.", "Police confiscated drugs.",
+         ("confiscated", "seized")),
+        ("The team began the season in May.", "The team started the season.",
+         ("started", "began")),
+        ("Officials delayed the vote until June.", "Officials postponed the vote.",
+         ("postponed", "delayed")),
+    ],
+)
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_edits_the_source_states_are_not_emitted(source, summary, forbidden) -> None:
+    assert forbidden not in predicate_edits(source, summary)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_real_predicate_errors_survive_the_checks() -> None:
+    source = "The mayor opened the library. Nobody was injured."
+    opened = perturb(source, "The mayor opened the library.", max_per_type=None)
+    assert any(v.replacement == "did not open" for v in opened)  # negation flips polarity
+    assert any(v.type == "predicate_verb_extrinsic" for v in opened)
+    # Under negation, removing the negative's support is still an error: "was not hurt"
+    # (double negation) contradicts "Nobody was injured".
+    hurt = perturb(source, "Nobody was hurt.", types=["predicate_negation"], max_per_type=None)
+    assert [v.replacement for v in hurt] == ["was not"]
