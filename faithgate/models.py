@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,14 +196,23 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
 
     A file lock keeps two processes (pytest-xdist workers, parallel CI jobs) from converting at
     once; the conversion is written to a temporary directory and renamed into place, so a reader
-    never sees half a model.
+    never sees half a model. It takes about a minute on two CPU cores and prints nothing of its
+    own, so one line on stderr says what is happening before it starts and when it is done.
     """
     if _is_model_dir(target):
         return target
-    from filelock import FileLock
+    import time
+
+    from filelock import FileLock, Timeout
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
+    lock = FileLock(str(target) + ".lock")
+    try:
+        lock.acquire(timeout=1)
+    except Timeout:
+        _progress(f"waiting for another process converting {gguf_path.name} ...")
+        lock.acquire()
+    try:
         if _is_model_dir(target):  # another process finished while we waited
             return target
         try:
@@ -212,6 +222,11 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
                 f"converting {gguf_path.name} needs the full install: pip install 'faithgate[full]'"
             ) from exc
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+        start = time.perf_counter()
+        _progress(
+            f"converting {gguf_path.name} once into {target} "
+            "(first use; about a minute on 2 CPU cores) ..."
+        )
         try:
             kwargs = {"gguf_file": gguf_path.name}
             tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
@@ -222,10 +237,18 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
                 json.dumps({"gguf": str(gguf_path), "size": gguf_path.stat().st_size})
             )
             publish_dir(tmp, target)
+            _progress(f"converted {gguf_path.name} in {time.perf_counter() - start:.0f} s")
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        lock.release()
     return target
+
+
+def _progress(message: str) -> None:
+    """A progress line on stderr for a long one-off step (stdout stays the command's output)."""
+    print(f"faithgate: {message}", file=sys.stderr, flush=True)
 
 
 TRAINED_WEIGHTS = "weights.safetensors"

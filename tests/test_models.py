@@ -132,6 +132,34 @@ def test_gguf_converted_once_under_lock(tmp_path, monkeypatch):
     assert not [p for p in target.parent.iterdir() if p.name.startswith("m.") and p.is_dir()]
 
 
+def test_gguf_conversion_says_what_it_does_on_stderr(tmp_path, monkeypatch, capsys):
+    """Issue 16: the first use of the lm role must not be a silent minute."""
+
+    class Saved:
+        def save_pretrained(self, path, **kwargs):
+            Path(path, "config.json").write_text("{}")
+
+    class Auto:
+        @staticmethod
+        def from_pretrained(*args, **kwargs):
+            return Saved()
+
+    fake = types.ModuleType("transformers")
+    fake.AutoTokenizer = fake.AutoModelForCausalLM = Auto
+    monkeypatch.setitem(sys.modules, "transformers", fake)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    target = tmp_path / "home" / "m"
+    models.convert_gguf(gguf, target)
+    out = capsys.readouterr()
+    assert out.out == ""  # stdout stays the command's own output
+    lines = out.err.splitlines()
+    assert lines[0].startswith(f"faithgate: converting m.gguf once into {target} (first use;")
+    assert lines[1].startswith("faithgate: converted m.gguf in ") and lines[1].endswith(" s")
+    models.convert_gguf(gguf, target)  # already converted: silent
+    assert capsys.readouterr().err == ""
+
+
 def test_spacy_role_resolves_to_a_package():
     spec = models.resolve("spacy")
     assert spec.origin == "package"
