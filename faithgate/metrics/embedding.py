@@ -81,6 +81,18 @@ def _owner_of_tokens(spans: Sequence[tuple[int, int]], n_tokens: int) -> np.ndar
     return owner
 
 
+def _prepare(
+    text: str, embedded: Any, encoder: Any, ctx: ScoringContext
+) -> tuple[np.ndarray, list[str], list[tuple[int, int]], bool, np.ndarray]:
+    """What BERTScore needs of one text, computed once per batch: unit-normalised token
+    vectors, sentences (spaCy), each sentence's token span, whether that alignment is exact,
+    and the sentence owning each token (-1: none)."""
+    vectors = _normalise(embedded.vectors) if len(embedded.tokens) else embedded.vectors
+    sents = textmod.split_sentences(text, ctx.spacy_model)
+    spans, exact = align_sentences(sents, len(embedded.tokens), encoder.count_tokens)
+    return vectors, sents, spans, exact, _owner_of_tokens(spans, len(embedded.tokens))
+
+
 @register
 class BERTScore(Metric):
     """BERTScore of the summary against its source (Zhang et al., 2020, "BERTScore: Evaluating
@@ -142,7 +154,11 @@ class BERTScore(Metric):
                 f"metric 'bertscore': layer {self.settings['layer']} does not exist in the embedder"
             ) from None
         by_text = dict(zip(texts, embedded, strict=True))
-        return [self._one(ex, by_text, encoder, ctx, shash) for ex in examples]
+        # Per distinct text, once per batch: unit vectors, sentences and their token spans
+        # (BUMP repeats each source ~14 times; splitting, re-tokenising its sentences and
+        # normalising its vectors per example was most of the metric's time outside the model).
+        prepared = {t: _prepare(t, by_text[t], encoder, ctx) for t in texts}
+        return [self._one(ex, by_text, prepared, shash) for ex in examples]
 
     def _weights(self, tokens: list[str], idf: dict[str, float] | None, unseen: float):
         if idf is None:
@@ -152,20 +168,18 @@ class BERTScore(Metric):
             return np.ones(len(tokens)), True
         return w, False
 
-    def _one(self, ex, by_text, encoder, ctx, shash) -> Score:
+    def _one(self, ex, by_text, prepared, shash) -> Score:
         summ, src = by_text[ex.summary], by_text[ex.source]
         if len(summ.tokens) == 0 or len(src.tokens) == 0:
             which = "summary" if len(summ.tokens) == 0 else "source"
             return Score.failed(self.name, shash, ex.id, f"the {which} has no tokens to embed")
-        sents = textmod.split_sentences(ex.summary, ctx.spacy_model)
-        src_sents = textmod.split_sentences(ex.source, ctx.spacy_model)
-        src_spans, src_exact = align_sentences(src_sents, len(src.tokens), encoder.count_tokens)
+        x, sents, spans, exact = prepared[ex.summary][:4]
+        y, src_sents, src_spans, src_exact, src_owner = prepared[ex.source]
         idf, unseen = (None, 0.0)
         if self.settings["idf"]:
             # The documents are the source's own sentences, so the weights (and the score)
             # depend on this example alone, never on the other examples of the batch.
             idf, unseen = idf_weights([src.tokens[a:b] for a, b in src_spans if b > a])
-        x, y = _normalise(summ.vectors), _normalise(src.vectors)
         sim = x @ y.T  # (summary tokens, source tokens)
         best_for_summary = sim.max(axis=1)
         match_of_summary = sim.argmax(axis=1)
@@ -178,8 +192,6 @@ class BERTScore(Metric):
         parts = {"precision": p, "recall": r, "f1": f}
 
         # Per summary sentence: its tokens' weighted mean best match (sentence precision).
-        spans, exact = align_sentences(sents, len(summ.tokens), encoder.count_tokens)
-        src_owner = _owner_of_tokens(src_spans, len(src.tokens))
         sentences = []
         for i, (a, b) in enumerate(spans):
             if b <= a:
@@ -192,13 +204,10 @@ class BERTScore(Metric):
             if owners.size:
                 evidence = src_sents[int(np.bincount(owners).argmax())]
             sentences.append(SentenceScore(i, sents[i], value, evidence))
+        rounded = np.round(best_for_summary.astype(np.float64), 4).tolist()  # one conversion
         tokens = [
-            {
-                "token": tok,
-                "similarity": round(float(best_for_summary[k]), 4),
-                "match": src.tokens[int(match_of_summary[k])],
-            }
-            for k, tok in enumerate(summ.tokens)
+            {"token": tok, "similarity": sim_k, "match": src.tokens[j]}
+            for tok, sim_k, j in zip(summ.tokens, rounded, match_of_summary.tolist(), strict=True)
         ]
         details: dict[str, Any] = {
             **parts,
