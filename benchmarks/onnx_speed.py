@@ -247,6 +247,8 @@ def worker(cell: dict) -> dict:
     from faithgate import text as textmod
 
     textmod._parse_cached.cache_clear()  # spaCy parses are not reused from the warm-up
+    if hasattr(textmod, "_sentences_cached"):
+        textmod._sentences_cached.cache_clear()
     scorer = Scorer(
         [cell["metric"]], metric_settings={cell["metric"]: cell["settings"]}, pool=warm.pool
     )

@@ -34,10 +34,13 @@ def test_compare_by_hand():
     assert rep.consistency_new == pytest.approx(0.5)  # pairs 1, 3
     assert not rep.passed
     assert len(rep.reasons) == 3  # mean diff, agreement, consistency
-    # Unbounded scores are not held to the mean-difference limit.
-    shifted = ref - 1.0
-    rep = compare("lp", ref, shifted, bounded=False)
-    assert rep.passed and rep.mean_abs_diff == pytest.approx(1.0)
+    # Unbounded scores (log-probabilities) are held to their own limit, in nats (0.05),
+    # not to the 0.01 of bounded scores.
+    rep = compare("lp", ref, ref - 1.0, bounded=False)
+    assert not rep.passed and rep.reasons == ["mean |diff| 1.0000 nats > 0.05"]
+    rep = compare("lp", ref, ref - 0.03, bounded=False)
+    assert rep.passed and rep.mean_abs_diff == pytest.approx(0.03)
+    assert not compare("s", ref, ref - 0.03, bounded=True).passed
     # The zero tolerance accepts only identical scores.
     assert compare("s", ref, ref.copy(), True, Tolerance.zero()).passed
     assert not compare("s", ref, ref + 1e-9, True, Tolerance.zero()).passed
@@ -70,6 +73,7 @@ def test_quantization_names():
     assert normalise_quantization("int8") == "int8-dynamic"
     assert normalise_quantization("fp32") == "none"
     assert normalise_quantization("int8-static") == "int8-static"
+    assert normalise_quantization("W8") == "w8" and normalise_quantization("auto") == "auto"
     with pytest.raises(InputError, match="unknown quantization"):
         normalise_quantization("int4")
 
