@@ -25,7 +25,7 @@ import numpy as np
 
 from faithgate.backends.base import LanguageModel
 from faithgate.backends.torch_backend import _import_torch, load_hf_model, load_tokenizer
-from faithgate.backends.windowing import batches_by_token_budget, split_by_sizes
+from faithgate.backends.windowing import batches_by_token_budget, bucket_width, split_by_sizes
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
@@ -227,9 +227,13 @@ class TorchCausalLM(_TorchLMBase):
         prefix_lp = np.concatenate([[math.nan], prefix_lp])
         results: list[list[np.ndarray]] = [[] for _ in continuations]
         n_pre = len(prefix)
-        for idx in batches_by_token_budget([len(ids) + n_pre for ids in flat], self.batch_tokens):
+        # Continuations are padded to a width set by their own length (bucket_width), not by
+        # the longest of the batch, and batched by that width: a continuation's log-probs do
+        # not depend on which other summaries of this source are scored with it.
+        widths = [bucket_width(len(ids)) for ids in flat]
+        for idx in batches_by_token_budget([w + n_pre for w in widths], self.batch_tokens):
             rows = [flat[i] for i in idx]
-            width = max(len(r) for r in rows)
+            width = widths[idx[0]]
             if width == 0:
                 for i in idx:
                     results[i] = [np.zeros(0) for _ in continuations[i]]

@@ -86,6 +86,14 @@ def equal_length_batches(lengths: Sequence[Hashable], max_items: int) -> list[li
     ]
 
 
+def bucket_width(n: int, step: int = 16) -> int:
+    """``n`` rounded up to a multiple of ``step``: the padded width of a sequence of ``n``
+    tokens when it is padded by a rule that depends on its own length only. Batching such
+    sequences by their bucket keeps a row's shapes (and so its float results) independent of
+    its batch while letting sequences of nearby lengths share a forward pass."""
+    return -(-int(n) // step) * step
+
+
 def run_in_length_order(
     seqs: Sequence[Sequence[int]],
     batch_size: int,
