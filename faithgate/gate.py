@@ -1136,7 +1136,8 @@ class Gate:
             raise InputError(f"baseline {path} is a directory, not a result JSON file")
         if not path.is_file():
             if self.update_baseline:
-                return None, f"no previous baseline at {path} (this run creates it)", True
+                where = self.config.display_path(path)
+                return None, f"no previous baseline at {where} (this run creates it)", True
             return (
                 None,
                 f"no baseline yet at {self.config.display_path(path)}; create it from a "

@@ -225,7 +225,7 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
         start = time.perf_counter()
         _progress(
             f"converting {gguf_path.name} once into {target} "
-            "(first use; about a minute on 2 CPU cores) ..."
+            "(first use; 30-60 s on 2 CPU cores) ..."
         )
         try:
             kwargs = {"gguf_file": gguf_path.name}

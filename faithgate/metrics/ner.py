@@ -120,7 +120,7 @@ class EntityOverlap(Metric):
     """
 
     name = "ner"
-    description = "share of summary named entities found in the source (same label; exact/token F1)"
+    description = "share of summary named entities found in the source text (normalised)"
     family = "structure"
     version = "2"  # 2: entities are also found in the source's full text
     roles = {"spacy": "pipeline"}
