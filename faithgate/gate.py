@@ -1062,6 +1062,20 @@ class Gate:
         finally:
             self.close()  # a Ray run's actors (and a Ray runtime it started) end with scoring
         hashes = scorer.settings_hashes()
+        if self.update_baseline and baseline is not None:
+            stale = sorted(
+                m
+                for m in self.config.metrics
+                if baseline.settings_hashes.get(m) not in (None, hashes.get(m))
+            )
+            if stale:
+                # The regression rule says "update it with --update-baseline" for scores made
+                # with other settings; that run must not be refused for the same mismatch.
+                where = self.config.display_path(self.config.baseline)  # type: ignore[arg-type]
+                baseline, baseline_error = None, (
+                    f"the baseline at {where} holds {', '.join(stale)} scores made with other "
+                    "settings (this run replaces it)"
+                )
         result = evaluate(
             self.config,
             examples,

@@ -300,3 +300,20 @@ def test_harim_plus_sentence_column_is_labelled_as_a_different_quantity():
     assert sentence.startswith("mean log p(token | source)") and "not the headline" in sentence
     scale, sentence = how_to_read(get_metric("bertscore", component="f1"))
     assert scale.startswith("BERTScore f1")
+
+
+def test_update_baseline_replaces_one_made_with_other_settings(project):
+    """The regression rule says "update it with --update-baseline" when the metric's settings
+    changed; that update must not then be refused because of the same mismatch."""
+    assert run("--update-baseline").exit_code == 0
+    changed = run("--config", "faithgate.toml")  # same settings: comparable
+    assert changed.exit_code == 0
+    toml = project / "faithgate.toml"
+    toml.write_text(toml.read_text() + f"[metric_settings.{NAME}]\noffset = 0.0001\n")
+    stale = run()
+    assert stale.exit_code == 1 and "made with other settings" in stale.output
+    res = run("--update-baseline")
+    assert res.exit_code == 0, res.output
+    assert "this run replaces it" in res.output
+    assert "baseline updated: baseline.json" in res.output
+    assert run().exit_code == 0
