@@ -317,3 +317,11 @@ def test_update_baseline_replaces_one_made_with_other_settings(project):
     assert "this run replaces it" in res.output
     assert "baseline updated: baseline.json" in res.output
     assert run().exit_code == 0
+
+
+def test_markdown_and_html_reports_show_a_skipped_rule(project):
+    res = run("--markdown", "r.md", "--html", "r.html")
+    assert res.exit_code == 0
+    md = (project / "r.md").read_text()
+    assert "| `regression[gate_fake]` | - | 0.0100 | ⚠️ skipped | skipped: no baseline yet" in md
+    assert "<td>skipped</td>" in (project / "r.html").read_text()

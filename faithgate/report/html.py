@@ -166,7 +166,8 @@ def to_html(result: GateResult) -> str:
         out.append(
             f'<tr class="{"pass" if r.passed else "fail"}"><td><code>{escape(r.name)}</code></td>'
             f'<td class="num">{fmt_value(r.value)}</td><td class="num">{fmt_value(r.limit)}</td>'
-            f"<td>{_status(r.passed)}</td><td>{escape(r.message)}</td></tr>"
+            f"<td>{'skipped' if r.skipped else _status(r.passed)}</td>"
+            f"<td>{escape(r.message)}</td></tr>"
         )
     out.append("</tbody></table></section>")
 
