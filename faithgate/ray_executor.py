@@ -170,6 +170,11 @@ class RayExecutor:
             }
             if s.runtime_env:
                 kwargs["runtime_env"] = dict(s.runtime_env)
+            # When Ray starts a local instance here, a busy machine (a CI runner) can take longer
+            # than Ray's defaults to bring its raylet and agents up; the raylet then aborts.
+            # Environment variables set by the user win.
+            os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
+            os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
             try:
                 ray.init(**kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
