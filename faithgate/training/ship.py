@@ -56,6 +56,7 @@ def ship(
     synth_file: Path | None = None,
     quantize: str = "none",
     log: Callable[[str], None] = print,
+    calibration_pairs: int = 200,
 ) -> Path:
     """Write the shipped form of ``trained`` to ``dest`` (replacing it atomically)."""
     import torch
@@ -87,7 +88,7 @@ def ship(
         synth_file = synth_file or next(
             trained.with_name(trained.name + ".work").glob("synth-*.jsonl")
         )
-        triples = held_out_triples(config, synth_file)
+        triples = held_out_triples(config, synth_file, calibration_pairs)
         from faithgate.backends.export import export_model
 
         log(f"exporting to ONNX ({quantize}), parity on {len(triples)} held-out synthetic triples")
@@ -106,8 +107,26 @@ def ship(
         data["source"]["location"] = f"<faithgate cache>/models/{models.CHECKER.replace('/', '--')}"
         manifest_path.write_text(json.dumps(data, indent=2) + "\n")
         shutil.rmtree(assembled.parent, ignore_errors=True)
+        (tmp / "onnx.lock").unlink(missing_ok=True)  # the exporter's lock, not a shipped file
         models.publish_dir(tmp, dest)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m faithgate.training.ship TRAINED DEST [--quantize MODE]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Write the shipped form of a trained checker.")
+    ap.add_argument("trained", type=Path, help="output directory of `faithgate train`")
+    ap.add_argument("dest", type=Path, help="e.g. onnx_models/checker")
+    ap.add_argument("--quantize", default="none", help="ONNX quantization (parity-gated)")
+    ap.add_argument("--calibration-pairs", type=int, default=200, help="held-out triples")
+    args = ap.parse_args(argv)
+    ship(args.trained, args.dest, quantize=args.quantize, calibration_pairs=args.calibration_pairs)
+
+
+if __name__ == "__main__":
+    main()
