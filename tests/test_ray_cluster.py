@@ -17,7 +17,8 @@ from faithgate.execution import ExecutionSettings, LocalExecutor, ScorerRecipe
 from faithgate.ray_executor import RayExecutor
 from faithgate.types import Example
 
-pytestmark = pytest.mark.xdist_group("ray")
+# Loads real models on BUMP data (the "slow" marker; still part of `make test`).
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
