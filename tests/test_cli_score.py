@@ -103,7 +103,7 @@ def test_unscorable_summary_exits_1(files):
     src, _ = files
     result = invoke(["score", "--source", str(src), "--summary", "!!!", "--metric", "overlap"])
     assert result.exit_code == 1
-    assert "could not score with overlap: the summary has no word tokens" in result.stderr
+    assert "could not score with overlap: the summary has no words to compare" in result.stderr
 
 
 def test_internal_error_exits_1_without_traceback(files, monkeypatch):
