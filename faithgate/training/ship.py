@@ -99,6 +99,7 @@ def ship(
             quantize=quantize,
             calibration=triples,
             calibration_source="held-out synthetic triples (faithgate train dev split)",
+            require_quantized=quantize != "none",  # an fp32 fallback is too big to ship
             log=log,
         )
         # The export records where it was made; a user's copy is assembled elsewhere.
