@@ -164,7 +164,8 @@ def test_update_baseline_on_a_passing_run_then_regression_is_checked(project):
     again = run()
     assert again.exit_code == 0
     assert again.output.startswith("faithgate: PASS: 3 of 3 rules pass;")
-    assert "mean gate_fake change +0.0000 on 6 examples" in again.output
+    # (the table cuts details to the terminal width: check the start of the message)
+    assert "mean gate_fake change +0.0000" in again.output
 
 
 def test_force_without_update_baseline_is_a_usage_error(project):
