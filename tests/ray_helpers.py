@@ -1,5 +1,4 @@
-"""Shared by the Ray test modules: a small BUMP sample, the local reference scores, and a
-metric that kills its worker process on a poisoned summary."""
+"""Shared by the Ray test modules: a small BUMP sample, score comparison, patient startup."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from faithgate.metrics.base import Metric, ScoringContext
 from faithgate.types import Example, Score
 
 RAY_METRICS = ("overlap", "sentsim", "loglik")
@@ -55,17 +53,3 @@ def bump_sample(shared_data: Path, sources: int = 3, per_source: int = 4) -> lis
 def as_data(rows: Sequence[dict[str, Score]]) -> list[dict[str, dict]]:
     """Scores as plain dicts: equal iff every value, sentence and detail is equal."""
     return [{k: s.to_dict() for k, s in r.items()} for r in rows]
-
-
-class PoisonMetric(Metric):
-    """Length of the summary; a summary containing POISON kills the worker process (as a
-    segfault or an OOM kill would), so a Ray worker dies on every batch holding it."""
-
-    name = "poison_test"
-    description = "test metric: kills its process on POISON"
-
-    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
-        if any("POISON" in ex.summary for ex in examples):
-            os._exit(3)
-        h = self.settings_hash(ctx)
-        return [Score(self.name, float(len(ex.summary)), h, ex.id) for ex in examples]
