@@ -28,6 +28,7 @@ The pieces:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
     from faithgate.scorer import Scorer
 
 # The registry of executors: CLI choices, the plugin option and the config key derive from it.
-EXECUTOR_CHOICES = ("local", "ray")
+# Executors that score outside this process: name -> "module:class" (imported on use).
+REMOTE_EXECUTORS = {"ray": "faithgate.ray_executor:RayExecutor"}
+EXECUTOR_CHOICES = ("local", *REMOTE_EXECUTORS)
 EXECUTION_KEYS = (
     "executor",
     "address",
@@ -335,12 +338,14 @@ def make_executor(
             return LocalExecutor(scorer=scorer)
         local = LocalExecutor(recipe, pool=pool)
         return CachedExecutor(local, cache) if cache is not None else local
-    if settings.executor == "ray":
-        from faithgate.ray_executor import RayExecutor
-
+    if settings.executor in REMOTE_EXECUTORS:
+        # By dotted path, like the backends: the remote executors build on this module, and
+        # this module must not import them back (no import cycle, lazy or not).
+        module, attr = REMOTE_EXECUTORS[settings.executor].split(":")
+        remote_cls = getattr(importlib.import_module(module), attr)
         driver = scorer or recipe.build(pool=pool)
         cache = cache if cache is not None else getattr(scorer, "cache", None)
-        ray_exec = RayExecutor(recipe, settings, hashes=driver.settings_hashes())
+        ray_exec = remote_cls(recipe, settings, hashes=driver.settings_hashes())
         return CachedExecutor(ray_exec, cache) if cache is not None else ray_exec
     raise InputError(
         f"unknown executor {settings.executor!r}; one of {', '.join(EXECUTOR_CHOICES)}"
