@@ -95,6 +95,13 @@ def test_write_pairs_resumes_after_the_documents_already_written(tmp_path):
     calls = []
     again = synth.write_pairs(docs, cfg, path, progress=lambda k, n: calls.append(k))
     assert again == full and calls == [1, 2]
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line)["doc"])
+        except json.JSONDecodeError:
+            assert line == lines[1][:20]  # the torn fragment, left on a line of its own
+    assert rows == ["hand-1", "hand-3"]
 
 
 def test_clean_wiki_keeps_prose_and_link_labels():

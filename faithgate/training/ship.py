@@ -23,7 +23,7 @@ from pathlib import Path
 
 from faithgate import models
 from faithgate.backends.quantize import Triple
-from faithgate.training.train import TRAINING_META, TrainConfig, _is_dev
+from faithgate.training.train import TRAINING_META, TrainConfig, is_held_out
 
 _WORD_EMBEDDINGS_KEY = "bert.embeddings.word_embeddings.weight"
 
@@ -34,7 +34,7 @@ def held_out_triples(config: TrainConfig, synth_file: Path, n: int = 50) -> list
     with synth_file.open(encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
-            if not _is_dev(row["doc"], config.dev_fraction, config.seed):
+            if not is_held_out(row["doc"], config.dev_fraction, config.seed):
                 continue
             supported: dict[str, str] = {}
             for p in row["pairs"]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -156,23 +156,16 @@ def _insert_modifier(claim: str, others: Sequence, premise: str, rng: random.Ran
     return f"{claim[:-1]} {rng.choice(phrases)}."
 
 
-def synthesize(
-    documents: Iterable[Document], config: SynthConfig, spacy_model: str | None = None
-) -> Iterator[tuple[Document, list[NLIPair]]]:
-    """Pairs document by document (callers write them as they come, to resume later)."""
-    for doc in documents:
-        yield doc, document_pairs(doc, config, spacy_model)
-
-
 def write_pairs(
     documents: Sequence[Document],
     config: SynthConfig,
     path: Path,
     spacy_model: str | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> list[NLIPair]:
-    """Generate pairs for ``documents`` into ``path`` (JSONL, one line per document), resuming
-    after the documents already there: an interrupted run loses at most one document."""
+) -> dict[str, list[NLIPair]]:
+    """Pairs of each document (by id, in ``documents`` order), generated into ``path`` (JSONL,
+    one line per document) and resumed after the documents already there: an interrupted run
+    loses at most the document it was writing."""
     done: dict[str, list[NLIPair]] = {}
     if path.exists():
         with path.open(encoding="utf-8") as fh:
@@ -183,7 +176,10 @@ def write_pairs(
                     continue
                 done[row["doc"]] = [NLIPair(**p) for p in row["pairs"]]
     path.parent.mkdir(parents=True, exist_ok=True)
+    torn = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
     with path.open("a", encoding="utf-8") as fh:
+        if torn:  # end the torn line, so the next document starts a line of its own
+            fh.write("\n")
         for k, doc in enumerate(documents):
             if doc.id not in done:
                 pairs = document_pairs(doc, config, spacy_model)
@@ -192,7 +188,7 @@ def write_pairs(
                 done[doc.id] = pairs
             if progress is not None:
                 progress(k + 1, len(documents))
-    return [p for doc in documents for p in done[doc.id]]
+    return {doc.id: done[doc.id] for doc in documents}
 
 
 def label_counts(pairs: Sequence[NLIPair]) -> dict[str, int]:

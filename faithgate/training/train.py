@@ -77,7 +77,9 @@ class Dataset:
     sources: dict[str, Any]
 
 
-def _is_dev(doc_id: str, fraction: float, seed: int) -> bool:
+def is_held_out(doc_id: str, fraction: float, seed: int) -> bool:
+    """Whether a document belongs to the held-out split (a seeded hash of its id, so the
+    split does not depend on corpus order or size)."""
     h = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
     return int.from_bytes(h[:4], "big") / 2**32 < fraction
 
@@ -116,17 +118,11 @@ def build_dataset(
         if k % 50 == 0 or k == n:
             log(f"synthetic pairs: {k}/{n} documents ({time.monotonic() - started:.0f} s)")
 
-    pairs = synth.write_pairs(documents, config.synth, cache, spacy_model, progress)
-    by_doc: dict[bool, list[NLIPair]] = {True: [], False: []}
-    with cache.open(encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
-    wanted = {d.id for d in documents}
-    for row in rows:
-        if row["doc"] in wanted:
-            dev = _is_dev(row["doc"], config.dev_fraction, config.seed)
-            by_doc[dev].extend(NLIPair(**p) for p in row["pairs"])
-    del pairs
-    train, dev = by_doc[False], by_doc[True]
+    by_doc = synth.write_pairs(documents, config.synth, cache, spacy_model, progress)
+    split: dict[bool, list[NLIPair]] = {True: [], False: []}
+    for doc_id, pairs in by_doc.items():
+        split[is_held_out(doc_id, config.dev_fraction, config.seed)].extend(pairs)
+    train, dev = split[False], split[True]
     if config.snli_pairs:
         archive = corpora.fetch(corpora.SNLI_DIST, sdist=True)
         snli = corpora.snli("train", archive)
