@@ -155,6 +155,13 @@ def jsonl_lines(text: str) -> list[str]:
     return lines
 
 
+def read_jsonl_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) of each non-blank line of a JSON Lines file (``-``: stdin),
+    with the same one-line ``file:line`` errors as ``load_examples`` (bad UTF-8, bad JSON,
+    JSON nested too deeply)."""
+    return _jsonl_rows(_read_text(str(path)), str(path))
+
+
 def _jsonl_rows(text: str, name: str) -> Iterator[tuple[int, Any]]:
     for line_no, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():

