@@ -12,10 +12,10 @@ Modes (``--quantize``), smallest first:
   SmolLM2 at 8 bits, where dynamic int8 moves it by 0.27 (issue 13). ``w8`` is the
   recommended mode; ``w4`` is half its size and usually fails the gate on minimal pairs.
 - ``w8a32``: the same 8-bit weights in blocks of 16, with ``accuracy_level`` 0: the kernel
-  computes in fp32 on dequantized weights, so only the weights' rounding remains (about the
-  speed of fp32, the size of ``w8``). For small classifiers whose int8 activations flip
-  close minimal pairs: the shipped NLI checker passes the gate in this form (rank agreement
-  0.995 on 200 held-out triples) where ``w8`` does not (0.975).
+  computes in fp32 on dequantized weights, so only the weights' rounding remains (the size
+  of ``w8``; speed not measured yet: expect fp32's or slower). For small classifiers whose
+  int8 activations flip close minimal pairs: the shipped NLI checker passes the gate in this
+  form (rank agreement 0.995 on 200 held-out triples) where ``w8`` does not (0.975).
 - ``fp16``: every float weight and activation in half precision, inputs and outputs kept fp32
   (``onnxruntime.transformers``' converter): for CUDA; on CPU onnxruntime falls back to casts.
 - ``int8-dynamic``: weights of MatMul/Gemm stored as signed int8 per channel, activations
