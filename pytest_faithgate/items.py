@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
 
 from faithgate.config import GateConfig
 from faithgate.errors import FaithgateError
@@ -37,6 +38,21 @@ class GateFile(pytest.File):
 
     def collect(self) -> list[pytest.Item]:  # pragma: no cover - items are built directly
         return []
+
+
+def one_line_crash(path: Path, text: str) -> ReprExceptionInfo:
+    """A failure report that prints ``text`` in FAILURES but gives the short summary one line.
+
+    A plain string report is copied whole into pytest's "short test summary info" line when
+    pytest runs on CI (the ``CI`` variable) or with ``-vv``, which would print the rule table a
+    second time. A native-style exception repr prints the same text in FAILURES, carries the
+    verdict line as its crash message (what the summary shows) and survives xdist's report
+    serialisation."""
+    lines = text.rstrip("\n").splitlines()
+    return ReprExceptionInfo(
+        reprtraceback=ReprTracebackNative([line + "\n" for line in lines]),
+        reprcrash=ReprFileLocation(str(path), 0, lines[0] if lines else "faithgate: gate failed"),
+    )
 
 
 def dataset_name(config: GateConfig) -> str:
@@ -101,7 +117,7 @@ class GateItem(pytest.Item):
         if isinstance(excinfo.value, GateFailed):
             from faithgate.report import render
 
-            return render("terminal", excinfo.value.result).rstrip("\n")
+            return one_line_crash(self.path, render("terminal", excinfo.value.result))
         if isinstance(excinfo.value, FaithgateError):
             from faithgate.escape import safe_line
 
