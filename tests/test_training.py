@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from faithgate.training import synth
-from faithgate.training.corpora import Document, clean_wiki, labelled_pairs, user_documents
+from faithgate.training.corpora import (
+    Document,
+    clean_wiki,
+    labelled_summaries,
+    user_documents,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -125,7 +130,80 @@ def test_user_files_are_validated_with_line_numbers(tmp_path):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text('{"source": "s", "summary": "t", "label": 1}\n{"source": "s"}\n')
     with pytest.raises(Exception, match=r"pairs.jsonl:2"):
-        labelled_pairs(pairs)
+        labelled_summaries(pairs)
+    pairs.write_text('{"source": "s", "summary": "t", "label": 2}\n')
+    with pytest.raises(Exception, match=r"pairs.jsonl:1: .*label' \(0/1\)"):
+        labelled_summaries(pairs)
+
+
+def test_labelled_summaries_skip_graded_only_rows_and_key_documents_by_text(tmp_path):
+    path = tmp_path / "bench.jsonl"
+    rows = [
+        {"id": "a", "source": DOC.text, "summary": "x", "label": 1},
+        {"id": "b", "source": DOC.text + "  ", "summary": "y", "label": 0},
+        {"id": "c", "source": "Another text.", "summary": "z", "label": None},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    items = labelled_summaries(path)
+    assert [(i.id, i.faithful) for i in items] == [("bench:a", True), ("bench:b", False)]
+    # Both summaries of one article share a key, so a split never separates them.
+    assert items[0].document_key == items[1].document_key
+
+
+# --- labelled summaries -> sentence-level pairs ---------------------------------------------
+
+SOURCE_SENTENCES = [
+    "The mayor of Springfield, John Carter, opened a new public library on Monday.",
+    "The building cost 4 million dollars and holds 20,000 books.",
+    "Carter said the library would stay open until 9 pm every weekday.",
+    "Local students had campaigned for the library since 2015.",
+]
+
+
+def test_evidence_is_the_most_overlapping_source_sentences_in_source_order():
+    got = synth.evidence(
+        "The library, which cost $4 million, holds 20,000 books.", SOURCE_SENTENCES, 2
+    )
+    assert got == " ".join(SOURCE_SENTENCES[:2])
+    got = synth.evidence("Students campaigned for it since 2015.", SOURCE_SENTENCES, 1)
+    assert got == SOURCE_SENTENCES[3]
+
+
+def test_a_faithful_summary_gives_supported_sentences_and_their_edited_twins():
+    summary = "Springfield opened a library on Monday. It holds 20,000 books, the mayor said."
+    cfg = synth.SynthConfig(seed=1)
+    pairs = synth.labelled_summary_pairs("r1", DOC.text, summary, True, cfg)
+    supported = [p for p in pairs if p.label == synth.ENTAILMENT]
+    assert [p.hypothesis for p in supported] == [
+        "Springfield opened a library on Monday.",
+        "It holds 20,000 books, the mayor said.",
+    ]
+    for p in supported:  # against evidence from the source, not the whole article
+        assert p.premise.startswith("The mayor of Springfield") and len(p.premise) < len(DOC.text)
+    edits = [p for p in pairs if p.label != synth.ENTAILMENT]
+    assert edits and all(p.label == synth.CONTRADICTION for p in edits)
+    assert all(p.kind.startswith("labelled:") and p.hypothesis not in summary for p in edits)
+    assert pairs == synth.labelled_summary_pairs("r1", DOC.text, summary, True, cfg)
+
+
+def test_an_unfaithful_summary_is_one_unsupported_pair():
+    one = synth.labelled_summary_pairs(
+        "r2", DOC.text, "The library holds 50,000 books.", False, synth.SynthConfig()
+    )
+    assert [(p.hypothesis, p.label, p.kind) for p in one] == [
+        ("The library holds 50,000 books.", synth.CONTRADICTION, "labelled:unfaithful")
+    ]
+    # Which sentence of a longer summary is wrong is unknown: the whole summary is the claim.
+    two = synth.labelled_summary_pairs(
+        "r3",
+        DOC.text,
+        "Carter opened a library. It holds 50,000 books.",
+        False,
+        synth.SynthConfig(),
+    )
+    assert [(p.hypothesis, p.kind) for p in two] == [
+        ("Carter opened a library. It holds 50,000 books.", "labelled:unfaithful_summary")
+    ]
 
 
 # --- training ------------------------------------------------------------------------------
@@ -241,3 +319,50 @@ def test_a_checkpoint_of_another_recipe_is_refused(tmp_path, tiny_base, tiny_doc
     train(_config(tmp_path / "x", tiny_base, tiny_docs), log=lambda _: None, threads=1)
     with pytest.raises(InputError, match="another recipe"):
         train(_config(tmp_path / "x", tiny_base, tiny_docs, learning_rate=1e-3), log=lambda _: None)
+
+
+def test_labelled_files_are_split_by_document_and_evaluated_apart(tmp_path, tiny_base, tiny_docs):
+    from faithgate.training.train import build_dataset, is_held_out
+
+    other = DOC.text.replace("Springfield", "Shelbyville")
+    rows = [
+        {"id": f"{i}", "source": src, "summary": "The library holds 20,000 books.", "label": lab}
+        for i, (src, lab) in enumerate([(DOC.text, 1), (DOC.text, 0), (other, 1), (other, 0)])
+    ]
+    path = tmp_path / "lab.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = _config(tmp_path / "m", tiny_base, tiny_docs, labelled=[str(path)])
+    cfg.labelled_dev_fraction = 0.5
+    data = build_dataset(cfg, tmp_path / "work", log=lambda _: None)
+    items = labelled_summaries(path)
+    held = {i.document_key for i in items if is_held_out(i.document_key, 0.5, cfg.seed)}
+    n_held = sum(1 for i in items if i.document_key in held)
+    # each row gives at least one pair; held-out rows only in dev_labelled, the rest in train
+    labelled_train = [p for p in data.train if p.kind.startswith("labelled:")]
+    assert len(data.dev_labelled) >= n_held and len(labelled_train) >= len(items) - n_held
+    assert data.sources[str(path)]["documents"] == 2
+    assert data.sources[str(path)]["held_out_documents"] == len(held)
+    held_premises = {p.premise for p in data.dev_labelled}
+    assert not held_premises & {p.premise for p in labelled_train}
+
+
+def test_training_continues_from_a_trained_checker(tmp_path, tiny_base, tiny_docs):
+    from faithgate.errors import InputError
+    from faithgate.training.train import train
+
+    quiet = lambda line: None  # noqa: E731
+    first = train(_config(tmp_path / "a", tiny_base, tiny_docs), log=quiet, threads=1)
+    second = train(
+        _config(tmp_path / "b", tiny_base, tiny_docs, init_from=str(first)), log=quiet, threads=1
+    )
+    fresh = train(_config(tmp_path / "c", tiny_base, tiny_docs), log=quiet, threads=1)
+    assert not _same(_weights(second), _weights(fresh))  # started from `first`, not a fresh head
+    meta = json.loads((second / "faithgate_training.json").read_text())
+    assert (
+        meta["init_from"]["recipe_hash"]
+        == json.loads((first / "faithgate_training.json").read_text())["recipe_hash"]
+    )
+    with pytest.raises(InputError, match="no model.safetensors"):
+        train(_config(tmp_path / "d", tiny_base, tiny_docs, init_from=str(tiny_docs.parent)))
+    with pytest.raises(InputError, match="labels are not"):
+        train(_config(tmp_path / "e", tiny_base, tiny_docs, init_from=str(tiny_base)))

@@ -29,7 +29,28 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     "--labelled",
     multiple=True,
     type=click.Path(dir_okay=False),
-    help="Optional labelled pairs: JSONL with source, summary, label (1 faithful / 0 not).",
+    help="Optional labelled summaries: JSONL with source, summary, label (1 faithful / 0 not), "
+    "as faithgate bench reads; turned into sentence-level pairs against retrieved evidence. "
+    "Repeatable.",
+)
+@click.option(
+    "--labelled-dev-fraction",
+    default=TrainConfig.labelled_dev_fraction,
+    show_default=True,
+    type=click.FloatRange(0, 0.9),
+    help="Share of the labelled files' source documents held out for evaluation.",
+)
+@click.option(
+    "--max-synthetic-pairs",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Keep at most this many synthetic training pairs (a seeded sample).",
+)
+@click.option(
+    "--init-from",
+    default=None,
+    type=click.Path(file_okay=False, exists=True),
+    help="Continue from a trained checker directory (e.g. an earlier faithgate train --out).",
 )
 @click.option(
     "--snli-pairs",
@@ -74,6 +95,9 @@ def train_command(
     output: str,
     documents: tuple[str, ...],
     labelled: tuple[str, ...],
+    labelled_dev_fraction: float,
+    max_synthetic_pairs: int | None,
+    init_from: str | None,
     snli_pairs: int,
     base_model: str,
     epochs: int,
@@ -95,6 +119,9 @@ def train_command(
         base_model=base_model,
         documents=list(documents) or list(BUILTIN_CORPORA),
         labelled=list(labelled),
+        labelled_dev_fraction=labelled_dev_fraction,
+        max_synthetic_pairs=max_synthetic_pairs,
+        init_from=init_from,
         snli_pairs=snli_pairs,
         synth=SynthConfig(claims_per_document=claims_per_document, seed=seed),
         dev_fraction=dev_fraction,

@@ -204,17 +204,40 @@ def user_documents(path: str | Path) -> list[Document]:
     return docs
 
 
-def labelled_pairs(path: str | Path) -> list[NLIPair]:
-    """Optional labelled pairs: JSONL with ``source``, ``summary`` and ``label`` (1 faithful,
-    0 unfaithful) — mapped to entailment / contradiction."""
+@dataclass(frozen=True)
+class LabelledSummary:
+    """One human-labelled (source, summary) item of a user's file."""
+
+    id: str
+    source: str
+    summary: str
+    faithful: bool
+
+    @property
+    def document_key(self) -> str:
+        """Identifies the source document, so all summaries of one article fall on the same
+        side of a train / held-out split (a digest of the text, as files rarely share ids)."""
+        return hashlib.sha256(self.source.strip().encode()).hexdigest()[:16]
+
+
+def labelled_summaries(path: str | Path) -> list[LabelledSummary]:
+    """Optional labelled data: JSONL with ``source``, ``summary`` and ``label`` (1 faithful,
+    0 unfaithful; rows with a null label, as graded-only benchmark rows have, are skipped) —
+    the format ``faithgate bench`` reads."""
     out = []
     for lineno, row in read_jsonl_rows(path):
         try:
-            label = int(row["label"])
-            premise, hypothesis = str(row["source"]), str(row["summary"])
+            raw = row["label"]
+            source, summary = row["source"], row["summary"]
+            if raw is None:
+                continue
+            label = int(raw)
+            if label not in (0, 1) or not isinstance(source, str) or not isinstance(summary, str):
+                raise ValueError
         except (KeyError, TypeError, ValueError):
             raise InputError(
                 f"{path}:{lineno}: expected an object with 'source', 'summary' and 'label' (0/1)"
             ) from None
-        out.append(NLIPair(premise, hypothesis, 0 if label == 1 else 2, "labelled"))
+        row_id = str(row.get("id", lineno))
+        out.append(LabelledSummary(f"{Path(path).stem}:{row_id}", source, summary, label == 1))
     return out

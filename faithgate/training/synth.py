@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -162,10 +163,12 @@ def write_pairs(
     path: Path,
     spacy_model: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    make: Callable[[Document], list[NLIPair]] | None = None,
 ) -> dict[str, list[NLIPair]]:
     """Pairs of each document (by id, in ``documents`` order), generated into ``path`` (JSONL,
     one line per document) and resumed after the documents already there: an interrupted run
-    loses at most the document it was writing."""
+    loses at most the document it was writing. ``make`` builds one document's pairs (default:
+    ``document_pairs``)."""
     done: dict[str, list[NLIPair]] = {}
     if path.exists():
         with path.open(encoding="utf-8") as fh:
@@ -182,7 +185,7 @@ def write_pairs(
             fh.write("\n")
         for k, doc in enumerate(documents):
             if doc.id not in done:
-                pairs = document_pairs(doc, config, spacy_model)
+                pairs = make(doc) if make is not None else document_pairs(doc, config, spacy_model)
                 fh.write(json.dumps({"doc": doc.id, "pairs": [asdict(p) for p in pairs]}) + "\n")
                 fh.flush()
                 done[doc.id] = pairs
@@ -196,3 +199,118 @@ def label_counts(pairs: Sequence[NLIPair]) -> dict[str, int]:
     for p in pairs:
         counts[p.kind] = counts.get(p.kind, 0) + 1
     return dict(sorted(counts.items()))
+
+
+# --- Labelled summaries (source, summary, faithful or not) -> sentence-level pairs ----------
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "by",
+        "with",
+        "from",
+        "and",
+        "or",
+        "but",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "has",
+        "have",
+        "had",
+        "it",
+        "its",
+        "he",
+        "she",
+        "they",
+        "his",
+        "her",
+        "their",
+        "this",
+        "that",
+        "these",
+        "those",
+        "as",
+        "not",
+        "no",
+        "said",
+        "says",
+        "will",
+        "would",
+    ]
+)
+
+
+def _content_tokens(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+def evidence(sentence: str, source_sentences: Sequence[str], k: int) -> str:
+    """The ``k`` source sentences sharing most content words (and bigrams) with ``sentence``,
+    in source order: the premise a summary sentence is checked against (as ``entail_topk``
+    retrieves at scoring time, here lexically so building the data needs no model)."""
+    words = _content_tokens(sentence)
+    want = set(words) | set(zip(words, words[1:], strict=False))
+    scored = []
+    for j, src in enumerate(source_sentences):
+        sw = _content_tokens(src)
+        have = set(sw) | set(zip(sw, sw[1:], strict=False))
+        scored.append((len(want & have), -j))
+    top = sorted(range(len(source_sentences)), key=lambda j: scored[j], reverse=True)[:k]
+    return " ".join(source_sentences[j].strip() for j in sorted(top))
+
+
+def labelled_summary_pairs(
+    row_id: str,
+    source: str,
+    summary: str,
+    faithful: bool,
+    config: SynthConfig,
+    spacy_model: str | None = None,
+) -> list[NLIPair]:
+    """Sentence-level pairs from one human-labelled (source, summary) item.
+
+    The summaries are real system or reference outputs, so they teach what synthetic claims
+    cannot: abstractive wording (fusion, paraphrase, headline style) that is still supported.
+    - faithful summary: each sentence against its retrieved evidence (``entailment``), and up
+      to ``edits_per_claim`` ``faithgate.perturb`` edits of each sentence (``contradiction``):
+      minimal pairs on abstractive text;
+    - unfaithful one-sentence summary: that sentence (``contradiction``);
+    - unfaithful longer summary: which sentence is wrong is not known, so the whole summary
+      against the union of its sentences' evidence (``contradiction``)."""
+    rng = random.Random(f"{config.seed}:labelled:{row_id}")
+    from faithgate.text import split_sentences
+
+    src = [s for s in split_sentences(source, spacy_model) if s.strip()]
+    sents = [s for s in split_sentences(summary, spacy_model) if len(s.split()) >= 3]
+    if not src or not sents:
+        return []
+    premises = [evidence(s, src, rng.randint(2, 4)) for s in sents]
+    if not faithful:
+        if len(sents) == 1:
+            return [NLIPair(premises[0], sents[0], CONTRADICTION, "labelled:unfaithful")]
+        union = evidence(summary, src, min(len(src), 2 * len(sents) + 1))
+        return [NLIPair(union, " ".join(sents), CONTRADICTION, "labelled:unfaithful_summary")]
+    out: list[NLIPair] = []
+    for premise, sent in zip(premises, sents, strict=True):
+        out.append(NLIPair(premise, sent, ENTAILMENT, "labelled:faithful"))
+        try:
+            edits = perturb(premise, sent, seed=rng.randrange(1 << 30), max_per_type=1)
+        except Exception:  # noqa: BLE001 - a parse corner case costs one sentence's edits
+            edits = []
+        rng.shuffle(edits)
+        for edit in edits[: config.edits_per_claim]:
+            out.append(NLIPair(premise, edit.summary, CONTRADICTION, f"labelled:{edit.type}"))
+    return out

