@@ -30,7 +30,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -59,6 +60,10 @@ EXECUTION_KEYS = (
 )
 
 Progress = Callable[[int], None]
+
+# Examples per chunk the driver-side cache feeds an executor: looked up, scored and written
+# back before the next (``CachedExecutor``); big enough to keep a cluster's actors queued.
+CHUNK_EXAMPLES = 1024
 
 
 @dataclass(frozen=True)
@@ -268,14 +273,28 @@ class LocalExecutor:
 class CachedExecutor:
     """The score cache on the driver, around any executor: hits are read here, only missing
     cells travel to ``inner``, and every computed score is written back here. ``hashes`` are
-    the driver's settings hashes (computed once; they key the cache)."""
+    the driver's settings hashes (computed once; they key the cache).
+
+    Big inputs are fed to ``inner`` in chunks of about ``chunk_size`` examples (cut where the
+    source changes, so summaries of one article stay together): each chunk is looked up,
+    scored and written to the cache before the next is sent, so only one chunk's payload is
+    in flight at a time, and an interrupted run keeps every chunk it finished (a rerun reads
+    them back). An inner executor with ``score_stream`` (Ray) is handed the chunks as a lazy
+    stream and keeps its workers busy across chunk boundaries; any other is called per chunk.
+    """
 
     def __init__(
-        self, inner: Executor, cache: ScoreCache, hashes: Mapping[str, str] | None = None
+        self,
+        inner: Executor,
+        cache: ScoreCache,
+        hashes: Mapping[str, str] | None = None,
+        *,
+        chunk_size: int = CHUNK_EXAMPLES,
     ) -> None:
         self.inner = inner
         self.cache = cache
         self.name = inner.name
+        self.chunk_size = chunk_size
         self._hashes = dict(hashes) if hashes is not None else None
 
     def settings_hashes(self) -> dict[str, str]:
@@ -295,27 +314,67 @@ class CachedExecutor:
         examples = list(examples)
         hashes = self.settings_hashes()
         names = list(hashes) if todo is None else [m for m in hashes if m in todo]
-        results, missing = lookup_cached(self.cache, hashes, names, examples)
-        if todo is not None:  # only the cells asked for
-            wanted = {m: set(todo[m]) for m in names}
-            missing = {m: [i for i in idx if i in wanted[m]] for m, idx in missing.items()}
-        need = sorted({i for idx in missing.values() for i in idx})
-        if progress is not None and len(need) < len(examples):
-            progress(len(examples) - len(need))  # fully cached examples are done already
-        if need:
-            # Only examples with a missing cell travel, re-indexed; their todo says which cells.
-            sub = [examples[i] for i in need]
-            pos = {i: k for k, i in enumerate(need)}
-            sub_todo = {m: [pos[i] for i in idx] for m, idx in missing.items() if idx}
-            computed = self.inner.score(sub, todo=sub_todo, progress=progress)
-            full: list[dict[str, Score]] = [{} for _ in examples]
-            for i, k in pos.items():
+        wanted = None if todo is None else {m: set(todo[m]) for m in names}
+        results: list[dict[str, Score]] = [{} for _ in examples]
+        # Per chunk sent, in order: (offset, its examples, missing cells, indices sent).
+        sent: deque[tuple[int, list[Example], dict[str, list[int]], list[int]]] = deque()
+
+        def requests() -> Iterator[tuple[list[Example], dict[str, list[int]]]]:
+            for lo, hi in chunk_bounds(examples, self.chunk_size):
+                part = examples[lo:hi]
+                hits, missing = lookup_cached(self.cache, hashes, names, part)
+                results[lo:hi] = hits
+                if wanted is not None:  # only the cells asked for
+                    missing = {
+                        m: [i for i in idx if lo + i in wanted[m]] for m, idx in missing.items()
+                    }
+                need = sorted({i for idx in missing.values() for i in idx})
+                if progress is not None and len(need) < len(part):
+                    progress(len(part) - len(need))  # fully cached examples are done already
+                sent.append((lo, part, missing, need))
+                # Only examples with a missing cell travel, re-indexed; todo says which cells.
+                pos = {i: k for k, i in enumerate(need)}
+                yield (
+                    [part[i] for i in need],
+                    {m: [pos[i] for i in idx] for m, idx in missing.items() if idx},
+                )
+
+        stream = getattr(self.inner, "score_stream", None)
+        if callable(stream):
+            computed_chunks: Iterator[list[dict[str, Score]]] = stream(
+                requests(), progress=progress
+            )
+        else:
+            computed_chunks = (
+                self.inner.score(sub, todo=sub_todo, progress=progress) if sub else []
+                for sub, sub_todo in requests()
+            )
+        for computed in computed_chunks:
+            lo, part, missing, need = sent.popleft()
+            full: list[dict[str, Score]] = [{} for _ in part]
+            for k, i in enumerate(need):
                 full[i] = computed[k]
-            store_computed(self.cache, hashes, examples, missing, full, results)
+            # One chunk's scores reach the cache before the next chunk's are waited for.
+            store_computed(self.cache, hashes, part, missing, full, results[lo : lo + len(part)])
         return results
 
     def close(self) -> None:
         self.inner.close()
+
+
+def chunk_bounds(examples: Sequence[Example], size: int) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of consecutive chunks of about ``size`` examples. A chunk is extended
+    (up to ``2 * size``) while the next example has the same source as its last one, so a run
+    of summaries of one article is not cut in two (prefix caching runs each source once per
+    batch). Results never depend on where chunks are cut."""
+    n = len(examples)
+    lo = 0
+    while lo < n:
+        hi = min(lo + size, n)
+        while hi < n and hi - lo < 2 * size and examples[hi].source == examples[hi - 1].source:
+            hi += 1
+        yield lo, hi
+        lo = hi
 
 
 def make_executor(

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from faithgate.metrics.base import Metric, ScoringContext
 from faithgate.types import Example, Score
 
 RAY_METRICS = ("overlap", "sentsim", "loglik")
@@ -53,3 +54,62 @@ def bump_sample(shared_data: Path, sources: int = 3, per_source: int = 4) -> lis
 def as_data(rows: Sequence[dict[str, Score]]) -> list[dict[str, dict]]:
     """Scores as plain dicts: equal iff every value, sentence and detail is equal."""
     return [{k: s.to_dict() for k, s in r.items()} for r in rows]
+
+
+class PoisonMetric(Metric):
+    """A model-free test metric (share of summary words found in the source) with two poisoned
+    inputs: a summary containing ``POISON`` makes it raise (an ordinary metric bug, handled by
+    the scorer on any executor), and one containing ``CRASH`` kills the Ray worker process
+    scoring it (a segfault, an OOM kill), which only the Ray executor's retries and isolation
+    can handle. Outside a Ray worker ``CRASH`` raises instead of exiting, so a local run in the
+    test process is safe. Instances pickle by reference: Ray workers import this module."""
+
+    name = "poison"
+    description = "test metric: word overlap, poisoned by POISON / CRASH"
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        out = []
+        for ex in examples:
+            if "POISON" in ex.summary:
+                raise ValueError(f"poisoned summary in example {ex.id}")
+            if "CRASH" in ex.summary:
+                if in_ray_worker():
+                    os._exit(3)  # the worker process dies mid-batch, as on a segfault
+                raise RuntimeError(f"example {ex.id} would crash a worker")
+            words = ex.summary.lower().split()
+            source = set(ex.source.lower().split())
+            value = sum(w in source for w in words) / len(words)
+            out.append(Score(self.name, value, self.settings_hash(ctx), ex.id))
+        return out
+
+
+def in_ray_worker() -> bool:
+    """Whether this process is a Ray worker (not the driver, not a plain test process)."""
+    try:
+        import ray
+    except ImportError:
+        return False
+    return ray.is_initialized() and ray.get_runtime_context().worker.mode == ray.WORKER_MODE
+
+
+def poison_examples() -> list[Example]:
+    """Ten examples over three sources (interleaved); ``p1`` raises, ``c1`` crashes a worker."""
+    sources = [
+        "The mayor opened the new bridge in Leeds on Monday. It cost 40 million pounds.",
+        "A storm closed three schools in Cork. Classes resume on Friday, the council said.",
+        "The club signed a striker from Porto for two seasons after a medical on Tuesday.",
+    ]
+    summaries = [
+        "The mayor opened a bridge in Leeds.",
+        "A storm closed schools in Cork.",
+        "The club signed a striker.",
+        "The bridge cost 40 million pounds.",
+        "Classes resume on Friday.",
+        "The striker came from Porto.",
+        "The mayor opened a bridge in York.",
+        "Classes resume on Monday.",
+    ]
+    examples = [Example(f"e{k}", sources[k % 3], s) for k, s in enumerate(summaries)]
+    examples.insert(4, Example("c1", sources[1], "A CRASH closed schools in Cork."))
+    examples.insert(7, Example("p1", sources[2], "The POISON striker signed."))
+    return examples

@@ -178,3 +178,122 @@ def test_source_batches_keep_summaries_of_one_source_together() -> None:
     # A source with more summaries than a batch holds spans several; only todo cells travel.
     big = [Example(str(i), "same", f"y{i}") for i in range(5)]
     assert source_batches(big, {"m": [0, 1, 2, 4]}, 3) == [[0, 1, 2], [4]]
+
+
+class RecordingRemote:
+    """Stands in for the Ray executor (``REMOTE_EXECUTORS["ray"]`` patched to it): records
+    the settings it was built with and scores in process."""
+
+    name = "ray"
+    built: list[ExecutionSettings] = []
+
+    def __init__(
+        self,
+        recipe: ScorerRecipe,
+        settings: ExecutionSettings,
+        *,
+        hashes: Mapping[str, str] | None = None,
+    ) -> None:
+        RecordingRemote.built.append(settings)
+        self.local = LocalExecutor(recipe)
+
+    def score(self, examples, *, todo=None, progress=None):  # type: ignore[no-untyped-def]
+        return self.local.score(examples, todo=todo, progress=progress)
+
+    def settings_hashes(self) -> dict[str, str]:
+        return self.local.settings_hashes()
+
+    def close(self) -> None:
+        pass
+
+
+def test_bench_and_calibrate_take_the_executor_from_the_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[tool.faithgate.execution]`` is honoured by ``bench`` and ``calibrate`` as by
+    ``check``; flags override single keys of it."""
+    import json
+
+    from click.testing import CliRunner
+    from ray_helpers import PoisonMetric
+
+    from faithgate import execution
+    from faithgate.cli import cli
+    from faithgate.metrics import base
+
+    base.metric_names()  # discovery first, then the model-free test metric
+    monkeypatch.setitem(base._REGISTRY, "poison", PoisonMetric)
+    monkeypatch.setitem(execution.REMOTE_EXECUTORS, "ray", f"{__name__}:RecordingRemote")
+    monkeypatch.setattr(RecordingRemote, "built", [])
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "labelled.jsonl"
+    rows = [
+        {"id": f"{k}{tag}", "source": SRC_A, "summary": text, "label": label, "pair_id": str(k)}
+        for k in range(3)
+        for tag, text, label in (
+            ("g", "The mayor opened the new bridge.", 1),
+            ("b", "The king closed an old tunnel.", 0),
+        )
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.faithgate.execution]\nexecutor = 'ray'\nnum_workers = 3\nbatch_size = 5\n"
+    )
+    runner = CliRunner()
+    bench = ["bench", "--data", str(data), "--metric", "poison", "--no-cache", "-q"]
+    res = runner.invoke(cli, [*bench, "--resamples", "0"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(cli, [*bench, "--resamples", "0", "--num-workers", "2"])
+    assert res.exit_code == 0, res.output
+    calibrate = ["calibrate", "--data", str(data), "--metric", "poison", "--no-cache"]
+    res = runner.invoke(cli, [*calibrate, "--dry-run", "--resamples", "0"])
+    assert res.exit_code == 0, res.output
+    got = [(s.executor, s.num_workers, s.batch_size) for s in RecordingRemote.built]
+    assert got == [("ray", 3, 5), ("ray", 2, 5), ("ray", 3, 5)]
+    # --executor local wins over the file: nothing remote is built.
+    res = runner.invoke(cli, [*bench, "--resamples", "0", "--executor", "local"])
+    assert res.exit_code == 0, res.output
+    assert len(RecordingRemote.built) == 3
+    # A broken execution table is an error, not a silent local run.
+    (tmp_path / "pyproject.toml").write_text("[tool.faithgate.execution]\nexecutor = 'spark'\n")
+    res = runner.invoke(cli, [*bench, "--resamples", "0"])
+    assert res.exit_code == 2 and "execution.executor" in res.output, res.output
+
+
+def test_cached_executor_feeds_chunks_and_keeps_finished_ones(tmp_path: Path) -> None:
+    """Big inputs go to the executor chunk by chunk (a run of one source is never cut), each
+    chunk's scores reach the cache before the next is sent: an interrupted run keeps them."""
+    from faithgate.execution import chunk_bounds
+
+    exs = [Example(f"{s}{k}", f"source {s}", f"summary {s} {k}") for s in "abc" for k in range(3)]
+    assert list(chunk_bounds(exs, 2)) == [(0, 3), (3, 6), (6, 9)]  # extended to the source end
+    assert list(chunk_bounds(exs, 4)) == [(0, 6), (6, 9)]
+    assert list(chunk_bounds(exs[:1], 4)) == [(0, 1)]
+
+    class Interrupt(BaseException):
+        pass
+
+    class StopsOnThirdChunk(CountingExecutor):
+        def score(self, examples, *, todo=None, progress=None):  # type: ignore[no-untyped-def]
+            if len(self.calls) == 2:
+                raise Interrupt  # Ctrl-C while the third chunk is scored
+            return super().score(examples, todo=todo, progress=progress)
+
+    recipe = ScorerRecipe(("ner",))
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    examples = EXAMPLES * 1 + [
+        Example(f"x{e.id}", e.source, e.summary + " Again.") for e in EXAMPLES
+    ]
+    inner = StopsOnThirdChunk(LocalExecutor(recipe))
+    with pytest.raises(Interrupt):
+        CachedExecutor(inner, cache, chunk_size=3).score(examples)
+    assert [ids for ids, _ in inner.calls] == [["a1", "b1", "a2"], ["b2", "xa1", "xb1"]]
+    # The rerun reads the two finished chunks back and computes only the rest.
+    inner = CountingExecutor(LocalExecutor(recipe))
+    done: list[int] = []
+    hits = cache.hits
+    full = CachedExecutor(inner, cache, chunk_size=3).score(examples, progress=done.append)
+    assert cache.hits - hits == 6 and [ids for ids, _ in inner.calls] == [["xa2", "xb2"]]
+    assert sum(done) == len(examples)
+    want = LocalExecutor(recipe).score(examples)
+    assert [r["ner"].to_dict() for r in full] == [r["ner"].to_dict() for r in want]

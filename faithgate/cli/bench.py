@@ -226,7 +226,7 @@ def calibrate_command(
         backend=backend,
         models=parse_assignments(model_args, "--model"),
         metric_settings=parse_settings(settings),
-        execution=execution_settings(executor, address, num_workers),
+        execution=execution_settings(executor, address, num_workers, config_path),
     )
     run = bench.score(labelled)[metric_name]
     cal = calibrate(

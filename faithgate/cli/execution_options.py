@@ -1,9 +1,11 @@
 """The ``--executor`` / ``--address`` / ``--num-workers`` options shared by ``check``,
-``bench`` and ``calibrate``; choices come from ``faithgate.execution.EXECUTOR_CHOICES``."""
+``bench`` and ``calibrate``; choices come from ``faithgate.execution.EXECUTOR_CHOICES``. Flags
+override ``[tool.faithgate.execution]`` of the configuration, for all three commands."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -42,9 +44,23 @@ def execution_overrides(
 
 
 def execution_settings(
-    executor: str | None, address: str | None, num_workers: int | None
+    executor: str | None,
+    address: str | None,
+    num_workers: int | None,
+    config_path: str | Path | None = None,
 ) -> ExecutionSettings:
-    """Settings for commands without a gate configuration (``bench``, ``calibrate``)."""
-    return ExecutionSettings().with_overrides(
-        execution_overrides(executor, address, num_workers) or {}, "option"
-    )
+    """Settings for ``bench`` and ``calibrate``: the ``[tool.faithgate.execution]`` table of
+    the configuration (``config_path``, else the one ``faithgate check`` would find from the
+    current directory; none: the defaults), with the flags applied over it. A configuration
+    that does not parse is an error here too (exit 2), not silently ignored."""
+    from faithgate.config import load_config
+
+    path = Path(config_path) if config_path else None
+    if path is not None and path.is_file() and path.name != "pyproject.toml":
+        base = load_config(path).execution
+    else:
+        # A pyproject.toml is only a configuration with a [tool.faithgate] table: search
+        # from its directory as `check` does (a missing --config file is yet to be written).
+        start = path.parent if path is not None else None
+        base = load_config(start=start).execution
+    return base.with_overrides(execution_overrides(executor, address, num_workers) or {}, "option")
