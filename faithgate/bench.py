@@ -15,7 +15,6 @@ JSON and scored by the ``combined`` metric (``faithgate/metrics/combined.py``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -41,13 +40,17 @@ from faithgate.execution import (
 )
 from faithgate.io import load_examples
 from faithgate.meta import Item, evaluate, items_from_examples, roc_auc
+
+# The weights file format belongs to the ``combined`` metric that reads it; re-exported here.
+from faithgate.metrics.combined import (  # noqa: F401
+    COMBINATION_FORMAT,
+    load_weights,
+    weights_digest,
+)
 from faithgate.types import Example
 
 if TYPE_CHECKING:
     from faithgate.metrics.base import Metric
-
-COMBINATION_FORMAT = "faithgate-combination/1"
-
 
 def default_cache_path() -> Path:
     from faithgate.models import faithgate_home
@@ -345,29 +348,6 @@ def apply_combination(weights: Mapping[str, Any], runs: Mapping[str, np.ndarray]
     z = (x - np.asarray(weights["mean"])) / np.asarray(weights["scale"])
     logit = z @ np.asarray(weights["coef"]) + float(weights["intercept"])
     return 1.0 / (1.0 + np.exp(-logit))
-
-
-def load_weights(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such weights file") from None
-    except ValueError as exc:
-        raise InputError(f"{p}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != COMBINATION_FORMAT:
-        raise InputError(f"{p}: not a faithgate combination file (format {COMBINATION_FORMAT})")
-    for key in ("metrics", "mean", "scale", "coef", "intercept"):
-        if key not in data:
-            raise InputError(f"{p}: combination file lacks {key!r}")
-    if not (len(data["metrics"]) == len(data["mean"]) == len(data["scale"]) == len(data["coef"])):
-        raise InputError(f"{p}: metrics, mean, scale and coef must have the same length")
-    return data
-
-
-def weights_digest(data: Mapping[str, Any]) -> str:
-    blob = json.dumps(data, sort_keys=True).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
 
 
 # ---------------------------------------------------------------- the run

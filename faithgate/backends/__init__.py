@@ -13,6 +13,7 @@ from typing import Any
 
 from faithgate import models
 from faithgate.backends.base import Backend, RoleModel
+from faithgate.backends.manifest import find_export
 from faithgate.errors import InputError
 
 BACKENDS = {
@@ -37,10 +38,6 @@ def choose_backend(spec: models.ModelSpec, task: str, requested: str = "auto") -
                 f"unknown backend {requested!r}; choose one of: {', '.join(BACKEND_CHOICES)}"
             )
         return requested
-    try:
-        from faithgate.backends.export import find_export
-    except ImportError:  # export tooling absent: nothing can have been exported
-        return "torch"
     return "onnx" if find_export(spec, task) is not None else "torch"
 
 

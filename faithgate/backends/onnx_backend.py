@@ -13,7 +13,6 @@ default, CUDA first when onnxruntime-gpu sees a GPU (``provider="cuda"`` to insi
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from faithgate.backends.base import (
     TextEncoder,
     TokenEmbeddings,
 )
-from faithgate.backends.export import ExportManifest, find_export
+from faithgate.backends.manifest import ExportManifest, find_export
 from faithgate.backends.windowing import (
     batches_by_token_budget,
     equal_length_batches,
@@ -547,8 +546,3 @@ class OnnxBackend(Backend):
             return cls(spec, manifest, **options)
         except TypeError as exc:  # an option this task does not take
             raise BackendError(f"bad option for the onnx {manifest.task} model: {exc}") from exc
-
-
-def manifest_summary(path: str | Path) -> dict[str, Any]:
-    """The manifest of an export directory as plain JSON (for ``faithgate export --show``)."""
-    return json.loads((Path(path) / "faithgate_onnx.json").read_text())

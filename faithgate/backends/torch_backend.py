@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,14 @@ from faithgate.backends.base import (
     TextEncoder,
     TokenEmbeddings,
 )
+from faithgate.backends.torch_common import (  # noqa: F401 - re-exported for old imports
+    hf_kwargs,
+    import_torch,
+    load_hf_model,
+    load_tokenizer,
+)
+from faithgate.backends.torch_lm import load_language_model
+from faithgate.backends.torch_qa import load_qa_model
 from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old imports
     equal_length_batches,
     pool_and_normalise,
@@ -23,57 +30,8 @@ from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old i
     stitch_windows,
     token_windows,
 )
-from faithgate.errors import BackendError, ModelFileError
+from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
-
-
-def _import_torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:
-        raise BackendError(
-            "the torch backend needs the full install: pip install 'faithgate[full]' "
-            "(or export the model and use --backend onnx)"
-        ) from exc
-    return torch
-
-
-def hf_kwargs(spec: ModelSpec) -> dict[str, Any]:
-    """Loading options shared by every transformers model: offline unless from the hub,
-    safetensors only, no remote code unless asked."""
-    kwargs: dict[str, Any] = {
-        "trust_remote_code": spec.trust_remote_code,
-        "local_files_only": spec.origin != "hub",
-    }
-    if spec.revision:
-        kwargs["revision"] = spec.revision
-    return kwargs
-
-
-def load_tokenizer(spec: ModelSpec) -> Any:
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(spec.location, **hf_kwargs(spec))
-    except Exception as exc:  # transformers raises many types; report one line
-        raise _load_error(spec)(
-            f"cannot load tokenizer of {spec.role} model {spec.name!r}: {exc}"
-        ) from exc
-
-
-def _load_error(spec: ModelSpec) -> type[BackendError]:
-    """A local model that does not load is a bad input file (exit 2); anything else (a hub
-    download, a missing dependency) stays a backend failure."""
-    return ModelFileError if Path(str(spec.location)).exists() else BackendError
-
-
-def load_hf_model(spec: ModelSpec, auto_class: Any) -> Any:
-    try:
-        model = auto_class.from_pretrained(spec.location, use_safetensors=True, **hf_kwargs(spec))
-    except Exception as exc:
-        raise _load_error(spec)(f"cannot load {spec.role} model {spec.name!r}: {exc}") from exc
-    model.eval()
-    return model
 
 
 class _TokenizedModel:
@@ -96,7 +54,7 @@ class _TokenizedModel:
 class TorchTextEncoder(_TokenizedModel, TextEncoder):
     def __init__(self, spec: ModelSpec, batch_size: int = 32, stride: int = 64) -> None:
         super().__init__(spec, backend="torch")
-        self.torch = _import_torch()
+        self.torch = import_torch()
         from transformers import AutoModel
 
         self.tokenizer = load_tokenizer(spec)
@@ -166,7 +124,7 @@ class TorchTextEncoder(_TokenizedModel, TextEncoder):
 class TorchPairClassifier(_TokenizedModel, PairClassifier):
     def __init__(self, spec: ModelSpec, batch_size: int = 16) -> None:
         super().__init__(spec, backend="torch")
-        self.torch = _import_torch()
+        self.torch = import_torch()
         from transformers import AutoModelForSequenceClassification
 
         self.tokenizer = load_tokenizer(spec)
@@ -222,11 +180,7 @@ class TorchBackend(Backend):
         if task == "pair-classifier":
             return TorchPairClassifier(spec, **options)
         if task in ("causal-lm", "seq2seq-lm"):
-            from faithgate.backends.torch_lm import load_language_model
-
             return load_language_model(spec, task, **options)
         if task in ("text-generator", "extractive-qa"):
-            from faithgate.backends.torch_qa import load_qa_model
-
             return load_qa_model(spec, task, **options)
         raise BackendError(f"the torch backend has no task {task!r}")

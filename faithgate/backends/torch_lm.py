@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from faithgate.backends.base import LanguageModel
-from faithgate.backends.torch_backend import _import_torch, load_hf_model, load_tokenizer
+from faithgate.backends.torch_common import import_torch, load_hf_model, load_tokenizer
 from faithgate.backends.windowing import batches_by_token_budget, bucket_width, split_by_sizes
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
@@ -71,7 +71,7 @@ class _TorchLMBase(LanguageModel):
         threads: int | None = None,
     ) -> None:
         super().__init__(spec, backend="torch")
-        self.torch = _import_torch()
+        self.torch = import_torch()
         import transformers
 
         if threads:

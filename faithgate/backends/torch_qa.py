@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from faithgate.backends.base import Answer, ExtractiveQA, RoleModel, TextGenerator
-from faithgate.backends.torch_backend import _import_torch, load_hf_model, load_tokenizer
+from faithgate.backends.torch_common import import_torch, load_hf_model, load_tokenizer
 from faithgate.backends.windowing import equal_length_batches
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
@@ -39,7 +39,7 @@ def _limit(model: Any, tokenizer: Any, default: int = 512) -> int:
 class TorchTextGenerator(TextGenerator):
     def __init__(self, spec: ModelSpec, batch_size: int = 8) -> None:
         super().__init__(spec, backend="torch")
-        self.torch = _import_torch()
+        self.torch = import_torch()
         from transformers import AutoModelForSeq2SeqLM
 
         self.tokenizer = load_tokenizer(spec)
@@ -90,7 +90,7 @@ class TorchExtractiveQA(ExtractiveQA):
         self, spec: ModelSpec, stride: int = 64, max_answer_tokens: int = 30, batch_size: int = 8
     ) -> None:
         super().__init__(spec, backend="torch")
-        self.torch = _import_torch()
+        self.torch = import_torch()
         from transformers import AutoModelForQuestionAnswering
 
         self.tokenizer = load_tokenizer(spec)

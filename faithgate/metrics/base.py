@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from faithgate.backends import ModelPool
+from faithgate.backends.manifest import find_export
 from faithgate.errors import InputError
 from faithgate.types import Example, Score
 
@@ -66,8 +67,6 @@ class ScoringContext:
             "backend": backend,
         }
         if backend == "onnx":
-            from faithgate.backends.export import find_export
-
             manifest = find_export(spec, task)
             if manifest is not None:
                 identity["quantization"] = manifest.quantization

@@ -13,13 +13,44 @@ component cannot score cannot be combined and gets ``Score.failed``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, get_metric, register
 from faithgate.types import Example, Score
+
+COMBINATION_FORMAT = "faithgate-combination/1"
+
+
+def load_weights(path: str | Path) -> dict[str, Any]:
+    """Read and check a weights file written by ``faithgate bench --combine``."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such weights file") from None
+    except ValueError as exc:
+        raise InputError(f"{p}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != COMBINATION_FORMAT:
+        raise InputError(f"{p}: not a faithgate combination file (format {COMBINATION_FORMAT})")
+    for key in ("metrics", "mean", "scale", "coef", "intercept"):
+        if key not in data:
+            raise InputError(f"{p}: combination file lacks {key!r}")
+    if not (len(data["metrics"]) == len(data["mean"]) == len(data["scale"]) == len(data["coef"])):
+        raise InputError(f"{p}: metrics, mean, scale and coef must have the same length")
+    return data
+
+
+def weights_digest(data: Mapping[str, Any]) -> str:
+    """Short digest of a weights document: its content identifies the formula."""
+    blob = json.dumps(data, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
 
 
 @register
@@ -35,8 +66,6 @@ class Combined(Metric):
     defaults = {"weights": None}
 
     def validate_settings(self) -> None:
-        from faithgate.bench import load_weights
-
         path = self.settings["weights"]
         if not path:
             raise InputError(
@@ -54,11 +83,6 @@ class Combined(Metric):
     def settings_hash(self, ctx: ScoringContext) -> str:
         # The weights file's content, not its path, identifies the formula; component hashes
         # carry their models and settings.
-        import hashlib
-        import json
-
-        from faithgate.bench import weights_digest
-
         payload = {
             "weights": weights_digest(self._weights),
             "components": [m.settings_hash(ctx) for m in self._components],
