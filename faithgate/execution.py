@@ -16,11 +16,14 @@ The pieces:
 - ``ScorerRecipe``: what a worker needs to build its own ``Scorer`` (metric names and settings,
   model names, backend, loader options). Plain, picklable data: models are never shipped, each
   worker resolves and loads them where it runs.
-- ``Executor``: the protocol (``score``, ``settings_hashes``, ``close``).
+- ``Executor``: the protocol (``score``, ``settings_hashes``, ``close``; optionally
+  ``score_stream`` over an iterator of ``(examples, todo)`` chunks).
 - ``LocalExecutor``: the in-process one.
 - ``CachedExecutor``: the score cache as a wrapper that lives on the driver: it looks every
   (metric, example) cell up, sends only the misses to the executor it wraps, and writes what
-  comes back. Workers never touch the cache, so a rerun anywhere is fully cached.
+  comes back, chunk by chunk (``CHUNK_EXAMPLES``; a lazy stream for an executor with
+  ``score_stream``, such as Ray's). Workers never touch the cache, so a rerun anywhere is fully
+  cached, and an interrupted run keeps the chunks it finished.
 - ``ExecutionSettings``: the parsed ``[tool.faithgate.execution]`` table.
 - ``make_executor``: settings + recipe -> an executor, wrapped in the cache when there is one.
 """

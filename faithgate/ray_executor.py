@@ -7,14 +7,19 @@ and keeps it for the run. The driver
 - cuts the examples into batches of ``batch_size`` that keep the summaries of one source
   together, so document-prefix caching (``faithgate.likelihood``) applies inside a batch;
 - streams them: at most ``IN_FLIGHT`` batches per actor are submitted at a time, so the
-  object store holds only what is being scored;
+  object store holds only what is being scored; ``score_stream`` takes the examples as a lazy
+  stream of chunks (the driver-side cache feeds it chunk by chunk) and pulls the next chunk
+  only when the actors' queues run low;
 - collects plain ``Score`` objects back (workers never touch the score cache: the driver's
   ``CachedExecutor`` reads and writes it), calling ``progress`` as batches finish;
-- handles failures as a Ray user expects: a batch whose actor died (crash, OOM kill, node
-  loss) gets a fresh actor in that slot and is retried, up to ``max_retries`` times; a batch
-  that keeps failing is split and each of its examples tried once alone, so a poisoned example
-  fails alone, as a ``Score.failed`` naming the reason (the gate then fails closed on it);
-- on Ctrl-C (or any error) kills its actors, and stops the Ray runtime if it started it.
+- handles failures as a Ray user expects: when an actor dies (crash, OOM kill, node loss) a
+  fresh one takes its slot; the batch it was running is retried, up to ``max_retries`` times,
+  and the batches queued behind it are re-sent without being charged; a batch that keeps
+  failing is split and each of its examples tried once alone, so a poisoned example fails
+  alone, as a ``Score.failed`` naming the reason (the gate then fails closed on it);
+- on Ctrl-C (or any error) kills its actors, and stops the Ray runtime if it started it. Ray
+  only notices a Ctrl-C during its blocking calls as a ``KeyboardInterrupt``, so around them
+  SIGINT raises that, and the caller's own SIGINT handler (the CLI's) is run afterwards.
 
 Why actors driven from the driver rather than Ray Data ``map_batches`` with an
 ``ActorPoolStrategy``: Ray Data fails the whole dataset when a block keeps failing (or, with
@@ -26,10 +31,15 @@ through it); the bookkeeping is ours. See ``docs/scale-out.md``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
+import signal
+import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from faithgate.errors import FaithgateError, InputError
@@ -124,8 +134,9 @@ class ScoringWorker:
 
 
 class RayExecutor:
-    """Scores on a Ray cluster (see the module docstring). ``stats`` counts batches, retries,
-    actor restarts, examples isolated and failed, and the workers' engine passes/tokens;
+    """Scores on a Ray cluster (see the module docstring). ``stats`` counts batches, retries
+    (charged to the batch a dead actor was running), batches re-sent uncharged (queued behind
+    it), actor restarts, examples isolated and failed, and the workers' engine passes/tokens;
     ``nodes`` the Ray node ids that returned scores."""
 
     name = "ray"
@@ -151,6 +162,7 @@ class RayExecutor:
             "restarts": 0,
             "isolated": 0,
             "failed": 0,
+            "requeued": 0,
             "passes": 0,
             "tokens": 0,
         }
@@ -177,11 +189,18 @@ class RayExecutor:
             os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
             try:
                 ray.init(**kwargs)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception on startup
+                # No cluster at that address, or a local Ray that did not come up ("The
+                # current node timed out during startup" on an overloaded machine): one line.
                 raise InputError(
                     f"cannot connect to the Ray cluster at {s.address or '$RAY_ADDRESS/local'}: "
                     f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
                 ) from None
+            except BaseException:
+                # Ctrl-C while Ray was starting: stop whatever it started, then go on out.
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                raise
             self._owns_ray = True
         total = ray.cluster_resources()
         if s.num_gpus and total.get("GPU", 0) < s.num_gpus:
@@ -247,127 +266,256 @@ class RayExecutor:
         examples = list(examples)
         if not examples:
             return []
-        names = self.recipe.metric_names
-        if todo is None:
-            todo = {m: range(len(examples)) for m in names}
-        wanted = {m: set(idx) for m, idx in todo.items()}
-        results: list[dict[str, Score]] = [{} for _ in examples]
-        queue: deque[tuple[list[int], int]] = deque(
-            (b, 0) for b in source_batches(examples, todo, self.settings.batch_size)
-        )
-        if not queue:
-            return results
-        ray = _import_ray()
-        try:
-            self.start()
-            self._run(ray, examples, wanted, queue, results, progress)
-        except BaseException:
-            # Ctrl-C (Interrupted / KeyboardInterrupt) or an error: nothing keeps running.
-            self.close()
-            raise
+        [results] = self.score_stream([(examples, todo)], progress=progress)
         return results
 
-    def _run(
+    def score_stream(
         self,
-        ray: Any,
-        examples: list[Example],
-        wanted: dict[str, set[int]],
-        queue: deque[tuple[list[int], int]],
-        results: list[dict[str, Score]],
-        progress: Progress | None,
-    ) -> None:
-        load = [0] * len(self.actors)
-        inflight: dict[Any, tuple[int, int, list[int], int]] = {}
-        while queue or inflight:
-            while queue and min(load) < IN_FLIGHT:
-                slot = load.index(min(load))
-                idx, failures = queue.popleft()
-                batch = [examples[i] for i in idx]
-                batch_todo = {
-                    m: [k for k, i in enumerate(idx) if i in w] for m, w in wanted.items()
-                }
-                ref = self.actors[slot].score.remote(batch, batch_todo)
-                inflight[ref] = (slot, self._generation[slot], idx, failures)
-                load[slot] += 1
-            [ref], _ = ray.wait(list(inflight), num_returns=1)
-            slot, generation, idx, failures = inflight.pop(ref)
-            load[slot] -= 1
-            try:
-                out = ray.get(ref)
-            except ray.exceptions.RayError as exc:
-                self._failed_batch(
-                    ray,
-                    exc,
-                    slot,
-                    generation,
-                    idx,
-                    failures,
-                    queue,
-                    examples,
-                    wanted,
-                    results,
-                    progress,
-                )
-                continue
-            if "error" in out:
-                raise out["error"]
-            self.stats["batches"] += 1
-            self.nodes.add(out["node"])
-            for k, v in out["stats"].items():
-                self.stats[k] = self.stats.get(k, 0) + v
-            for i, scores in zip(idx, out["scores"], strict=True):
-                results[i].update(scores)
-            if progress is not None:
-                progress(len(idx))
+        chunks: Iterable[tuple[Sequence[Example], Mapping[str, Sequence[int]] | None]],
+        *,
+        progress: Progress | None = None,
+    ) -> Iterator[list[dict[str, Score]]]:
+        """Score a stream of ``(examples, todo)`` chunks; yields each chunk's results (as
+        ``score`` would return them) in input order, as soon as it and every chunk before it
+        are complete. Chunks are pulled lazily, only when fewer than ``IN_FLIGHT`` batches per
+        actor are waiting, so the actors stay busy across chunk boundaries while the driver
+        holds no more than the chunks being scored (plus what the caller keeps)."""
+        source = iter(chunks)
+        exhausted = False
+        order: deque[_Chunk] = deque()  # chunks not yet yielded, in input order
+        queue: deque[tuple[_Chunk, list[int], int]] = deque()  # (chunk, indices, failures)
+        inflight: dict[Any, _Task] = {}
+        load: list[int] = []
+        seq = 0
+        ray: Any = None
+        try:
+            while True:
+                while not exhausted and len(queue) < IN_FLIGHT * max(1, len(self.actors)):
+                    try:
+                        examples, todo = next(source)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    chunk = self._chunk(examples, todo)
+                    order.append(chunk)
+                    queue.extend((chunk, b, 0) for b in chunk.batches)
+                while order and order[0].pending == 0:
+                    yield order.popleft().results
+                if not queue and not inflight:
+                    if exhausted:
+                        return
+                    continue
+                if ray is None:
+                    ray = _import_ray()
+                    self.start()
+                    load = [0] * len(self.actors)
+                while queue and min(load) < IN_FLIGHT:
+                    slot = load.index(min(load))
+                    chunk, idx, failures = queue.popleft()
+                    batch = [chunk.examples[i] for i in idx]
+                    batch_todo = {
+                        m: [k for k, i in enumerate(idx) if i in w] for m, w in chunk.wanted.items()
+                    }
+                    ref = self.actors[slot].score.remote(batch, batch_todo)
+                    seq += 1
+                    inflight[ref] = _Task(
+                        ref, slot, self._generation[slot], seq, chunk, idx, failures
+                    )
+                    load[slot] += 1
+                with _sigint_as_keyboard_interrupt():
+                    [ref], _ = ray.wait(list(inflight), num_returns=1)
+                task = inflight.pop(ref)
+                load[task.slot] -= 1
+                outcome = self._fetch(ray, ref)
+                if not isinstance(outcome, ray.exceptions.RayError):
+                    self._accept(task, outcome, progress)
+                    continue
+                if getattr(outcome, "actor_init_failed", False):
+                    # The actor could not even be created (the recipe does not unpickle on
+                    # the worker: faithgate, or a project's metric module, is missing there).
+                    # No batch is to blame and every retry would fail the same way.
+                    raise InputError(
+                        "a Ray worker could not start: "
+                        f"{_last_line(outcome)}; faithgate and every metric's module must be "
+                        "importable on each node (runtime_env, docs/scale-out.md)"
+                    )
+                if not (
+                    isinstance(outcome, ray.exceptions.RayActorError)
+                    and task.generation == self._generation[task.slot]
+                ):
+                    self._failed_batch(ray, outcome, task, queue, progress)
+                    continue
+                # The actor died (crash, OOM kill, node loss). It ran its batches one after
+                # another, so of those it held, the first that failed was running when it died
+                # and is charged a failure; the ones queued behind it are re-sent as they were
+                # (an innocent batch never pays for a poisoned one). A fresh actor takes the slot.
+                held = [task]
+                for other in [t for t in inflight.values() if t.slot == task.slot]:
+                    del inflight[other.ref]
+                    load[task.slot] -= 1
+                    held.append(other)
+                self._replace_actor(ray, task.slot)
+                charged = False
+                for t in sorted(held, key=lambda t: t.seq):
+                    result = outcome if t is task else self._fetch(ray, t.ref)
+                    if not isinstance(result, ray.exceptions.RayError):
+                        self._accept(t, result, progress)
+                    elif not charged:
+                        charged = True
+                        self._failed_batch(ray, result, t, queue, progress)
+                    else:
+                        self.stats["requeued"] += 1
+                        queue.appendleft((t.chunk, t.idx, t.failures))
+        except BaseException:
+            # Ctrl-C (the CLI's Interrupted, KeyboardInterrupt), an error, or the caller
+            # abandoning the stream: nothing keeps running on the cluster.
+            self.close()
+            raise
+
+    @staticmethod
+    def _fetch(ray: Any, ref: Any) -> Any:
+        """A finished task's result, or the ``RayError`` it failed with."""
+        try:
+            with _sigint_as_keyboard_interrupt():
+                return ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            return exc
+
+    def _accept(self, task: _Task, out: dict[str, Any], progress: Progress | None) -> None:
+        if "error" in out:
+            raise out["error"]  # a configuration problem: the run stops with its message
+        self.stats["batches"] += 1
+        self.nodes.add(out["node"])
+        for k, v in out["stats"].items():
+            self.stats[k] = self.stats.get(k, 0) + v
+        for i, scores in zip(task.idx, out["scores"], strict=True):
+            task.chunk.results[i].update(scores)
+        task.chunk.pending -= 1
+        if progress is not None:
+            progress(len(task.idx))
+
+    def _replace_actor(self, ray: Any, slot: int) -> None:
+        try:
+            ray.kill(self.actors[slot])
+        except Exception:  # noqa: BLE001 - it is dead already
+            log.debug("dead actor could not be killed", exc_info=True)
+        self.actors[slot] = self._actor_class.remote(self.recipe)
+        self._generation[slot] += 1
+        self.stats["restarts"] += 1
+
+    def _chunk(
+        self, examples: Sequence[Example], todo: Mapping[str, Sequence[int]] | None
+    ) -> _Chunk:
+        examples = list(examples)
+        if todo is None:
+            todo = {m: range(len(examples)) for m in self.recipe.metric_names}
+        batches = source_batches(examples, todo, self.settings.batch_size) if examples else []
+        return _Chunk(
+            examples=examples,
+            wanted={m: set(idx) for m, idx in todo.items()},
+            results=[{} for _ in examples],
+            batches=batches,
+            pending=len(batches),
+        )
 
     def _failed_batch(
         self,
         ray: Any,
         exc: Exception,
-        slot: int,
-        generation: int,
-        idx: list[int],
-        failures: int,
-        queue: deque[tuple[list[int], int]],
-        examples: list[Example],
-        wanted: dict[str, set[int]],
-        results: list[dict[str, Score]],
+        task: _Task,
+        queue: deque[tuple[_Chunk, list[int], int]],
         progress: Progress | None,
     ) -> None:
-        if isinstance(exc, ray.exceptions.RayActorError) and generation == self._generation[slot]:
-            # The actor died (crash, OOM kill, node loss): a fresh one takes its slot; every
-            # other batch that was queued on the dead one fails too and is retried here.
-            try:
-                ray.kill(self.actors[slot])
-            except Exception:  # noqa: BLE001 - it is dead already
-                log.debug("dead actor could not be killed", exc_info=True)
-            self.actors[slot] = self._actor_class.remote(self.recipe)
-            self._generation[slot] += 1
-            self.stats["restarts"] += 1
+        """A batch failed (its actor died while running it, or the task raised): retry it,
+        up to ``max_retries`` times; then try each of its examples once alone; an example
+        that fails alone too is marked failed with the reason."""
+        chunk, idx = task.chunk, task.idx
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        failures += 1
+        failures = task.failures + 1
         if failures <= self.settings.max_retries:
             log.warning("a Ray batch of %d failed (%s); retrying", len(idx), reason)
             self.stats["retries"] += 1
-            queue.appendleft((idx, failures))
+            queue.appendleft((chunk, idx, failures))
         elif len(idx) > 1:
             # Kept failing: try each example once alone, so only a poisoned one fails.
             log.warning(
                 "a Ray batch of %d kept failing (%s); isolating its examples", len(idx), reason
             )
             self.stats["isolated"] += len(idx)
-            queue.extendleft(([i], failures) for i in reversed(idx))
+            chunk.pending += len(idx) - 1
+            queue.extendleft((chunk, [i], failures) for i in reversed(idx))
         else:
             [i] = idx
-            ex = examples[i]
+            ex = chunk.examples[i]
             hashes = self.settings_hashes()
             why = (
                 f"the Ray worker failed on this example {failures} time(s), alone and in its "
                 f"batch ({type(exc).__name__}: {reason})"
             )
-            for m, w in wanted.items():
+            for m, w in chunk.wanted.items():
                 if i in w:
-                    results[i][m] = Score.failed(m, hashes.get(m, ""), ex.id, why)
+                    chunk.results[i][m] = Score.failed(m, hashes.get(m, ""), ex.id, why)
             self.stats["failed"] += 1
+            chunk.pending -= 1
             if progress is not None:
                 progress(1)
+
+
+@dataclass
+class _Task:
+    """A batch submitted to an actor: where it went (slot, the actor's generation there),
+    its submission number, and what it scores."""
+
+    ref: Any
+    slot: int
+    generation: int
+    seq: int
+    chunk: _Chunk
+    idx: list[int]
+    failures: int
+
+
+@dataclass
+class _Chunk:
+    """One ``score_stream`` chunk on the driver: its examples, the cells asked for, the
+    results filled in as batches return, and how many of its batches are still out."""
+
+    examples: list[Example]
+    wanted: dict[str, set[int]]
+    results: list[dict[str, Score]]
+    batches: list[list[int]]
+    pending: int
+
+
+def _last_line(exc: BaseException) -> str:
+    """The last line of an error from a worker (its traceback ends with the exception),
+    without terminal colour codes."""
+    lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()]
+    lines = [ln for ln in lines if ln]
+    return lines[-1] if lines else type(exc).__name__
+
+
+@contextlib.contextmanager
+def _sigint_as_keyboard_interrupt() -> Iterator[None]:
+    """Around Ray's blocking calls (``ray.wait``, ``ray.get``): Ray turns a Ctrl-C that
+    arrives while it blocks into an interruption only when the SIGINT handler raises
+    ``KeyboardInterrupt``; any other exception (the CLI's ``Interrupted``) is swallowed inside
+    Ray's signal check and the Ctrl-C is lost. So for the call SIGINT raises
+    ``KeyboardInterrupt``, and when it does, the caller's own handler is run afterwards (the
+    CLI's then raises ``Interrupted``: one line, exit 130)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or previous is signal.default_int_handler:
+        yield  # Python's default (KeyboardInterrupt already), SIG_IGN or SIG_DFL
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, previous)
+        previous(signal.SIGINT, None)  # the caller's interruption (raises)
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -297,3 +297,30 @@ def test_cached_executor_feeds_chunks_and_keeps_finished_ones(tmp_path: Path) ->
     assert sum(done) == len(examples)
     want = LocalExecutor(recipe).score(examples)
     assert [r["ner"].to_dict() for r in full] == [r["ner"].to_dict() for r in want]
+
+
+def test_ctrl_c_inside_a_ray_wait_reaches_the_callers_handler() -> None:
+    """Ray turns a Ctrl-C during its blocking calls into an interruption only when SIGINT
+    raises ``KeyboardInterrupt`` (anything else is swallowed inside Ray and the Ctrl-C lost);
+    around those calls it does, and the caller's own handler (the CLI's) then runs."""
+    import signal
+
+    from faithgate.ray_executor import _sigint_as_keyboard_interrupt
+
+    class Interrupted(BaseException):
+        pass
+
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        with pytest.raises(Interrupted), _sigint_as_keyboard_interrupt():
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            signal.raise_signal(signal.SIGINT)  # as Ray's signal check would see it
+        assert signal.getsignal(signal.SIGINT) is handler  # restored
+        with _sigint_as_keyboard_interrupt():
+            pass
+        assert signal.getsignal(signal.SIGINT) is handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
