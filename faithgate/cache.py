@@ -19,6 +19,7 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from faithgate.errors import InputError
@@ -124,6 +125,20 @@ class ScoreCache:
                 "INSERT OR REPLACE INTO scores (key, score) VALUES (?, ?)",
                 (cache_key(settings_hash, source, summary), json.dumps(score.to_dict())),
             )
+
+    def put_many(self, items: Iterable[tuple[str, str, str, Score]]) -> None:
+        """``put`` for many ``(settings_hash, source, summary, score)`` in one transaction (one
+        commit, not one per score: a commit costs a disk sync, ~25 ms on a busy machine)."""
+        rows = [
+            (cache_key(h, source, summary), json.dumps(score.to_dict()))
+            for h, source, summary, score in items
+            if score.ok
+        ]
+        if not rows:
+            return
+        conn = self._connect()
+        with conn:
+            conn.executemany("INSERT OR REPLACE INTO scores (key, score) VALUES (?, ?)", rows)
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -312,7 +312,7 @@ class CachedExecutor:
         todo: Mapping[str, Sequence[int]] | None = None,
         progress: Progress | None = None,
     ) -> list[dict[str, Score]]:
-        from faithgate.scorer import lookup_cached, store_computed
+        from faithgate.scorer import lookup_cached
 
         examples = list(examples)
         hashes = self.settings_hashes()
@@ -357,8 +357,16 @@ class CachedExecutor:
             full: list[dict[str, Score]] = [{} for _ in part]
             for k, i in enumerate(need):
                 full[i] = computed[k]
-            # One chunk's scores reach the cache before the next chunk's are waited for.
-            store_computed(self.cache, hashes, part, missing, full, results[lo : lo + len(part)])
+            # One chunk's scores reach the cache (one transaction) before the next chunk's are
+            # waited for; failed scores are not cached (they are retried next run).
+            for m, idx in missing.items():
+                for i in idx:
+                    results[lo + i][m] = full[i][m]
+            self.cache.put_many(
+                (hashes[m], part[i].source, part[i].summary, full[i][m])
+                for m, idx in missing.items()
+                for i in idx
+            )
         return results
 
     def close(self) -> None:
