@@ -20,8 +20,12 @@ install:
 gate: install
 	cd examples/news && faithgate check
 
+# lint-imports first: an import cycle or a layer violation (pyproject's [tool.importlinter])
+# fails CI before the suite runs.
 test: install
+	lint-imports
 	$(PYTHON) -m pytest -n 2 --dist loadgroup -q
 
 lint:
 	ruff check faithgate pytest_faithgate tests benchmarks examples
+	lint-imports

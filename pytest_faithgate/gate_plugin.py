@@ -103,9 +103,9 @@ def render_gate(data: dict[str, Any]) -> list[str]:
     A passing gate shows its whole terminal report (verdict, rule table); a failing one only
     its verdict line and a pointer, because its item's failure report in FAILURES already
     holds the table: pytest users expect a failure's detail once, in FAILURES."""
-    from faithgate.gate import GateResult
     from faithgate.report import render
     from faithgate.report.terminal import headline
+    from faithgate.result import GateResult
 
     result = GateResult.from_dict(data)
     if result.passed:

@@ -164,8 +164,8 @@ def write_gate_outputs(plugin_session: PluginSession, gates: list[dict[str, Any]
     Runs on the controller (or the single process) after the session, from the results
     carried by the reports, so it works the same with and without xdist.
     """
-    from faithgate.gate import GateResult
     from faithgate.report import write_reports
+    from faithgate.result import GateResult
 
     written: list[Path] = []
     for data in gates:

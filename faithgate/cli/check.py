@@ -155,7 +155,7 @@ def check_command(
     from faithgate.config import load_config
     from faithgate.escape import safe_line
     from faithgate.gate import Gate
-    from faithgate.report import render
+    from faithgate.report import render, write_reports
     from faithgate.report.terminal import headline
 
     if outputs and (summarizer or data):
@@ -197,7 +197,7 @@ def check_command(
         use_cache=not no_cache,
     )
     result = gate.run()
-    written = gate.write_reports(result)
+    written = write_reports(result, config.reports)
     if quiet:
         click.echo(headline(result))
     else:

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
+from faithgate.result import GateResult
 
 if TYPE_CHECKING:
     from faithgate.config import Reports
-    from faithgate.gate import GateResult
 
 KINDS = ("junit", "markdown", "json", "html", "terminal")
 

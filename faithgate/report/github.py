@@ -37,6 +37,8 @@ from typing import Any
 from faithgate.errors import FaithgateError, InputError
 from faithgate.escape import printable
 from faithgate.io import jsonl_lines
+from faithgate.report import render
+from faithgate.result import GateResult
 
 # GitHub rejects a step summary over 1 MiB (1024 * 1024 bytes); keep room for the cut notice.
 SUMMARY_LIMIT = 1024 * 1024 - 1024
@@ -271,9 +273,6 @@ def summary_markdown(
 ) -> str:
     """The job summary: the Markdown report, or a rendering of the result, or the error."""
     if markdown is None and result is not None:
-        from faithgate.gate import GateResult
-        from faithgate.report import render
-
         markdown = render("markdown", GateResult.from_dict(result))
     if markdown is None:
         text = printable(error or "no result")

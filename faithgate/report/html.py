@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import math
 from html import escape
-from typing import TYPE_CHECKING
 
 from faithgate.report.format import fmt_value
-
-if TYPE_CHECKING:
-    from faithgate.gate import ExampleResult, GateResult
+from faithgate.result import ExampleResult, GateResult
 
 MAX_EXAMPLES = 500
 MAX_PAIRS = 200

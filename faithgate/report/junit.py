@@ -9,15 +9,11 @@ properties carry the verdict, pass rate, mean per metric and the settings hash o
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from faithgate.report.format import fmt_value
-
-if TYPE_CHECKING:
-    from faithgate.gate import GateResult
-
+from faithgate.result import GateResult
 
 # Characters XML 1.0 cannot hold at all, not even as references: C0 controls other than tab,
 # LF and CR, lone surrogates, and the noncharacters U+FFFE / U+FFFF. A summary may contain

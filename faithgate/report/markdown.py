@@ -6,12 +6,8 @@ the settings hash of every metric, so a reader can tell which scores are compara
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from faithgate.report.format import fmt_value, one_line
-
-if TYPE_CHECKING:
-    from faithgate.gate import GateResult
+from faithgate.result import GateResult
 
 
 def _cell(text: str, limit: int = 200) -> str:

@@ -1,31 +1,15 @@
-"""Terminal report: the verdict, the rule table and the failing examples, as plain text; and
-the progress bar shown while a long run scores (tqdm, on stderr)."""
+"""Terminal report: the verdict, the rule table and the failing examples, as plain text.
+(The progress bar shown while a long run scores is ``faithgate.progress``.)"""
 
 from __future__ import annotations
 
 import shutil
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from faithgate.escape import defuse_workflow_commands, printable
+from faithgate.progress import progress_bar  # noqa: F401 - re-exported for older imports
 from faithgate.report.format import fmt_value, one_line
-
-if TYPE_CHECKING:
-    from faithgate.gate import GateResult
-
-
-@contextmanager
-def progress_bar(total: int, desc: str = "scoring") -> Iterator[Any]:
-    """A tqdm bar on stderr (``bar.update(n)``), closed on exit."""
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, desc=desc, unit="ex", file=sys.stderr, dynamic_ncols=True, leave=False)
-    try:
-        yield bar
-    finally:
-        bar.close()
+from faithgate.result import GateResult
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:

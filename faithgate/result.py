@@ -1,0 +1,355 @@
+"""The result of a gate: plain data, JSON round-trip, no model and no rule in here.
+
+``GateResult`` (schema ``RESULT_SCHEMA``) is what the JSON report, the baseline and the GitHub
+Action read: ``passed``, ``verdict``, ``pass_rate``, ``means``, ``settings_hashes``, ``rules``
+(name/value/limit/passed/message), ``examples`` (id, passed, message, per-metric
+value/threshold/error, least supported sentence) and ``pairs``. Reports import this module
+only; the rules (``faithgate.rules``) build it and the gate (``faithgate.gate``) runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faithgate.atomic import atomic_write_text
+from faithgate.errors import InputError
+
+RESULT_SCHEMA = 1
+
+
+@dataclass
+class SentenceRef:
+    """The least supported summary sentence of one example under one metric."""
+
+    metric: str
+    index: int
+    text: str
+    value: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SentenceRef:
+        return cls(data["metric"], int(data["index"]), data["text"], float(data["value"]))
+
+
+@dataclass
+class MetricResult:
+    """One metric on one example: its value (``None`` when unscorable), the threshold it was
+    held to, whether it passed, and why not."""
+
+    metric: str
+    value: float | None
+    passed: bool
+    threshold: float | None = None
+    error: str | None = None
+    settings_hash: str = ""
+    least_supported: SentenceRef | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None and self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["least_supported"] = self.least_supported.to_dict() if self.least_supported else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MetricResult:
+        ls = data.get("least_supported")
+        return cls(
+            metric=data["metric"],
+            value=None if data.get("value") is None else float(data["value"]),
+            passed=bool(data["passed"]),
+            threshold=data.get("threshold"),
+            error=data.get("error"),
+            settings_hash=data.get("settings_hash", ""),
+            least_supported=SentenceRef.from_dict(ls) if ls else None,
+        )
+
+
+@dataclass
+class ExampleResult:
+    """Verdict on one example. ``probe`` marks the unfaithful member of a given minimal pair
+    (used by pair consistency only, not counted by the per-example rules)."""
+
+    id: str
+    summary: str
+    passed: bool
+    scores: dict[str, MetricResult] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    probe: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        """One line: why the example failed (empty when it passed)."""
+        return "; ".join(self.reasons)
+
+    @property
+    def least_supported(self) -> SentenceRef | None:
+        """Least supported sentence: from the first failing metric, else the first metric
+        that scores sentences."""
+        failing = [m for m in self.scores.values() if not m.passed and m.least_supported]
+        pool = failing or [m for m in self.scores.values() if m.least_supported]
+        return pool[0].least_supported if pool else None
+
+    def margin(self) -> float:
+        """Smallest (value - threshold) over metrics; -inf when unscorable (sort key)."""
+        margins = []
+        for m in self.scores.values():
+            if not m.ok:
+                return -math.inf
+            margins.append(m.value - (m.threshold or 0.0) if m.threshold is not None else m.value)
+        return min(margins) if margins else -math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        ls = self.least_supported
+        return {
+            "id": self.id,
+            "summary": self.summary,
+            "passed": self.passed,
+            "message": self.message,
+            "reasons": list(self.reasons),
+            "probe": self.probe,
+            "least_supported": ls.to_dict() if ls else None,
+            "scores": {k: v.to_dict() for k, v in self.scores.items()},
+            "meta": self.meta,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExampleResult:
+        return cls(
+            id=str(data["id"]),
+            summary=data.get("summary", ""),
+            passed=bool(data["passed"]),
+            scores={k: MetricResult.from_dict(v) for k, v in data.get("scores", {}).items()},
+            reasons=list(data.get("reasons", [])),
+            probe=bool(data.get("probe", False)),
+            meta=dict(data.get("meta") or {}),
+        )
+
+
+@dataclass
+class RuleResult:
+    """One decision rule's outcome: ``value`` compared with ``limit``.
+
+    ``name`` is unique in a result, e.g. ``pass_rate``, ``min_mean[bertscore]``,
+    ``pair_consistency[bertscore]``, ``pair_consistency[bertscore|Intrinsic Entity]``,
+    ``regression[bertscore]``, ``scorable``. For ``regression`` value is the mean drop and limit
+    the tolerance; ``details`` holds the bootstrap bound and counts.
+    """
+
+    name: str
+    kind: str
+    value: float | None
+    limit: float | None
+    passed: bool
+    message: str
+    metric: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    # Passed without being checked (e.g. regression on a first run without a baseline): reports
+    # show it as SKIP with its message, so a pass never hides a rule that did not run.
+    skipped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RuleResult:
+        return cls(
+            name=data["name"],
+            kind=data.get("kind", data["name"]),
+            value=data.get("value"),
+            limit=data.get("limit"),
+            passed=bool(data["passed"]),
+            message=data.get("message", ""),
+            metric=data.get("metric"),
+            details=dict(data.get("details") or {}),
+            skipped=bool(data.get("skipped", False)),
+        )
+
+
+@dataclass
+class PairResult:
+    """One minimal pair: did the faithful member outscore the unfaithful one, per metric?
+    ``consistent[metric]`` is False for ties and for pairs a metric could not score."""
+
+    pair_id: str
+    faithful_id: str
+    unfaithful_id: str
+    error_type: str | None
+    generated: bool
+    unfaithful_summary: str
+    # The edit as "old words -> new words" (word-level diff of the two summaries), for reports.
+    edit: str = ""
+    faithful_scores: dict[str, float | None] = field(default_factory=dict)
+    unfaithful_scores: dict[str, float | None] = field(default_factory=dict)
+    consistent: dict[str, bool] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PairResult:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass
+class GateResult:
+    """Everything a gate decided; JSON round-trip with ``to_dict`` / ``from_dict``.
+
+    Saved as JSON it is also the next run's baseline (per-example values by id, plus the
+    settings hash of every metric so incomparable baselines are detected).
+    """
+
+    passed: bool
+    metrics: list[str]
+    settings_hashes: dict[str, str]
+    thresholds: dict[str, float]
+    rules: list[RuleResult]
+    examples: list[ExampleResult]
+    pairs: list[PairResult] = field(default_factory=list)
+    created: str = ""
+    faithgate_version: str = ""
+    input: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    seconds: float | None = None
+    cache: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.passed else "fail"
+
+    @property
+    def outputs(self) -> list[ExampleResult]:
+        """Examples the per-example rules apply to (everything but pair probes)."""
+        return [e for e in self.examples if not e.probe]
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.outputs)
+
+    @property
+    def n_passed(self) -> int:
+        return sum(e.passed for e in self.outputs)
+
+    @property
+    def pass_rate(self) -> float | None:
+        n = self.n_examples
+        return self.n_passed / n if n else None
+
+    @property
+    def failed_examples(self) -> list[ExampleResult]:
+        return [e for e in self.outputs if not e.passed]
+
+    @property
+    def failed_rules(self) -> list[RuleResult]:
+        return [r for r in self.rules if not r.passed]
+
+    @property
+    def skipped_rules(self) -> list[RuleResult]:
+        """Rules that passed without being checked (each says why in its message)."""
+        return [r for r in self.rules if r.passed and r.skipped]
+
+    def means(self) -> dict[str, float | None]:
+        """Mean value per metric over the scored outputs (``None`` when none scored)."""
+        out: dict[str, float | None] = {}
+        for name in self.metrics:
+            values = [e.scores[name].value for e in self.outputs if name in e.scores]
+            values = [v for v in values if v is not None]
+            out[name] = sum(values) / len(values) if values else None
+        return out
+
+    def worst_examples(self, k: int = 5) -> list[ExampleResult]:
+        """Failing examples first, then the lowest margins to threshold."""
+        ranked = sorted(self.outputs, key=lambda e: (e.passed, e.margin()))
+        return ranked[:k]
+
+    def values(self, metric: str) -> dict[str, float]:
+        """Scored values of one metric by example id (outputs only): what a baseline holds."""
+        return {
+            e.id: e.scores[metric].value  # type: ignore[misc]
+            for e in self.outputs
+            if metric in e.scores and e.scores[metric].ok
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": RESULT_SCHEMA,
+            "faithgate_version": self.faithgate_version,
+            "created": self.created,
+            "passed": self.passed,
+            "verdict": self.verdict,
+            "input": self.input,
+            "metrics": list(self.metrics),
+            "settings_hashes": dict(self.settings_hashes),
+            "thresholds": dict(self.thresholds),
+            "n_examples": self.n_examples,
+            "n_passed": self.n_passed,
+            "pass_rate": self.pass_rate,
+            "means": self.means(),
+            "seconds": self.seconds,
+            "cache": dict(self.cache),
+            "rules": [r.to_dict() for r in self.rules],
+            "examples": [e.to_dict() for e in self.examples],
+            "pairs": [p.to_dict() for p in self.pairs],
+            "config": self.config,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GateResult:
+        if not isinstance(data, Mapping) or "examples" not in data or "metrics" not in data:
+            raise InputError("not a faithgate result (expected keys 'metrics' and 'examples')")
+        return cls(
+            passed=bool(data.get("passed", False)),
+            metrics=list(data["metrics"]),
+            settings_hashes=dict(data.get("settings_hashes") or {}),
+            thresholds=dict(data.get("thresholds") or {}),
+            rules=[RuleResult.from_dict(r) for r in data.get("rules", [])],
+            examples=[ExampleResult.from_dict(e) for e in data["examples"]],
+            pairs=[PairResult.from_dict(p) for p in data.get("pairs", [])],
+            created=data.get("created", ""),
+            faithgate_version=data.get("faithgate_version", ""),
+            input=data.get("input"),
+            config=dict(data.get("config") or {}),
+            seconds=data.get("seconds"),
+            cache=dict(data.get("cache") or {}),
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write the result JSON atomically (a failed write leaves the previous file)."""
+        path = Path(path)
+        try:
+            atomic_write_text(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        except OSError as exc:  # the previous file survives (atomic write): say so
+            raise InputError(f"cannot write {path} (left unchanged): {exc}") from None
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> GateResult:
+        """Read a result JSON (a baseline); one-line ``InputError`` naming the file if bad."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: not a faithgate result JSON ({exc})") from None
+        except RecursionError:
+            raise InputError(f"{path}: not a faithgate result JSON (nested too deeply)") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        try:
+            return cls.from_dict(data)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{path}: malformed faithgate result ({exc})") from None

@@ -1,0 +1,518 @@
+"""The gate's rules: pure functions from examples + scores to a ``GateResult``.
+
+Nothing here loads a model, reads a file or prints: ``find_pairs`` finds the minimal pairs
+given in the data, ``evaluate`` applies the configured rules, and the regression rule compares
+with a baseline result by paired bootstrap. ``faithgate.gate.Gate`` runs them after scoring;
+the pytest plugin can score on workers and evaluate on the controller.
+
+Decision rules (see ``faithgate.config`` for their settings):
+
+- **per-example threshold**: an example passes when every metric scored it and each score is
+  ``>=`` that metric's threshold (a metric without threshold only has to score it). An example
+  that could not be scored fails and says why; nothing passes by being skipped.
+- **pass_rate**: share of passing examples ``>=`` ``rules.min_pass_rate`` (default 1.0). A gate
+  with zero scorable examples fails (rule ``scorable``).
+- **min_mean[metric]**: mean over scored examples ``>=`` the minimum.
+- **pair_consistency[metric]** (and ``[metric, error type]`` with ``per_error_type``): share of
+  minimal pairs in which the faithful member scores strictly higher (BUMP, Ma et al. 2023;
+  ties and unscorable pairs count as inconsistent) ``>=`` ``min_rate``. Pairs are rows sharing
+  ``pair_id`` with ``role`` in ``reference``/``correct`` (faithful) and
+  ``edited``/``incorrect`` (unfaithful). The unfaithful member of a pair whose faithful member
+  is present is a *probe*: it is scored and used for pairs only, not for the per-example rules
+  (it is unfaithful on purpose). With ``generate = true`` pairs are also made from every output
+  by ``faithgate.perturb``.
+- **regression[metric]**: against the baseline (a previous result JSON), on example ids present
+  in both: fails when ``mean(baseline) - mean(current) > tolerance`` AND a paired bootstrap of
+  the per-example differences puts the one-sided ``confidence`` lower bound of the drop above 0.
+  Active when ``baseline`` is set (or ``rules.regression`` is configured). A missing baseline
+  file (a project's first run) skips the rule with a warning that says how to create it
+  (``--update-baseline``), unless ``require_baseline = true``, which fails it. Scores are only
+  compared when the baseline's settings hash equals the current one.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from faithgate import __version__
+from faithgate.config import GateConfig, RegressionRule
+from faithgate.errors import InputError
+from faithgate.result import (
+    ExampleResult,
+    GateResult,
+    MetricResult,
+    PairResult,
+    RuleResult,
+    SentenceRef,
+)
+from faithgate.types import Example, Score
+
+FAITHFUL_ROLES = ("reference", "correct", "faithful", "original")
+UNFAITHFUL_ROLES = ("edited", "incorrect", "unfaithful", "perturbed")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Indices (into the examples list) of a faithful member and its unfaithful edit."""
+
+    faithful: int
+    unfaithful: int
+    pair_id: str
+    error_type: str | None = None
+    generated: bool = False
+
+
+def find_pairs(examples: Sequence[Example]) -> list[Pair]:
+    """Minimal pairs given in the data: rows sharing ``meta['pair_id']`` with a faithful
+    ``role`` (reference/correct/...) and an unfaithful one (edited/incorrect/...). A group with
+    several members of each kind yields every faithful x unfaithful combination."""
+    groups: dict[str, tuple[list[int], list[int]]] = {}
+    for i, ex in enumerate(examples):
+        pid = ex.meta.get("pair_id")
+        role = str(ex.meta.get("role") or "").lower()
+        if pid is None or pid == "":
+            continue
+        good, bad = groups.setdefault(str(pid), ([], []))
+        if role in FAITHFUL_ROLES:
+            good.append(i)
+        elif role in UNFAITHFUL_ROLES:
+            bad.append(i)
+    pairs = []
+    for pid, (good, bad) in groups.items():
+        for g in good:
+            for b in bad:
+                etype = examples[b].meta.get("error_type")
+                pairs.append(Pair(g, b, pid, str(etype) if etype else None))
+    return pairs
+
+
+def evaluate(
+    config: GateConfig,
+    examples: Sequence[Example],
+    scores: Sequence[Mapping[str, Score]],
+    settings_hashes: Mapping[str, str],
+    *,
+    pairs: Sequence[Pair] | None = None,
+    baseline: GateResult | None = None,
+    baseline_error: str | None = None,
+    baseline_created: bool = False,
+    baseline_missing: bool = False,
+) -> GateResult:
+    """Apply the configured rules to scored examples (no model is touched).
+
+    ``scores`` is aligned with ``examples`` (``Scorer.score`` output). ``pairs`` defaults to
+    ``find_pairs(examples)``; generated pairs are passed in by ``Gate.run``. ``baseline`` is
+    the previous result for the regression rule; ``baseline_error`` explains why there is none
+    (the rule then fails), unless ``baseline_created`` says this run writes the first baseline
+    (``--update-baseline``) or ``baseline_missing`` says the file does not exist yet (a first
+    run): the rule is then skipped and says so (or fails with ``require_baseline``).
+    """
+    if len(scores) != len(examples):
+        raise ValueError("scores must be aligned with examples")
+    metrics = list(config.metrics)
+    pairs = list(find_pairs(examples) if pairs is None else pairs)
+    # The unfaithful member of every pair (given or generated) is a probe, not an output.
+    probes = {p.unfaithful for p in pairs}
+    thresholds = {m: t for m, t in config.thresholds.items() if m in metrics}
+
+    results = [
+        _example_result(ex, sc, metrics, thresholds, probe=i in probes)
+        for i, (ex, sc) in enumerate(zip(examples, scores, strict=True))
+    ]
+    outputs = [r for r in results if not r.probe]
+    rules: list[RuleResult] = []
+
+    # Something must have been scored, or the gate says nothing.
+    n_scored = sum(all(m.ok for m in r.scores.values()) for r in outputs)
+    rules.append(
+        RuleResult(
+            "scorable",
+            "scorable",
+            float(n_scored),
+            1.0,
+            n_scored >= 1,
+            f"{n_scored} of {len(outputs)} examples scored by every metric"
+            if n_scored
+            else f"no example could be scored ({len(outputs)} given): the gate cannot pass",
+        )
+    )
+
+    n = len(outputs)
+    n_pass = sum(r.passed for r in outputs)
+    rate = n_pass / n if n else 0.0
+    limit = config.rules.min_pass_rate
+    n_unscorable = sum(not all(m.ok for m in r.scores.values()) for r in outputs)
+    msg = f"{n_pass}/{n} examples pass ({rate:.1%}; need >= {limit:.1%})"
+    if n_unscorable:
+        msg += f"; {n_unscorable} could not be scored"
+    rules.append(RuleResult("pass_rate", "pass_rate", rate, limit, n > 0 and rate >= limit, msg))
+
+    min_mean = dict(config.rules.min_mean)
+    if "*" in min_mean:
+        star = min_mean.pop("*")
+        min_mean = {**dict.fromkeys(metrics, star), **min_mean}
+    for metric, minimum in min_mean.items():
+        if metric not in metrics:
+            raise InputError(f"rules.min_mean names metric {metric!r}, which is not selected")
+        values = [r.scores[metric].value for r in outputs if r.scores[metric].ok]
+        mean = sum(values) / len(values) if values else None  # type: ignore[arg-type]
+        ok = mean is not None and mean >= minimum
+        rules.append(
+            RuleResult(
+                f"min_mean[{metric}]",
+                "min_mean",
+                mean,
+                minimum,
+                ok,
+                f"mean {metric} {mean:.4f} over {len(values)} scored examples (need >= {minimum:g})"
+                if mean is not None
+                else f"no example scored by {metric}",
+                metric=metric,
+            )
+        )
+
+    pair_results: list[PairResult] = []
+    if pairs:
+        pair_results = [_pair_result(p, examples, results, metrics) for p in pairs]
+    rule = config.rules.pair_consistency
+    if rule is not None:
+        rules.extend(_pair_rules(rule, pair_results, metrics))
+
+    regression = config.rules.regression
+    if regression is None and config.baseline is not None:
+        regression = RegressionRule()
+    if regression is not None:
+        rules.extend(
+            _regression_rules(
+                regression,
+                outputs,
+                metrics,
+                settings_hashes,
+                baseline,
+                baseline_error,
+                baseline_created,
+                baseline_missing,
+            )
+        )
+
+    return GateResult(
+        passed=all(r.passed for r in rules),
+        metrics=metrics,
+        settings_hashes=dict(settings_hashes),
+        thresholds=thresholds,
+        rules=rules,
+        examples=results,
+        pairs=pair_results,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        faithgate_version=__version__,
+        config=config.to_dict(),
+    )
+
+
+def check_rule_metrics(config: GateConfig) -> None:
+    """Raise ``InputError`` when a rule names a metric that is not selected."""
+    selected = set(config.metrics)
+    named: list[tuple[str, str]] = [
+        ("rules.min_mean", m) for m in config.rules.min_mean if m != "*"
+    ]
+    for key, rule in (
+        ("rules.pair_consistency.metrics", config.rules.pair_consistency),
+        ("rules.regression.metrics", config.rules.regression),
+    ):
+        if rule is not None and rule.metrics:
+            named += [(key, m) for m in rule.metrics]
+    for key, m in named:
+        if m not in selected:
+            raise InputError(
+                f"{key} names metric {m!r}, which is not selected "
+                f"(metrics: {', '.join(config.metrics)})"
+            )
+
+
+def _example_result(
+    ex: Example,
+    scores: Mapping[str, Score],
+    metrics: list[str],
+    thresholds: Mapping[str, float],
+    probe: bool,
+) -> ExampleResult:
+    per_metric: dict[str, MetricResult] = {}
+    reasons: list[str] = []
+    for name in metrics:
+        score = scores.get(name)
+        threshold = thresholds.get(name)
+        if score is None:
+            per_metric[name] = MetricResult(name, None, False, threshold, "not scored")
+            reasons.append(f"{name}: not scored")
+            continue
+        ls = score.least_supported()
+        ref = SentenceRef(name, ls.index, ls.text, float(ls.value)) if ls else None
+        if not score.ok:
+            why = score.error or "metric returned NaN"
+            per_metric[name] = MetricResult(
+                name, None, False, threshold, why, score.settings_hash, ref
+            )
+            reasons.append(f"{name}: could not score ({why})")
+            continue
+        value = float(score.value)
+        ok = threshold is None or value >= threshold
+        per_metric[name] = MetricResult(name, value, ok, threshold, None, score.settings_hash, ref)
+        if not ok:
+            why = f"{name} {value:.4f} < threshold {threshold:g}"
+            if ref is not None:
+                why += f"; least supported sentence: {_quote(ref.text)} ({ref.value:.3f})"
+            reasons.append(why)
+    keep = {k: ex.meta[k] for k in ("pair_id", "role", "error_type", "generated") if k in ex.meta}
+    return ExampleResult(
+        id=ex.id,
+        summary=ex.summary,
+        passed=not reasons,
+        scores=per_metric,
+        reasons=reasons,
+        probe=probe,
+        meta=keep,
+    )
+
+
+def _quote(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return f'"{text[: limit - 1]}…"' if len(text) > limit else f'"{text}"'
+
+
+def _pair_result(
+    pair: Pair, examples: Sequence[Example], results: Sequence[ExampleResult], metrics: list[str]
+) -> PairResult:
+    good, bad = results[pair.faithful], results[pair.unfaithful]
+    pr = PairResult(
+        pair_id=pair.pair_id,
+        faithful_id=good.id,
+        unfaithful_id=bad.id,
+        error_type=pair.error_type,
+        generated=pair.generated,
+        unfaithful_summary=examples[pair.unfaithful].summary,
+        edit=describe_edit(examples[pair.faithful].summary, examples[pair.unfaithful].summary),
+    )
+    for m in metrics:
+        g, b = good.scores[m].value, bad.scores[m].value
+        pr.faithful_scores[m] = g
+        pr.unfaithful_scores[m] = b
+        # Ties fail (BUMP): a metric that cannot tell the two apart is not consistent.
+        pr.consistent[m] = g is not None and b is not None and g > b
+    return pr
+
+
+def describe_edit(before: str, after: str, limit: int = 120) -> str:
+    """The word-level difference between two summaries, e.g. ``'appeared' -> 'confessed'``
+    (several changed spans are joined with ``; ``)."""
+    a, b = before.split(), after.split()
+    parts = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        old, new = " ".join(a[i1:i2]), " ".join(b[j1:j2])
+        if op == "delete":
+            parts.append(f"-'{old}'")
+        elif op == "insert":
+            parts.append(f"+'{new}'")
+        else:
+            parts.append(f"'{old}' -> '{new}'")
+    text = "; ".join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _pair_rules(rule: Any, pairs: list[PairResult], metrics: list[str]) -> list[RuleResult]:
+    selected = list(rule.metrics or metrics)
+    for m in selected:
+        if m not in metrics:
+            raise InputError(
+                f"rules.pair_consistency.metrics names {m!r}, which is not a selected metric"
+            )
+    out = []
+    for m in selected:
+        groups: list[tuple[str, str | None, list[PairResult]]] = [
+            (f"pair_consistency[{m}]", None, pairs)
+        ]
+        if rule.per_error_type:
+            types = sorted({p.error_type or "unknown" for p in pairs})
+            for t in types:
+                members = [p for p in pairs if (p.error_type or "unknown") == t]
+                groups.append((f"pair_consistency[{m}|{t}]", t, members))
+        for name, etype, members in groups:
+            n = len(members)
+            k = sum(p.consistent.get(m, False) for p in members)
+            unscored = sum(
+                p.faithful_scores.get(m) is None or p.unfaithful_scores.get(m) is None
+                for p in members
+            )
+            if n == 0:
+                msg = (
+                    "no minimal pairs: give rows with pair_id and role reference/edited, "
+                    "or set pair_consistency.generate = true"
+                )
+                out.append(RuleResult(name, "pair_consistency", None, rule.min_rate, False, msg, m))
+                continue
+            rate = k / n
+            msg = f"{k}/{n} pairs ranked faithful > edited by {m} ({rate:.1%}; need >= {rule.min_rate:.1%})"
+            if unscored:
+                msg += f"; {unscored} pairs could not be scored"
+            inconsistent = [p for p in members if not p.consistent.get(m, False)]
+            details: dict[str, Any] = {
+                "pairs": n,
+                "consistent": k,
+                "error_type": etype,
+                "inconsistent_pairs": [p.pair_id for p in inconsistent[:20]],
+            }
+            out.append(
+                RuleResult(
+                    name,
+                    "pair_consistency",
+                    rate,
+                    rule.min_rate,
+                    rate >= rule.min_rate,
+                    msg,
+                    m,
+                    details,
+                )
+            )
+    return out
+
+
+def paired_bootstrap_drop(
+    baseline: Sequence[float],
+    current: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Paired bootstrap of the mean drop ``mean(baseline - current)`` (Efron & Tibshirani 1993).
+
+    Resamples example indices with replacement ``resamples`` times and returns
+    ``(observed drop, one-sided lower bound at confidence, share of resamples with drop <= 0)``.
+    The drop is "real" at ``confidence`` when the lower bound is above 0.
+    """
+    d = np.asarray(baseline, dtype=float) - np.asarray(current, dtype=float)
+    n = len(d)
+    if n == 0:
+        raise ValueError("no paired values")
+    rng = np.random.default_rng(seed)
+    boots = np.empty(resamples)
+    chunk = max(1, 2_000_000 // n)  # bounded memory for large example sets
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        boots[start:stop] = d[idx].mean(axis=1)
+    lower = float(np.quantile(boots, 1.0 - confidence))
+    return float(d.mean()), lower, float((boots <= 0).mean())
+
+
+def _regression_rules(
+    rule: RegressionRule,
+    outputs: list[ExampleResult],
+    metrics: list[str],
+    hashes: Mapping[str, str],
+    baseline: GateResult | None,
+    baseline_error: str | None,
+    baseline_created: bool = False,
+    baseline_missing: bool = False,
+) -> list[RuleResult]:
+    out = []
+    for m in rule.metrics or metrics:
+        if m not in metrics:
+            raise InputError(
+                f"rules.regression.metrics names {m!r}, which is not a selected metric"
+            )
+        name = f"regression[{m}]"
+
+        def fail(msg: str, metric: str = m, rule_name: str = name) -> RuleResult:
+            return RuleResult(rule_name, "regression", None, rule.tolerance, False, msg, metric)
+
+        if baseline is None and baseline_created:
+            msg = f"{baseline_error or 'no previous baseline'}: nothing to compare yet"
+            out.append(
+                RuleResult(name, "regression", None, rule.tolerance, True, msg, m, skipped=True)
+            )
+            continue
+        if baseline is None and baseline_missing and not rule.require_baseline:
+            # A first run: nothing to regress from. Skipped loudly rather than failed, as a
+            # snapshot tool treats a missing snapshot; require_baseline makes it fail instead.
+            msg = (
+                f"skipped: {baseline_error}; not checked on this run "
+                "(rules.regression.require_baseline = true makes this fail)"
+            )
+            out.append(
+                RuleResult(name, "regression", None, rule.tolerance, True, msg, m, skipped=True)
+            )
+            continue
+        if baseline is None:
+            out.append(fail(baseline_error or "no baseline given"))
+            continue
+        if m not in baseline.metrics:
+            out.append(fail(f"the baseline has no {m} scores; update it with --update-baseline"))
+            continue
+        old_hash, new_hash = baseline.settings_hashes.get(m), hashes.get(m)
+        if old_hash and new_hash and old_hash != new_hash:
+            out.append(
+                fail(
+                    f"baseline {m} scores were made with other settings ({old_hash} vs "
+                    f"{new_hash}) and are not comparable; update it with --update-baseline"
+                )
+            )
+            continue
+        old = baseline.values(m)
+        new = {e.id: e.scores[m].value for e in outputs if e.scores[m].ok}
+        ids = [i for i in old if i in new]
+        if not ids:
+            out.append(fail(f"no example id is scored in both the baseline and this run ({m})"))
+            continue
+        drop, lower, p_no_drop = paired_bootstrap_drop(
+            [old[i] for i in ids],
+            [new[i] for i in ids],  # type: ignore[misc]
+            rule.confidence,
+            rule.resamples,
+            rule.seed,
+        )
+        real = lower > 0
+        failed = drop > rule.tolerance and real
+        conf = f"{rule.confidence:.0%}"
+        if failed:
+            msg = (
+                f"mean {m} dropped by {drop:.4f} (> tolerance {rule.tolerance:g}) on {len(ids)} "
+                f"examples; the drop is real at {conf} (bootstrap lower bound {lower:.4f})"
+            )
+        elif drop > rule.tolerance:
+            msg = (
+                f"mean {m} dropped by {drop:.4f} (> tolerance {rule.tolerance:g}) on {len(ids)} "
+                f"examples, but the bootstrap cannot tell it from noise at {conf} "
+                f"(lower bound {lower:.4f})"
+            )
+        else:
+            msg = f"mean {m} change {0.0 - drop:+.4f} on {len(ids)} examples (tolerance {rule.tolerance:g})"
+        missing = len(new) - len(ids)
+        if missing:
+            msg += f"; {missing} examples are new since the baseline"
+        out.append(
+            RuleResult(
+                name,
+                "regression",
+                drop,
+                rule.tolerance,
+                not failed,
+                msg,
+                m,
+                {
+                    "paired": len(ids),
+                    "lower_bound": lower,
+                    "confidence": rule.confidence,
+                    "p_no_drop": p_no_drop,
+                    "baseline_mean": sum(old[i] for i in ids) / len(ids),
+                    "current_mean": sum(new[i] for i in ids) / len(ids),  # type: ignore[misc]
+                },
+            )
+        )
+    return out
