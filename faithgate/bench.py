@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
 from faithgate.escape import printable
 from faithgate.execution import (
+    CachedExecutor,
     ExecutionSettings,
     Executor,
     LocalExecutor,
@@ -47,10 +48,9 @@ from faithgate.metrics.combined import (  # noqa: F401
     load_weights,
     weights_digest,
 )
+from faithgate.scorer import lookup_cached
 from faithgate.types import Example
 
-if TYPE_CHECKING:
-    from faithgate.metrics.base import Metric
 
 def default_cache_path() -> Path:
     from faithgate.models import faithgate_home
@@ -172,104 +172,119 @@ class Bench:
         self.progress = progress
 
     def score(self, examples: Sequence[Example]) -> dict[str, MetricRun]:
-        """Every metric's scores for ``examples`` (NaN where a metric could not score one)."""
+        """Every metric's scores for ``examples`` (NaN where a metric could not score one).
+
+        All metrics score together through one executor (``faithgate.execution``), so
+        metrics that share an engine (the likelihood family) share its passes: one pass per
+        distinct input for all of them. The score cache is read and written on the driver
+        (``CachedExecutor``); the executor is closed, and its engines released, at the end.
+        """
         # Duplicated (source, summary) rows (BUMP references) are scored once.
         uniq: dict[tuple[str, str], int] = {}
         for ex in examples:
             uniq.setdefault((ex.source, ex.summary), len(uniq))
         unique_examples = [Example(str(i), s, y) for (s, y), i in uniq.items()]
         where = [uniq[(ex.source, ex.summary)] for ex in examples]
-        runs: dict[str, MetricRun] = {}
-        for metric in self.metrics:
-            executor = self._executor(metric)
-            try:
-                runs[metric.name] = self._score_metric(metric, executor, unique_examples, where)
-            finally:
-                executor.close()
-        return runs
+        executor = self._executor()
+        try:
+            return self._score_all(executor, unique_examples, where)
+        finally:
+            executor.close()
 
-    def _executor(self, metric: Metric) -> Executor:
-        """One metric's executor: locally a ``Scorer`` on the shared pool and cache (one
-        metric at a time, so its time per item is its own); remotely the same recipe."""
-        from faithgate.scorer import Scorer
-
-        if self.execution.executor == "local":
-            return LocalExecutor(scorer=Scorer([metric], pool=self.pool, cache=self.cache))
-        return make_executor(
-            self.execution, self.recipe.select([metric.name]), pool=self.pool, cache=self.cache
+    def _executor(self) -> Executor:
+        """One executor for every metric: locally one ``Scorer`` on the bench's model pool
+        (one scoring context, so engines are shared between metrics), remotely the recipe."""
+        inner: Executor = (
+            LocalExecutor(self.recipe, pool=self.pool)
+            if self.execution.executor == "local"
+            else make_executor(self.execution, self.recipe, pool=self.pool)
         )
+        return CachedExecutor(inner, self.cache) if self.cache is not None else inner
 
-    def _score_metric(
-        self,
-        metric: Metric,
-        executor: Executor,
-        unique_examples: list[Example],
-        where: list[int],
-    ) -> MetricRun:
-        shash = executor.settings_hashes()[metric.name]
-        values = np.full(len(unique_examples), np.nan)
-        errors: list[str] = []
-        computed = cached = 0
-        seconds = 0.0
-        load_seconds = None
-        # Loading models and pipelines is a one-time cost: score the first uncached item
-        # alone and keep its time out of the per-item figure.
+    def _missing(self, executor: Executor, batch: Sequence[Example]) -> dict[str, list[int]]:
+        """Per metric, the indices of ``batch`` the cache does not hold (all without one)."""
+        hashes = executor.settings_hashes()
+        if self.cache is None:
+            return {m: list(range(len(batch))) for m in hashes}
+        return lookup_cached(self.cache, hashes, list(hashes), batch)[1]
+
+    def _score_all(
+        self, executor: Executor, unique_examples: list[Example], where: list[int]
+    ) -> dict[str, MetricRun]:
+        hashes = executor.settings_hashes()
+        names = list(hashes)
+        n = len(unique_examples)
+        values = {m: np.full(n, np.nan) for m in names}
+        errors: dict[str, list[str]] = {m: [] for m in names}
+        computed = dict.fromkeys(names, 0)
+        seconds = dict.fromkeys(names, 0.0)
+        load_seconds: dict[str, float | None] = dict.fromkeys(names)
+        scorer = getattr(getattr(executor, "inner", executor), "scorer", None)
+
+        def run(batch: list[Example], start: int, timed: bool) -> None:
+            missing = self._missing(executor, batch)
+            before = dict(scorer.seconds) if scorer is not None else None
+            t0 = time.perf_counter()
+            results = executor.score(batch)
+            elapsed = time.perf_counter() - t0
+            busy = [m for m in names if missing[m]]
+            for m in busy:
+                # In process: the metric's own time; elsewhere: the batch's wall time, shared
+                # by the metrics it computed.
+                spent = scorer.seconds[m] - before[m] if before is not None else elapsed / len(busy)
+                if timed:
+                    seconds[m] += spent
+                    computed[m] += len(missing[m])
+                else:
+                    load_seconds[m] = elapsed
+            for j, res in enumerate(results):
+                for m in names:
+                    sc = res[m]
+                    values[m][start + j] = sc.value if sc.ok else np.nan
+                    if not sc.ok and sc.error and len(errors[m]) < 5:
+                        errors[m].append(sc.error)
+
+        # Loading models and pipelines is a one-time cost: the first item with an uncached
+        # cell is scored alone, and its time kept out of the per-item figures.
         first_miss = next(
             (
                 i
                 for i, ex in enumerate(unique_examples)
-                if self.cache is None or self.cache.get(shash, ex.source, ex.summary) is None
+                if any(self._missing(executor, [ex]).values())
             ),
             None,
         )
+        warm: set[str] = set()  # metrics whose warm-up item was computed and cached
         if first_miss is not None:
-            t0 = time.perf_counter()
-            warm = executor.score([unique_examples[first_miss]])[0][metric.name]
-            load_seconds = time.perf_counter() - t0
-            if self.cache is None or not warm.ok:
-                values[first_miss] = warm.value if warm.ok else np.nan
-        for start in range(0, len(unique_examples), self.batch_size):
+            item = [unique_examples[first_miss]]
+            needed = {m for m, idx in self._missing(executor, item).items() if idx}
+            run(item, first_miss, timed=False)
+            warm = needed - {m for m, idx in self._missing(executor, item).items() if idx}
+        for start in range(0, n, self.batch_size):
             batch = unique_examples[start : start + self.batch_size]
-            hits_before = self.cache.hits if self.cache else 0
-            t0 = time.perf_counter()
-            results = executor.score(batch)
-            elapsed = time.perf_counter() - t0
-            hits = (self.cache.hits - hits_before) if self.cache else 0
-            if len(batch) - hits > 0:
-                seconds += elapsed
-            computed += len(batch) - hits
-            cached += hits
-            for j, res in enumerate(results):
-                sc = res[metric.name]
-                values[start + j] = sc.value if sc.ok else np.nan
-                if not sc.ok and sc.error and len(errors) < 5:
-                    errors.append(sc.error)
+            run(batch, start, timed=True)
             if self.progress:
                 import click
 
-                click.echo(
-                    f"  {metric.name}: {min(start + self.batch_size, len(unique_examples))}"
-                    f"/{len(unique_examples)}",
-                    err=True,
-                )
-        timed = computed  # items scored inside the timed batches
-        if first_miss is not None and self.cache is not None and warm.ok:
-            # the warm-up item was computed (untimed) and then read back from the cache
-            cached -= 1
-            computed += 1
-        if timed:
-            self.timings.add(shash, seconds, timed)
-        per_item = (seconds / timed) if timed else self.timings.per_item(shash)
-        return MetricRun(
-            metric.name,
-            shash,
-            values[where],
-            per_item,
-            computed,
-            cached,
-            errors,
-            load_seconds,
-        )
+                click.echo(f"  scoring: {min(start + self.batch_size, n)}/{n}", err=True)
+        runs: dict[str, MetricRun] = {}
+        for m in names:
+            timed = computed[m]  # items scored inside the timed batches
+            if timed:
+                self.timings.add(hashes[m], seconds[m], timed)
+            per_item = (seconds[m] / timed) if timed else self.timings.per_item(hashes[m])
+            total = timed + (1 if m in warm else 0)  # the warm-up item was computed too
+            runs[m] = MetricRun(
+                m,
+                hashes[m],
+                values[m][where],
+                per_item,
+                total,
+                n - total,
+                errors[m],
+                load_seconds[m],
+            )
+        return runs
 
 
 # ---------------------------------------------------------------- learned combination

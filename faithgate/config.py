@@ -63,11 +63,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import ConfigError
 from faithgate.execution import ExecutionSettings
+from faithgate.formats import file_report_kinds
 
-BACKEND_CHOICES = ("auto", "torch", "onnx")
-REPORT_KINDS = ("junit", "markdown", "json", "html")
+# Report files a configuration can ask for: every file format of the registry.
+REPORT_KINDS = file_report_kinds()
 CONFIG_FILES = ("faithgate.toml", "pyproject.toml")
 
 
@@ -121,17 +123,43 @@ class Rules:
     regression: RegressionRule | None = None
 
 
-@dataclass(frozen=True)
 class Reports:
-    """Where to write reports (``None`` = not written)."""
+    """Where to write reports: report kind (a file format of ``faithgate.formats``) -> path.
+    Read one as an attribute (``reports.json``; ``None`` = not written)."""
 
-    junit: Path | None = None
-    markdown: Path | None = None
-    json: Path | None = None
-    html: Path | None = None
+    __slots__ = ("paths",)
+
+    def __init__(self, **paths: str | Path | None) -> None:
+        unknown = set(paths) - set(REPORT_KINDS)
+        if unknown:
+            raise TypeError(f"unknown report kind(s): {', '.join(sorted(unknown))}")
+        object.__setattr__(
+            self, "paths", {k: Path(v) for k, v in paths.items() if v is not None}
+        )
+
+    def __getattr__(self, name: str) -> Path | None:
+        if name in REPORT_KINDS:
+            return self.paths.get(name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Reports is immutable; use with_path")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Reports) and self.paths == other.paths
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.paths.items())))
+
+    def __repr__(self) -> str:
+        return f"Reports({', '.join(f'{k}={v!r}' for k, v in self.items())})"
+
+    def with_path(self, kind: str, path: str | Path | None) -> Reports:
+        """A copy with ``kind`` written to ``path`` (``None``: not written)."""
+        return Reports(**{**self.paths, kind: path})
 
     def items(self) -> list[tuple[str, Path]]:
-        return [(k, getattr(self, k)) for k in REPORT_KINDS if getattr(self, k) is not None]
+        return [(k, self.paths[k]) for k in REPORT_KINDS if k in self.paths]
 
 
 @dataclass(frozen=True)
@@ -263,7 +291,7 @@ class GateConfig:
             elif key == "min_mean":
                 rules = dataclasses.replace(rules, min_mean=p.min_mean(value, "--min-mean"))
             elif key in REPORT_KINDS:
-                reports = dataclasses.replace(reports, **{key: p.path(str(value), f"--{key}")})
+                reports = reports.with_path(key, p.path(str(value), f"--{key}"))
             elif key == "execution":  # {executor, address, num_workers, ...} from flags
                 new["execution"] = self.execution.with_overrides(value)
             else:
@@ -291,9 +319,6 @@ class GateConfig:
         configuration (the pytest plugin uses the same default, so both share scores)."""
         return self.cache_dir if self.cache_dir is not None else self.root / ".faithgate"
 
-    def threshold_for(self, metric: str) -> float | None:
-        return self.thresholds.get(metric)
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly view recorded with gate results. Paths are written relative to the
         configuration's directory when inside it (a committed baseline then carries no
@@ -302,6 +327,8 @@ class GateConfig:
         def conv(value: Any) -> Any:
             if isinstance(value, Path):
                 return self.display_path(value)
+            if isinstance(value, Reports):  # every file kind, None when not written
+                return {k: conv(getattr(value, k)) for k in REPORT_KINDS}
             if dataclasses.is_dataclass(value) and not isinstance(value, type):
                 return {f.name: conv(getattr(value, f.name)) for f in dataclasses.fields(value)}
             if isinstance(value, dict):

@@ -33,7 +33,14 @@ from typing import Any
 from faithgate.cache import ScoreCache
 from faithgate.config import GateConfig
 from faithgate.errors import InputError
-from faithgate.execution import Executor, Progress, ScorerRecipe, make_executor
+from faithgate.execution import (
+    CachedExecutor,
+    Executor,
+    LocalExecutor,
+    Progress,
+    ScorerRecipe,
+    make_executor,
+)
 from faithgate.io import load_examples
 from faithgate.paths import refuse_overwriting_inputs, same_file
 from faithgate.progress import terminal_progress
@@ -55,6 +62,7 @@ from faithgate.rules import (
     evaluate,
     find_pairs,
     paired_bootstrap_drop,
+    stale_calibrations,
 )
 from faithgate.scorer import Scorer
 from faithgate.summarize import run_summarizer
@@ -77,6 +85,7 @@ __all__ = [
     "evaluate",
     "find_pairs",
     "paired_bootstrap_drop",
+    "stale_calibrations",
 ]
 
 # Runs with more examples than this show a progress bar on a terminal.
@@ -88,11 +97,12 @@ class Gate:
     """A configured gate: loads its examples, scores them (cached) and evaluates the rules.
 
     ``scorer`` may be given to share loaded models (the pytest plugin keeps one per session);
-    otherwise one is built from the configuration with a ``ScoreCache`` at
-    ``<cache_dir>/scores.sqlite`` (``cache_dir`` defaults to ``.faithgate`` next to the
-    configuration; ``use_cache=False`` scores everything afresh and writes nothing there).
-    Scoring runs through the executor of ``config.execution`` (``faithgate.execution``: in
-    process by default, or on a Ray cluster), with the cache kept here on the driver.
+    otherwise one is built from the configuration. Scores are cached in ``cache`` (given, or a
+    ``ScoreCache`` at ``<cache_dir>/scores.sqlite``; ``cache_dir`` defaults to ``.faithgate``
+    next to the configuration; ``use_cache=False`` scores everything afresh and writes nothing
+    there). Scoring runs through the executor of ``config.execution``
+    (``faithgate.execution``: in process by default, or on a Ray cluster), with the cache
+    wrapped around it here on the driver (``CachedExecutor``).
 
     ``progress`` is a callback given the number of examples scored since its last call, or
     ``True`` / ``False`` for a terminal bar on stderr, or ``None`` (default) for a bar on a
@@ -104,6 +114,7 @@ class Gate:
         config: GateConfig,
         *,
         scorer: Scorer | None = None,
+        cache: ScoreCache | None = None,
         progress: bool | Progress | None = None,
         update_baseline: bool = False,
         force_baseline: bool = False,
@@ -112,6 +123,7 @@ class Gate:
         self.config = config
         self.use_cache = use_cache
         self._scorer = scorer
+        self._cache = cache
         self._executor: Executor | None = None
         self.progress = progress
         self.update_baseline = update_baseline
@@ -119,34 +131,43 @@ class Gate:
         # After ``run`` with ``update_baseline``: one line saying whether the baseline was
         # written or refused (and why), for the entry points to print.
         self.baseline_note: str | None = None
+        # After ``run``: warnings for the entry points to print (e.g. a threshold calibrated
+        # under other settings than this run's).
+        self.warnings: list[str] = []
 
     # -- scoring ---------------------------------------------------------------------------
     @property
     def scorer(self) -> Scorer:
+        """The in-process ``Scorer`` (models loaded once); it never reads the cache itself."""
         if self._scorer is None:
-            cfg = self.config
-            cache = ScoreCache(cfg.cache_path / "scores.sqlite") if self.use_cache else None
-            self._scorer = Scorer(
-                cfg.metrics,
-                models=cfg.models,
-                backend=cfg.backend,
-                allow_download=cfg.allow_download,
-                metric_settings={k: v for k, v in cfg.metric_settings.items() if k in cfg.metrics},
-                model_options=cfg.model_options,
-                cache=cache,
-            )
+            self._scorer = ScorerRecipe.from_config(self.config).build()
         return self._scorer
 
     @property
+    def cache(self) -> ScoreCache | None:
+        """The score cache of this gate (``None`` with ``use_cache=False``)."""
+        if not self.use_cache:
+            return None
+        if self._cache is None:
+            self._cache = ScoreCache(self.config.cache_path / "scores.sqlite")
+        return self._cache
+
+    @property
     def executor(self) -> Executor:
-        """Where scoring runs (``faithgate.execution``), built on first use; the local one
-        scores with ``self.scorer`` exactly as before."""
+        """Where scoring runs (``faithgate.execution``), built on first use, with the cache
+        around it on the driver; the local one scores with ``self.scorer``."""
         if self._executor is None:
-            self._executor = make_executor(
-                self.config.execution,
-                ScorerRecipe.from_config(self.config),
-                scorer=self.scorer,
-            )
+            if self.config.execution.executor == "local":
+                local = LocalExecutor(scorer=self.scorer)
+                cache = self.cache
+                self._executor = CachedExecutor(local, cache) if cache is not None else local
+            else:
+                self._executor = make_executor(
+                    self.config.execution,
+                    ScorerRecipe.from_config(self.config),
+                    scorer=self.scorer,
+                    cache=self.cache,
+                )
         return self._executor
 
     def close(self) -> None:
@@ -253,14 +274,14 @@ class Gate:
             variants, generated = self.generate_pairs(examples)
             examples = examples + variants
             pairs = pairs + generated
-        scorer = self.scorer
-        cache = getattr(scorer, "cache", None)
+        cache = self.cache
         hits0, misses0 = (cache.hits, cache.misses) if cache is not None else (0, 0)
         try:
+            hashes = self.executor.settings_hashes()  # once per run; they key the cache
+            self.warnings = stale_calibrations(self.config, hashes)
             scores = self.score(examples)
         finally:
             self.close()  # a Ray run's actors (and a Ray runtime it started) end with scoring
-        hashes = scorer.settings_hashes()
         if self.update_baseline and baseline is not None:
             stale = sorted(
                 m

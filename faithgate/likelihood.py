@@ -170,6 +170,14 @@ class LikelihoodEngine:
             for key in pairs:
                 self._done.pop(key, None)
 
+    def release_all(self) -> None:
+        """Forget every result, plan and tokenization (after a batch; ``stats`` are kept)."""
+        with self._lock:
+            self._done.clear()
+            self._pairs.clear()
+            self._tok.clear()
+            self._pending.clear()
+
     # --- planning ---------------------------------------------------------------------------
     def _ids(self, text: str) -> tuple[int, ...]:
         ids = self._tok.get(text)

@@ -215,6 +215,27 @@ def evaluate(
     )
 
 
+def stale_calibrations(config: GateConfig, settings_hashes: Mapping[str, str]) -> list[str]:
+    """One line per threshold that ``faithgate calibrate`` chose under other settings (another
+    model, backend, quantization or formula version) than this run scores with: the
+    threshold is still applied, but was not calibrated for these scores."""
+    notes = []
+    for metric, entry in sorted(config.calibration.items()):
+        if not isinstance(entry, Mapping) or metric not in config.metrics:
+            continue
+        recorded, current = entry.get("settings_hash"), settings_hashes.get(metric)
+        threshold = config.thresholds.get(metric)
+        if not recorded or current is None or recorded == current:
+            continue
+        if threshold is None or entry.get("threshold") != threshold:
+            continue  # the threshold in use is not the calibrated one
+        notes.append(
+            f"the {metric} threshold {threshold:g} was calibrated under settings {recorded}, "
+            f"but this run scores under {current}; re-run faithgate calibrate"
+        )
+    return notes
+
+
 def check_rule_metrics(config: GateConfig) -> None:
     """Raise ``InputError`` when a rule names a metric that is not selected."""
     selected = set(config.metrics)

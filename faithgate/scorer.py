@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -60,6 +61,9 @@ class Scorer:
         )
         self.context = ScoringContext(self.pool)
         self.cache = ScoreCache(cache) if isinstance(cache, str) else cache
+        # Seconds spent in each metric's prepare + score_batch (for bench's time per item).
+        # Passes shared through an engine are charged to the metric that first reads them.
+        self.seconds: dict[str, float] = dict.fromkeys(names, 0.0)
 
     @property
     def metric_names(self) -> list[str]:
@@ -95,17 +99,29 @@ class Scorer:
         results: list[dict[str, Score]] = [{} for _ in examples]
         if todo is None:
             todo = {m.name: range(len(examples)) for m in self.metrics}
-        for metric in self.metrics:
-            if todo.get(metric.name):
-                metric.prepare([examples[i] for i in todo[metric.name]], self.context)
-        for metric in self.metrics:
-            idx = list(todo.get(metric.name, ()))
-            if not idx:
-                continue
-            batch = [examples[i] for i in idx]
-            for i, score in zip(idx, self._score_metric(metric, batch), strict=True):
-                score.example_id = examples[i].id
-                results[i][metric.name] = score
+        try:
+            # Every metric announces its needs first, so engines shared between metrics (the
+            # likelihood engine) plan one pass per distinct input for all of them.
+            for metric in self.metrics:
+                if todo.get(metric.name):
+                    t0 = time.perf_counter()
+                    metric.prepare([examples[i] for i in todo[metric.name]], self.context)
+                    self.seconds[metric.name] += time.perf_counter() - t0
+            for metric in self.metrics:
+                idx = list(todo.get(metric.name, ()))
+                if not idx:
+                    continue
+                batch = [examples[i] for i in idx]
+                t0 = time.perf_counter()
+                scored = self._score_metric(metric, batch)
+                self.seconds[metric.name] += time.perf_counter() - t0
+                for i, score in zip(idx, scored, strict=True):
+                    score.example_id = examples[i].id
+                    results[i][metric.name] = score
+        finally:
+            # The engines' per-input results are not needed once the batch is scored (scores
+            # are cached by the caller): released, so a long run's memory stays flat.
+            self.context.release()
         return results
 
     def _score_metric(self, metric: Metric, examples: list[Example]) -> list[Score]:

@@ -57,7 +57,7 @@ class FaithgateFixture:
         self._counter = 0
 
     # -- scoring -------------------------------------------------------------------------
-    def _scorer(self, metric: str) -> Any:
+    def _executor(self, metric: str) -> Any:
         marker_settings = self._marker.get("settings")
         if marker_settings is not None and not isinstance(marker_settings, dict):
             raise pytest.fail.Exception(
@@ -66,7 +66,7 @@ class FaithgateFixture:
                 pytrace=False,
             )
         use = marker_settings if marker_settings and self._uses_marker_metric(metric) else None
-        return self._session.scorer(
+        return self._session.executor(
             [metric],
             settings={metric: use} if use else None,
             models=self._marker.get("models"),
@@ -92,7 +92,7 @@ class FaithgateFixture:
             self._counter += 1
             examples.append(Example(f"{self._node.nodeid}#{self._counter}", source, summary))
         try:
-            rows = self._scorer(name).score(examples)
+            rows = self._executor(name).score(examples)
         except FaithgateError as exc:
             raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
         return [row[name] for row in rows]

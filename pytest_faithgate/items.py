@@ -82,6 +82,7 @@ class GateItem(pytest.Item):
         gate = Gate(
             self.gate_config,
             scorer=self.plugin_session.gate_scorer(),
+            cache=self.plugin_session.cache,
             progress=False,
             update_baseline=opts.update_baseline,
             force_baseline=opts.force_baseline,

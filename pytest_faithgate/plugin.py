@@ -25,8 +25,10 @@ from typing import Any
 
 import pytest
 
+from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import FaithgateError
 from faithgate.execution import EXECUTOR_CHOICES
+from faithgate.formats import file_report_kinds
 from pytest_faithgate.fixture import FaithgateFixture
 from pytest_faithgate.session import (
     Options,
@@ -104,7 +106,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--faithgate-backend",
-        choices=("auto", "torch", "onnx"),
+        choices=BACKEND_CHOICES,
         default=None,
         help="model backend (default: from the configuration, else auto)",
     )
@@ -115,7 +117,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="where the gate items score: local, or ray (a Ray cluster: address and workers "
         "from [tool.faithgate.execution] or RAY_ADDRESS; default: from the configuration)",
     )
-    for kind in ("junit", "markdown", "json", "html"):
+    for kind in file_report_kinds():  # the report format registry
         group.addoption(
             f"--faithgate-{kind}",
             metavar="FILE",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import pytest
 
 from faithgate.config import GateConfig, load_config
 from faithgate.errors import ConfigError
+from faithgate.formats import file_report_kinds
 
 # Keys a ``@pytest.mark.faithgate(...)`` marker accepts.
 MARKER_KEYS = (
@@ -46,10 +47,7 @@ class Options:
     force_baseline: bool = False
     backend: str | None = None
     executor: str | None = None
-    junit: str | None = None
-    markdown: str | None = None
-    json: str | None = None
-    html: str | None = None
+    reports: dict[str, str] = field(default_factory=dict)  # report kind -> path given
     cache: str | None = None
     no_cache: bool = False
 
@@ -67,10 +65,11 @@ class Options:
             force_baseline=bool(get("faithgate_force_baseline")),
             backend=get("faithgate_backend"),
             executor=get("faithgate_executor"),
-            junit=get("faithgate_junit"),
-            markdown=get("faithgate_markdown"),
-            json=get("faithgate_json"),
-            html=get("faithgate_html"),
+            reports={
+                kind: path
+                for kind in file_report_kinds()
+                if (path := get(f"faithgate_{kind}")) is not None
+            },
             cache=get("faithgate_cache"),
             no_cache=bool(get("faithgate_no_cache")),
         )
@@ -155,15 +154,29 @@ class PluginSession:
         key = _freeze([names, merged, models or {}, backend])
         scorer = self._scorers.get(key)
         if scorer is None:
+            # No cache inside the scorer: the session's executors put the cache around it.
             scorer = Scorer(
                 names,
                 metric_settings={m: v for m, v in merged.items() if v} or None,
                 pool=self.pool(models, backend),
-                cache=self.cache,
             )
             self._scorers[key] = scorer
             self.scorers_built += 1
         return scorer
+
+    def executor(
+        self,
+        metrics: Sequence[str],
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
+        models: Mapping[str, str] | None = None,
+        backend: str | None = None,
+    ) -> Any:
+        """Scores with the session's ``scorer`` for these arguments, in this process, through
+        the execution seam (``faithgate.execution``) with the session's cache around it."""
+        from faithgate.execution import CachedExecutor, LocalExecutor
+
+        local = LocalExecutor(scorer=self.scorer(metrics, settings, models, backend))
+        return CachedExecutor(local, self.cache) if self.cache is not None else local
 
     def gate_scorer(self) -> Any:
         """The ``Scorer`` of the configured gate (all configured metrics), sharing the model
@@ -200,10 +213,7 @@ def load_session_config(rootdir: Path, options: Options) -> GateConfig:
         baseline=options.baseline,
         backend=options.backend,
         execution={"executor": options.executor} if options.executor else None,
-        junit=options.junit,
-        markdown=options.markdown,
-        json=options.json,
-        html=options.html,
+        **options.reports,
     )
 
 

@@ -44,15 +44,14 @@ def write_terminal_summary(
     tr: Any,
     checks: Sequence[dict[str, Any]],
     gates: Sequence[dict[str, Any]],
-    render_gate: Callable[[dict[str, Any]], list[str]] | None = None,
+    render_gate: Callable[[dict[str, Any]], list[str]],
 ) -> None:
     """Write the gate tables and the fixture checks table; nothing when there is neither."""
     if not checks and not gates:
         return
     tr.write_sep("=", "faithgate")
     for gate in gates:
-        lines = render_gate(gate) if render_gate is not None else _render_gate_fallback(gate)
-        for line in lines:
+        for line in render_gate(gate):
             tr.write_line(line)
         tr.write_line("")
     if checks:
@@ -64,8 +63,3 @@ def write_terminal_summary(
         for line in format_table(header, check_rows(checks)):
             tr.write_line(line)
 
-
-def _render_gate_fallback(gate: dict[str, Any]) -> list[str]:
-    name = gate.get("name", "gate")
-    verdict = "PASSED" if gate.get("passed") else "FAILED"
-    return [f"gate {name}: {verdict}"]

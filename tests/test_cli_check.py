@@ -150,3 +150,23 @@ def test_rule_naming_an_unselected_metric_fails_before_scoring(project):
     res = CliRunner().invoke(cli, ["check"])
     assert res.exit_code == 2
     assert "rules.min_mean names metric 'other', which is not selected" in res.output
+
+
+def test_threshold_calibrated_under_other_settings_is_flagged(project):
+    """A threshold written by ``faithgate calibrate`` records its settings hash; used under
+    another (other model, backend, formula version) it is applied but flagged on stderr."""
+    toml = project / "faithgate.toml"
+    toml.write_text(
+        toml.read_text()
+        + f'[calibration.{NAME}]\nthreshold = 0.5\nsettings_hash = "{NAME}:000000000000"\n'
+    )
+    res = CliRunner().invoke(cli, ["check"])
+    assert res.exit_code == 0, res.output
+    assert f"warning: the {NAME} threshold 0.5 was calibrated under settings" in res.stderr
+    # Under the same settings (the hash this run computes) nothing is said.
+    from faithgate.config import load_config
+    from faithgate.gate import Gate
+
+    current = Gate(load_config(str(toml))).scorer.settings_hashes()[NAME]
+    toml.write_text(toml.read_text().replace(f"{NAME}:000000000000", current))
+    assert "calibrated under" not in CliRunner().invoke(cli, ["check"]).stderr

@@ -408,3 +408,48 @@ def test_sentence_support_aligns_tokens_with_sentences() -> None:
     assert support[0].value == pytest.approx(-12.0 / 6)
     assert support[1].value == pytest.approx(-12.0 / 4)  # NaN token skipped
     assert support[1].text == "She posed in 1943."
+
+
+def test_bench_shares_likelihood_passes_between_metrics(tiny_llama: Path, tmp_path: Path) -> None:
+    """``Bench`` scores several likelihood metrics through one engine: every token sequence
+    reaches the model once for all of them (the shared-pass guarantee), exactly the sequences
+    one ``Scorer`` over the same metrics runs, and the scores are the Scorer's."""
+    from faithgate.bench import Bench
+
+    metrics = ["loglik", "harim_plus", "cop"]
+
+    def record(model) -> list[tuple[int, ...]]:
+        seen: list[tuple[int, ...]] = []
+        prefix_logprobs, segment_logprobs = model.prefix_logprobs, model.segment_logprobs
+
+        def prefix(prefix_ids, continuations):
+            seen.extend(tuple(prefix_ids) + tuple(c[0]) for c in continuations)
+            return prefix_logprobs(prefix_ids, continuations)
+
+        def segments(seqs):
+            seen.extend(tuple(t for seg in seq for t in seg) for seq in seqs)
+            return segment_logprobs(seqs)
+
+        model.prefix_logprobs, model.segment_logprobs = prefix, segments
+        return seen
+
+    reference = Scorer(metrics, models={"lm": str(tiny_llama)})
+    want_seqs = record(reference.pool.get("lm", "causal-lm"))
+    want = reference.score(EXAMPLES)
+    assert len(want_seqs) == len(set(want_seqs))
+
+    bench = Bench(metrics, cache=tmp_path / "c.sqlite", models={"lm": str(tiny_llama)})
+    seqs = record(bench.pool.get("lm", "causal-lm"))
+    runs = bench.score(EXAMPLES)
+    # One pass per distinct input across the three metrics (a Scorer per metric would run
+    # the source-conditioned summary three times), and nothing the Scorer did not need.
+    assert len(seqs) == len(set(seqs)), "a sequence was run twice"
+    assert sorted(seqs) == sorted(want_seqs)
+    for name in metrics:
+        assert runs[name].computed == len(EXAMPLES) and runs[name].cached == 0
+        for i, row in enumerate(want):
+            assert runs[name].scores[i] == pytest.approx(row[name].value, abs=1e-5)
+    # A rerun is read from the cache: no pass at all.
+    seqs.clear()
+    again = bench.score(EXAMPLES)
+    assert seqs == [] and all(again[m].cached == len(EXAMPLES) for m in metrics)

@@ -8,7 +8,9 @@ object, so a pytest session or a long ``bench`` run pays each load once.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from faithgate import models
@@ -16,10 +18,45 @@ from faithgate.backends.base import Backend, RoleModel
 from faithgate.backends.manifest import find_export
 from faithgate.errors import InputError
 
-BACKENDS = {
-    "torch": "faithgate.backends.torch_backend:TorchBackend",
-    "onnx": "faithgate.backends.onnx_backend:OnnxBackend",
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """One backend in the dispatch table: its ``name`` (``--backend``, ``backend =``), the
+    class implementing it (``"module:Class"``, imported on use so the torch-free runtime never
+    imports torch), the modules it needs (``requires``: availability) and the loader options
+    only it understands (``own_options``: dropped when another backend loads the role, so a
+    role configured for one backend still loads under ``auto`` with the other)."""
+
+    name: str
+    target: str
+    requires: tuple[str, ...] = ()
+    own_options: tuple[str, ...] = ()
+
+    def available(self) -> bool:
+        """Whether the modules it needs are installed (nothing is imported)."""
+        return all(importlib.util.find_spec(m) is not None for m in self.requires)
+
+    def missing(self) -> list[str]:
+        """The modules it needs that are not installed."""
+        return [m for m in self.requires if importlib.util.find_spec(m) is None]
+
+
+# The one dispatch table: choices of the CLI, the plugin and the configuration derive from it.
+BACKEND_TABLE: dict[str, BackendEntry] = {
+    entry.name: entry
+    for entry in (
+        BackendEntry(
+            "torch", "faithgate.backends.torch_backend:TorchBackend", ("torch", "transformers")
+        ),
+        BackendEntry(
+            "onnx",
+            "faithgate.backends.onnx_backend:OnnxBackend",
+            ("onnxruntime", "tokenizers"),
+            own_options=("threads", "provider"),  # onnxruntime session options
+        ),
+    )
 }
+BACKENDS = {name: entry.target for name, entry in BACKEND_TABLE.items()}
 BACKEND_CHOICES = ("auto", *BACKENDS)
 
 
@@ -28,6 +65,14 @@ def get_backend(name: str) -> Backend:
         raise InputError(f"unknown backend {name!r}; choose one of: {', '.join(BACKEND_CHOICES)}")
     module, attr = BACKENDS[name].split(":")
     return getattr(importlib.import_module(module), attr)()
+
+
+def options_for(backend: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` without those only another backend understands."""
+    foreign = {
+        o for name, entry in BACKEND_TABLE.items() if name != backend for o in entry.own_options
+    }
+    return {k: v for k, v in options.items() if k not in foreign}
 
 
 def choose_backend(spec: models.ModelSpec, task: str, requested: str = "auto") -> str:
@@ -105,8 +150,8 @@ class ModelPool:
         if added is not None:
             return added
         spec = self.spec(role)
-        merged = {**self.model_options.get(role, {}), **options}
         backend = self.backend_for(role, task)
+        merged = options_for(backend, {**self.model_options.get(role, {}), **options})
         key = (role, spec.location, task, backend, tuple(sorted(merged.items())))
         with self._lock:
             model = self._loaded.get(key)
@@ -116,4 +161,13 @@ class ModelPool:
             return model
 
 
-__all__ = ["BACKENDS", "BACKEND_CHOICES", "ModelPool", "choose_backend", "get_backend"]
+__all__ = [
+    "BACKENDS",
+    "BACKEND_CHOICES",
+    "BACKEND_TABLE",
+    "BackendEntry",
+    "ModelPool",
+    "choose_backend",
+    "get_backend",
+    "options_for",
+]

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from faithgate.backends import options_for
 from faithgate.backends.base import (
     Backend,
     PairClassifier,
@@ -168,13 +169,10 @@ class TorchPairClassifier(_TokenizedModel, PairClassifier):
 class TorchBackend(Backend):
     name = "torch"
 
-    # onnxruntime session options: a role configured for onnx may fall back to torch under
-    # ``backend = "auto"`` (no export found), so these are accepted and left to torch's own
-    # process-wide thread pool rather than rejected.
-    ONNX_ONLY_OPTIONS = ("threads", "provider")
-
     def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
-        options = {k: v for k, v in options.items() if k not in self.ONNX_ONLY_OPTIONS}
+        # Options only another backend understands (onnxruntime's threads/provider) are
+        # dropped by the dispatch table, ``faithgate.backends.options_for``.
+        options = options_for(self.name, options)
         if task == "text-encoder":
             return TorchTextEncoder(spec, **options)
         if task == "pair-classifier":

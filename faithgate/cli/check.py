@@ -11,31 +11,27 @@ from typing import Any
 
 import click
 
+from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.execution_options import execution_options, execution_overrides
-from faithgate.errors import FaithgateError, InputError
+from faithgate.errors import InputError
+from faithgate.formats import REPORT_FORMATS, file_report_kinds
 
 
-class _UserError(click.ClickException):
-    """A FaithgateError shown as one line with its own exit code (also under CliRunner)."""
+def report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--NAME FILE`` for every file report format of the registry (``faithgate.formats``),
+    handed to the command as one ``reports`` mapping (kind -> path or None)."""
+    kinds = file_report_kinds()
 
-    def __init__(self, exc: FaithgateError) -> None:
-        super().__init__(str(exc))
-        self.exit_code = exc.exit_code
-
-    def show(self, file: Any = None) -> None:
-        from faithgate.escape import safe_line
-
-        click.echo(f"faithgate: {safe_line(self.format_message())}", err=True)
-
-
-def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except FaithgateError as exc:
-            raise _UserError(exc) from None
+        kwargs["reports"] = {k: kwargs.pop(f"report_{k}") for k in kinds}
+        return fn(*args, **kwargs)
 
+    for kind in reversed(kinds):
+        fmt = REPORT_FORMATS[kind]
+        wrapper = click.option(
+            f"--{kind}", f"report_{kind}", type=click.Path(dir_okay=False), help=fmt.help
+        )(wrapper)
     return wrapper
 
 
@@ -103,22 +99,14 @@ def _parse_thresholds(values: tuple[str, ...]) -> tuple[float | None, dict[str, 
     is_flag=True,
     help="with --update-baseline: write the baseline even when the gate fails",
 )
-@click.option("--backend", type=click.Choice(["auto", "torch", "onnx"]), help="model backend")
+@click.option("--backend", type=click.Choice(BACKEND_CHOICES), help="model backend")
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False),
     help="score cache directory (default: .faithgate next to the configuration)",
 )
 @click.option("--no-cache", is_flag=True, help="score everything afresh; read and write no cache")
-@click.option("--junit", type=click.Path(dir_okay=False), help="write a JUnit XML report")
-@click.option("--markdown", type=click.Path(dir_okay=False), help="write a Markdown report")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    help="write the result JSON (usable as a baseline)",
-)
-@click.option("--html", type=click.Path(dir_okay=False), help="write a self-contained HTML report")
+@report_options
 @click.option(
     "--progress/--no-progress",
     default=None,
@@ -126,7 +114,6 @@ def _parse_thresholds(values: tuple[str, ...]) -> tuple[float | None, dict[str, 
 )
 @click.option("-q", "--quiet", is_flag=True, help="print only the verdict line")
 @execution_options
-@_user_errors
 def check_command(
     config_path: str | None,
     outputs: str | None,
@@ -141,10 +128,7 @@ def check_command(
     backend: str | None,
     cache_dir: str | None,
     no_cache: bool,
-    junit: str | None,
-    markdown: str | None,
-    json_path: str | None,
-    html: str | None,
+    reports: dict[str, str | None],
     progress: bool | None,
     quiet: bool,
     executor: str | None,
@@ -177,10 +161,7 @@ def check_command(
         min_pass_rate=min_pass_rate,
         thresholds=named or None,
         threshold=common,
-        junit=junit,
-        markdown=markdown,
-        json=json_path,
-        html=html,
+        **reports,
         execution=execution_overrides(executor, address, num_workers),
     )
     unknown = set(named) - set(config.metrics)
@@ -197,6 +178,8 @@ def check_command(
         use_cache=not no_cache,
     )
     result = gate.run()
+    for warning in gate.warnings:
+        click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
     written = write_reports(result, config.reports)
     if quiet:
         click.echo(headline(result))

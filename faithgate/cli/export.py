@@ -6,7 +6,6 @@ Argument handling and printing only; the work is in ``faithgate.backends.export`
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
@@ -15,15 +14,6 @@ from faithgate import models
 from faithgate.errors import InputError
 
 EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
-
-
-def _default_calibration() -> Path | None:
-    """BUMP task 1 from ``$FAITHGATE_SHARED_DATA`` when set (CI has it); else None, and the
-    built-in sentences are used."""
-    root = os.environ.get("FAITHGATE_SHARED_DATA")
-    if root and (Path(root) / "bump_task1.jsonl").is_file():
-        return Path(root) / "bump_task1.jsonl"
-    return None
 
 
 @click.command("export")
@@ -56,8 +46,11 @@ def _default_calibration() -> Path | None:
 @click.option(
     "--calibration",
     type=click.Path(dir_okay=False, path_type=Path),
+    # A product variable of its own: the CI data location is the CI's business (.ci/run sets
+    # this one from it), not something the product reads.
+    envvar="FAITHGATE_CALIBRATION",
     help="BUMP-style JSONL of minimal pairs for the parity gate "
-    "(default: $FAITHGATE_SHARED_DATA/bump_task1.jsonl, else built-in sentences).",
+    "(default: $FAITHGATE_CALIBRATION when set, else built-in sentences).",
 )
 @click.option("--calibration-pairs", type=int, default=100, show_default=True)
 @click.option("--max-diff", type=float, default=0.01, show_default=True,
@@ -101,7 +94,7 @@ def export_command(
     if not 0.0 <= min_agreement <= 1.0:
         raise InputError("--min-agreement must be between 0 and 1")
     spec = models.resolve(role, model_name, allow_download=allow_download)
-    calib_path = calibration or _default_calibration()
+    calib_path = calibration
     triples = load_calibration(calib_path, calibration_pairs)
     say = (lambda msg: None) if as_json else (lambda msg: click.echo(f"  {msg}", err=True))
     manifest = export_model(

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
 import json
 import pkgutil
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -44,9 +46,21 @@ class ScoringContext:
         return self.pool.get(role, task, **options)
 
     def shared(self, key: str, factory: Callable[[], Any]) -> Any:
+        """The engine under ``key``, made by ``factory`` on first use."""
         if key not in self._shared:
             self._shared[key] = factory()
         return self._shared[key]
+
+    def release(self) -> None:
+        """Drop what shared engines hold per input (called after each scored batch): an
+        engine with ``release_all()`` empties itself and keeps its counters; any other is
+        dropped and made afresh on next use (its models stay loaded in the pool)."""
+        for key, engine in list(self._shared.items()):
+            release_all = getattr(engine, "release_all", None)
+            if callable(release_all):
+                release_all()
+            else:
+                del self._shared[key]
 
     @property
     def spacy_model(self) -> str | None:
@@ -141,8 +155,16 @@ def register(cls: M) -> M:
     return cls
 
 
+# Installed packages add metrics through this entry-point group (pyproject.toml):
+#   [project.entry-points."faithgate.metrics"]
+#   my_metric = "my_package.metrics:MyMetric"     # a Metric subclass, or a module that
+#                                                 # registers its metrics with @register
+ENTRY_POINT_GROUP = "faithgate.metrics"
+
+
 def _discover() -> None:
-    """Import every module of ``faithgate.metrics`` once so their metrics register."""
+    """Import every module of ``faithgate.metrics`` once so their metrics register, then the
+    metrics of installed packages (entry-point group ``faithgate.metrics``)."""
     global _DISCOVERED
     if _DISCOVERED:
         return
@@ -152,6 +174,27 @@ def _discover() -> None:
         if info.name != "base" and not info.name.startswith("_"):
             importlib.import_module(f"{package.__name__}.{info.name}")
     _DISCOVERED = True
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        _load_entry_point(entry)
+
+
+def _load_entry_point(entry: importlib.metadata.EntryPoint) -> None:
+    """Register the metric(s) of one entry point. A broken third-party package is reported
+    and skipped, so it cannot take the built-in metrics down with it."""
+    try:
+        loaded = entry.load()
+    except Exception as exc:  # noqa: BLE001 - any error of a foreign package's import
+        warnings.warn(
+            f"faithgate: metric entry point {entry.name!r} ({entry.value}) failed to load: "
+            f"{type(exc).__name__}: {exc}",
+            stacklevel=3,
+        )
+        return
+    if isinstance(loaded, type) and issubclass(loaded, Metric):
+        try:
+            register(loaded)
+        except TypeError as exc:  # no name, or a name already taken (built-ins win)
+            warnings.warn(f"faithgate: metric entry point {entry.name!r}: {exc}", stacklevel=3)
 
 
 def metric_names() -> list[str]:

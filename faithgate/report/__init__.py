@@ -6,41 +6,37 @@ of one report; ``write_reports(result, reports)`` writes every configured one.
 
 from __future__ import annotations
 
+import importlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
+from faithgate.formats import REPORT_FORMATS
 from faithgate.result import GateResult
 
 if TYPE_CHECKING:
     from faithgate.config import Reports
 
-KINDS = ("junit", "markdown", "json", "html", "terminal")
+# Every report format, from the registry (``faithgate.formats``).
+KINDS = tuple(REPORT_FORMATS)
+
+
+def to_json(result: GateResult) -> str:
+    """The result JSON (also what a baseline holds)."""
+    return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
 def render(kind: str, result: GateResult) -> str:
-    """The text of one report kind for ``result``."""
-    if kind == "json":
-        return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    if kind == "junit":
-        from faithgate.report.junit import to_junit
-
-        return to_junit(result)
-    if kind == "markdown":
-        from faithgate.report.markdown import to_markdown
-
-        return to_markdown(result)
-    if kind == "html":
-        from faithgate.report.html import to_html
-
-        return to_html(result)
-    if kind == "terminal":
-        from faithgate.report.terminal import to_terminal
-
-        return to_terminal(result)
-    raise InputError(f"unknown report kind {kind!r}; choose one of: {', '.join(KINDS)}")
+    """The text of one report kind for ``result`` (its renderer from the registry)."""
+    fmt = REPORT_FORMATS.get(kind)
+    if fmt is None:
+        raise InputError(f"unknown report kind {kind!r}; choose one of: {', '.join(KINDS)}")
+    module, attr = fmt.renderer.split(":")
+    renderer: Callable[[GateResult], str] = getattr(importlib.import_module(module), attr)
+    return renderer(result)
 
 
 def write_reports(result: GateResult, reports: Reports) -> dict[str, Path]:
