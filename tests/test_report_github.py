@@ -18,6 +18,19 @@ from faithgate.gate import evaluate
 from faithgate.report import github
 from faithgate.types import Example, Score, SentenceScore
 
+# The variables GitHub sets: absent unless a test gives them (the suite may run on GitHub).
+GITHUB_VARS = ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE", "FG_CONFIG")
+
+
+def run_github(args, env):
+    """``faithgate github ARGS`` with exactly ``env``'s GitHub variables; (exit code, stdout)."""
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    full_env = {**dict.fromkeys(GITHUB_VARS), **env}
+    res = CliRunner().invoke(cli, ["github", *args], env=full_env, catch_exceptions=False)
+    return res.exit_code, res.stdout
 
 def parse_command(line: str) -> tuple[str, dict[str, str], str]:
     """Split ``::cmd k=v,k2=v2::message`` and undo GitHub's escaping."""
@@ -182,13 +195,13 @@ def _env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def test_report_command_writes_outputs_summary_and_annotations(gate_result, tmp_path, capsys):
+def test_report_command_writes_outputs_summary_and_annotations(gate_result, tmp_path):
     result_path = tmp_path / "result.json"
     result_path.write_text(json.dumps(gate_result))
     env = _env(tmp_path)
-    rc = github.main(
+    rc, stdout = run_github(
         ["report", "--result", str(result_path), "--exit-code", "1", "--max-annotations", "5"],
-        env=env,
+        env,
     )
     assert rc == 0
     outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
@@ -198,15 +211,15 @@ def test_report_command_writes_outputs_summary_and_annotations(gate_result, tmp_
     # No Markdown file given: the summary is rendered from the result.
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
     assert "faithgate" in summary and "pass_rate" in summary
-    printed = capsys.readouterr().out.splitlines()
+    printed = stdout.splitlines()
     assert sum(line.startswith("::error ") for line in printed) == 3  # 2 examples + 1 rule
 
 
-def test_report_command_without_result_reports_the_error(tmp_path, capsys):
+def test_report_command_without_result_reports_the_error(tmp_path):
     stderr = tmp_path / "stderr.log"
     stderr.write_text("warming up\nfaithgate: outputs.jsonl:3: invalid JSON (Expecting value)\n")
     env = _env(tmp_path)
-    github.main(
+    _, stdout = run_github(
         [
             "report",
             "--result",
@@ -216,12 +229,12 @@ def test_report_command_without_result_reports_the_error(tmp_path, capsys):
             "--exit-code",
             "2",
         ],
-        env=env,
+        env,
     )
     outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
     assert outputs["verdict"] == "error"
     assert outputs["step-exit-code"] == "2"
-    (line,) = capsys.readouterr().out.splitlines()
+    (line,) = stdout.splitlines()
     assert (
         line
         == "::error title=faithgate::faithgate: outputs.jsonl:3: invalid JSON (Expecting value)"
@@ -229,11 +242,10 @@ def test_report_command_without_result_reports_the_error(tmp_path, capsys):
     assert "invalid JSON" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
 
 
-def test_report_outside_github_prints_outputs(gate_result, tmp_path, capsys):
+def test_report_outside_github_prints_outputs(gate_result, tmp_path):
     result_path = tmp_path / "result.json"
     result_path.write_text(json.dumps(gate_result))
-    github.main(["report", "--result", str(result_path)], env={})
-    out = capsys.readouterr().out
+    _, out = run_github(["report", "--result", str(result_path)], {})
     assert "verdict=fail\n" in out and "step-exit-code=1\n" in out
 
 
@@ -244,22 +256,22 @@ def test_summary_is_cut_at_the_limit(monkeypatch):
     assert "é" * 51 not in text
 
 
-def test_cache_dir_command(tmp_path, monkeypatch, capsys):
+def test_cache_dir_command(tmp_path, monkeypatch):
     (tmp_path / "faithgate.toml").write_text('cache_dir = "scores"\n')
     monkeypatch.chdir(tmp_path)
     out_file = tmp_path / "out.txt"
-    github.main(["cache-dir"], env={"GITHUB_OUTPUT": str(out_file)})
+    run_github(["cache-dir"], {"GITHUB_OUTPUT": str(out_file)})
     assert parse_env_file(out_file.read_text()) == {"cache-dir": str(tmp_path / "scores")}
     (tmp_path / "faithgate.toml").write_text("")  # none configured: .faithgate here
-    github.main(["cache-dir"], env={})
-    assert capsys.readouterr().out == f"cache-dir={tmp_path / '.faithgate'}\n"
+    assert run_github(["cache-dir"], {})[1] == f"cache-dir={tmp_path / '.faithgate'}\n"
 
 
-def test_bad_config_is_one_error_line(tmp_path, monkeypatch, capsys):
+def test_bad_config_is_one_error_line(tmp_path, monkeypatch):
     (tmp_path / "faithgate.toml").write_text("nonsense = 1\n")
     monkeypatch.chdir(tmp_path)
-    assert github.main(["cache-dir"], env={}) == 2
-    (line,) = capsys.readouterr().out.splitlines()
+    rc, stdout = run_github(["cache-dir"], {})
+    assert rc == 2
+    (line,) = stdout.splitlines()
     assert line.startswith("::error title=faithgate::") and "nonsense" in line
 
 

@@ -30,6 +30,7 @@ COMMANDS = {
     "perturb": "faithgate.cli.bench:perturb_command",
     "check": "faithgate.cli.check:check_command",
     "train": "faithgate.cli.train:train_command",
+    "github": "faithgate.cli.github:github_command",
 }
 
 
@@ -55,7 +56,15 @@ class LazyGroup(click.Group):
             click.echo(f"faithgate: {safe_line(exc.format_message())}", err=True)
             ctx.exit(exc.exit_code)
         except FaithgateError as exc:
-            click.echo(f"faithgate: {safe_line(exc)}", err=True)
+            # A command may show errors its own way (``faithgate github``: a workflow
+            # ``::error`` line GitHub turns into an annotation); the exit code is decided here.
+            name = ctx.invoked_subcommand
+            command = self.get_command(ctx, name) if name else None
+            render = getattr(command, "render_error", None)
+            if callable(render):
+                render(str(exc))
+            else:
+                click.echo(f"faithgate: {safe_line(exc)}", err=True)
             ctx.exit(exc.exit_code)
         except Exception as exc:  # noqa: BLE001 - never a traceback for users
             click.echo(

@@ -3,9 +3,11 @@
 Run by the composite action (``action.yml``) after ``faithgate check``; it reads only files
 (the result JSON, the Markdown report, the check's stderr) and never scores::
 
-    python -m faithgate.report.github report --result reports/faithgate.json \\
+    faithgate github report --result reports/faithgate.json \\
         --markdown reports/faithgate.md --exit-code 1
-    python -m faithgate.report.github cache-dir      # the score cache dir of the configuration
+    faithgate github cache-dir      # the score cache dir of the configuration
+
+(the commands are ``faithgate.cli.github``; this module is what they call).
 
 ``report`` writes to the files GitHub names in the environment:
 
@@ -23,18 +25,17 @@ run locally.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
 import re
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faithgate.errors import FaithgateError, InputError
+from faithgate.errors import InputError
 from faithgate.escape import printable
 from faithgate.io import jsonl_lines
 from faithgate.report import render
@@ -290,8 +291,9 @@ def summary_markdown(
 # ---------------------------------------------------------------------- commands
 
 
-def _write(path: str | None, text: str, stream: Any) -> None:
-    """Append to a GitHub environment file, or print when not on GitHub."""
+def write_env_file(path: str | None, text: str, stream: Any) -> None:
+    """Append to a GitHub environment file (``$GITHUB_OUTPUT``...), or print when not on
+    GitHub."""
     if path:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(text)
@@ -307,14 +309,21 @@ def _last_line(path: str | None) -> str | None:
     return lines[-1] if lines else None
 
 
-def _boolean(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-    return value == "true"
+@dataclass(frozen=True)
+class ReportRequest:
+    """The files and settings of one ``faithgate github report`` run."""
+
+    result: str
+    markdown: str | None = None
+    junit: str | None = None
+    html: str | None = None
+    stderr: str | None = None
+    exit_code: int | None = None
+    fail_on_regression: bool = True
+    max_annotations: int = 50
 
 
-def run_report(args: argparse.Namespace, env: Mapping[str, str], out: Any = None) -> int:
+def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> int:
     """The ``report`` command; returns the process exit code (0 unless this step itself broke)."""
     out = out or sys.stdout
     result: dict[str, Any] | None = None
@@ -362,61 +371,11 @@ def run_report(args: argparse.Namespace, env: Mapping[str, str], out: Any = None
 
     for command in commands:
         out.write(command + "\n")
-    _write(env.get("GITHUB_STEP_SUMMARY"), summary_markdown(result, markdown, error), _NullStream())
-    _write(env.get("GITHUB_OUTPUT"), "".join(format_output(k, v) for k, v in outputs.items()), out)
-    return 0
-
-
-def run_cache_dir(args: argparse.Namespace, env: Mapping[str, str], out: Any = None) -> int:
-    """The ``cache-dir`` command: the score cache directory as output ``cache-dir``: the
-    configured ``cache_dir``, else ``.faithgate`` in the current directory (the action passes
-    it to ``faithgate check --cache-dir`` so scores are cached either way)."""
-    from faithgate.config import load_config
-
-    out = out or sys.stdout
-    config = load_config(args.config or env.get("FG_CONFIG") or None)
-    path = Path(config.cache_dir) if config.cache_dir is not None else Path(DEFAULT_CACHE_DIR)
-    _write(env.get("GITHUB_OUTPUT"), format_output("cache-dir", str(path.resolve())), out)
+    write_env_file(env.get("GITHUB_STEP_SUMMARY"), summary_markdown(result, markdown, error), _NullStream())
+    write_env_file(env.get("GITHUB_OUTPUT"), "".join(format_output(k, v) for k, v in outputs.items()), out)
     return 0
 
 
 class _NullStream:
     def write(self, text: str) -> None:  # the summary is not echoed outside GitHub
         return None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m faithgate.report.github",
-        description="A faithgate gate result as GitHub step outputs, summary and annotations.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="outputs, job summary and annotations of a gate result")
-    rep.add_argument("--result", required=True, help="gate result JSON (faithgate check --json)")
-    rep.add_argument("--markdown", help="Markdown report for the job summary")
-    rep.add_argument("--junit", help="JUnit XML report (only its path is reported)")
-    rep.add_argument("--html", help="HTML report (only its path is reported)")
-    rep.add_argument("--stderr", help="stderr of faithgate check (its last line explains an error)")
-    rep.add_argument("--exit-code", type=int, help="exit code of faithgate check")
-    rep.add_argument("--fail-on-regression", type=_boolean, default=True, metavar="true|false")
-    rep.add_argument("--max-annotations", type=int, default=50, metavar="N")
-    cache = sub.add_parser("cache-dir", help="print the configured score cache directory")
-    cache.add_argument("--config", help="configuration file (default: $FG_CONFIG, else searched)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    """Entry point; a ``FaithgateError`` becomes one ``::error`` line and exit code 2."""
-    args = build_parser().parse_args(argv)
-    env = os.environ if env is None else env
-    try:
-        if args.command == "report":
-            return run_report(args, env)
-        return run_cache_dir(args, env)
-    except FaithgateError as exc:
-        print(workflow_command("error", str(exc), title="faithgate"))
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())
