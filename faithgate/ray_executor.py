@@ -49,6 +49,7 @@ from faithgate.types import Example, Score
 log = logging.getLogger(__name__)
 
 IN_FLIGHT = 2  # batches queued per actor: one running, one ready, so actors never wait
+WAIT_SLICE_S = 1.0  # the driver waits for results in slices, so Ctrl-C is never stuck in Ray
 
 
 def _import_ray() -> Any:
@@ -216,6 +217,24 @@ class RayExecutor:
                 f"{total.get('CPU', 0):g} CPU(s)"
             )
         n = s.num_workers or self._auto_workers(ray)
+        free = ray.available_resources()
+        room = int(free.get("CPU", 0) // s.num_cpus) if s.num_cpus else n
+        if s.num_gpus:
+            room = min(room, int(free.get("GPU", 0) // s.num_gpus))
+        if room < n:
+            # Not an error (an autoscaler may add nodes, another job may finish), but a run
+            # that seems to hang must say why: actors without resources wait, and so does
+            # every batch sent to them.
+            log.warning(
+                "the Ray cluster has room for %d of %d workers now (%g CPU(s), %g GPU(s) free; "
+                "each needs %g CPU(s), %g GPU(s)); the others wait for resources",
+                room,
+                n,
+                free.get("CPU", 0),
+                free.get("GPU", 0),
+                s.num_cpus,
+                s.num_gpus,
+            )
         # Restarts are done here, not by Ray (max_restarts=0): the driver then knows which
         # batch was lost with the actor and retries exactly that one, a bounded number of times.
         self._actor_class = ray.remote(
@@ -322,8 +341,13 @@ class RayExecutor:
                         ref, slot, self._generation[slot], seq, chunk, idx, failures
                     )
                     load[slot] += 1
-                with _sigint_as_keyboard_interrupt():
-                    [ref], _ = ray.wait(list(inflight), num_returns=1)
+                ready: list[Any] = []
+                while not ready:
+                    # In slices of a second: a Ctrl-C is then acted on promptly even while no
+                    # batch returns (actors waiting for resources, a hung node).
+                    with _sigint_as_keyboard_interrupt():
+                        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=WAIT_SLICE_S)
+                [ref] = ready
                 task = inflight.pop(ref)
                 load[task.slot] -= 1
                 outcome = self._fetch(ray, ref)

@@ -1,5 +1,7 @@
 """The Ray executor on a local Ray runtime (``ray.init(num_cpus=2)``, shared by this module):
-bit-identical scores vs the local executor, prefix caching on workers, a killed actor."""
+bit-identical scores vs the local executor, prefix caching on workers, a killed actor, a
+poisoned example failing alone (and the gate failing closed on it), the driver-side cache
+filled by a Ray run and hit by a local rerun, chunks streamed through the actor pool."""
 
 from __future__ import annotations
 
@@ -7,18 +9,33 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import ray
-from ray_helpers import (
+
+ray = pytest.importorskip("ray", reason="the Ray executor needs faithgate[ray]")
+
+import ray_helpers  # noqa: E402
+from ray_helpers import (  # noqa: E402
     RAY_METRICS,
+    PoisonMetric,
     as_data,
     bump_sample,
     patient_ray_start,
+    poison_examples,
     start_with_retries,
 )
 
-from faithgate.execution import ExecutionSettings, LocalExecutor, ScorerRecipe
-from faithgate.ray_executor import RayExecutor
-from faithgate.types import Example
+from faithgate.cache import ScoreCache  # noqa: E402
+from faithgate.config import GateConfig  # noqa: E402
+from faithgate.errors import InputError  # noqa: E402
+from faithgate.execution import (  # noqa: E402
+    CachedExecutor,
+    ExecutionSettings,
+    LocalExecutor,
+    ScorerRecipe,
+)
+from faithgate.gate import Gate, evaluate  # noqa: E402
+from faithgate.ray_executor import RayExecutor  # noqa: E402
+from faithgate.report import render  # noqa: E402
+from faithgate.types import Example  # noqa: E402
 
 # One Ray runtime at a time: both Ray modules run in the same xdist worker, one after another.
 pytestmark = pytest.mark.xdist_group("ray")
@@ -88,3 +105,131 @@ def test_killed_worker_is_replaced_and_its_batches_retried(
     assert stats["restarts"] == restarts + 1, stats
     assert stats["retries"] >= 1 and stats["failed"] == 0, stats
     assert as_data(got) == local_run[0]  # complete, nothing marked failed
+
+
+@loads_models
+def test_cache_filled_by_a_ray_run_is_hit_by_a_local_rerun(
+    ray_exec: RayExecutor, sample: list[Example], tmp_path: Path
+) -> None:
+    """The driver writes what the workers computed; a local gate then reads every cell."""
+    config = GateConfig.from_dict({"metrics": list(RAY_METRICS), "cache_dir": str(tmp_path)})
+    cache = ScoreCache(config.cache_path / "scores.sqlite")
+    cached = CachedExecutor(ray_exec, cache, chunk_size=2)  # three chunks, streamed
+    batches = ray_exec.stats["batches"]
+    from_ray = cached.score(sample)
+    assert ray_exec.stats["batches"] > batches  # computed on the workers
+    assert (cache.hits, cache.misses) == (0, len(sample) * len(RAY_METRICS))
+    gate = Gate(config)  # local executor, the same cache file
+    assert gate.config.execution.executor == "local"
+    result = gate.run(sample)
+    assert result.cache == {"hits": len(sample) * len(RAY_METRICS), "misses": 0}
+    for i, ex in enumerate(sample):
+        for m in RAY_METRICS:
+            assert result.examples[i].scores[m].value == from_ray[i][m].value, (ex.id, m)
+
+
+@pytest.fixture()
+def free_cpus(ray_exec: RayExecutor) -> None:
+    """The shared executor's actors hold both CPUs of the runtime: release them (its next
+    ``score`` starts a fresh pool), so an executor of the test's own can place its actors."""
+    ray_exec.close()
+
+
+@pytest.mark.usefixtures("free_cpus")
+def test_worker_that_cannot_import_a_metric_stops_the_run_with_one_line(
+    ray_runtime: None,
+) -> None:
+    """A project metric whose module the workers cannot import: the actors cannot be
+    created, no batch is to blame, and the run stops with one line naming the module."""
+    ex = RayExecutor(
+        ScorerRecipe((PoisonMetric(),)), ExecutionSettings(executor="ray", num_workers=1)
+    )
+    try:
+        with pytest.raises(InputError, match="a Ray worker could not start: .*ray_helpers") as err:
+            ex.score(poison_examples())
+    finally:
+        ex.close()
+    assert "\n" not in str(err.value) and ex.stats["failed"] == 0
+    assert not ex.actors  # the pool is gone; Ray itself stays up (the fixture started it)
+
+
+@pytest.fixture()
+def helpers_by_value() -> Iterator[None]:
+    """Ship ``ray_helpers`` (the test metric) to the workers inside the pickles, as
+    ``runtime_env = { py_modules = [...] }`` would on a cluster."""
+    ray.cloudpickle.register_pickle_by_value(ray_helpers)
+    yield
+    ray.cloudpickle.unregister_pickle_by_value(ray_helpers)
+
+
+@pytest.mark.usefixtures("helpers_by_value", "free_cpus")
+def test_poisoned_example_fails_alone_and_the_gate_fails_closed(ray_runtime: None) -> None:
+    """``c1`` kills the worker process scoring it, every time; ``p1`` makes the metric raise.
+    Only those two are unscored; every other example is scored as locally, bit for bit."""
+    examples = poison_examples()
+    recipe = ScorerRecipe((PoisonMetric(),))
+    want = as_data(LocalExecutor(recipe).score(examples))
+    settings = ExecutionSettings(executor="ray", num_workers=2, batch_size=4, max_retries=1)
+    ex = RayExecutor(recipe, settings)
+    done: list[int] = []
+    try:
+        got = ex.score(examples, progress=done.append)
+        hashes = ex.settings_hashes()
+    finally:
+        ex.close()
+    ids = [e.id for e in examples]
+    crash = ids.index("c1")
+    reason = got[crash]["poison"].error or ""
+    assert not got[crash]["poison"].ok
+    assert reason.startswith("the Ray worker failed on this example 3 time(s)"), reason
+    assert "ActorDiedError" in reason and "creation task" not in reason
+    # The metric's own exception is handled inside the worker exactly as locally.
+    assert as_data(got)[ids.index("p1")] == want[ids.index("p1")]
+    assert "ValueError: poisoned summary in example p1" in (got[ids.index("p1")]["poison"].error)
+    others = [i for i in range(len(examples)) if ids[i] not in ("c1", "p1")]
+    assert [as_data(got)[i] for i in others] == [want[i] for i in others]
+    assert all(got[i]["poison"].ok for i in others)
+    assert sum(done) == len(examples)
+    # c1's batch of 4 (one source) died, was retried once, died again and was isolated: its
+    # three innocent examples scored alone, c1 killed its worker once more and was marked failed.
+    stats = ex.stats
+    assert (stats["restarts"], stats["isolated"], stats["failed"]) == (3, 4, 1), stats
+
+    # The gate over these scores fails closed and names the unscorable example and why.
+    config = GateConfig.from_dict({"metrics": ["poison"]})
+    result = evaluate(config, examples, got, hashes)
+    assert not result.passed
+    assert {e.id for e in result.failed_examples} == {"c1", "p1"}
+    [pass_rate] = [r for r in result.rules if r.name == "pass_rate"]
+    assert "2 could not be scored" in pass_rate.message
+    report = render("terminal", result)
+    assert "c1: poison: could not score (the Ray worker failed on this example" in report
+
+
+@pytest.mark.usefixtures("helpers_by_value", "free_cpus")
+def test_stream_pulls_chunks_lazily_and_yields_them_in_order(ray_runtime: None) -> None:
+    """``score_stream``: chunks are pulled only as the actors' queues run low, and each
+    chunk's results come back in input order, equal to scoring it alone."""
+    examples = [e for e in poison_examples() if e.id not in ("c1", "p1")] * 3
+    examples = [Example(f"{e.id}-{k}", e.source, e.summary) for k, e in enumerate(examples)]
+    chunks = [examples[k : k + 4] for k in range(0, len(examples), 4)]
+    recipe = ScorerRecipe((PoisonMetric(),))
+    want = as_data(LocalExecutor(recipe).score(examples))
+    ex = RayExecutor(recipe, ExecutionSettings(executor="ray", num_workers=1, batch_size=2))
+    pulled: list[int] = []
+
+    def feed():
+        for k, chunk in enumerate(chunks):
+            pulled.append(k)
+            yield chunk, None
+
+    got = []
+    try:
+        for k, rows in enumerate(ex.score_stream(feed())):
+            # One actor, two batches in flight, two queued: never more than 2 chunks ahead.
+            assert len(pulled) <= k + 3, (k, pulled)
+            got.extend(rows)
+    finally:
+        ex.close()
+    assert len(pulled) == len(chunks)
+    assert as_data(got) == want
