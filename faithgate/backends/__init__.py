@@ -145,6 +145,25 @@ class ModelPool:
             return added.backend
         return choose_backend(self.spec(role), task, self.backend)
 
+    def identity(self, role: str, task: str) -> dict[str, Any]:
+        """What identifies a role's model for ``task`` without loading it (settings hashes):
+        name, weights fingerprint, backend and, for an ONNX export, its quantization."""
+        spec = self.spec(role)
+        if role == "spacy":  # run by spaCy itself through faithgate.text, no backend choice
+            return {"role": role, "model": spec.name, "fingerprint": spec.fingerprint}
+        backend = self.backend_for(role, task)
+        identity: dict[str, Any] = {
+            "role": role,
+            "model": spec.name,
+            "fingerprint": spec.fingerprint,
+            "backend": backend,
+        }
+        if backend == "onnx":
+            manifest = find_export(spec, task)
+            if manifest is not None:
+                identity["quantization"] = manifest.quantization
+        return identity
+
     def get(self, role: str, task: str, **options: Any) -> RoleModel:
         added = self._added.get((role, task))
         if added is not None:

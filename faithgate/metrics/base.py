@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from faithgate.backends import ModelPool
-from faithgate.backends.manifest import find_export
 from faithgate.errors import InputError
 from faithgate.types import Example, Score
 
@@ -69,22 +68,9 @@ class ScoringContext:
         return self.pool.model_names.get("spacy")
 
     def model_identity(self, role: str, task: str) -> dict[str, Any]:
-        """Identity of a role's model without loading it (for settings hashes)."""
-        spec = self.pool.spec(role)
-        if role == "spacy":  # run by spaCy itself through faithgate.text, no backend choice
-            return {"role": role, "model": spec.name, "fingerprint": spec.fingerprint}
-        backend = self.pool.backend_for(role, task)
-        identity = {
-            "role": role,
-            "model": spec.name,
-            "fingerprint": spec.fingerprint,
-            "backend": backend,
-        }
-        if backend == "onnx":
-            manifest = find_export(spec, task)
-            if manifest is not None:
-                identity["quantization"] = manifest.quantization
-        return identity
+        """Identity of a role's model without loading it (for settings hashes); the backends
+        say what identifies their models (``ModelPool.identity``)."""
+        return self.pool.identity(role, task)
 
 
 class Metric(ABC):
