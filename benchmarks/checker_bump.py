@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int)
     ap.add_argument("--backend", default="onnx")
     ap.add_argument("--metric", action="append")
+    ap.add_argument("--model", action="append", default=[], help="ROLE=ID_OR_PATH, e.g. nli=DIR")
     ap.add_argument("--out", help="write per-pair scores and the summary as JSON")
     args = ap.parse_args()
     pairs = load_pairs(data_dir(args.data), args.limit)
@@ -42,7 +43,8 @@ def main() -> None:
     summary = {}
     per_pair: dict[str, list] = {}
     for name in metrics:
-        scorer = Scorer([name], backend=args.backend)
+        models = dict(m.split("=", 1) for m in args.model)
+        scorer = Scorer([name], backend=args.backend, models=models)
         ref, edit = pairs[0]
         scorer.score([Example("warm", ref["source"], ref["summary"])])  # load models
         cpu0, wall0 = time.process_time(), time.perf_counter()
