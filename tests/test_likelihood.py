@@ -36,7 +36,7 @@ EXAMPLES = [
     Example("a3", SOURCE_A, "residents said work starts in june"),
     Example("b1", SOURCE_B, "a storm closed the harbour ."),
 ]
-METRICS = ["loglik", "harim", "harim_plus", "cop", "fflm"]
+METRICS = ["loglik", "harim", "harim_plus", "cop", "fflm", "pmi_mink"]
 SEP, XSEP = "\nTL;DR:\n", "\n"
 
 
@@ -196,6 +196,8 @@ class Hand:
             "harim_plus": loglik - 7 * harim,
             "cop": cop,
             "fflm": 0.25 * dy_prior + 0.25 * dx_prior + 0.5 * dy_cond,
+            "pmi_mink": sum(sorted(a - b for a, b in zip(q["y_s2s"], q["y_lm"], strict=True))[:3])
+            / min(3, m),
         }
 
 
@@ -453,3 +455,16 @@ def test_bench_shares_likelihood_passes_between_metrics(tiny_llama: Path, tmp_pa
     seqs.clear()
     again = bench.score(EXAMPLES)
     assert seqs == [] and all(again[m].cached == len(EXAMPLES) for m in metrics)
+
+
+def test_pmi_mink_names_its_lowest_tokens_and_validates_k(tiny_llama: Path) -> None:
+    settings = {"model": "lm", "k": 2}
+    scorer = Scorer(
+        ["pmi_mink"], models={"lm": str(tiny_llama)}, metric_settings={"pmi_mink": settings}
+    )
+    score = scorer.score(EXAMPLES[:1])[0]["pmi_mink"]
+    lowest = score.details["lowest"]
+    assert len(lowest) == 2 and lowest[0]["pmi"] <= lowest[1]["pmi"]
+    assert score.value == pytest.approx((lowest[0]["pmi"] + lowest[1]["pmi"]) / 2)
+    with pytest.raises(InputError, match="k must be an integer >= 1"):
+        Scorer(["pmi_mink"], metric_settings={"pmi_mink": {"k": 0}})

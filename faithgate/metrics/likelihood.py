@@ -319,3 +319,37 @@ class FFLM(LikelihoodMetric):
         a, b, d = (float(v) for v in self.settings["weights"])
         value = a * dy_prior + b * dx_prior + d * dy_cond
         return value, {"dY_prior": dy_prior, "dX_prior": dx_prior, "dY_cond": dy_cond}
+
+
+@register
+class PMIMinK(LikelihoodMetric):
+    """Lowest-k pointwise mutual information: span-level evidence from the likelihood passes.
+
+    pmi_i = log p_s2s(y_i) - log p_lm(y_i), how much the source raises the probability of
+    summary token y_i (the per-token quantity behind HaRiM, Son et al. 2022, and the prior
+    change of FFLM, Jia et al. 2023); pmi_mink = the mean of the k smallest pmi_i (k = 3).
+    One unsupported name or number is a few tokens the source does not make likelier; a mean
+    over the whole summary dilutes them, the lowest few do not. Higher = more faithful.
+    ``details["lowest"]`` lists those tokens with their PMI.
+    """
+
+    name = "pmi_mink"
+    description = "mean of the k lowest token PMIs log p(y_i|source) - log p(y_i) (k = 3)"
+    needs = ("y_s2s", "y_lm")
+    defaults = {**_COMMON_DEFAULTS, "k": 3}
+
+    def validate_settings(self) -> None:
+        k = self.settings["k"]
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise InputError(f"{self.name}: k must be an integer >= 1")
+        super().validate_settings()
+
+    def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
+        mask = np.isfinite(lp["y_s2s"]) & np.isfinite(lp["y_lm"])
+        if not mask.any():
+            raise _CannotScore("no token could be scored")
+        pmi = (np.asarray(lp["y_s2s"], dtype=np.float64) - lp["y_lm"])[mask]
+        tokens = [t for t, keep in zip(lp.y_tokens, mask, strict=True) if keep]
+        order = np.argsort(pmi, kind="stable")[: self.settings["k"]]
+        lowest = [{"token": tokens[i], "pmi": float(pmi[i])} for i in order]
+        return float(pmi[order].mean()), {"lowest": lowest}
