@@ -190,6 +190,9 @@ class Bench:
             return self._score_all(executor, unique_examples, where)
         finally:
             executor.close()
+            scorer = getattr(getattr(executor, "inner", executor), "scorer", None)
+            if scorer is not None:
+                scorer.release()  # the engines' per-input state ends with the run
 
     def _executor(self) -> Executor:
         """One executor for every metric: locally one ``Scorer`` on the bench's model pool

@@ -171,10 +171,13 @@ class Gate:
         return self._executor
 
     def close(self) -> None:
-        """Release the executor's workers (a Ray actor pool; nothing for the local one)."""
+        """End of the run: release the executor's workers (a Ray actor pool) and what the
+        scorer's engines hold per input (its models stay loaded for the next run)."""
         if self._executor is not None:
             self._executor.close()
             self._executor = None
+        if self._scorer is not None:
+            self._scorer.release()
 
     def load_examples(self) -> list[Example]:
         """The outputs to gate: the ``outputs`` file, or the summarizer run over ``data``."""

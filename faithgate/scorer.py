@@ -99,30 +99,31 @@ class Scorer:
         results: list[dict[str, Score]] = [{} for _ in examples]
         if todo is None:
             todo = {m.name: range(len(examples)) for m in self.metrics}
-        try:
-            # Every metric announces its needs first, so engines shared between metrics (the
-            # likelihood engine) plan one pass per distinct input for all of them.
-            for metric in self.metrics:
-                if todo.get(metric.name):
-                    t0 = time.perf_counter()
-                    metric.prepare([examples[i] for i in todo[metric.name]], self.context)
-                    self.seconds[metric.name] += time.perf_counter() - t0
-            for metric in self.metrics:
-                idx = list(todo.get(metric.name, ()))
-                if not idx:
-                    continue
-                batch = [examples[i] for i in idx]
+        # Every metric announces its needs first, so engines shared between metrics (the
+        # likelihood engine) plan one pass per distinct input for all of them.
+        for metric in self.metrics:
+            if todo.get(metric.name):
                 t0 = time.perf_counter()
-                scored = self._score_metric(metric, batch)
+                metric.prepare([examples[i] for i in todo[metric.name]], self.context)
                 self.seconds[metric.name] += time.perf_counter() - t0
-                for i, score in zip(idx, scored, strict=True):
-                    score.example_id = examples[i].id
-                    results[i][metric.name] = score
-        finally:
-            # The engines' per-input results are not needed once the batch is scored (scores
-            # are cached by the caller): released, so a long run's memory stays flat.
-            self.context.release()
+        for metric in self.metrics:
+            idx = list(todo.get(metric.name, ()))
+            if not idx:
+                continue
+            batch = [examples[i] for i in idx]
+            t0 = time.perf_counter()
+            scored = self._score_metric(metric, batch)
+            self.seconds[metric.name] += time.perf_counter() - t0
+            for i, score in zip(idx, scored, strict=True):
+                score.example_id = examples[i].id
+                results[i][metric.name] = score
         return results
+
+    def release(self) -> None:
+        """Drop what the shared engines hold per input (likelihood passes, NLI and QA memos),
+        keeping the models loaded: called at the end of a run (a gate, a bench, a plugin
+        call), so a long-lived scorer's memory does not grow with every input it has seen."""
+        self.context.release()
 
     def _score_metric(self, metric: Metric, examples: list[Example]) -> list[Score]:
         try:

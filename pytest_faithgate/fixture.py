@@ -91,10 +91,15 @@ class FaithgateFixture:
                     )
             self._counter += 1
             examples.append(Example(f"{self._node.nodeid}#{self._counter}", source, summary))
+        executor = self._executor(name)
         try:
-            rows = self._executor(name).score(examples)
+            rows = executor.score(examples)
         except FaithgateError as exc:
             raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
+        finally:
+            # One call is one run: the session's scorer keeps its models, not every input's
+            # engine state, so a long pytest session does not grow with each test.
+            getattr(executor, "inner", executor).scorer.release()
         return [row[name] for row in rows]
 
     def score(self, source: str, summary: str, metric: str | None = None) -> Score:

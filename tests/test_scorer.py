@@ -101,3 +101,25 @@ def test_configuration_errors():
         Scorer([CountingMetric()], models={"tagger": "x"})
     with pytest.raises(InputError, match="unknown backend"):
         Scorer([CountingMetric()], backend="tpu")
+
+
+def test_release_empties_shared_engines_and_keeps_their_counters():
+    """``Scorer.release`` (end of a run): an engine with ``release_all`` empties itself in
+    place (its counters survive); any other shared object is dropped and made afresh."""
+    from faithgate.backends import ModelPool
+    from faithgate.metrics.base import ScoringContext
+
+    class Engine:
+        def __init__(self):
+            self.memo, self.stats = {"x": 1}, {"passes": 3}
+
+        def release_all(self):
+            self.memo.clear()
+
+    ctx = ScoringContext(ModelPool())
+    engine = ctx.shared("likelihood:a", Engine)
+    memo = ctx.shared("nli", lambda: {"pair": 0.5})
+    ctx.release()
+    assert ctx.shared("likelihood:a", Engine) is engine and engine.memo == {}
+    assert engine.stats == {"passes": 3}
+    assert ctx.shared("nli", dict) == {} and memo == {"pair": 0.5}

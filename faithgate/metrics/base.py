@@ -51,7 +51,7 @@ class ScoringContext:
         return self._shared[key]
 
     def release(self) -> None:
-        """Drop what shared engines hold per input (called after each scored batch): an
+        """Drop what shared engines hold per input (``Scorer.release``, at the end of a run): an
         engine with ``release_all()`` empties itself and keeps its counters; any other is
         dropped and made afresh on next use (its models stay loaded in the pool)."""
         for key, engine in list(self._shared.items()):
