@@ -111,7 +111,7 @@ def test_embedding_and_structure_metrics_real_minilm():
 
 @pytest.mark.slow
 def test_likelihood_metrics_real_smollm2():
-    assert_batch_independent(["loglik", "harim", "harim_plus", "cop", "fflm"])
+    assert_batch_independent(["loglik", "harim", "harim_plus", "cop", "fflm", "pmi_mink"])
 
 
 @pytest.mark.slow
