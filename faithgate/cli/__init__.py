@@ -84,6 +84,11 @@ def _log_to_stderr() -> None:
     """Warnings of the library as one escaped line each on stderr (``faithgate: warning: ...``),
     instead of logging's bare last-resort output (log messages quote user input)."""
     logger = logging.getLogger("faithgate")
+    # A library's logging.config.dictConfig (disable_existing_loggers, import-linter's for one)
+    # disables every logger created before it: the CLI's warnings must not be lost to that.
+    for name, existing in list(logging.root.manager.loggerDict.items()):
+        if isinstance(existing, logging.Logger) and name.split(".")[0] == "faithgate":
+            existing.disabled = False
     if any(getattr(h, "_faithgate_cli", False) for h in logger.handlers):
         return
     handler = _StderrHandler()
