@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tiny_models import save_tiny_models
 
 from faithgate import models
 from faithgate.backends import BACKENDS
@@ -28,44 +29,10 @@ CORPUS = [
     "Police said two men were arrested after the fire.",
     "Profits fell by ten percent in March, the minister told reporters.",
 ]
-WORDS = sorted({w.strip(".,").lower() for line in CORPUS for w in line.split()})
 SHORT = "The council voted to build a library."
 MEDIUM = "Two men were arrested by police after a fire in the old house."
 LONG = " ".join(CORPUS * 6)  # longer than the tiny encoder's 64-token window: stitched
 ATOL = 1e-4
-
-
-def _bert_tokenizer(directory: Path) -> Any:
-    import transformers
-
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "'"]
-    vocab += WORDS + list("abcdefghijklmnopqrstuvwxyz0123456789")
-    vocab += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
-    vocab = list(dict.fromkeys(vocab))
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tok = transformers.BertTokenizerFast(vocab_file=str(directory / "vocab.txt"))
-    tok.model_max_length = 64
-    return tok
-
-
-def _bpe_tokenizer() -> Any:
-    import transformers
-    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
-    from tokenizers import models as tmodels
-
-    tok = Tokenizer(tmodels.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=["<pad>", "<s>", "</s>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(CORPUS * 3 + [" ".join(WORDS)], trainer)
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
-    )
 
 
 @pytest.fixture(scope="module")
@@ -74,49 +41,15 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     classifier and a Llama causal LM. (Skipped without torch: the reference is built with it;
     the torch-free test above still runs.)"""
     torch = pytest.importorskip("torch", reason="the tiny reference models are built with torch")
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("conformance")
-    bert = dict(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    out: dict[str, Path] = {}
-    d = root / "encoder"
-    tok = _bert_tokenizer(d)
-    transformers.BertModel(transformers.BertConfig(vocab_size=len(tok), **bert)).save_pretrained(d)
-    tok.save_pretrained(d)
-    out["text-encoder"] = d
-    d = root / "classifier"
-    tok = _bert_tokenizer(d)
-    labels = {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}
-    cfg = transformers.BertConfig(
-        vocab_size=len(tok), id2label=labels, label2id={v: k for k, v in labels.items()}, **bert
-    )
-    transformers.BertForSequenceClassification(cfg).save_pretrained(d)
-    tok.save_pretrained(d)
-    out["pair-classifier"] = d
-    bpe = _bpe_tokenizer()
-    d = root / "lm"
-    cfg = transformers.LlamaConfig(
-        vocab_size=len(bpe),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        bos_token_id=bpe.bos_token_id,
-        eos_token_id=bpe.eos_token_id,
-        pad_token_id=bpe.pad_token_id,
-    )
-    transformers.LlamaForCausalLM(cfg).save_pretrained(d)
-    bpe.save_pretrained(d)
-    out["causal-lm"] = d
-    return out
+    saved, _ = save_tiny_models(root, CORPUS)
+    return {
+        "text-encoder": saved["bert"],
+        "pair-classifier": saved["nli"],
+        "causal-lm": saved["llama"],
+    }
 
 
 ROLES = {"text-encoder": "embedder", "pair-classifier": "nli", "causal-lm": "lm"}

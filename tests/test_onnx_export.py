@@ -19,6 +19,8 @@ pytest.importorskip("optimum.exporters.onnx")
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tiny_models import save_tiny_models  # noqa: E402
+
 from faithgate import models  # noqa: E402
 from faithgate.backends import ModelPool, choose_backend  # noqa: E402
 from faithgate.backends.export import (  # noqa: E402
@@ -41,8 +43,6 @@ CORPUS = [
     "Profits fell by ten percent in March, the minister told reporters.",
     "The river flooded three bridges and the old school on Sunday.",
 ]
-# The tiny BERT vocabulary: the corpus words, then letters and word pieces for the rest.
-WORDS = sorted({w.strip(".,").lower() for line in CORPUS for w in line.split()})
 TEXTS = [
     "The council voted to build a library.",
     "Two men were arrested by police after a fire in the old house.",
@@ -50,82 +50,12 @@ TEXTS = [
 ]
 
 
-def _bert_tokenizer(directory: Path):
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "'"]
-    vocab += sorted(set(WORDS)) + list("abcdefghijklmnopqrstuvwxyz0123456789")
-    vocab += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
-    vocab = list(dict.fromkeys(vocab))  # "a" is a word and a letter: no duplicate ids
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tok = transformers.BertTokenizerFast(vocab_file=str(directory / "vocab.txt"))
-    tok.model_max_length = 64
-    return tok
-
-
-def _bpe_tokenizer():
-    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
-    from tokenizers import models as tmodels
-
-    tok = Tokenizer(tmodels.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=["<pad>", "<s>", "</s>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(CORPUS * 3 + [" ".join(WORDS)], trainer)
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
-    )
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Tiny random models: BERT encoder, BERT NLI classifier, Llama, BART."""
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("tiny")
-    out: dict[str, Path] = {}
-    bert_cfg = dict(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    d = root / "bert"
-    tok = _bert_tokenizer(d)
-    transformers.BertModel(
-        transformers.BertConfig(vocab_size=len(tok), **bert_cfg)
-    ).save_pretrained(d)
-    tok.save_pretrained(d)
-    out["bert"] = d
-    d = root / "bert_nli"
-    tok = _bert_tokenizer(d)
-    labels = {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}
-    cfg = transformers.BertConfig(
-        vocab_size=len(tok), id2label=labels, label2id={v: k for k, v in labels.items()}, **bert_cfg
-    )
-    transformers.BertForSequenceClassification(cfg).save_pretrained(d)
-    tok.save_pretrained(d)
-    out["nli"] = d
-    bpe = _bpe_tokenizer()
-    d = root / "llama"
-    cfg = transformers.LlamaConfig(
-        vocab_size=len(bpe),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        bos_token_id=bpe.bos_token_id,
-        eos_token_id=bpe.eos_token_id,
-        pad_token_id=bpe.pad_token_id,
-    )
-    transformers.LlamaForCausalLM(cfg).save_pretrained(d)
-    bpe.save_pretrained(d)
-    out["llama"] = d
+    out, bpe = save_tiny_models(root, CORPUS)
     d = root / "bart"
     cfg = transformers.BartConfig(
         vocab_size=len(bpe),

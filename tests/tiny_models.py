@@ -1,0 +1,99 @@
+"""Tiny random transformers checkpoints, saved like local ones, for the backend tests (ONNX
+export parity, backend conformance): a BERT encoder, a BERT NLI classifier and a Llama causal
+LM over a small vocabulary built from the test's own corpus. Needs torch and transformers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+BERT = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+)
+NLI_LABELS = {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}
+
+
+def corpus_words(corpus: Sequence[str]) -> list[str]:
+    return sorted({w.strip(".,").lower() for line in corpus for w in line.split()})
+
+
+def bert_tokenizer(directory: Path, corpus: Sequence[str]) -> Any:
+    """A WordPiece tokenizer: the corpus words, then letters and word pieces for the rest."""
+    import transformers
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "'"]
+    vocab += corpus_words(corpus) + list("abcdefghijklmnopqrstuvwxyz0123456789")
+    vocab += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
+    vocab = list(dict.fromkeys(vocab))  # "a" is a word and a letter: no duplicate ids
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = transformers.BertTokenizerFast(vocab_file=str(directory / "vocab.txt"))
+    tok.model_max_length = 64
+    return tok
+
+
+def bpe_tokenizer(corpus: Sequence[str]) -> Any:
+    """A byte-level BPE tokenizer trained on the corpus, with <pad>, <s> and </s>."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+    from tokenizers import models as tmodels
+
+    tok = Tokenizer(tmodels.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<pad>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(list(corpus) * 3 + [" ".join(corpus_words(corpus))], trainer)
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+
+
+def save_tiny_models(root: Path, corpus: Sequence[str]) -> tuple[dict[str, Path], Any]:
+    """Saves the three models under ``root`` (call ``torch.manual_seed`` first); returns their
+    directories (``bert``, ``nli``, ``llama``) and the BPE tokenizer, for more decoder models."""
+    import transformers
+
+    out: dict[str, Path] = {}
+    d = root / "bert"
+    tok = bert_tokenizer(d, corpus)
+    transformers.BertModel(transformers.BertConfig(vocab_size=len(tok), **BERT)).save_pretrained(d)
+    tok.save_pretrained(d)
+    out["bert"] = d
+    d = root / "bert_nli"
+    tok = bert_tokenizer(d, corpus)
+    cfg = transformers.BertConfig(
+        vocab_size=len(tok),
+        id2label=NLI_LABELS,
+        label2id={v: k for k, v in NLI_LABELS.items()},
+        **BERT,
+    )
+    transformers.BertForSequenceClassification(cfg).save_pretrained(d)
+    tok.save_pretrained(d)
+    out["nli"] = d
+    bpe = bpe_tokenizer(corpus)
+    d = root / "llama"
+    cfg = transformers.LlamaConfig(
+        vocab_size=len(bpe),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=bpe.bos_token_id,
+        eos_token_id=bpe.eos_token_id,
+        pad_token_id=bpe.pad_token_id,
+    )
+    transformers.LlamaForCausalLM(cfg).save_pretrained(d)
+    bpe.save_pretrained(d)
+    out["llama"] = d
+    return out, bpe
