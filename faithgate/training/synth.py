@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from faithgate.perturb import perturb
-from faithgate.text import load_spacy
+from faithgate.text import load_spacy, split_sentences
 from faithgate.training.corpora import Document, NLIPair
+from faithgate.words import words
 
 # NLI label indices (``corpora.LABELS``). Every perturb edit replaces something the window
 # states with something else, so it contradicts the window (in SNLI's sense, "extrinsic" swaps
@@ -203,7 +203,6 @@ def label_counts(pairs: Sequence[NLIPair]) -> dict[str, int]:
 
 # --- Labelled summaries (source, summary, faithful or not) -> sentence-level pairs ----------
 
-_WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     [
         "a",
@@ -254,15 +253,15 @@ _STOP = frozenset(
 
 
 def _content_tokens(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+    return [w for w in words(text) if w not in _STOP]
 
 
 def evidence(sentence: str, source_sentences: Sequence[str], k: int) -> str:
     """The ``k`` source sentences sharing most content words (and bigrams) with ``sentence``,
     in source order: the premise a summary sentence is checked against (as ``entail_topk``
     retrieves at scoring time, here lexically so building the data needs no model)."""
-    words = _content_tokens(sentence)
-    want = set(words) | set(zip(words, words[1:], strict=False))
+    tokens = _content_tokens(sentence)
+    want = set(tokens) | set(zip(tokens, tokens[1:], strict=False))
     scored = []
     for j, src in enumerate(source_sentences):
         sw = _content_tokens(src)
@@ -291,8 +290,6 @@ def labelled_summary_pairs(
     - unfaithful longer summary: which sentence is wrong is not known, so the whole summary
       against the union of its sentences' evidence (``contradiction``)."""
     rng = random.Random(f"{config.seed}:labelled:{row_id}")
-    from faithgate.text import split_sentences
-
     src = [s for s in split_sentences(source, spacy_model) if s.strip()]
     sents = [s for s in split_sentences(summary, spacy_model) if len(s.split()) >= 3]
     if not src or not sents:
