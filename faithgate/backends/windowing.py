@@ -67,7 +67,7 @@ def read_pooling(model_dir: str | Path) -> str:
 # shapes of a forward pass and with them the float32 summation order inside its kernels, so
 # a padded sequence's outputs differed (by ~1e-7) with the other texts of its batch: a cached
 # score and a fresh one disagreed. Without padding a sequence's outputs depend only on the
-# sequence (tests/test_batch_independence.py checks it bit for bit, every metric); batching
+# sequence (tests/unit/test_batch_independence.py checks it bit for bit, every metric); batching
 # is kept for texts of equal length, where it is free. Where equal lengths are rare and
 # batching matters (likelihood continuations after a cached source), a sequence is padded to
 # ``bucket_width`` of its own length, which depends on nothing else either.

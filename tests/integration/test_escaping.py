@@ -9,7 +9,9 @@ output, the Action's annotations and its step summary.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import gate_fakes
 import pytest
 from click.testing import CliRunner
 from gate_fakes import NAME, summary
@@ -147,7 +149,7 @@ def test_plugin_output_forges_no_command(pytester):
     pytester.syspathinsert(pytester.path)
     pytester.makeconftest("import gate_fakes  # noqa: F401 - registers the test metric\n")
     (pytester.path / "gate_fakes.py").write_text(
-        (__import__("pathlib").Path(__file__).parent / "gate_fakes.py").read_text()
+        Path(gate_fakes.__file__).read_text()
     )
     rows = [{"id": eid, "source": "src", "summary": summary(0.1)} for eid in HOSTILE_IDS]
     (pytester.path / "outputs.jsonl").write_text(

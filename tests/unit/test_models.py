@@ -67,7 +67,7 @@ def test_package_missing_names_what_to_install(monkeypatch):
 
 @pytest.mark.parametrize("role", ["qa", "qg", "seq2seq"])
 def test_roles_without_offline_weights_say_how_to_configure(role):
-    # ``nli`` has the checker faithgate trains and ships (tests/test_checker.py).
+    # ``nli`` has the checker faithgate trains and ships (tests/integration/test_checker.py).
     with pytest.raises(ModelNotFoundError, match=f"--model {role}=HUB_ID_OR_PATH"):
         models.resolve(role)
 

@@ -19,7 +19,7 @@ from faithgate.backends.quantize import (
 )
 from faithgate.errors import InputError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_compare_by_hand():

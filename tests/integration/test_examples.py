@@ -21,7 +21,7 @@ from action_runner import run_action
 
 from faithgate.config import load_config
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"
 NEWS = EXAMPLES / "news"
 BASELINE = NEWS / "faithgate-baseline.json"
