@@ -83,9 +83,11 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write the timings here after every round")
     args = ap.parse_args()
 
-    import torch
+    # faithgate first, as in any faithgate process: its import sets torch's OpenMP wait policy
+    # (faithgate/threads.py) before torch loads, for every contender of this one process.
+    from faithgate import models  # isort: skip
 
-    from faithgate import models
+    import torch
 
     torch.set_num_threads(args.threads)
     pairs = load_pairs(data_dir(args.data), args.pairs)

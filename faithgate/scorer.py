@@ -13,6 +13,7 @@ from faithgate.backends import ModelPool
 from faithgate.cache import ScoreCache
 from faithgate.errors import FaithgateError, InputError
 from faithgate.metrics.base import Metric, ScoringContext, get_metric
+from faithgate.threads import metric_blas_threads
 from faithgate.types import Example, Score
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,8 @@ class Scorer:
                 continue
             batch = [examples[i] for i in idx]
             t0 = time.perf_counter()
-            scored = self._score_metric(metric, batch)
+            with metric_blas_threads():  # small products: one BLAS thread is faster
+                scored = self._score_metric(metric, batch)
             self.seconds[metric.name] += time.perf_counter() - t0
             for i, score in zip(idx, scored, strict=True):
                 score.example_id = examples[i].id

@@ -1,0 +1,53 @@
+"""Thread pools of the numeric libraries under faithgate, set for machines shared with others.
+
+faithgate mostly runs where cores are shared: CI runners, pytest-xdist workers, Ray actors,
+a developer's laptop running the suite. Two pools misbehave there (issue 13, measured on a
+2-core machine at load average 8-10):
+
+- **torch's OpenMP threads spin** between parallel regions (GNU OpenMP's default wait policy
+  is active). When other processes want the cores, the spinning threads hold them: a MiniLM
+  forward pass over 4 x 254 tokens took 4.0-5.8 s with 2 threads, 1.0-1.35 s with
+  ``OMP_WAIT_POLICY=PASSIVE`` (1.1 s with 1 thread). libgomp reads the variable once, when
+  torch loads (spaCy's thinc imports torch too), so :func:`prefer_passive_openmp` sets it as
+  ``import faithgate`` runs, unless the user set it or torch is already loaded. Set
+  ``OMP_WAIT_POLICY=ACTIVE`` to keep spinning (a few percent faster on an idle, dedicated
+  machine).
+- **numpy's BLAS threads** (OpenBLAS) split small products, a summary's tokens against a
+  source's (60 x 384 by 384 x 1000), where synchronising two threads costs more than it
+  saves: 16 ms a product with 2 threads, 2.4 ms with 1. :func:`metric_blas_threads` limits
+  it to one thread while metrics compute (``threadpoolctl``); torch (MKL / oneDNN) and
+  onnxruntime keep their own pools for the model passes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+
+
+def prefer_passive_openmp() -> bool:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` for torch's OpenMP threads when the user has not chosen
+    a policy and torch is not loaded yet (libgomp reads it once, at load). Returns whether
+    the variable was set here."""
+    if "OMP_WAIT_POLICY" in os.environ or "torch" in sys.modules:
+        return False
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True
+
+
+@contextlib.contextmanager
+def metric_blas_threads() -> Iterator[None]:
+    """numpy's BLAS on one thread for the duration (restored after). A no-op when
+    threadpoolctl is missing or finds no OpenBLAS (e.g. numpy built against another BLAS)."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - scikit-learn (a dependency) requires it
+        yield
+        return
+    # OpenBLAS only (numpy's and scipy's), never torch's MKL / oneDNN, which run the model
+    # passes inside the same calls. Scanning the loaded libraries costs ~1 ms per batch.
+    openblas = ThreadpoolController().select(internal_api="openblas")
+    with openblas.limit(limits=1):
+        yield

@@ -1,0 +1,82 @@
+"""faithgate.threads: torch's OpenMP waits passively unless the user chose; metrics compute with
+numpy's BLAS on one thread, restored afterwards."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from faithgate import threads
+from faithgate.metrics.base import Metric
+from faithgate.scorer import Scorer
+from faithgate.types import Example, Score
+
+
+def _policy_after_import(env_policy: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if env_policy is not None:
+        env["OMP_WAIT_POLICY"] = env_policy
+    code = "import os, faithgate; print(os.environ.get('OMP_WAIT_POLICY', '<unset>'))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def test_import_sets_passive_openmp_when_unset():
+    assert _policy_after_import(None) == "PASSIVE"
+
+
+def test_a_users_policy_is_kept():
+    assert _policy_after_import("ACTIVE") == "ACTIVE"
+
+
+def test_too_late_once_torch_is_loaded(monkeypatch):
+    # libgomp read the variable when torch loaded: setting it now would claim an effect it has not.
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setitem(sys.modules, "torch", object())
+    assert threads.prefer_passive_openmp() is False
+    assert "OMP_WAIT_POLICY" not in os.environ
+
+
+def _openblas_threads() -> list[int]:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    return [
+        info["num_threads"]
+        for info in threadpoolctl.threadpool_info()
+        if info["internal_api"] == "openblas"
+    ]
+
+
+def test_metric_blas_threads_limits_and_restores():
+    before = _openblas_threads()
+    if not before:
+        pytest.skip("numpy is not linked against OpenBLAS here: nothing to limit")
+    with threads.metric_blas_threads():
+        assert set(_openblas_threads()) == {1}
+    assert _openblas_threads() == before
+
+
+class BlasProbe(Metric):
+    """Records numpy's OpenBLAS thread counts seen while scoring."""
+
+    name = "blas_probe_test"
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.seen: list[list[int]] = []
+
+    def score_batch(self, examples, ctx):
+        self.seen.append(_openblas_threads())
+        return [Score(self.name, 1.0, self.settings_hash(ctx), ex.id) for ex in examples]
+
+
+def test_scorer_runs_metrics_on_one_blas_thread():
+    if not _openblas_threads():
+        pytest.skip("numpy is not linked against OpenBLAS here: nothing to limit")
+    probe = BlasProbe()
+    Scorer([probe]).score([Example("a", "source text", "summary")])
+    assert probe.seen == [[1] * len(probe.seen[0])]
