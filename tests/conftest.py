@@ -35,3 +35,19 @@ def bump_rows(shared_data: Path) -> list[dict]:
     """All rows of BUMP task 1 (reference and edited summaries)."""
     with (shared_data / "bump_task1.jsonl").open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+# torch and transformers are not in the core install (it scores with ONNX exports): a test that
+# needs them asks for these fixtures and is skipped alone where they are missing. Never skip a
+# whole module on them (tests/unit/test_architecture.py checks): its torch-free tests would
+# silently not run.
+@pytest.fixture(scope="session")
+def torch():
+    """The ``torch`` module; skips the test where torch is not installed."""
+    return pytest.importorskip("torch", reason="needs torch (faithgate[full])")
+
+
+@pytest.fixture(scope="session")
+def transformers(torch):
+    """The ``transformers`` module; skips the test where it (or torch) is not installed."""
+    return pytest.importorskip("transformers", reason="needs transformers (faithgate[full])")

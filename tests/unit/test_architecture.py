@@ -1,4 +1,5 @@
-"""The import contracts of pyproject's ``[tool.importlinter]`` (layers, no cycles) hold.
+"""The import contracts of pyproject's ``[tool.importlinter]`` (layers, no cycles) hold, and no
+test module skips itself whole on torch.
 
 ``make test`` runs ``lint-imports`` before the suite; this test keeps the check in a plain
 ``pytest`` run too, so a layer violation shows where developers look first.
@@ -6,6 +7,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -29,3 +31,49 @@ def test_import_contracts_are_kept():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 broken" in proc.stdout
+
+
+TORCH_STACK = {"torch", "transformers", "optimum"}
+
+
+def _module_level_skips(tree: ast.Module) -> list[tuple[int, str]]:
+    """``pytest.importorskip("<torch stack>...")`` calls in statements at module level (not in a
+    function or class body, where they skip one test or fixture)."""
+    found = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "importorskip"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and str(node.args[0].value).split(".")[0] in TORCH_STACK
+            ):
+                found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def test_module_level_skip_finder_sees_what_it_must() -> None:
+    tree = ast.parse(
+        "import pytest\n"
+        "torch = pytest.importorskip('torch')\n"
+        "if True:\n    pytest.importorskip('optimum.exporters.onnx')\n"
+        "ray = pytest.importorskip('ray')\n"
+        "def f():\n    pytest.importorskip('torch')\n"
+    )
+    assert _module_level_skips(tree) == [(2, "torch"), (4, "optimum.exporters.onnx")]
+
+
+def test_no_test_module_skips_itself_on_torch() -> None:
+    """torch, transformers and optimum are not in the core install: a module-level
+    ``importorskip`` of them hid the torch-free tests of its module where they are missing. The
+    tests that need them ask for the ``torch`` / ``transformers`` fixtures (tests/conftest.py)."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: importorskip({name!r})"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for line, name in _module_level_skips(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert offenders == []

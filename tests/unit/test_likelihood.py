@@ -14,14 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from faithgate.errors import InputError  # noqa: E402
-from faithgate.likelihood import LikelihoodConfig, LikelihoodEngine  # noqa: E402
-from faithgate.models import resolve  # noqa: E402
-from faithgate.scorer import Scorer  # noqa: E402
-from faithgate.types import Example  # noqa: E402
+from faithgate.errors import InputError
+from faithgate.likelihood import LikelihoodConfig, LikelihoodEngine
+from faithgate.models import resolve
+from faithgate.scorer import Scorer
+from faithgate.types import Example
 
 pytestmark = pytest.mark.xdist_group("likelihood")
 
@@ -65,7 +62,7 @@ def _save_tokenizer(path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory, torch, transformers) -> Path:
     path = tmp_path_factory.mktemp("tiny-llama")
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
@@ -89,7 +86,7 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_bart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_bart(tmp_path_factory: pytest.TempPathFactory, torch, transformers) -> Path:
     path = tmp_path_factory.mktemp("tiny-bart")
     torch.manual_seed(1)
     config = transformers.BartConfig(
@@ -120,6 +117,8 @@ class Hand:
     """One unbatched full-logits forward pass per sequence; formulas token by token."""
 
     def __init__(self, path: Path, seq2seq: bool = False) -> None:
+        import transformers
+
         self.tok = transformers.AutoTokenizer.from_pretrained(path)
         cls = transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForCausalLM
         self.model = cls.from_pretrained(path).eval()
@@ -130,6 +129,8 @@ class Hand:
 
     def causal(self, context: list[int], target: list[int]) -> list[float]:
         """log p(target_j | context + target_<j) for a decoder-only model."""
+        import torch
+
         seq = context + target
         with torch.no_grad():
             logits = self.model(torch.tensor([seq])).logits[0].double()
@@ -140,6 +141,8 @@ class Hand:
         return out
 
     def s2s(self, encoder: list[int], target: list[int]) -> list[float]:
+        import torch
+
         start = self.model.config.decoder_start_token_id
         with torch.no_grad():
             logits = (
@@ -378,6 +381,7 @@ def test_resolve_accepts_local_dirs(tiny_llama: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("transformers")  # the GGUF checkpoint loads through transformers
 def test_smollm2_on_a_bump_pair(bump_rows: list[dict]) -> None:
     """Real default model on BUMP pair 0: caching changes nothing, the reference wins."""
     pair = [r for r in bump_rows if r["pair_id"] == bump_rows[0]["pair_id"]]

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# Every test runs onnxruntime; the tiny models (and the exports made from them) need torch,
+# transformers and optimum, asked for by the ``tiny`` fixture: the quantization tests without
+# them run in a torch-free install too.
 pytest.importorskip("onnxruntime")
-pytest.importorskip("optimum.exporters.onnx")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
 
 from tiny_models import save_tiny_models  # noqa: E402
 
@@ -51,8 +51,9 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def tiny(tmp_path_factory: pytest.TempPathFactory, torch, transformers) -> dict[str, Path]:
     """Tiny random models: BERT encoder, BERT NLI classifier, Llama, BART."""
+    pytest.importorskip("optimum.exporters.onnx", reason="exports need faithgate[full]")
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("tiny")
     out, bpe = save_tiny_models(root, CORPUS)

@@ -15,8 +15,6 @@ from faithgate.training.corpora import (
     user_documents,
 )
 
-torch = pytest.importorskip("torch")
-
 DOC = Document(
     "hand-1",
     "The mayor of Springfield, John Carter, opened a new public library on Monday. "
@@ -210,7 +208,7 @@ def test_an_unfaithful_summary_is_one_unsupported_pair():
 
 
 @pytest.fixture(scope="module")
-def tiny_base(tmp_path_factory) -> Path:
+def tiny_base(tmp_path_factory, torch, transformers) -> Path:
     """A random 2-layer BERT with MiniLM's tokenizer, saved like a hub checkpoint."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
@@ -269,10 +267,12 @@ def _weights(path: Path) -> dict:
 
 
 def _same(a: dict, b: dict) -> bool:
+    import torch
+
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_training_is_deterministic_per_seed(tmp_path, tiny_base, tiny_docs):
+def test_training_is_deterministic_per_seed(tmp_path, tiny_base, tiny_docs, torch):
     from faithgate.training.train import train
 
     quiet = lambda line: None  # noqa: E731
