@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from faithgate.config import find_config_file
 from faithgate.errors import InputError
 from faithgate.meta import balanced_accuracy, best_threshold, threshold_curve
 
@@ -137,13 +138,17 @@ def calibrate(
 
 
 def default_config_path(cwd: str | Path = ".") -> Path:
-    """``faithgate.toml`` if present, else ``pyproject.toml`` if present, else a new
-    ``faithgate.toml``."""
+    """Where ``faithgate calibrate`` writes without ``--config``: the file ``load_config`` reads
+    from ``cwd`` (``faithgate.config.find_config_file``, the same search, parents included), so
+    the gate uses the threshold just written. Where there is none: ``cwd``'s ``pyproject.toml``
+    when it exists (a ``[tool.faithgate]`` table is added), else a new ``faithgate.toml``;
+    ``load_config`` from ``cwd`` finds either."""
+    found = find_config_file(cwd)
+    if found is not None:
+        return found
     cwd = Path(cwd)
-    for name in ("faithgate.toml", "pyproject.toml"):
-        if (cwd / name).is_file():
-            return cwd / name
-    return cwd / "faithgate.toml"
+    pyproject = cwd / "pyproject.toml"
+    return pyproject if pyproject.is_file() else cwd / "faithgate.toml"
 
 
 def _r(x: float, digits: int = 4) -> float:

@@ -372,16 +372,31 @@ def load_config(path: str | Path | None = None, *, start: str | Path | None = No
         table, where = _table_of(file, required=True)
         assert table is not None
         return _from_file(table, file, where)
-    here = Path(start) if start is not None else Path.cwd()
-    here = here.resolve()
+    here = (Path(start) if start is not None else Path.cwd()).resolve()
+    found = _find(here)
+    if found is None:
+        return GateConfig(root=here)
+    return _from_file(*found)
+
+
+def find_config_file(start: str | Path | None = None) -> Path | None:
+    """The file ``load_config()`` reads when given no path (the one rule for finding the
+    configuration; ``faithgate calibrate`` writes its threshold there): ``start`` (default: the
+    current directory) and then its parents, in each a ``faithgate.toml`` first, then a
+    ``pyproject.toml`` with a ``[tool.faithgate]`` table. None when there is none."""
+    found = _find((Path(start) if start is not None else Path.cwd()).resolve())
+    return found[1] if found is not None else None
+
+
+def _find(here: Path) -> tuple[Mapping[str, Any], Path, str] | None:
     for directory in (here, *here.parents):
         for name in CONFIG_FILES:
             file = directory / name
             if file.is_file():
                 table, where = _table_of(file, required=False)
                 if table is not None:
-                    return _from_file(table, file, where)
-    return GateConfig(root=here)
+                    return table, file, where
+    return None
 
 
 def _from_file(table: Mapping[str, Any], file: Path, where: str) -> GateConfig:

@@ -174,8 +174,8 @@ def bench_command(
     "--config",
     "config_path",
     metavar="FILE",
-    help="Configuration to write (default: ./faithgate.toml, else ./pyproject.toml, else a new "
-    "faithgate.toml).",
+    help="Configuration to write (default: the one `faithgate check` reads from here, parents "
+    "searched; without one ./pyproject.toml, else a new ./faithgate.toml).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the calibration, write nothing.")
 @_set_option

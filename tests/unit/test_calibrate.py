@@ -14,7 +14,7 @@ from faithgate.calibrate import (
     precision_threshold,
     write_calibration,
 )
-from faithgate.config import load_config
+from faithgate.config import find_config_file, load_config
 from faithgate.errors import InputError
 
 
@@ -117,6 +117,45 @@ def test_write_new_faithgate_toml(tmp_path) -> None:
     assert not math.isnan(cfg.thresholds["bertscore"])
     (tmp_path / "pyproject.toml").write_text("")
     assert default_config_path(tmp_path) == tmp_path / "faithgate.toml"  # existing file wins
+
+
+TOOL_TABLE = '[project]\nname = "x"\n\n[tool.faithgate]\nmetrics = ["ner"]\n'
+NO_TABLE = '[project]\nname = "x"\n'
+
+
+@pytest.mark.parametrize(
+    ("files", "cwd", "expected"),
+    [
+        # A subdirectory of a project: the project's file, not a new one beside the user.
+        ({"faithgate.toml": "metrics = ['ner']\n"}, "sub", "faithgate.toml"),
+        # A pyproject.toml without [tool.faithgate] is not a configuration: the parent's is.
+        ({"faithgate.toml": "", "sub/pyproject.toml": NO_TABLE}, "sub", "faithgate.toml"),
+        # In one directory faithgate.toml first, then a pyproject.toml with the table.
+        ({"faithgate.toml": "", "pyproject.toml": TOOL_TABLE}, ".", "faithgate.toml"),
+        ({"pyproject.toml": TOOL_TABLE, "sub/faithgate.toml": ""}, "sub", "sub/faithgate.toml"),
+        ({"pyproject.toml": TOOL_TABLE, "sub/pyproject.toml": NO_TABLE}, "sub", "pyproject.toml"),
+        # No configuration anywhere: the directory's pyproject.toml, else a new faithgate.toml.
+        ({"sub/pyproject.toml": NO_TABLE}, "sub", "sub/pyproject.toml"),
+        ({}, "sub", "sub/faithgate.toml"),
+    ],
+)
+def test_calibrate_writes_where_load_config_reads(tmp_path, files, cwd, expected) -> None:
+    """``calibrate`` picks its file by ``load_config``'s rule (``find_config_file``), so the
+    gate run from the same directory uses the threshold just written."""
+    (tmp_path / "sub").mkdir()
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    start = tmp_path / cwd
+    target = default_config_path(start)
+    assert target.resolve() == (tmp_path / expected).resolve()
+    found = find_config_file(start)
+    if found is not None:
+        assert found == target and load_config(start=start).source == found
+    write_calibration(target, _cal())
+    config = load_config(start=start)
+    assert config.source == target.resolve()
+    assert config.thresholds["bertscore"] == 0.5512
+    assert config.calibration["bertscore"]["settings_hash"] == "bertscore:abc"
 
 
 def test_bad_toml_is_an_input_error(tmp_path) -> None:
