@@ -7,7 +7,9 @@ object, so a pytest session or a long ``bench`` run pays each load once.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.metadata
 import importlib.util
 import threading
 from dataclasses import dataclass
@@ -35,6 +37,20 @@ class BackendEntry:
     def available(self) -> bool:
         """Whether the modules it needs are installed (nothing is imported)."""
         return all(importlib.util.find_spec(m) is not None for m in self.requires)
+
+    def versions(self) -> dict[str, str]:
+        """Installed versions of the modules it needs (nothing is imported): part of a model's
+        identity, so a score computed under another version is not reused."""
+        return {m: v for m in self.requires if (v := library_version(m)) is not None}
+
+
+@functools.cache
+def library_version(distribution: str) -> str | None:
+    """The installed version of ``distribution``, None when it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
     def missing(self) -> list[str]:
         """The modules it needs that are not installed."""
@@ -147,16 +163,24 @@ class ModelPool:
 
     def identity(self, role: str, task: str) -> dict[str, Any]:
         """What identifies a role's model for ``task`` without loading it (settings hashes):
-        name, weights fingerprint, backend and, for an ONNX export, its quantization."""
+        name, weights fingerprint, backend, the versions of the libraries that run it and, for
+        an ONNX export, its quantization."""
         spec = self.spec(role)
         if role == "spacy":  # run by spaCy itself through faithgate.text, no backend choice
-            return {"role": role, "model": spec.name, "fingerprint": spec.fingerprint}
+            return {
+                "role": role,
+                "model": spec.name,
+                "fingerprint": spec.fingerprint,
+                "libraries": {"spacy": library_version("spacy")},
+            }
         backend = self.backend_for(role, task)
+        entry = BACKEND_TABLE.get(backend)
         identity: dict[str, Any] = {
             "role": role,
             "model": spec.name,
             "fingerprint": spec.fingerprint,
             "backend": backend,
+            "libraries": entry.versions() if entry is not None else {},
         }
         if backend == "onnx":
             manifest = find_export(spec, task)

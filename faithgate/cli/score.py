@@ -384,7 +384,10 @@ def score_command(
     )
     scores = scorer.score([Example("0", source_text, summary_text)])[0]
     identities = {
-        m.name: [scorer.context.model_identity(r, t) for r, t in sorted(m.roles.items())]
+        m.name: [
+            scorer.context.model_identity(r, t)
+            for r, t in sorted(m.model_roles(scorer.context).items())
+        ]
         for m in scorer.metrics
     }
     sentences = textmod.split_sentences(summary_text, scorer.context.spacy_model)

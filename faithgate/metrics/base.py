@@ -40,6 +40,9 @@ class ScoringContext:
     def __init__(self, pool: ModelPool | None = None) -> None:
         self.pool = pool or ModelPool()
         self._shared: dict[str, Any] = {}
+        # Settings hashes of this run, by metric (``settings_hash``): computed once, not per
+        # batch (model identities fingerprint the weight files); dropped by ``release``.
+        self._hashes: dict[int, tuple[Metric, str]] = {}
 
     def model(self, role: str, task: str, **options: Any) -> Any:
         return self.pool.get(role, task, **options)
@@ -50,10 +53,21 @@ class ScoringContext:
             self._shared[key] = factory()
         return self._shared[key]
 
+    def settings_hash(self, metric: Metric) -> str:
+        """``metric``'s settings hash for this run: computed on first use, then reused until
+        ``release`` (the end of the run)."""
+        entry = self._hashes.get(id(metric))
+        if entry is None or entry[0] is not metric:
+            entry = (metric, metric.compute_settings_hash(self))
+            self._hashes[id(metric)] = entry
+        return entry[1]
+
     def release(self) -> None:
         """Drop what shared engines hold per input (``Scorer.release``, at the end of a run): an
         engine with ``release_all()`` empties itself and keeps its counters; any other is
-        dropped and made afresh on next use (its models stay loaded in the pool)."""
+        dropped and made afresh on next use (its models stay loaded in the pool). The run's
+        settings hashes are dropped too: the next run computes them afresh."""
+        self._hashes.clear()
         for key, engine in list(self._shared.items()):
             release_all = getattr(engine, "release_all", None)
             if callable(release_all):
@@ -113,19 +127,92 @@ class Metric(ABC):
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         """One ``Score`` per example, in order; ``Score.failed`` for one that cannot be scored."""
 
+    def model_roles(self, ctx: ScoringContext) -> dict[str, str]:
+        """The roles (role -> task) whose models this metric scores with under ``ctx``:
+        ``roles``, unless they depend on what is configured (the QA metrics override it)."""
+        return dict(self.roles)
+
     def settings_hash(self, ctx: ScoringContext) -> str:
-        """Hash of faithgate version, metric, formula version, settings and model identities."""
+        """What the scores of this metric under ``ctx`` depend on (it keys the score cache and
+        is compared with baselines and calibrations), e.g.
+        ``bertscore|all-MiniLM-L6-v2@3f2a1b|torch|fp32|tf4.57.1|9c0e5d1a2b3f``: a readable
+        prefix, then a digest of everything. Computed once per run (``ScoringContext``)."""
+        return ctx.settings_hash(self)
+
+    def compute_settings_hash(self, ctx: ScoringContext) -> str:
+        """Hash of faithgate version, metric, formula version, settings and model identities
+        (name, fingerprint, backend, quantization, library versions), with a readable prefix
+        (``readable_hash``). Override to hash something else; callers use ``settings_hash``."""
         from faithgate import __version__
 
+        identities = [ctx.model_identity(r, t) for r, t in sorted(self.model_roles(ctx).items())]
         payload = {
             "faithgate": __version__,
             "metric": self.name,
             "version": self.version,
             "settings": self.settings,
-            "models": [ctx.model_identity(r, t) for r, t in sorted(self.roles.items())],
+            "models": identities,
         }
-        blob = json.dumps(payload, sort_keys=True, default=str).encode()
-        return f"{self.name}:{hashlib.sha256(blob).hexdigest()[:12]}"
+        return readable_hash(self.name, identities, payload)
+
+
+# Libraries named in the readable prefix of a settings hash, by short tag; the versions of every
+# library a model runs on (torch, tokenizers, spaCy too) are in the digest.
+PREFIX_LIBRARIES = {"transformers": "tf", "onnxruntime": "ort"}
+
+
+def hash_digest(payload: Any) -> str:
+    """The digest part of a settings hash: 12 hex digits of the payload's SHA-256."""
+    blob = json.dumps(payload, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _segment(text: Any) -> str:
+    """One readable field: no separator, no whitespace; a path or hub id by its last part."""
+    last = str(text).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return "".join("_" if c == "|" or c.isspace() else c for c in last) or "-"
+
+
+def _quantization(identity: dict[str, Any]) -> str:
+    backend = identity.get("backend")
+    if backend == "torch":
+        return "fp32"  # the torch backend loads weights as stored, in float32
+    if backend == "onnx" and identity.get("quantization"):
+        quantization = str(identity["quantization"])
+        return "fp32" if quantization == "none" else quantization
+    return "-"
+
+
+def readable_hash(metric: str, identities: Sequence[dict[str, Any]], payload: Any) -> str:
+    """``metric|model@fingerprint|backend|quantization|tf<version>|ort<version>|digest``.
+
+    Fields of several models are joined with ``+`` (one entry per distinct value); the
+    library tags are those of ``PREFIX_LIBRARIES`` that the models run on (a torch model:
+    transformers; an ONNX export: onnxruntime). The spaCy pipeline is named only when it is
+    the one model (``ner``); a metric without models: ``metric|digest``.
+    Only the digest decides equality; the prefix is for people reading a cache key, a report
+    or a baseline."""
+    parts = [_segment(metric)]
+    # The spaCy pipeline (sentences, entities) is named only when it is the metric's one model.
+    identities = [i for i in identities if i.get("role") != "spacy"] or list(identities)
+    if identities:
+
+        def joined(values: Sequence[str]) -> str:
+            return "+".join(dict.fromkeys(values))
+
+        parts.append(
+            joined([f"{_segment(i['model'])}@{str(i['fingerprint'])[:6]}" for i in identities])
+        )
+        parts.append(joined([_segment(i.get("backend") or i["role"]) for i in identities]))
+        parts.append(joined([_quantization(i) for i in identities]))
+        libraries: dict[str, str] = {}
+        for identity in identities:
+            libraries.update({k: v for k, v in (identity.get("libraries") or {}).items() if v})
+        parts += [
+            f"{tag}{libraries[lib]}" for lib, tag in PREFIX_LIBRARIES.items() if lib in libraries
+        ]
+    parts.append(hash_digest(payload))
+    return "|".join(parts)
 
 
 M = TypeVar("M", bound=type[Metric])

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError
-from faithgate.metrics.base import Metric, ScoringContext, get_metric, register
+from faithgate.metrics.base import Metric, ScoringContext, get_metric, hash_digest, register
 from faithgate.types import Example, Score
 
 COMBINATION_FORMAT = "faithgate-combination/1"
@@ -80,16 +80,16 @@ class Combined(Metric):
             get_metric(n, **(settings.get(n) or {})) for n in self._weights["metrics"]
         ]
 
-    def settings_hash(self, ctx: ScoringContext) -> str:
+    def compute_settings_hash(self, ctx: ScoringContext) -> str:
         # The weights file's content, not its path, identifies the formula; component hashes
-        # carry their models and settings.
+        # carry their models and settings. Readable: ``combined|<components>|<digest>``.
         payload = {
             "weights": weights_digest(self._weights),
             "components": [m.settings_hash(ctx) for m in self._components],
             "version": self.version,
         }
-        blob = json.dumps(payload, sort_keys=True).encode()
-        return f"{self.name}:{hashlib.sha256(blob).hexdigest()[:12]}"
+        components = "+".join(m.name for m in self._components)
+        return f"{self.name}|{components}|{hash_digest(payload)}"
 
     def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
         for m in self._components:

@@ -378,7 +378,7 @@ class QAEngine:
 
 class _QAMetric(Metric):
     family = "qa"
-    # The offline default; ``settings_hash`` replaces it with the roles actually used.
+    # The offline default; ``model_roles`` gives the roles actually used (settings hashes).
     roles = {"lm": "causal-lm", "spacy": "pipeline"}
     defaults = {
         "max_questions": 10,
@@ -436,9 +436,8 @@ class _QAMetric(Metric):
         roles.update({"qa": "extractive-qa"} if use_qa else {"lm": "causal-lm"})
         return roles
 
-    def settings_hash(self, ctx: ScoringContext) -> str:
-        self.roles = self._active_roles(ctx)
-        return super().settings_hash(ctx)
+    def model_roles(self, ctx: ScoringContext) -> dict[str, str]:
+        return self._active_roles(ctx)
 
     def _engine(self, ctx: ScoringContext) -> QAEngine:
         use_qg, use_qa = self._uses(ctx)

@@ -158,7 +158,7 @@ def test_threshold_calibrated_under_other_settings_is_flagged(project):
     toml = project / "faithgate.toml"
     toml.write_text(
         toml.read_text()
-        + f'[calibration.{NAME}]\nthreshold = 0.5\nsettings_hash = "{NAME}:000000000000"\n'
+        + f'[calibration.{NAME}]\nthreshold = 0.5\nsettings_hash = "{NAME}|000000000000"\n'
     )
     res = CliRunner().invoke(cli, ["check"])
     assert res.exit_code == 0, res.output
@@ -168,5 +168,5 @@ def test_threshold_calibrated_under_other_settings_is_flagged(project):
     from faithgate.gate import Gate
 
     current = Gate(load_config(str(toml))).scorer.settings_hashes()[NAME]
-    toml.write_text(toml.read_text().replace(f"{NAME}:000000000000", current))
+    toml.write_text(toml.read_text().replace(f"{NAME}|000000000000", current))
     assert "calibrated under" not in CliRunner().invoke(cli, ["check"]).stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -47,7 +48,7 @@ def test_score_text_output_marks_least_supported_sentence(files):
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "overlap" in out and "0.4000" in out  # ROUGE-2 precision 2/5 (see test_metrics_overlap)
-    assert "hash overlap:" in out and "hash sentsim:" in out
+    assert "hash overlap|en_core_web_sm@" in out and "hash sentsim|" in out
     rows = [line for line in out.splitlines() if line.strip().startswith(("1 ", "2 "))]
     assert len(rows) == 2
     assert "least supported" in rows[1] and "*" in rows[1]
@@ -62,7 +63,11 @@ def test_score_json_is_valid_and_complete(files):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["metrics"]["overlap"]["value"] == pytest.approx(0.4)
-    assert data["metrics"]["sentsim"]["settings_hash"].startswith("sentsim:")
+    # metric|model@fingerprint|backend|quantization|digest (token_f1: spaCy is the one model)
+    assert re.fullmatch(
+        r"sentsim\|en_core_web_sm@[0-9a-f]{6}\|spacy\|-\|[0-9a-f]{12}",
+        data["metrics"]["sentsim"]["settings_hash"],
+    )
     assert data["metrics"]["overlap"]["models"][0]["role"] == "spacy"
     assert [s["least_supported_by"] for s in data["sentences"]] == [[], ["overlap", "sentsim"]]
 

@@ -177,7 +177,7 @@ def test_scorer_with_injected_encoder_names_it_in_settings_hash():
     ctx, _ = fake_context(VECTORS)
     scorer = Scorer(["bertscore", "sentsim"], pool=ctx.pool)
     res = scorer.score([Example("1", SOURCE, SUMMARY)])[0]
-    assert res["bertscore"].settings_hash.startswith("bertscore:")
+    assert res["bertscore"].settings_hash.startswith("bertscore|fake-encoder@")
     assert res["bertscore"].settings_hash != res["sentsim"].settings_hash
     other = Scorer([get_metric("bertscore", layer=2)], pool=ctx.pool)
     assert other.settings_hashes()["bertscore"] != res["bertscore"].settings_hash
