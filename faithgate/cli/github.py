@@ -1,19 +1,26 @@
 """``faithgate github ...``: the GitHub Actions steps of ``action.yml``.
 
 ``faithgate github report`` turns a gate result JSON into step outputs, the job summary and
-``::error`` annotations (``faithgate.report.github``); ``faithgate github cache-dir`` names the
-score cache directory of the configuration. Errors are rendered by the one error boundary in
+``::error`` annotations (``faithgate.report.github``); ``faithgate github report-args`` gives
+``faithgate check`` one ``--NAME FILE`` per report format of the registry (``faithgate.formats``)
+and ``report --report-dir`` reads them back, so the action names no format by hand;
+``faithgate github cache-dir`` names the score cache directory of the configuration. Errors are rendered by the one error boundary in
 ``faithgate.cli`` as a workflow ``::error`` line (so GitHub shows them), with the usual exit
 codes.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
+from faithgate.errors import InputError
+from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.report.github import (
     DEFAULT_CACHE_DIR,
     ReportRequest,
@@ -22,6 +29,9 @@ from faithgate.report.github import (
     workflow_command,
     write_env_file,
 )
+
+# The format whose file is the gate result JSON the report reads (``--result``).
+RESULT_FORMAT = "json"
 
 
 def render_error(message: str) -> None:
@@ -37,11 +47,36 @@ def github_command() -> None:
 github_command.render_error = render_error  # type: ignore[attr-defined]
 
 
+def _report_file_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--NAME FILE`` for every file report format of the registry but the result JSON
+    (``--result``), handed to the command as one ``reports`` mapping (name -> path or None)."""
+    kinds = [k for k in file_report_kinds() if k != RESULT_FORMAT]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["reports"] = {k: kwargs.pop(f"report_{k}") for k in kinds}
+        return fn(*args, **kwargs)
+
+    for kind in reversed(kinds):
+        wrapper = click.option(
+            f"--{kind}",
+            f"report_{kind}",
+            metavar="FILE",
+            help=f"{kind} report: its path becomes output {REPORT_FORMATS[kind].action_output}"
+            + (" (and the job summary)" if kind == "markdown" else ""),
+        )(wrapper)
+    return wrapper
+
+
 @github_command.command("report")
-@click.option("--result", required=True, help="gate result JSON (faithgate check --json)")
-@click.option("--markdown", help="Markdown report for the job summary")
-@click.option("--junit", help="JUnit XML report (only its path is reported)")
-@click.option("--html", help="HTML report (only its path is reported)")
+@click.option("--result", help="gate result JSON (faithgate check --json)")
+@click.option(
+    "--report-dir",
+    metavar="DIR",
+    help="the directory of `faithgate github report-args --dir DIR`: the result JSON and each "
+    "report format's file in DIR, unless given by its own option",
+)
+@_report_file_options
 @click.option("--stderr", "stderr_path", help="stderr of faithgate check (its last line explains an error)")  # fmt: skip
 @click.option("--exit-code", type=int, help="exit code of faithgate check")
 @click.option(
@@ -52,27 +87,50 @@ github_command.render_error = render_error  # type: ignore[attr-defined]
 )
 @click.option("--max-annotations", type=int, default=50, metavar="N")
 def report_command(
-    result: str,
-    markdown: str | None,
-    junit: str | None,
-    html: str | None,
+    result: str | None,
+    report_dir: str | None,
+    reports: dict[str, str | None],
     stderr_path: str | None,
     exit_code: int | None,
     fail_on_regression: str,
     max_annotations: int,
 ) -> None:
     """Outputs, job summary and annotations of a gate result."""
+    if report_dir is not None:
+        in_dir = report_paths(report_dir)
+        result = result or in_dir[RESULT_FORMAT]
+        reports = {k: path or in_dir[k] for k, path in reports.items()}
+    if result is None:
+        raise InputError("faithgate github report: give --result FILE or --report-dir DIR")
     request = ReportRequest(
         result=result,
-        markdown=markdown,
-        junit=junit,
-        html=html,
+        reports=reports,
         stderr=stderr_path,
         exit_code=exit_code,
         fail_on_regression=fail_on_regression.lower() == "true",
         max_annotations=max_annotations,
     )
     run_report(request, os.environ, click.get_text_stream("stdout"))
+
+
+def report_paths(directory: str) -> dict[str, str]:
+    """Each file report format's file in ``directory`` (``ReportFormat.report_filename``)."""
+    return {
+        k: str(Path(directory) / REPORT_FORMATS[k].report_filename) for k in file_report_kinds()
+    }
+
+
+@github_command.command("report-args")
+@click.option("--dir", "directory", required=True, metavar="DIR", help="the report directory")
+def report_args_command(directory: str) -> None:
+    """The `faithgate check` arguments writing every file report of the registry into DIR
+    (``--NAME DIR/FILE`` ...), NUL-separated for bash's ``mapfile -d ''``; report files left in
+    DIR by an earlier run are removed first, so none is taken for this run's."""
+    out = click.get_binary_stream("stdout")
+    for kind, path in report_paths(directory).items():
+        Path(path).unlink(missing_ok=True)
+        out.write(os.fsencode(f"--{kind}") + b"\0" + os.fsencode(path) + b"\0")
+    out.flush()
 
 
 @github_command.command("cache-dir")

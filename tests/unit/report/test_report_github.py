@@ -242,6 +242,42 @@ def test_report_command_without_result_reports_the_error(tmp_path):
     assert "invalid JSON" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
 
 
+def test_report_args_and_report_dir_cover_every_file_format(gate_result, tmp_path):
+    """``report-args`` gives ``faithgate check`` one ``--NAME FILE`` per file format of the
+    registry (an earlier run's files removed); ``report --report-dir`` reads the same files
+    and sets one ``report-NAME`` output per format."""
+    from faithgate.formats import REPORT_FORMATS, file_report_kinds
+
+    d = tmp_path / "reports dir"
+    d.mkdir()
+    (d / "faithgate.md").write_text("stale")
+    rc, stdout = run_github(["report-args", "--dir", str(d)], {})
+    assert rc == 0
+    args = stdout.split("\0")
+    assert args.pop() == ""  # NUL-terminated
+    names = {REPORT_FORMATS[k].report_filename: k for k in file_report_kinds()}
+    assert args == [
+        item
+        for k in file_report_kinds()
+        for item in (f"--{k}", str(d / REPORT_FORMATS[k].report_filename))
+    ]
+    assert len(names) == len(file_report_kinds())  # one file per format
+    assert not (d / "faithgate.md").exists()
+    (d / "faithgate.json").write_text(json.dumps(gate_result))
+    (d / "faithgate.md").write_text("# the report\n")
+    env = _env(tmp_path)
+    rc, _ = run_github(["report", "--report-dir", str(d), "--exit-code", "1"], env)
+    assert rc == 0
+    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
+    assert {k for k in outputs if k.startswith("report-")} == {
+        REPORT_FORMATS[k].action_output for k in file_report_kinds()
+    }
+    assert outputs["report-json"] == str(d / "faithgate.json")
+    assert outputs["report-markdown"] == str(d / "faithgate.md")
+    assert outputs["report-html"] == ""  # not written: not reported
+    assert Path(env["GITHUB_STEP_SUMMARY"]).read_text() == "# the report\n"
+
+
 def test_report_outside_github_prints_outputs(gate_result, tmp_path):
     result_path = tmp_path / "result.json"
     result_path.write_text(json.dumps(gate_result))
