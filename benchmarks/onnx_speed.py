@@ -20,14 +20,19 @@ Then, per model role, the form ``--quantize auto`` keeps on these pairs: the sma
 whose every metric passes. Results go to ``--json`` after every cell; a re-run with the same
 ``--json`` skips the cells already there (the machine is shared: runs get cut).
 
+Speed is compared side by side: with ``--rounds N`` every form of a metric runs once per round,
+in an order rotated each round, and the table gives the median time, and each "vs" column the
+median over rounds of the per-round ratio (so a load change between rounds cancels out).
+
 Then the install size of the ``runtime`` extra against the torch install (sum of the files each
 installed distribution's RECORD lists, over the extra's dependency closure minus the core's).
 
     nice -n 5 python benchmarks/onnx_speed.py                    # 50 pairs = 100 items
     python benchmarks/onnx_speed.py --pairs 10 --metrics sentsim  # a quick look
 
-The NLI model is a randomly initialised classifier of MiniLM-L6's size (no NLI weights exist
-offline): its speed is real, its scores are meaningless (agreement is still measured).
+The NLI model is the shipped checker (``onnx_models/checker``: MiniLM-L6 trained by
+``faithgate train``, its torch weights as the reference; ``--nli random`` for a randomly
+initialised classifier of the same shape, as before the checker existed).
 Exports go to ``--work`` (never to the faithgate cache, so other runs keep their backend).
 Data: ``$FAITHGATE_SHARED_DATA`` or ``../shared/data`` beside the repository.
 """
@@ -56,7 +61,7 @@ METRICS: dict[str, tuple[dict, tuple[str, ...], bool]] = {
     "loglik": ({}, ("lm",), False),
     "harim_plus": ({}, ("lm",), False),
 }
-MODES = ("none", "w8", "w4", "int8-dynamic", "fp16")
+MODES = ("none", "w8", "w8a32", "w4", "int8-dynamic", "fp16")
 
 
 def variant_name(mode: str) -> str:
@@ -131,7 +136,7 @@ def random_nli(work: Path) -> Path:
 
 
 def ensure_exports(
-    work: Path, roles: set[str], modes: list[str], log
+    work: Path, roles: set[str], modes: list[str], log, nli: str = "checker"
 ) -> dict[str, dict[str, str]]:
     """variant -> {role: model path}; the fp32 export made once into ``work``, every other
     mode derived from its file, all reused by later runs."""
@@ -143,7 +148,8 @@ def ensure_exports(
 
     paths: dict[str, dict[str, str]] = {"torch fp32": {}} | {variant_name(m): {} for m in modes}
     for role in sorted(roles):
-        source = str(random_nli(work)) if role == "nli" else None
+        # nli: the shipped checker is the role's default (resolved offline with no source)
+        source = str(random_nli(work)) if role == "nli" and nli == "random" else None
         spec = models.resolve(role, source)
         paths["torch fp32"][role] = source or spec.name
         fp32_dir = work / f"{role}-none"
@@ -351,6 +357,18 @@ def main() -> None:
     ap.add_argument("--metrics", default=",".join(METRICS))
     ap.add_argument("--modes", default=",".join(MODES), help="ONNX forms, fp32 = none")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="runs of every form per metric, in rotating order (median reported)",
+    )
+    ap.add_argument(
+        "--nli",
+        choices=("checker", "random"),
+        default="checker",
+        help="NLI model: the shipped checker or a random MiniLM-sized classifier",
+    )
     ap.add_argument("--work", type=Path, default=Path("/tmp/faithgate-onnx-bench"))
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--json", type=Path, help="write results here as they come; resume from it")
@@ -374,7 +392,7 @@ def main() -> None:
     items = bump_items(args.pairs)
     args.work.mkdir(parents=True, exist_ok=True)
     roles = {r for m in metrics for r in METRICS[m][1]}
-    paths = ensure_exports(args.work, roles, modes, log)
+    paths = ensure_exports(args.work, roles, modes, log, args.nli)
     variants = ([] if args.no_torch else ["torch fp32"]) + [variant_name(m) for m in modes]
     results: dict[str, dict[str, dict]] = {}
     if args.json and args.json.is_file():
@@ -382,31 +400,49 @@ def main() -> None:
     for metric in metrics:
         settings, mroles, bounded = METRICS[metric]
         results.setdefault(metric, {})
-        for variant in variants:
-            if "seconds" in results[metric].get(variant, {}):
-                continue  # measured by an earlier (cut) run
-            cell = {
-                "metric": metric,
-                "settings": settings,
-                "backend": "torch" if variant == "torch fp32" else "onnx",
-                "models": {r: paths[variant][r] for r in mroles},
-                "items": items,
-                "threads": args.threads,
-            }
-            log(f"{metric} / {variant} ...")
-            res = run_cell(cell, args.timeout)
-            res["file_mb"] = sum(file_mb(p) for p in cell["models"].values())
-            results[metric][variant] = res
-            log(f"  {res.get('seconds', float('nan')):.1f} s {res.get('failed', '')}")
-            if args.json:
-                args.json.write_text(json.dumps({"results": results, "pairs": args.pairs}))
+        for r in range(args.rounds):
+            order = variants[r % len(variants) :] + variants[: r % len(variants)]
+            for variant in order:
+                done = results[metric].get(variant, {})
+                if "failed" in done or len(done.get("rounds", [])) > r:
+                    continue  # measured by an earlier (cut) run, or failed once
+                cell = {
+                    "metric": metric,
+                    "settings": settings,
+                    "backend": "torch" if variant == "torch fp32" else "onnx",
+                    "models": {r: paths[variant][r] for r in mroles},
+                    "items": items,
+                    "threads": args.threads,
+                }
+                log(f"{metric} / {variant} (round {r + 1}) ...")
+                res = run_cell(cell, args.timeout)
+                res["file_mb"] = sum(file_mb(p) for p in cell["models"].values())
+                log(f"  {res.get('seconds', float('nan')):.1f} s {res.get('failed', '')}")
+                if "failed" not in res:
+                    res["rounds"] = [*done.get("rounds", []), res["seconds"]]
+                    res["seconds"] = float(np.median(res["rounds"]))
+                results[metric][variant] = res
+                if args.json:
+                    args.json.write_text(json.dumps({"results": results, "pairs": args.pairs}))
     print_tables(results, items, args)
+
+
+def speed_ratio(base: dict, res: dict) -> float:
+    """Median over rounds of base time / res time, pairing the runs of one round (so a load
+    change between rounds cancels); the ratio of medians for cells without rounds."""
+    a, b = base.get("rounds") or [], res.get("rounds") or []
+    if a and b:
+        return float(np.median([x / y for x, y in zip(a, b)]))  # noqa: B905 - cut runs
+    if "seconds" in base and "seconds" in res:
+        return base["seconds"] / res["seconds"]
+    return float("nan")
 
 
 def print_tables(results: dict[str, dict[str, dict]], items: list[dict], args) -> None:
     """The markdown tables of a run (also of a resumed one)."""
     print(f"\n### ONNX speed: {len(items)} BUMP task-1 items ({args.pairs} minimal pairs), "
-          f"{args.threads} threads, {os.cpu_count()} CPUs\n")  # fmt: skip
+          f"{args.threads} threads, {os.cpu_count()} CPUs, median of {args.rounds} "
+          "rotating rounds\n")  # fmt: skip
     print("| metric | form | items/s | vs torch | vs onnx fp32 | model s | peak RSS MB | file MB "
           "| file vs fp32 | mean abs diff | pair agreement | consistency | gate |")  # fmt: skip
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -422,8 +458,8 @@ def print_tables(results: dict[str, dict[str, dict]], items: list[dict], args) -
                 print(f"| {metric} | {variant} | failed: {res.get('failed', '?')[:80]} |||||||||||")
                 continue
             rate = len(items) / res["seconds"]
-            vs_torch = ref["seconds"] / res["seconds"] if "seconds" in ref else float("nan")
-            vs_fp32 = fp32["seconds"] / res["seconds"] if "seconds" in fp32 else float("nan")
+            vs_torch = speed_ratio(ref, res)
+            vs_fp32 = speed_ratio(fp32, res)
             size = res.get("file_mb", float("nan"))
             rel = size / fp32["file_mb"] if fp32.get("file_mb") else float("nan")
             if "values" in ref and res is not ref:
@@ -444,7 +480,9 @@ def print_tables(results: dict[str, dict[str, dict]], items: list[dict], args) -
                 f"| {res['model_seconds']:.1f} | {res['peak_rss_mb']:.0f} | {size:.1f} "
                 f"| {100 * rel:.0f}% | {diff} |"
             )
-    print("\n### What `--quantize auto` keeps on these pairs (smallest form passing every metric)\n")
+    print(
+        "\n### What `--quantize auto` keeps on these pairs (smallest form passing every metric)\n"
+    )
     from faithgate.backends.quantize import AUTO_CANDIDATES
 
     order = [variant_name(m) for m in AUTO_CANDIDATES["cpu"]]

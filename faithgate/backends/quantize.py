@@ -368,6 +368,13 @@ def quantize_static_int8(src: Path, dst: Path, feeds: Sequence[dict[str, np.ndar
 BLOCK_SIZE = 32  # input features per scale: 32 keeps 8-bit rounding error ~0.2% of a weight
 ACCURACY_LEVEL = 4  # MatMulNBits: int8 activations inside the kernel (CPU speed; issue 13)
 MIN_GATHER_ELEMENTS = 65_536  # quantize embedding tables, not tiny ones (token types)
+# MatMuls whose *input activations* carry outliers keep fp32 arithmetic (accuracy_level 0) on
+# their 8-bit weights: the MLP down projection of LLaMA-style decoders, whose input (the gated
+# product) has a few channels far above the rest (Dettmers et al. 2022, "LLM.int8()"; Xiao et
+# al. 2023, "SmoothQuant"), so int8 activations in blocks lose the small ones. On SmolLM2 and
+# 100 BUMP pairs this took w8's pair agreement with fp32 from 0.96-0.98 to 1.00 (issue 13).
+# Matched against node names (optimum's exports name nodes after the module path).
+FP32_ARITHMETIC_MATMULS = ("/mlp/down_proj/",)
 
 
 def quantize_weight_only(
@@ -377,13 +384,16 @@ def quantize_weight_only(
     block_size: int = BLOCK_SIZE,
     quantize_embeddings: bool = True,
     accuracy_level: int = ACCURACY_LEVEL,
+    fp32_arithmetic: Sequence[str] = FP32_ARITHMETIC_MATMULS,
 ) -> dict[str, Any]:
     """Weight-only block quantization of ``src`` into ``dst``: MatMul -> ``MatMulNBits``
     (onnxruntime's ``MatMulNBitsQuantizer``, symmetric, ``accuracy_level`` 4) and, with
     ``quantize_embeddings``, embedding ``Gather`` tables -> ``GatherBlockQuantized``. A MatMul
     whose weight is computed (a tied LM head reading the transposed embedding table) is not
     constant, so it and its table stay fp32: quantizing the head is what made SmolLM2's w8
-    slower than fp32 in issue 13's measurements, and the tied table is stored once.
+    slower than fp32 in issue 13's measurements, and the tied table is stored once. MatMuls
+    named by ``fp32_arithmetic`` (see ``FP32_ARITHMETIC_MATMULS``) keep their 8/4-bit weights
+    but compute in fp32 (``accuracy_level`` 0).
 
     Returns what was done (node counts, bytes before/after) for the manifest. Needs the
     ``onnx-ir`` package (imported by onnxruntime's quantizer; in the ``full`` extra).
@@ -413,6 +423,7 @@ def quantize_weight_only(
     quantizer.process()
     qmodel = quantizer.model.model
     n_matmul = sum(1 for n in qmodel.graph.node if n.op_type == "MatMulNBits")
+    n_fp32_arith = _fp32_arithmetic(qmodel, fp32_arithmetic) if accuracy_level else 0
     n_gather = quantize_gathers(qmodel, bits, block_size) if quantize_embeddings else 0
     after = sum(t.ByteSize() for t in qmodel.graph.initializer)
     large = qmodel.ByteSize() > 1_800_000_000  # protobuf's 2 GB limit
@@ -424,9 +435,24 @@ def quantize_weight_only(
         "symmetric": True,
         "accuracy_level": accuracy_level,
         "matmuls_quantized": n_matmul,
+        "matmuls_fp32_arithmetic": n_fp32_arith,
         "gathers_quantized": n_gather,
         "weight_bytes": {"before": before, "after": after},
     }
+
+
+def _fp32_arithmetic(model: Any, patterns: Sequence[str]) -> int:
+    """Set ``accuracy_level`` 0 (fp32 arithmetic on the 8/4-bit weights) on the MatMulNBits
+    nodes whose name contains one of ``patterns``; returns how many."""
+    changed = 0
+    for node in model.graph.node:
+        if node.op_type != "MatMulNBits" or not any(p in node.name for p in patterns):
+            continue
+        for attr in node.attribute:
+            if attr.name == "accuracy_level":
+                attr.i = 0
+                changed += 1
+    return changed
 
 
 def _quiet_quantizer_logs() -> None:

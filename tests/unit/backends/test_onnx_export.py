@@ -446,6 +446,28 @@ def test_quantized_modes_pass_or_are_refused(tiny, tmp_path, key, role, mode, ke
         assert sorted(p.name for p in manifest.directory.glob("*.onnx")) == ["model.onnx"]
 
 
+def test_w8_lm_down_projections_compute_in_fp32(tiny, tmp_path):
+    """w8 computes with int8 activations (accuracy_level 4) except in the MLP down projections,
+    whose input activations carry outliers (quantize.FP32_ARITHMETIC_MATMULS); the recipe in
+    the manifest counts them."""
+    onnx = pytest.importorskip("onnx")
+    manifest = export_model(
+        models.resolve("lm", str(tiny["llama"])), out=tmp_path / "q", quantize="w8"
+    )
+    assert manifest.quantization == "w8"
+    graph = onnx.load(str(manifest.directory / manifest.files["model"])).graph
+    levels = {
+        node.name: next(a.i for a in node.attribute if a.name == "accuracy_level")
+        for node in graph.node
+        if node.op_type == "MatMulNBits"
+    }
+    down = {name: level for name, level in levels.items() if "/mlp/down_proj/" in name}
+    assert len(down) == 2 and set(down.values()) == {0}  # one per layer of the tiny Llama
+    assert {level for name, level in levels.items() if name not in down} == {4}
+    recipe = manifest.parity["recipes"]["w8"]["model"]
+    assert recipe["matmuls_fp32_arithmetic"] == 2 and recipe["accuracy_level"] == 4
+
+
 def test_auto_keeps_the_smallest_form_that_passes(tiny, tmp_path):
     # Encoder: w4 is tried first and passes.
     enc = export_model(models.resolve("embedder", str(tiny["bert"])), out=tmp_path / "e")
@@ -523,12 +545,16 @@ def test_quantized_gather_matches_its_dequantized_table(tmp_path, bits, monkeypa
     # A table read by two nodes (tied weights) is left alone.
     tied = helper.make_model(
         helper.make_graph(
-            [helper.make_node("Gather", ["t", "ids"], ["o"], axis=0),
-             helper.make_node("Transpose", ["t"], ["tt"])],  # fmt: skip
+            [
+                helper.make_node("Gather", ["t", "ids"], ["o"], axis=0),
+                helper.make_node("Transpose", ["t"], ["tt"]),
+            ],  # fmt: skip
             "tied",
             [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
-            [helper.make_tensor_value_info("o", TensorProto.FLOAT, ["n", 64]),
-             helper.make_tensor_value_info("tt", TensorProto.FLOAT, [64, 300])],  # fmt: skip
+            [
+                helper.make_tensor_value_info("o", TensorProto.FLOAT, ["n", 64]),
+                helper.make_tensor_value_info("tt", TensorProto.FLOAT, [64, 300]),
+            ],  # fmt: skip
             [numpy_helper.from_array(table, "t")],
         ),
         opset_imports=[helper.make_opsetid("", 18)],
@@ -548,8 +574,20 @@ def test_cli_w8_nli_export_quantizes_the_embeddings(tiny, tmp_path, monkeypatch)
     out = tmp_path / "nli-w8"
     result = CliRunner().invoke(
         cli,
-        ["export", "nli", "--model", str(tiny["nli"]), "--quantize", "w8", "--out", str(out),
-         "--min-agreement", "0", "--max-consistency-change", "1"],  # fmt: skip
+        [
+            "export",
+            "nli",
+            "--model",
+            str(tiny["nli"]),
+            "--quantize",
+            "w8",
+            "--out",
+            str(out),
+            "--min-agreement",
+            "0",
+            "--max-consistency-change",
+            "1",
+        ],  # fmt: skip
     )
     assert result.exit_code == 0, result.output
     assert "quantization w8" in result.output and "file size: none" in result.output
