@@ -4,13 +4,14 @@ Modes (``--quantize``), smallest first:
 
 - ``w4`` / ``w8``: weight-only block quantization (onnxruntime's ``MatMulNBitsQuantizer``):
   every MatMul with a constant weight becomes ``MatMulNBits`` (4 or 8-bit weights, one fp32
-  scale per block of 32 input features, symmetric; ``accuracy_level=4`` lets onnxruntime's CPU
-  kernel quantize the activations to int8 on the fly, which is where the speed comes from) and
-  the embedding tables (constant ``Gather`` data, most of a small encoder's bytes) become
-  ``GatherBlockQuantized`` with the same blocks. Activations between layers stay fp32, so
-  the error is the weights' rounding only: about 0.02 nats of mean log-probability on
-  SmolLM2 at 8 bits, where dynamic int8 moves it by 0.27 (issue 13). ``w8`` is the
-  recommended mode; ``w4`` is half its size and usually fails the gate on minimal pairs.
+  scale per block of 64 input features, symmetric; ``accuracy_level=4`` lets onnxruntime's CPU
+  kernel quantize the activations to int8 per block on the fly, which is where the speed
+  comes from) and the embedding tables (constant ``Gather`` data, most of a small encoder's
+  bytes) become ``GatherBlockQuantized`` in blocks of 32. The MLP down projections of
+  LLaMA-style decoders stay fp32 (``FP32_MATMULS``: their inputs carry activation outliers).
+  On SmolLM2 at 8 bits the mean log-probability moves ~0.01 nats, where dynamic int8 moves
+  it by 0.27 (issue 13). ``w8`` is the recommended mode; ``w4`` is half its size and usually
+  fails the gate on minimal pairs.
 - ``w8a32``: the same 8-bit weights in blocks of 16, with ``accuracy_level`` 0: the kernel
   computes in fp32 on dequantized weights, so only the weights' rounding remains (the size
   of ``w8``; speed not measured yet: expect fp32's or slower). For small classifiers whose
@@ -365,16 +366,22 @@ def quantize_static_int8(src: Path, dst: Path, feeds: Sequence[dict[str, np.ndar
 
 # --- weight-only block quantization (w8 / w4) and fp16 ------------------------------------------
 
-BLOCK_SIZE = 32  # input features per scale: 32 keeps 8-bit rounding error ~0.2% of a weight
+# Input features per scale. 64 rather than 32: onnxruntime's int8-activation kernel ran 1.5x
+# fp32 at 400 rows with blocks of 64, 1.1x with 32 (MatMuls of SmolLM2's shapes, issue 13),
+# and 8-bit rounding error stays ~0.2% of a weight either way.
+BLOCK_SIZE = 64
+GATHER_BLOCK_SIZE = 32  # embedding rows: dequantized on lookup, so finer blocks cost no time
 ACCURACY_LEVEL = 4  # MatMulNBits: int8 activations inside the kernel (CPU speed; issue 13)
 MIN_GATHER_ELEMENTS = 65_536  # quantize embedding tables, not tiny ones (token types)
-# MatMuls whose *input activations* carry outliers keep fp32 arithmetic (accuracy_level 0) on
-# their 8-bit weights: the MLP down projection of LLaMA-style decoders, whose input (the gated
-# product) has a few channels far above the rest (Dettmers et al. 2022, "LLM.int8()"; Xiao et
-# al. 2023, "SmoothQuant"), so int8 activations in blocks lose the small ones. On SmolLM2 and
-# 100 BUMP pairs this took w8's pair agreement with fp32 from 0.96-0.98 to 1.00 (issue 13).
-# Matched against node names (optimum's exports name nodes after the module path).
-FP32_ARITHMETIC_MATMULS = ("/mlp/down_proj/",)
+# MatMuls left in fp32: those whose *input activations* carry outliers, the MLP down projection
+# of LLaMA-style decoders, whose input (the gated product) has a few channels far above the
+# rest (Dettmers et al. 2022, "LLM.int8()"; Xiao et al. 2023, "SmoothQuant"), so int8
+# activations in blocks lose the small ones. On SmolLM2 and 100 BUMP pairs (issue 13): all
+# MatMuls quantized, blocks of 64, pair agreement with fp32 0.96; down projections kept fp32,
+# 1.00 and 1.14x fp32's speed; down projections quantized with fp32 arithmetic
+# (accuracy_level 0), 1.00 but 0.96x. Matched against node names (optimum names nodes after
+# the module path); encoders have no such node.
+FP32_MATMULS = ("/mlp/down_proj/",)
 
 
 def quantize_weight_only(
@@ -384,7 +391,8 @@ def quantize_weight_only(
     block_size: int = BLOCK_SIZE,
     quantize_embeddings: bool = True,
     accuracy_level: int = ACCURACY_LEVEL,
-    fp32_arithmetic: Sequence[str] = FP32_ARITHMETIC_MATMULS,
+    keep_fp32: Sequence[str] = FP32_MATMULS,
+    gather_block_size: int = GATHER_BLOCK_SIZE,
 ) -> dict[str, Any]:
     """Weight-only block quantization of ``src`` into ``dst``: MatMul -> ``MatMulNBits``
     (onnxruntime's ``MatMulNBitsQuantizer``, symmetric, ``accuracy_level`` 4) and, with
@@ -392,8 +400,7 @@ def quantize_weight_only(
     whose weight is computed (a tied LM head reading the transposed embedding table) is not
     constant, so it and its table stay fp32: quantizing the head is what made SmolLM2's w8
     slower than fp32 in issue 13's measurements, and the tied table is stored once. MatMuls
-    named by ``fp32_arithmetic`` (see ``FP32_ARITHMETIC_MATMULS``) keep their 8/4-bit weights
-    but compute in fp32 (``accuracy_level`` 0).
+    whose node name contains one of ``keep_fp32`` (see ``FP32_MATMULS``) are not quantized.
 
     Returns what was done (node counts, bytes before/after) for the manifest. Needs the
     ``onnx-ir`` package (imported by onnxruntime's quantizer; in the ``full`` extra).
@@ -411,20 +418,25 @@ def quantize_weight_only(
         raise InputError(f"weight-only quantization supports 4 or 8 bits, not {bits}")
     model = onnx.load(str(src))
     before = sum(t.ByteSize() for t in model.graph.initializer)
+    excluded = [
+        n.name
+        for n in model.graph.node
+        if n.op_type == "MatMul" and any(pattern in n.name for pattern in keep_fp32)
+    ]
     quantizer = MatMulNBitsQuantizer(
         model,
         bits=bits,
         block_size=block_size,
         is_symmetric=True,
         accuracy_level=accuracy_level,
+        nodes_to_exclude=excluded,
         op_types_to_quantize=("MatMul",),
     )
     _quiet_quantizer_logs()
     quantizer.process()
     qmodel = quantizer.model.model
     n_matmul = sum(1 for n in qmodel.graph.node if n.op_type == "MatMulNBits")
-    n_fp32_arith = _fp32_arithmetic(qmodel, fp32_arithmetic) if accuracy_level else 0
-    n_gather = quantize_gathers(qmodel, bits, block_size) if quantize_embeddings else 0
+    n_gather = quantize_gathers(qmodel, bits, gather_block_size) if quantize_embeddings else 0
     after = sum(t.ByteSize() for t in qmodel.graph.initializer)
     large = qmodel.ByteSize() > 1_800_000_000  # protobuf's 2 GB limit
     onnx.save(qmodel, str(dst), save_as_external_data=large, location=dst.name + "_data")
@@ -432,27 +444,14 @@ def quantize_weight_only(
         "method": "MatMulNBits + GatherBlockQuantized (onnxruntime)",
         "bits": bits,
         "block_size": block_size,
+        "gather_block_size": gather_block_size,
         "symmetric": True,
         "accuracy_level": accuracy_level,
         "matmuls_quantized": n_matmul,
-        "matmuls_fp32_arithmetic": n_fp32_arith,
+        "matmuls_kept_fp32": len(excluded),
         "gathers_quantized": n_gather,
         "weight_bytes": {"before": before, "after": after},
     }
-
-
-def _fp32_arithmetic(model: Any, patterns: Sequence[str]) -> int:
-    """Set ``accuracy_level`` 0 (fp32 arithmetic on the 8/4-bit weights) on the MatMulNBits
-    nodes whose name contains one of ``patterns``; returns how many."""
-    changed = 0
-    for node in model.graph.node:
-        if node.op_type != "MatMulNBits" or not any(p in node.name for p in patterns):
-            continue
-        for attr in node.attribute:
-            if attr.name == "accuracy_level":
-                attr.i = 0
-                changed += 1
-    return changed
 
 
 def _quiet_quantizer_logs() -> None:
@@ -463,7 +462,7 @@ def _quiet_quantizer_logs() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def quantize_gathers(model: Any, bits: int, block_size: int = BLOCK_SIZE) -> int:
+def quantize_gathers(model: Any, bits: int, block_size: int = GATHER_BLOCK_SIZE) -> int:
     """Replace each ``Gather`` over a large constant 2-D float table (token, position
     embeddings) by ``GatherBlockQuantized`` with uint8 data: blocks of ``block_size`` along the
     hidden axis, symmetric (the op's default zero point 2^(bits-1)), 4-bit values packed two a
@@ -560,7 +559,10 @@ def quantize_file(
     if mode in ("w8", "w4"):
         return quantize_weight_only(src, dst, bits=int(mode[1]))
     if mode == "w8a32":
-        return quantize_weight_only(src, dst, bits=8, block_size=16, accuracy_level=0)
+        # fp32 arithmetic everywhere: no MatMul needs to be kept out for its activations
+        return quantize_weight_only(
+            src, dst, bits=8, block_size=16, accuracy_level=0, keep_fp32=(), gather_block_size=16
+        )
     if mode == "fp16":
         return convert_fp16(src, dst)
     if mode == "int8-dynamic":

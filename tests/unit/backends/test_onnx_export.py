@@ -446,26 +446,25 @@ def test_quantized_modes_pass_or_are_refused(tiny, tmp_path, key, role, mode, ke
         assert sorted(p.name for p in manifest.directory.glob("*.onnx")) == ["model.onnx"]
 
 
-def test_w8_lm_down_projections_compute_in_fp32(tiny, tmp_path):
-    """w8 computes with int8 activations (accuracy_level 4) except in the MLP down projections,
-    whose input activations carry outliers (quantize.FP32_ARITHMETIC_MATMULS); the recipe in
-    the manifest counts them."""
+def test_w8_lm_keeps_down_projections_fp32(tiny, tmp_path):
+    """w8 quantizes every MatMul of the LM with int8 activations (accuracy_level 4) in blocks of
+    64, except the MLP down projections, whose input activations carry outliers: they stay
+    fp32 MatMuls (quantize.FP32_MATMULS), counted in the manifest's recipe."""
     onnx = pytest.importorskip("onnx")
     manifest = export_model(
         models.resolve("lm", str(tiny["llama"])), out=tmp_path / "q", quantize="w8"
     )
     assert manifest.quantization == "w8"
     graph = onnx.load(str(manifest.directory / manifest.files["model"])).graph
-    levels = {
-        node.name: next(a.i for a in node.attribute if a.name == "accuracy_level")
-        for node in graph.node
-        if node.op_type == "MatMulNBits"
-    }
-    down = {name: level for name, level in levels.items() if "/mlp/down_proj/" in name}
-    assert len(down) == 2 and set(down.values()) == {0}  # one per layer of the tiny Llama
-    assert {level for name, level in levels.items() if name not in down} == {4}
+    quantized = {n.name: n for n in graph.node if n.op_type == "MatMulNBits"}
+    plain = [n.name for n in graph.node if n.op_type == "MatMul"]
+    assert quantized and not any("/mlp/down_proj/" in name for name in quantized)
+    assert sum("/mlp/down_proj/" in name for name in plain) == 2  # one per tiny Llama layer
+    for node in quantized.values():
+        attrs = {a.name: a.i for a in node.attribute}
+        assert attrs["accuracy_level"] == 4 and attrs["block_size"] == 64
     recipe = manifest.parity["recipes"]["w8"]["model"]
-    assert recipe["matmuls_fp32_arithmetic"] == 2 and recipe["accuracy_level"] == 4
+    assert recipe["matmuls_kept_fp32"] == 2 and recipe["block_size"] == 64
 
 
 def test_auto_keeps_the_smallest_form_that_passes(tiny, tmp_path):
@@ -596,7 +595,12 @@ def test_cli_w8_nli_export_quantizes_the_embeddings(tiny, tmp_path, monkeypatch)
     ops = {n.op_type for n in onnx.load(str(out / "model.w8.onnx")).graph.node}
     assert {"MatMulNBits", "GatherBlockQuantized"} <= ops
     recipe = manifest.parity["recipes"]["w8"]["model"]
-    assert recipe["bits"] == 8 and recipe["block_size"] == 32 and recipe["gathers_quantized"] >= 1
+    assert (
+        recipe["bits"] == 8
+        and recipe["block_size"] == 64
+        and recipe["gather_block_size"] == 32
+        and recipe["gathers_quantized"] >= 1
+    )
     # The w8 model scores like torch within the gate's bounded tolerance.
     ref = TorchBackend().load(models.resolve("nli", str(tiny["nli"])), "pair-classifier")
     onx = OnnxBackend().load(models.resolve("nli", str(out)), "pair-classifier")
