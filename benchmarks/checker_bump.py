@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 from bump_data import data_dir, load_pairs  # noqa: E402
 
 from faithgate import Example, Scorer  # noqa: E402
-from faithgate.meta import roc_auc  # noqa: E402
+from faithgate.evaluation.meta import roc_auc  # noqa: E402
 from faithgate.metrics.nli import AGGREGATES, combine_sentences  # noqa: E402
 
 DEFAULT_METRICS = ("entail_topk", "summac_zs", "entail_s2s", "entail_d2s")

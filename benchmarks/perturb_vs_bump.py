@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from faithgate.bench import Bench, default_cache_path
+from faithgate.evaluation.bench import Bench, default_cache_path
+from faithgate.evaluation.meta import bootstrap_ci, pair_wins
 from faithgate.io import load_examples
-from faithgate.meta import bootstrap_ci, pair_wins
 from faithgate.perturb import TYPES, perturb
 from faithgate.types import Example
 

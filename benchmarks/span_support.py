@@ -482,7 +482,7 @@ def predict(model: dict, X: np.ndarray) -> np.ndarray:
 
 def summary_metrics(items: list[dict], values: np.ndarray) -> dict[str, float]:
     """Pooled ROC AUC (faithful vs edited) and pair consistency on synthetic items."""
-    from faithgate.meta import roc_auc
+    from faithgate.evaluation.meta import roc_auc
 
     y = np.array([int(r["faithful"]) for r in items])
     auc = float(roc_auc(values, y))
@@ -513,7 +513,7 @@ def fit_model(X: np.ndarray, y: np.ndarray, C: float, seed: int) -> dict:
 
 
 def cmd_fit(args: argparse.Namespace) -> None:
-    from faithgate.meta import roc_auc
+    from faithgate.evaluation.meta import roc_auc
 
     work = Path(args.work)
     items = load_items(work)
@@ -578,9 +578,9 @@ def cmd_fit(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from faithgate.bench import limit_examples
+    from faithgate.evaluation.bench import limit_examples
+    from faithgate.evaluation.meta import evaluate, items_from_examples
     from faithgate.io import load_examples
-    from faithgate.meta import evaluate, items_from_examples
 
     model = json.loads(Path(args.weights or Path(args.work) / "weights.json").read_text())
     hows = (

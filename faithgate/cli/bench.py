@@ -1,7 +1,7 @@
 """``faithgate bench``, ``faithgate calibrate`` and ``faithgate perturb``.
 
-Argument handling and printing only: the work is in ``faithgate.bench``,
-``faithgate.calibrate`` and ``faithgate.perturb``.
+Argument handling and printing only: the work is in ``faithgate.evaluation.bench``,
+``faithgate.evaluation.calibrate`` and ``faithgate.perturb``.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def bench_command(
     num_workers: int | None,
 ) -> None:
     """Meta-evaluate metrics on labelled benchmark files (Markdown table, or --json)."""
-    from faithgate.bench import json_ready, markdown_report, run_bench
+    from faithgate.evaluation.bench import json_ready, markdown_report, run_bench
 
     if not metric_names:
         raise InputError("no metric selected: pass --metric NAME (repeatable)")
@@ -208,8 +208,8 @@ def calibrate_command(
     num_workers: int | None,
 ) -> None:
     """Pick a threshold for METRIC on labelled data and write it to the gate configuration."""
-    from faithgate.bench import Bench, json_ready, limit_examples
-    from faithgate.calibrate import calibrate, default_config_path, write_calibration
+    from faithgate.evaluation.bench import Bench, json_ready, limit_examples
+    from faithgate.evaluation.calibrate import calibrate, default_config_path, write_calibration
     from faithgate.io import load_examples
 
     target = None

@@ -79,7 +79,7 @@ def test_new_file_and_parent_directories_are_created(tmp_path):
 
 
 def test_calibration_failure_keeps_pyproject(tmp_path, failing_fsync):
-    from faithgate.calibrate import Calibration, write_calibration
+    from faithgate.evaluation.calibrate import Calibration, write_calibration
 
     pyproject = tmp_path / "pyproject.toml"
     original = '[project]\nname = "x"\n\n[tool.ruff]\nline-length = 99\n'

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from faithgate import meta
-from faithgate.meta import Item
+from faithgate.evaluation import meta
+from faithgate.evaluation.meta import Item
 
 
 def test_consistency_ties_and_nan_fail() -> None:

@@ -7,15 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from faithgate.calibrate import (
+from faithgate.config import find_config_file, load_config
+from faithgate.errors import InputError
+from faithgate.evaluation.calibrate import (
     Calibration,
     calibrate,
     default_config_path,
     precision_threshold,
     write_calibration,
 )
-from faithgate.config import find_config_file, load_config
-from faithgate.errors import InputError
 
 
 def synthetic(n: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ import numpy as np
 
 from faithgate.config import find_config_file
 from faithgate.errors import InputError
-from faithgate.meta import balanced_accuracy, best_threshold, threshold_curve
+from faithgate.evaluation.meta import balanced_accuracy, best_threshold, threshold_curve
 
 
 @dataclass

@@ -31,6 +31,7 @@ from faithgate.atomic import atomic_write_text
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
 from faithgate.escape import printable
+from faithgate.evaluation.meta import Item, evaluate, items_from_examples, roc_auc
 from faithgate.execution import (
     CachedExecutor,
     ExecutionSettings,
@@ -40,7 +41,6 @@ from faithgate.execution import (
     make_executor,
 )
 from faithgate.io import load_examples
-from faithgate.meta import Item, evaluate, items_from_examples, roc_auc
 
 # The weights file format belongs to the ``combined`` metric that reads it; re-exported here.
 from faithgate.metrics.combined import (  # noqa: F401
@@ -355,7 +355,7 @@ def fit_combination(
 
 
 def _first_indices(keys: Sequence[Any]) -> np.ndarray:
-    from faithgate.meta import dedupe
+    from faithgate.evaluation.meta import dedupe
 
     return dedupe(keys)
 
@@ -488,7 +488,7 @@ def compare_metrics(
     """Paired permutation tests of the best metric against each other one on the same items:
     consistency (per-pair wins) on paired data, else ROC AUC on deduplicated items with scores
     mapped to ranks so that two metrics' scales can be swapped."""
-    from faithgate.meta import (
+    from faithgate.evaluation.meta import (
         _fast_auc,
         dedupe,
         pair_wins,
@@ -647,7 +647,7 @@ def write_plots(
         raise InputError("--plots needs matplotlib: pip install 'faithgate[full]'") from None
     from sklearn.metrics import roc_curve
 
-    from faithgate.meta import _error_type_groups, dedupe
+    from faithgate.evaluation.meta import _error_type_groups, dedupe
 
     out_dir = Path(directory)
     out_dir.mkdir(parents=True, exist_ok=True)

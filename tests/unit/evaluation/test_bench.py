@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from faithgate.bench import (
+from faithgate.cli import cli
+from faithgate.evaluation.bench import (
     Bench,
     apply_combination,
     limit_examples,
     markdown_report,
     run_bench,
 )
-from faithgate.cli import cli
 from faithgate.io import load_examples, write_jsonl
 from faithgate.metrics.base import Metric, ScoringContext, metric_names, register
 from faithgate.scorer import Scorer
