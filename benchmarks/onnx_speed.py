@@ -170,7 +170,7 @@ def ensure_exports(
                 files = {}
                 for part, name in fp32.files.items():
                     files[part] = quantized_file_name(name, mode)
-                    quantize_file(mode, fp32_dir / name, tmp / files[part])
+                    quantize_file(mode, fp32_dir / name, tmp / files[part], task=fp32.task)
                 data = fp32.to_dict() | {"quantization": mode, "files": files}
                 data["parity"] = {"gated": False, "note": "benchmark copy; gate measured there"}
                 (tmp / MANIFEST_NAME).write_text(json.dumps(data, indent=1))

@@ -468,7 +468,9 @@ def export_model(
                 recipes = {}
                 for part, name in files.items():
                     log(f"quantizing {name} ({mode})")
-                    recipes[part] = quantize_file(mode, tmp / name, tmp / qfile[part], feeds)
+                    recipes[part] = quantize_file(
+                        mode, tmp / name, tmp / qfile[part], feeds, manifest.task
+                    )
                 qmanifest = ExportManifest(
                     **{**manifest.to_dict(), "quantization": mode, "files": qfile},
                     directory=tmp,

@@ -4,7 +4,7 @@ Modes (``--quantize``), smallest first:
 
 - ``w4`` / ``w8``: weight-only block quantization (onnxruntime's ``MatMulNBitsQuantizer``):
   every MatMul with a constant weight becomes ``MatMulNBits`` (4 or 8-bit weights, one fp32
-  scale per block of 64 input features, symmetric; ``accuracy_level=4`` lets onnxruntime's CPU
+  scale per block of 32 input features, 64 for causal LMs, symmetric; ``accuracy_level=4`` lets onnxruntime's CPU
   kernel quantize the activations to int8 per block on the fly, which is where the speed
   comes from) and the embedding tables (constant ``Gather`` data, most of a small encoder's
   bytes) become ``GatherBlockQuantized`` in blocks of 32. The MLP down projections of
@@ -366,10 +366,12 @@ def quantize_static_int8(src: Path, dst: Path, feeds: Sequence[dict[str, np.ndar
 
 # --- weight-only block quantization (w8 / w4) and fp16 ------------------------------------------
 
-# Input features per scale. 64 rather than 32: onnxruntime's int8-activation kernel ran 1.5x
-# fp32 at 400 rows with blocks of 64, 1.1x with 32 (MatMuls of SmolLM2's shapes, issue 13),
-# and 8-bit rounding error stays ~0.2% of a weight either way.
-BLOCK_SIZE = 64
+# Input features per scale. Encoders and classifiers: 32. Causal LMs: 64, where onnxruntime's
+# int8-activation kernel ran 1.5x fp32 at 400 rows (1.1x with 32; MatMuls of SmolLM2's shapes)
+# and log-probabilities stayed within the gate; on MiniLM, blocks of 64 flipped 2-4% of the
+# sentsim / bertscore pairs (agreement 0.96 / 0.98, 1.000 with 32) for no speed (issue 13).
+BLOCK_SIZE = 32
+BLOCK_SIZE_BY_TASK = {"causal-lm": 64}
 GATHER_BLOCK_SIZE = 32  # embedding rows: dequantized on lookup, so finer blocks cost no time
 ACCURACY_LEVEL = 4  # MatMulNBits: int8 activations inside the kernel (CPU speed; issue 13)
 MIN_GATHER_ELEMENTS = 65_536  # quantize embedding tables, not tiny ones (token types)
@@ -554,10 +556,13 @@ def quantize_file(
     src: Path,
     dst: Path,
     feeds: Sequence[dict[str, np.ndarray]] = (),
+    task: str | None = None,
 ) -> dict[str, Any]:
-    """Write the ``mode`` form of the fp32 graph ``src`` to ``dst``; return its recipe."""
+    """Write the ``mode`` form of the fp32 graph ``src`` to ``dst``; return its recipe.
+    ``task`` (the export's: ``causal-lm``, ``text-encoder``, ...) picks the block size."""
     if mode in ("w8", "w4"):
-        return quantize_weight_only(src, dst, bits=int(mode[1]))
+        block = BLOCK_SIZE_BY_TASK.get(task or "", BLOCK_SIZE)
+        return quantize_weight_only(src, dst, bits=int(mode[1]), block_size=block)
     if mode == "w8a32":
         # fp32 arithmetic everywhere: no MatMul needs to be kept out for its activations
         return quantize_weight_only(

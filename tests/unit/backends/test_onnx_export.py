@@ -597,7 +597,7 @@ def test_cli_w8_nli_export_quantizes_the_embeddings(tiny, tmp_path, monkeypatch)
     recipe = manifest.parity["recipes"]["w8"]["model"]
     assert (
         recipe["bits"] == 8
-        and recipe["block_size"] == 64
+        and recipe["block_size"] == 32
         and recipe["gather_block_size"] == 32
         and recipe["gathers_quantized"] >= 1
     )
