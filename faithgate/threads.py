@@ -10,8 +10,12 @@ a developer's laptop running the suite. Two pools misbehave there (issue 13, mea
   ``OMP_WAIT_POLICY=PASSIVE`` (1.1 s with 1 thread). libgomp reads the variable once, when
   torch loads (spaCy's thinc imports torch too), so :func:`prefer_passive_openmp` sets it as
   ``import faithgate`` runs, unless the user set it or torch is already loaded. Set
-  ``OMP_WAIT_POLICY=ACTIVE`` to keep spinning (a few percent faster on an idle, dedicated
-  machine).
+  ``OMP_WAIT_POLICY=ACTIVE`` to keep spinning (torch and onnxruntime; a few percent faster on
+  an idle, dedicated machine).
+- **onnxruntime's intra-op threads spin** too: the shipped NLI checker's ``entail_topk`` took
+  0.50-0.61 CPU s (0.29-0.36 s wall) per BUMP pair spinning, 0.30-0.35 CPU s (0.21-0.23 s wall)
+  not (3 alternating rounds of 120 pairs). Sessions are made with spinning off
+  (:func:`onnxruntime_spinning`) unless ``OMP_WAIT_POLICY=ACTIVE`` asks for busy threads.
 - **numpy's BLAS threads** (OpenBLAS) split small products, a summary's tokens against a
   source's (60 x 384 by 384 x 1000), where synchronising two threads costs more than it
   saves: 16 ms a product with 2 threads, 2.4 ms with 1. :func:`metric_blas_threads` limits
@@ -35,6 +39,12 @@ def prefer_passive_openmp() -> bool:
         return False
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     return True
+
+
+def onnxruntime_spinning() -> str:
+    """``session.intra_op.allow_spinning`` for new onnxruntime sessions: ``"0"`` (threads sleep
+    between runs) unless the user asked for busy threads with ``OMP_WAIT_POLICY=ACTIVE``."""
+    return "1" if os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "ACTIVE" else "0"
 
 
 @contextlib.contextmanager

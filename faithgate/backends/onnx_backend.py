@@ -41,6 +41,7 @@ from faithgate.backends.windowing import (
 )
 from faithgate.errors import BackendError, ModelFileError
 from faithgate.models import ModelSpec
+from faithgate.threads import onnxruntime_spinning
 
 _SESSIONS: dict[tuple, Any] = {}
 _SESSIONS_LOCK = threading.Lock()
@@ -80,6 +81,10 @@ def get_session(path: Path, threads: int | None = None, provider: str | None = N
         if session is None:
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # Idle threads sleep: spinning ones took the cores of a shared machine (threads.py).
+            options.add_session_config_entry(
+                "session.intra_op.allow_spinning", onnxruntime_spinning()
+            )
             if threads:
                 options.intra_op_num_threads = int(threads)
                 options.inter_op_num_threads = 1

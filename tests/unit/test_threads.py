@@ -80,3 +80,34 @@ def test_scorer_runs_metrics_on_one_blas_thread():
     probe = BlasProbe()
     Scorer([probe]).score([Example("a", "source text", "summary")])
     assert probe.seen == [[1] * len(probe.seen[0])]
+
+
+def _tiny_onnx(path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "identity",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize(("policy", "spinning"), [(None, "0"), ("PASSIVE", "0"), ("ACTIVE", "1")])
+def test_onnxruntime_sessions_spin_only_when_asked(tmp_path, monkeypatch, policy, spinning):
+    pytest.importorskip("onnxruntime")
+    from faithgate.backends import onnx_backend
+
+    if policy is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", policy)
+    monkeypatch.setattr(onnx_backend, "_SESSIONS", {})  # a fresh session, not a cached one
+    session = onnx_backend.get_session(_tiny_onnx(tmp_path / "identity.onnx"), threads=1)
+    options = session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == spinning
