@@ -410,7 +410,7 @@ def main() -> None:
                     "metric": metric,
                     "settings": settings,
                     "backend": "torch" if variant == "torch fp32" else "onnx",
-                    "models": {r: paths[variant][r] for r in mroles},
+                    "models": {role: paths[variant][role] for role in mroles},
                     "items": items,
                     "threads": args.threads,
                 }

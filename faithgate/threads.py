@@ -1,7 +1,7 @@
 """Thread pools of the numeric libraries under faithgate, set for machines shared with others.
 
 faithgate mostly runs where cores are shared: CI runners, pytest-xdist workers, Ray actors,
-a developer's laptop running the suite. Two pools misbehave there (issue 13, measured on a
+a developer's laptop running the suite. Three pools misbehave there (issue 13, measured on a
 2-core machine at load average 8-10):
 
 - **torch's OpenMP threads spin** between parallel regions (GNU OpenMP's default wait policy
@@ -50,12 +50,9 @@ def onnxruntime_spinning() -> str:
 @contextlib.contextmanager
 def metric_blas_threads() -> Iterator[None]:
     """numpy's BLAS on one thread for the duration (restored after). A no-op when
-    threadpoolctl is missing or finds no OpenBLAS (e.g. numpy built against another BLAS)."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - scikit-learn (a dependency) requires it
-        yield
-        return
+    threadpoolctl finds no OpenBLAS (e.g. numpy built against another BLAS)."""
+    from threadpoolctl import ThreadpoolController  # a dependency; imported late: start-up
+
     # OpenBLAS only (numpy's and scipy's), never torch's MKL / oneDNN, which run the model
     # passes inside the same calls. Scanning the loaded libraries costs ~1 ms per batch.
     openblas = ThreadpoolController().select(internal_api="openblas")

@@ -4,17 +4,17 @@ Modes (``--quantize``), smallest first:
 
 - ``w4`` / ``w8``: weight-only block quantization (onnxruntime's ``MatMulNBitsQuantizer``):
   every MatMul with a constant weight becomes ``MatMulNBits`` (4 or 8-bit weights, one fp32
-  scale per block of 32 input features, 64 for causal LMs, symmetric; ``accuracy_level=4`` lets onnxruntime's CPU
-  kernel quantize the activations to int8 per block on the fly, which is where the speed
-  comes from) and the embedding tables (constant ``Gather`` data, most of a small encoder's
+  scale per block of 32 input features, 64 for causal LMs, symmetric; ``accuracy_level=4``
+  lets onnxruntime's CPU kernel quantize the activations to int8 per block on the fly, which
+  is where the speed comes from) and the embedding tables (constant ``Gather`` data, most of a small encoder's
   bytes) become ``GatherBlockQuantized`` in blocks of 32. The MLP down projections of
   LLaMA-style decoders stay fp32 (``FP32_MATMULS``: their inputs carry activation outliers).
   On SmolLM2 at 8 bits the mean log-probability moves ~0.01 nats, where dynamic int8 moves
   it by 0.27 (issue 13). ``w8`` is the recommended mode; ``w4`` is half its size and usually
   fails the gate on minimal pairs.
 - ``w8a32``: the same 8-bit weights in blocks of 16, with ``accuracy_level`` 0: the kernel
-  computes in fp32 on dequantized weights, so only the weights' rounding remains (the size
-  of ``w8``; speed not measured yet: expect fp32's or slower). For small classifiers whose
+  computes in fp32 on dequantized weights, so only the weights' rounding remains (about the
+  size of ``w8``; slower than fp32: SmolLM2 0.71x, issue 13). For small classifiers whose
   int8 activations flip close minimal pairs: the shipped NLI checker passes the gate in this
   form (rank agreement 0.995 on 200 held-out triples) where ``w8`` does not (0.975).
 - ``fp16``: every float weight and activation in half precision, inputs and outputs kept fp32
