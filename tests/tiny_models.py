@@ -97,3 +97,24 @@ def save_tiny_models(root: Path, corpus: Sequence[str]) -> tuple[dict[str, Path]
     bpe.save_pretrained(d)
     out["llama"] = d
     return out, bpe
+
+
+def save_minilm_bert(
+    path: Path, model_class: str, *, max_length: int | None = None, **config: Any
+) -> tuple[Path, Any, Any]:
+    """A random BERT (``model_class`` of transformers, e.g. ``BertModel``) sized by ``config``,
+    with the offline embedder's (MiniLM's) tokenizer, saved at ``path`` like a hub checkpoint;
+    ``max_length`` sets the saved tokenizer's ``model_max_length``. Seed torch first for fixed
+    weights. Returns the path, the model and the tokenizer."""
+    import transformers
+
+    from faithgate import models
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(models.resolve("embedder").location)
+    if max_length is not None:
+        tokenizer.model_max_length = max_length
+    bert_config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, **config)
+    model = getattr(transformers, model_class)(bert_config).eval()
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path, model, tokenizer

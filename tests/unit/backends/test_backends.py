@@ -28,14 +28,12 @@ def test_torch_accepts_onnx_session_options() -> None:
 @pytest.mark.slow
 def test_torch_classifier_fits_a_hypothesis_longer_than_the_window(tmp_path) -> None:
     """only_first truncation cannot fit such a pair; the classifier cuts both sides instead."""
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+    from tiny_models import save_minilm_bert
 
-    from faithgate import models
-
-    tokenizer = AutoTokenizer.from_pretrained(models.resolve("embedder").location)
-    tokenizer.model_max_length = 32
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
+    save_minilm_bert(
+        tmp_path / "nli",
+        "BertForSequenceClassification",
+        max_length=32,
         hidden_size=16,
         num_hidden_layers=1,
         num_attention_heads=2,
@@ -45,8 +43,6 @@ def test_torch_classifier_fits_a_hypothesis_longer_than_the_window(tmp_path) -> 
         id2label={0: "entailment", 1: "neutral", 2: "contradiction"},
         label2id={"entailment": 0, "neutral": 1, "contradiction": 2},
     )
-    BertForSequenceClassification(config).save_pretrained(tmp_path / "nli")
-    tokenizer.save_pretrained(tmp_path / "nli")
     pool = ModelPool({"nli": str(tmp_path / "nli")}, backend="torch")
     classifier = pool.get("nli", "pair-classifier")
     long_hypothesis = " ".join(["the cat sat on the mat"] * 20)

@@ -251,14 +251,13 @@ def test_bad_settings_are_input_errors():
 def tiny_nli_dir(tmp_path_factory):
     """A random 2-layer BERT NLI head with MiniLM's tokenizer, saved like a hub checkpoint."""
     torch = pytest.importorskip("torch")
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    from faithgate import models
+    from tiny_models import save_minilm_bert
 
     torch.manual_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(models.resolve("embedder").location)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
+    return save_minilm_bert(
+        tmp_path_factory.mktemp("tiny-nli"),
+        "BertForSequenceClassification",
+        max_length=64,
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
@@ -268,12 +267,6 @@ def tiny_nli_dir(tmp_path_factory):
         id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
         label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2},
     )
-    model = BertForSequenceClassification(config).eval()
-    path = tmp_path_factory.mktemp("tiny-nli")
-    model.save_pretrained(path, safe_serialization=True)
-    tokenizer.model_max_length = 64
-    tokenizer.save_pretrained(path)
-    return path, model, tokenizer
 
 
 def test_tiny_random_bert_through_the_torch_backend(tiny_nli_dir):

@@ -210,23 +210,18 @@ def test_an_unfaithful_summary_is_one_unsupported_pair():
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory, torch, transformers) -> Path:
     """A random 2-layer BERT with MiniLM's tokenizer, saved like a hub checkpoint."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from faithgate import models
+    from tiny_models import save_minilm_bert
 
     torch.manual_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(models.resolve("embedder").location)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
+    path, _, _ = save_minilm_bert(
+        tmp_path_factory.mktemp("tiny-base"),
+        "BertModel",
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=37,
         max_position_embeddings=128,
     )
-    path = tmp_path_factory.mktemp("tiny-base")
-    BertModel(config).save_pretrained(path, safe_serialization=True)
-    tokenizer.save_pretrained(path)
     return path
 
 
