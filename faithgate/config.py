@@ -33,6 +33,9 @@ Format (``faithgate.toml`` takes the same keys at top level, without ``tool.fait
     min_mean = { bertscore = 0.6 }   # or one number for every metric
     pair_consistency = { min_rate = 0.9, per_error_type = false, generate = false }
     regression = { tolerance = 0.01, confidence = 0.95, require_baseline = false }
+    # per output too: its own threshold = its baseline score - the allowed drop, for outputs
+    # that are minimal edits (<= max_changed_words words) of the baseline's output
+    # regression = { per_example_drop = { harim_plus = 0.05 }, max_changed_words = 6 }
 
     [tool.faithgate.reports]         # paths, relative to the configuration file
     junit = "reports/faithgate.xml"
@@ -99,7 +102,13 @@ class RegressionRule:
     """Regression against a baseline (a previous ``GateResult`` JSON), by example id: fails when
     the mean drops by more than ``tolerance`` AND a paired bootstrap (``resamples`` resamples of
     the per-example differences, ``seed``) puts the one-sided lower bound of the drop at
-    ``confidence`` above zero."""
+    ``confidence`` above zero.
+
+    ``per_example_drop`` (metric -> allowed drop, ``"*"`` for every rule metric) also gives each
+    output its own threshold, its baseline score minus the drop, when the output is a minimal
+    edit of the baseline's output for the same id (at most ``max_changed_words`` words changed):
+    the baseline output is then the trusted member of a minimal pair, the setting in which the
+    metrics separate (BUMP consistency), unlike a threshold shared by every article."""
 
     tolerance: float = 0.01
     confidence: float = 0.95
@@ -110,6 +119,8 @@ class RegressionRule:
     # snapshot tool's first run); ``true`` makes a missing baseline file fail the gate (CI that
     # must never run without its reference).
     require_baseline: bool = False
+    per_example_drop: dict[str, float] = field(default_factory=dict)
+    max_changed_words: int = 6
 
 
 @dataclass(frozen=True)
@@ -607,6 +618,16 @@ class _Parser:
                 kwargs[name] = self.string_list(raw, k)
             elif name == "require_baseline":
                 kwargs[name] = self.boolean(raw, k)
+            elif name == "max_changed_words":
+                kwargs[name] = self.integer(raw, k, minimum=1)
+            elif name == "per_example_drop":
+                entries = raw if isinstance(raw, dict) else {"*": raw}
+                drops = {}
+                for metric, x in entries.items():
+                    drops[metric] = self.number(x, k if metric == "*" else f"{k}.{metric}")
+                    if drops[metric] < 0:
+                        raise self.fail(k, f"expected a number >= 0, got {drops[metric]:g}")
+                kwargs[name] = drops
         return RegressionRule(**kwargs)
 
 

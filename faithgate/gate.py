@@ -289,14 +289,15 @@ class Gate:
             stale = sorted(
                 m
                 for m in self.config.metrics
-                if baseline.settings_hashes.get(m) not in (None, hashes.get(m))
+                if baseline.settings_hashes.get(m) != hashes.get(m)
             )
             if stale:
                 # The regression rule says "update it with --update-baseline" for scores made
-                # with other settings; that run must not be refused for the same mismatch.
+                # with other settings, or for a metric the baseline lacks (newly selected); that
+                # run must not be refused for the same mismatch.
                 where = self.config.display_path(self.config.baseline)  # type: ignore[arg-type]
                 baseline, baseline_error = None, (
-                    f"the baseline at {where} holds {', '.join(stale)} scores made with other "
+                    f"the baseline at {where} holds no {', '.join(stale)} scores made with these "
                     "settings (this run replaces it)"
                 )
         result = evaluate(

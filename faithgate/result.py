@@ -51,6 +51,8 @@ class MetricResult:
     error: str | None = None
     settings_hash: str = ""
     least_supported: SentenceRef | None = None
+    # The baseline's score for this output when it was held to a threshold derived from it.
+    baseline: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,6 +74,7 @@ class MetricResult:
             error=data.get("error"),
             settings_hash=data.get("settings_hash", ""),
             least_supported=SentenceRef.from_dict(ls) if ls else None,
+            baseline=None if data.get("baseline") is None else float(data["baseline"]),
         )
 
 

@@ -28,6 +28,12 @@ Decision rules (see ``faithgate.config`` for their settings):
   file (a project's first run) skips the rule with a warning that says how to create it
   (``--update-baseline``), unless ``require_baseline = true``, which fails it. Scores are only
   compared when the baseline's settings hash equals the current one.
+- **per-example baseline threshold** (``rules.regression.per_example_drop``): an output that is a
+  minimal edit of the baseline's output for the same id (at most ``max_changed_words`` words
+  changed) is held to its own threshold, its baseline score minus the allowed drop; below it the
+  example fails like any other. Identical outputs score identically; rewritten ones (more words
+  changed) are not compared per example, since different faithful summaries of one article
+  differ in score as much as faithful and unfaithful ones do.
 """
 
 from __future__ import annotations
@@ -126,6 +132,14 @@ def evaluate(
         for i, (ex, sc) in enumerate(zip(examples, scores, strict=True))
     ]
     outputs = [r for r in results if not r.probe]
+    regression = config.rules.regression
+    if regression is None and config.baseline is not None:
+        regression = RegressionRule()
+    per_example: dict[str, dict[str, int]] = {}
+    if regression is not None and regression.per_example_drop and baseline is not None:
+        per_example = apply_baseline_thresholds(
+            regression, outputs, metrics, settings_hashes, baseline
+        )
     rules: list[RuleResult] = []
 
     # Something must have been scored, or the gate says nothing.
@@ -184,9 +198,6 @@ def evaluate(
     if rule is not None:
         rules.extend(_pair_rules(rule, pair_results, metrics))
 
-    regression = config.rules.regression
-    if regression is None and config.baseline is not None:
-        regression = RegressionRule()
     if regression is not None:
         rules.extend(
             _regression_rules(
@@ -198,6 +209,7 @@ def evaluate(
                 baseline_error,
                 baseline_created,
                 baseline_missing,
+                per_example,
             )
         )
 
@@ -299,6 +311,77 @@ def _example_result(
         probe=probe,
         meta=keep,
     )
+
+
+def changed_words(before: str, after: str) -> int:
+    """Words changed between two summaries (word-level diff: replaced, inserted or deleted
+    words, the longer side of each changed span)."""
+    a, b = before.split(), after.split()
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    return sum(
+        max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"
+    )
+
+
+def apply_baseline_thresholds(
+    rule: RegressionRule,
+    outputs: Sequence[ExampleResult],
+    metrics: list[str],
+    hashes: Mapping[str, str],
+    baseline: GateResult,
+) -> dict[str, dict[str, int]]:
+    """Hold each output that minimally edits its baseline output to its own threshold.
+
+    For metric m with allowed drop d: threshold = baseline value - d, combined with the
+    configured threshold (the higher one holds). Only scores made under the baseline's settings
+    hash are compared (the regression rule reports any mismatch). Updates ``outputs`` in place
+    and returns, per metric, how many outputs were ``held`` to such a threshold, how many of
+    them fell ``below`` it, and how many were ``rewritten`` (too many words changed).
+    """
+    counts: dict[str, dict[str, int]] = {}
+    drops = dict(rule.per_example_drop)
+    star = drops.pop("*", None)
+    for m in drops:
+        if m not in metrics:
+            raise InputError(
+                f"rules.regression.per_example_drop names {m!r}, which is not a selected metric"
+            )
+    if star is not None:
+        drops = {**dict.fromkeys(rule.metrics or metrics, star), **drops}
+    before = {e.id: e.summary for e in baseline.outputs}
+    for m, drop in drops.items():
+        old_hash, new_hash = baseline.settings_hashes.get(m), hashes.get(m)
+        if m not in baseline.metrics or (old_hash and new_hash and old_hash != new_hash):
+            continue
+        old = baseline.values(m)
+        count = counts[m] = {"held": 0, "below": 0, "rewritten": 0}
+        for ex in outputs:
+            score = ex.scores.get(m)
+            if score is None or not score.ok or ex.id not in old or ex.id not in before:
+                continue
+            if changed_words(before[ex.id], ex.summary) > rule.max_changed_words:
+                count["rewritten"] += 1
+                continue
+            count["held"] += 1
+            own = old[ex.id] - drop
+            if score.value < own:  # type: ignore[operator]
+                count["below"] += 1
+            score.baseline = old[ex.id]
+            if score.threshold is not None and score.threshold >= own:
+                continue  # the configured threshold is the stricter one
+            score.threshold = own
+            if score.value >= own:  # type: ignore[operator]
+                continue
+            why = (
+                f"{m} {score.value:.4f} < its own threshold {own:.4f} (baseline "
+                f"{old[ex.id]:.4f} - allowed drop {drop:g}; edit: "
+                f"{describe_edit(before[ex.id], ex.summary) or 'none'})"
+            )
+            if score.passed:  # not already failing on the configured threshold
+                score.passed = False
+                ex.reasons.append(why)
+            ex.passed = False
+    return counts
 
 
 def _quote(text: str, limit: int = 160) -> str:
@@ -441,6 +524,7 @@ def _regression_rules(
     baseline_error: str | None,
     baseline_created: bool = False,
     baseline_missing: bool = False,
+    per_example: Mapping[str, Mapping[str, int]] | None = None,
 ) -> list[RuleResult]:
     out = []
     for m in rule.metrics or metrics:
@@ -517,6 +601,12 @@ def _regression_rules(
         missing = len(new) - len(ids)
         if missing:
             msg += f"; {missing} examples are new since the baseline"
+        held = (per_example or {}).get(m)
+        if held is not None:
+            msg += (
+                f"; per example: {held['below']} of {held['held']} edited or unchanged outputs "
+                f"below their own thresholds, {held['rewritten']} rewritten (not compared)"
+            )
         out.append(
             RuleResult(
                 name,
@@ -533,6 +623,7 @@ def _regression_rules(
                     "p_no_drop": p_no_drop,
                     "baseline_mean": sum(old[i] for i in ids) / len(ids),
                     "current_mean": sum(new[i] for i in ids) / len(ids),  # type: ignore[misc]
+                    **({"per_example": dict(held)} if held is not None else {}),
                 },
             )
         )

@@ -65,6 +65,9 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
                     vals.append("⚠️ unscored")
                 else:
                     mark = "" if s.passed else " ❌"
+                    if not s.passed and s.baseline is not None and s.threshold is not None:
+                        # Held to its own threshold: say which, and the last release's score.
+                        mark += f" < {fmt_value(s.threshold)} (baseline {fmt_value(s.baseline)})"
                     vals.append(fmt_value(s.value) + mark)
             ls = e.least_supported
             if ls is not None:

@@ -66,8 +66,10 @@ def test_news_set_is_minimal_pairs_with_licence():
 
 def test_news_config_and_baseline_agree():
     config = load_config(NEWS / "pyproject.toml")
-    assert config.metrics == ("bertscore",)
+    assert config.metrics == ("bertscore", "harim_plus")
     assert config.outputs == NEWS / "outputs.jsonl"
+    assert config.baseline == BASELINE
+    assert config.rules.regression.per_example_drop == {"harim_plus": 0.05}
     assert config.rules.pair_consistency is not None and config.rules.pair_consistency.generate
     baseline = json.loads(BASELINE.read_text())
     outputs = {e["id"] for e in baseline["examples"] if not e["probe"]}
@@ -132,8 +134,23 @@ def test_faithgate_check_fails_on_edited_outputs(news):
     )
     report = (news / "reports" / "faithgate.md").read_text()
     assert "| `min_mean[bertscore]` | 0.6315 | 0.6450 | ❌ fail |" in report
-    # The least supported sentences point at the edits (BUMP: "two years" for "life").
-    assert "Jodi Arias is sentenced to two years in prison" in report
+    # bertscore's least supported sentence points at an edit (BUMP: "June 14, 1946" for "May
+    # 29, 1943"); harim_plus's own thresholds are shown with the last release's score.
+    assert "Saturday Evening Post on June 14, 1946" in report
+    assert "| -5.8727 ❌ < -5.3379 (baseline -5.2879) |" in report
+    # Each edited output fails on its own threshold: the last release's harim_plus - 0.05.
+    result = json.loads((news / "reports" / "faithgate.json").read_text())
+    baseline = json.loads(BASELINE.read_text())
+    before = {e["id"]: e["scores"]["harim_plus"]["value"] for e in baseline["examples"]}
+    outputs = [e for e in result["examples"] if not e["probe"]]
+    assert [e["passed"] for e in outputs] == [False] * 5
+    for e in outputs:
+        score = e["scores"]["harim_plus"]
+        assert score["baseline"] == pytest.approx(before[e["id"]])
+        assert score["threshold"] == pytest.approx(before[e["id"]] - 0.05)
+        assert score["value"] < score["threshold"] and not score["passed"]
+    assert "news-5: harim_plus -5.87" in proc.stdout
+    assert "edit: 'life' -> 'two years')" in proc.stdout
 
 
 @pytest.mark.slow
@@ -198,14 +215,33 @@ def test_action_on_the_news_example(tmp_path, news):
         workspace=news.parent,
     )
     assert run.outputs["verdict"] == "fail"
-    assert run.outputs["pass-rate"] == "1"
-    assert json.loads(run.outputs["means"]) == {"bertscore": pytest.approx(0.6315, abs=1e-4)}
+    assert run.outputs["pass-rate"] == "0" and run.outputs["failed-examples"] == "5"
+    assert json.loads(run.outputs["means"]) == {
+        "bertscore": pytest.approx(0.6315, abs=1e-4),
+        "harim_plus": pytest.approx(-5.3542, abs=1e-4),
+    }
     assert run.failed_step.name == "Fail when the gate failed"
     assert "| `min_mean[bertscore]` | 0.6315 | 0.6450 | ❌ fail |" in run.summary
     errors = [c for c in run.commands if c.startswith("::error")]
-    assert errors == [
+    # One annotation per edited output, on its JSONL line, naming its own threshold and edit.
+    for line in range(1, 6):
+        assert errors[line - 1].startswith(
+            f"::error file=news/outputs_edited.jsonl,line={line},"
+            f"title=faithgate%3A example news-{line} failed::harim_plus "
+        )
+    assert "(baseline -5.2879 - allowed drop 0.05; edit: 'life' -> 'two years')" in errors[4]
+    assert errors[5:] == [
+        "::error title=faithgate%3A rule pass_rate failed::"
+        "0/5 examples pass (0.0%25; need >= 100.0%25)",
         "::error title=faithgate%3A rule min_mean[bertscore] failed::"
-        "mean bertscore 0.6315 over 5 scored examples (need >= 0.645)"
+        "mean bertscore 0.6315 over 5 scored examples (need >= 0.645)",
+        "::error title=faithgate%3A rule regression[bertscore] failed::"
+        "mean bertscore dropped by 0.0270 (> tolerance 0.01) on 5 examples; the drop is real at "
+        "95%25 (bootstrap lower bound 0.0186)",
+        "::error title=faithgate%3A rule regression[harim_plus] failed::"
+        "mean harim_plus dropped by 0.6159 (> tolerance 0.01) on 5 examples; the drop is real at "
+        "95%25 (bootstrap lower bound 0.5314); per example: 5 of 5 edited or unchanged outputs "
+        "below their own thresholds, 0 rewritten (not compared)",
     ]
     (tmp_path / "job-summary.md").write_text(run.summary)  # kept for inspection
 

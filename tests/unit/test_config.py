@@ -110,6 +110,12 @@ def test_no_configuration_gives_defaults(tmp_path):
         ("[rules]\npair_consistency = { generate = 1 }", "rules.pair_consistency.generate"),
         ("[rules]\nregression = { confidence = 1.5 }", "rules.regression.confidence"),
         ("[rules]\nregression = { tolerance = -0.1 }", "rules.regression.tolerance"),
+        (
+            '[rules]\nregression = { per_example_drop = { lm = "x" } }',
+            "rules.regression.per_example_drop.lm",
+        ),
+        ("[rules]\nregression = { per_example_drop = -1 }", "rules.regression.per_example_drop"),
+        ("[rules]\nregression = { max_changed_words = 0 }", "rules.regression.max_changed_words"),
         ('[rules]\nmin_mean = { bertscore = "x" }', "rules.min_mean.bertscore"),
         ('[reports]\npdf = "x.pdf"', "'pdf'"),
         ("models = 3", "models"),
@@ -193,3 +199,14 @@ def test_to_dict_is_json_friendly(tmp_path):
     assert "root" not in data and str(tmp_path) not in text
     assert data["rules"]["pair_consistency"]["min_rate"] == 0.9
     assert "Path(" not in text
+
+
+def test_per_example_drop_reads_one_number_or_a_table(tmp_path):
+    write(tmp_path / "faithgate.toml", "[rules]\nregression = { per_example_drop = 0.02 }\n")
+    assert load_config(start=tmp_path).rules.regression.per_example_drop == {"*": 0.02}
+    write(
+        tmp_path / "faithgate.toml",
+        "[rules]\nregression = { per_example_drop = { harim_plus = 0.05 }, max_changed_words = 3 }\n",
+    )
+    rule = load_config(start=tmp_path).rules.regression
+    assert rule.per_example_drop == {"harim_plus": 0.05} and rule.max_changed_words == 3

@@ -281,6 +281,107 @@ def test_baseline_path_alone_enables_regression(tmp_path):
     assert rule(r, f"regression[{M}]").passed
 
 
+def per_example_gate(current, base, drop=0.05, extra=None, texts=None, base_texts=None):
+    """Gate ``current`` values against a baseline of ``base`` values with per-example drops."""
+    cfg = GateConfig.from_dict(
+        {"metrics": [M], "rules": {"regression": {"per_example_drop": drop, **(extra or {})}}}
+    )
+    texts = texts or [f"summary {i}." for i in range(len(current))]
+    base_texts = base_texts or [f"summary {i}." for i in range(len(base))]
+    b_cfg = GateConfig.from_dict({"metrics": [M]})
+    b_exs = [ex(i, text=t) for i, t in enumerate(base_texts)]
+    b_scores = [{M: Score(M, v, H[M], str(i))} for i, v in enumerate(base)]
+    baseline = evaluate(b_cfg, b_exs, b_scores, H)
+    exs = [ex(i, text=t) for i, t in enumerate(texts)]
+    scores = [{M: Score(M, v, H[M], str(i))} for i, v in enumerate(current)]
+    return evaluate(cfg, exs, scores, H, baseline=baseline)
+
+
+@pytest.mark.parametrize(("current", "passed"), [(0.75, True), (0.7499, False), (0.9, True)])
+def test_per_example_drop_boundary_is_the_baseline_minus_the_drop(current, passed):
+    r = per_example_gate([current], [0.8], drop=0.05)
+    e = r.examples[0]
+    assert e.scores[M].threshold == pytest.approx(0.75)
+    assert e.scores[M].baseline == 0.8
+    assert e.passed is passed and rule(r, "pass_rate").passed is passed
+
+
+def test_per_example_drop_fails_one_output_even_when_the_mean_holds():
+    # Nine outputs improve, one drops: the mean regression rule passes, the example does not.
+    base = [0.6] * 10
+    current = [0.65] * 9 + [0.5]
+    r = per_example_gate(
+        current, base, drop=0.02, texts=[f"summary {i}." for i in range(9)] + ["summary nine."]
+    )
+    assert rule(r, f"regression[{M}]").passed
+    failing = [e for e in r.examples if not e.passed]
+    assert [e.id for e in failing] == ["9"]
+    assert "its own threshold 0.5800" in failing[0].message
+    assert "baseline 0.6000" in failing[0].message and "'9.' -> 'nine.'" in failing[0].message
+    assert not r.passed
+    reg = rule(r, f"regression[{M}]")
+    assert reg.details["per_example"] == {"held": 10, "below": 1, "rewritten": 0}
+    assert "per example: 1 of 10 edited or unchanged outputs below their own thresholds" in (
+        reg.message
+    )
+
+
+def test_per_example_drop_skips_rewritten_outputs_and_new_ids():
+    base_texts = ["the cat sat on the mat today.", "a b c d e f g h i j."]
+    texts = ["the cat sat on the mat today.", "z y x w v u t s r q."]  # 10 words changed
+    r = per_example_gate([0.1, 0.1, 0.1], [0.9, 0.9], texts=texts + ["new"], base_texts=base_texts)
+    first, rewritten, new = r.examples
+    assert not first.passed and first.scores[M].threshold == pytest.approx(0.85)
+    assert rewritten.passed and rewritten.scores[M].threshold is None
+    assert new.passed and new.scores[M].baseline is None
+    assert rule(r, f"regression[{M}]").details["per_example"] == {
+        "held": 1, "below": 1, "rewritten": 1
+    }
+    r = per_example_gate(
+        [0.1, 0.1], [0.9, 0.9], texts=texts, base_texts=base_texts,
+        extra={"max_changed_words": 10},
+    )
+    assert not any(e.passed for e in r.examples)
+
+
+def test_per_example_drop_keeps_the_stricter_configured_threshold():
+    cfg = GateConfig.from_dict(
+        {
+            "metrics": [M],
+            "thresholds": {M: 0.7},
+            "rules": {"regression": {"per_example_drop": {M: 0.5}}},
+        }
+    )
+    baseline = baseline_result([0.9])
+    r = evaluate(cfg, [ex(0)], [{M: Score(M, 0.6, H[M], "0")}], H, baseline=baseline)
+    e = r.examples[0]
+    assert e.scores[M].threshold == 0.7 and not e.passed
+    assert e.reasons == [f"{M} 0.6000 < threshold 0.7"]
+
+
+def test_per_example_drop_needs_comparable_scores_and_a_selected_metric():
+    cfg = GateConfig.from_dict({"metrics": [M], "rules": {"regression": {"per_example_drop": 0.0}}})
+    r = evaluate(
+        cfg, [ex(0)], [{M: Score(M, 0.1, H[M], "0")}], H, baseline=baseline_result([0.9], "m:other")
+    )
+    assert r.examples[0].passed and r.examples[0].scores[M].threshold is None
+    assert not rule(r, f"regression[{M}]").passed  # the incomparable baseline fails there
+    cfg = GateConfig.from_dict(
+        {"metrics": [M], "rules": {"regression": {"per_example_drop": {"other": 0.1}}}}
+    )
+    with pytest.raises(InputError, match="per_example_drop names 'other'"):
+        evaluate(cfg, [ex(0)], [{M: Score(M, 0.1, H[M], "0")}], H, baseline=baseline_result([0.9]))
+
+
+def test_changed_words():
+    from faithgate.rules import changed_words
+
+    assert changed_words("a b c", "a b c") == 0
+    assert changed_words("a b c", "a x c") == 1
+    assert changed_words("a b c", "a x y z c") == 3
+    assert changed_words("a b c", "a c") == 1
+
+
 # ------------------------------------------------------------------ result JSON
 
 
@@ -371,6 +472,25 @@ def test_gate_run_unscorable_and_update_baseline(tmp_path):
     )
     reg = rule(Gate(strict).run(), f"regression[{NAME}]")
     assert not reg.passed and not reg.skipped and "update-baseline" in reg.message
+
+
+def test_update_baseline_adds_a_newly_selected_metric(tmp_path):
+    """A baseline without a selected metric's scores (the metric was added since) is replaced
+    by --update-baseline, as one made with other settings is, instead of failing the run."""
+    out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s", "summary": summary(0.9)}])
+    cfg = GateConfig.from_dict(
+        {"metrics": [NAME], "outputs": str(out), "baseline": "base.json"}, root=tmp_path
+    )
+    Gate(cfg, update_baseline=True).run()
+    data = json.loads((tmp_path / "base.json").read_text())
+    data["metrics"], data["settings_hashes"] = [], {}
+    for e in data["examples"]:
+        e["scores"] = {}
+    (tmp_path / "base.json").write_text(json.dumps(data))
+    assert not Gate(cfg).run().passed  # "the baseline has no ... scores"
+    gate = Gate(cfg, update_baseline=True)
+    assert gate.run().passed
+    assert GateResult.load(tmp_path / "base.json").values(NAME) == {"a": pytest.approx(0.9)}
 
 
 def test_gate_needs_something_to_gate(tmp_path):

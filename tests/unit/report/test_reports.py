@@ -172,3 +172,24 @@ def test_write_reports_creates_directories_and_json_round_trips(result, tmp_path
     data = json.loads((tmp_path / "r" / "x.json").read_text())
     assert GateResult.from_dict(data).to_dict() == result.to_dict()
     assert data["verdict"] == "fail"
+
+
+def test_markdown_and_json_show_a_per_example_baseline_threshold():
+    """An output held to its own threshold (baseline - drop) shows both numbers."""
+    cfg = GateConfig.from_dict({"metrics": [M], "rules": {"regression": {"per_example_drop": 0.1}}})
+    before = evaluate(
+        GateConfig.from_dict({"metrics": [M]}),
+        [Example("a", "src", "The cat sat.")],
+        [{M: Score(M, 0.9, H[M], "a")}],
+        H,
+    )
+    after = evaluate(
+        cfg, [Example("a", "src", "The dog sat.")], [{M: Score(M, 0.5, H[M], "a")}], H,
+        baseline=before,
+    )
+    md = render("markdown", after)
+    assert "| 0.5000 ❌ < 0.8000 (baseline 0.9000) |" in md
+    back = GateResult.from_dict(json.loads(json.dumps(after.to_dict())))
+    score = back.examples[0].scores[M]
+    assert (score.baseline, score.threshold, score.passed) == (0.9, pytest.approx(0.8), False)
+    assert "edit: 'cat' -> 'dog'" in back.examples[0].message
