@@ -61,7 +61,7 @@ METRICS: dict[str, tuple[dict, tuple[str, ...], bool]] = {
     "loglik": ({}, ("lm",), False),
     "harim_plus": ({}, ("lm",), False),
 }
-MODES = ("none", "w8", "w8a32", "w4", "int8-dynamic", "fp16")
+MODES = ("none", "w8", "w8a32", "w8a8", "w4", "int8-dynamic", "fp16")
 
 
 def variant_name(mode: str) -> str:
@@ -143,8 +143,18 @@ def ensure_exports(
     import shutil
 
     from faithgate import models
-    from faithgate.backends.export import MANIFEST_NAME, export_model, load_manifest
-    from faithgate.backends.quantize import Tolerance, quantize_file, quantized_file_name
+    from faithgate.backends.export import (
+        MANIFEST_NAME,
+        export_model,
+        load_manifest,
+        quantization_feeds,
+    )
+    from faithgate.backends.quantize import (
+        Tolerance,
+        load_calibration,
+        quantize_file,
+        quantized_file_name,
+    )
 
     paths: dict[str, dict[str, str]] = {"torch fp32": {}} | {variant_name(m): {} for m in modes}
     for role in sorted(roles):
@@ -168,9 +178,11 @@ def ensure_exports(
                     if f.suffix != ".onnx" and f.name != MANIFEST_NAME:
                         shutil.copy(f, tmp / f.name)
                 files = {}
+                # The export's own rule (w8a8: built-in sentences, not these BUMP pairs).
+                feeds = quantization_feeds(fp32, mode, load_calibration(None))
                 for part, name in fp32.files.items():
                     files[part] = quantized_file_name(name, mode)
-                    quantize_file(mode, fp32_dir / name, tmp / files[part], task=fp32.task)
+                    quantize_file(mode, fp32_dir / name, tmp / files[part], feeds, fp32.task)
                 data = fp32.to_dict() | {"quantization": mode, "files": files}
                 data["parity"] = {"gated": False, "note": "benchmark copy; gate measured there"}
                 (tmp / MANIFEST_NAME).write_text(json.dumps(data, indent=1))

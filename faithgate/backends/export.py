@@ -39,6 +39,8 @@ from faithgate.backends.manifest import (
 from faithgate.backends.onnx_backend import OnnxBackend
 from faithgate.backends.quantize import (
     AUTO_CANDIDATES,
+    AUTO_CANDIDATES_BY_TASK,
+    NEEDS_FEEDS,
     Tolerance,
     Triple,
     compare,
@@ -338,11 +340,27 @@ def _export_lm(
 
 
 def _calibration_feeds(manifest: ExportManifest, triples: Sequence[Triple]) -> list[dict]:
-    """Model inputs on calibration texts, for static quantization (encoders/classifiers)."""
+    """Model inputs on calibration texts, for the modes that read activations (static int8,
+    w8a8): encoders, classifiers and decoder-only LMs."""
     from faithgate.backends.onnx_backend import OnnxBackend
 
     loaded = OnnxBackend().load_manifest(manifest)
+    if not hasattr(loaded, "calibration_feeds"):
+        raise InputError(
+            f"quantization from calibration inputs is not available for {manifest.task} exports"
+        )
     return loaded.calibration_feeds([t for trip in triples for t in trip])
+
+
+def quantization_feeds(
+    manifest: ExportManifest, mode: str, triples: Sequence[Triple]
+) -> list[dict]:
+    """Calibration inputs of the fp32 export ``manifest`` for quantizing it to ``mode``: none
+    for weight-only and fp16 forms; for w8a8 the built-in sentences, never the parity sample it
+    is then judged on; for static int8 (its historical rule) the parity triples."""
+    if mode not in NEEDS_FEEDS:
+        return []
+    return _calibration_feeds(manifest, triples if mode == "int8-static" else load_calibration(None))
 
 
 def _mode_applies(mode: str, task: str) -> bool:
@@ -451,8 +469,9 @@ def export_model(
                     for k in ref_scores
                 },
             }
+            auto = AUTO_CANDIDATES_BY_TASK.get((device, task), AUTO_CANDIDATES[device])
             candidates = (
-                [m for m in AUTO_CANDIDATES[device] if _mode_applies(m, task)]
+                [m for m in auto if _mode_applies(m, task)]
                 if quant == "auto"
                 else ([] if quant == "none" else [quant])
             )
@@ -464,7 +483,7 @@ def export_model(
             for mode in candidates:
                 tried.append(mode)
                 qfile = {p: quantized_file_name(f, mode) for p, f in files.items()}
-                feeds = _calibration_feeds(manifest, triples) if mode == "int8-static" else []
+                feeds = quantization_feeds(manifest, mode, triples)
                 recipes = {}
                 for part, name in files.items():
                     log(f"quantizing {name} ({mode})")

@@ -398,6 +398,27 @@ class OnnxCausalLM(_OnnxLMBase):
         present = dict(zip(self.present_names, outs[1:], strict=False)) if want_present else {}
         return outs[0].astype(np.float64), present
 
+    def calibration_feeds(
+        self, texts: Sequence[str], max_tokens: int = 512
+    ) -> list[dict[str, np.ndarray]]:
+        """Model inputs for quantizers that read activations: one feed per text (bos + its
+        first ``max_tokens`` tokens), with an empty key/value cache."""
+        feeds = []
+        bos = [] if self.bos_token_id is None else [int(self.bos_token_id)]
+        for t in texts:
+            ids = np.array([bos + list(self.tokenize(t))[:max_tokens]], dtype=np.int64)
+            feed = {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "target_ids": np.zeros_like(ids),
+            }
+            if "position_ids" in self.input_names["model"]:
+                feed["position_ids"] = np.arange(ids.shape[1], dtype=np.int64)[None, :]
+            if self.with_past:
+                feed.update(self._empty_past(1))
+            feeds.append(feed)
+        return feeds
+
     def _next_token_logprobs(self, rows: list[list[int]]) -> list[np.ndarray]:
         ids, mask = self._pad(rows, self.pad_id)
         targets = np.zeros_like(ids)

@@ -424,6 +424,8 @@ def test_torch_free_runtime(tiny, exports, tmp_path):
         ("llama", "lm", "w8", True),
         ("llama", "lm", "w4", False),
         ("llama", "lm", "fp16", True),
+        ("bert", "embedder", "w8a8", True),
+        ("llama", "lm", "w8a8", True),
     ],
 )
 def test_quantized_modes_pass_or_are_refused(tiny, tmp_path, key, role, mode, kept):
@@ -467,13 +469,76 @@ def test_w8_lm_keeps_down_projections_fp32(tiny, tmp_path):
     assert recipe["matmuls_kept_fp32"] == 2 and recipe["block_size"] == 64
 
 
+def test_w8a8_lm_smooths_and_quantizes_every_linear_layer(tiny, tmp_path):
+    """w8a8 replaces every constant-weight MatMul of the LM (the down projections too) by
+    MatMulInteger on per-token uint8 activations, smoothed with scales measured on the
+    built-in sentences (not the parity sample); the tied head stays a float MatMul."""
+    onnx = pytest.importorskip("onnx")
+    from faithgate.backends.quantize import BUILTIN_CALIBRATION
+
+    manifest = export_model(
+        models.resolve("lm", str(tiny["llama"])), out=tmp_path / "q", quantize="w8a8"
+    )
+    graph = onnx.load(str(manifest.directory / manifest.files["model"])).graph
+    integer = [n.output[0] for n in graph.node if n.op_type == "MatMulInteger"]
+    # Only the attention products (activations x activations) stay float MatMuls.
+    assert not [n for n in graph.node if n.op_type == "MatMul" and "_proj/" in n.name]
+    for layer in (0, 1):
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"):
+            assert sum(f"layers.{layer}_" in o and f"_{proj}_" in o for o in integer) == 1
+    recipe = manifest.parity["recipes"]["w8a8"]["model"]
+    head = sum("lm_head" in o for o in integer)  # the tiny model's head is untied: a constant
+    assert recipe["matmuls_quantized"] == len(integer) == 2 * 7 + head
+    assert recipe["inputs_smoothed"] == 2 * 4 + head  # q/k/v share one input, gate/up another
+    assert recipe["calibration_inputs"] == 3 * len(BUILTIN_CALIBRATION)
+
+
+def test_w8a8_matmul_matches_fp32_within_int8_rounding(tmp_path):
+    """One MatMul with an outlier input channel and an outlier token: the smoothed per-token
+    int8 product stays within 2% of fp32 on every token (row max), where one int8 scale for
+    the whole tensor (dynamic int8) is off by 8-65% on the ordinary tokens."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from faithgate.backends.quantize import quantize_w8a8
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(16, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="/layer/proj/MatMul")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.w8a8.onnx"
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    onnx.save(model, str(src))
+    x = rng.normal(size=(5, 16)).astype(np.float32)
+    x[:, 3] *= 40.0  # an outlier channel
+    x[0] *= 25.0  # an outlier token
+    recipe = quantize_w8a8(src, dst, [{"x": x}])
+    assert recipe["matmuls_quantized"] == 1 and recipe["inputs_smoothed"] == 1
+    (y,) = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    ref = x @ w
+    rel = np.abs(y - ref).max(axis=1) / np.abs(ref).max(axis=1)
+    assert rel.max() < 0.02
+    # The same product with one activation scale for the whole tensor, for contrast.
+    w_scale = np.abs(w).max(axis=0) / 127
+    x_scale = np.abs(x).max() / 127
+    per_tensor = (np.round(x / x_scale) @ np.round(w / w_scale)) * x_scale * w_scale
+    assert (np.abs(per_tensor - ref).max(axis=1) / np.abs(ref).max(axis=1))[1:].min() > 0.05
+
+
 def test_auto_keeps_the_smallest_form_that_passes(tiny, tmp_path):
     # Encoder: w4 is tried first and passes.
     enc = export_model(models.resolve("embedder", str(tiny["bert"])), out=tmp_path / "e")
     assert enc.quantization == "w4" and enc.parity["tried"] == ["w4"]
-    # LM: 4-bit is not tried (it cannot pass on likelihoods); w8 passes.
+    # LM: 4-bit is not tried (it cannot pass on likelihoods); w8a8, the LM's first choice on
+    # CPU (smaller and faster than w8 there), passes.
     lm = export_model(models.resolve("lm", str(tiny["llama"])), out=tmp_path / "l")
-    assert lm.quantization == "w8" and lm.parity["tried"] == ["w8"]
+    assert lm.quantization == "w8a8" and lm.parity["tried"] == ["w8a8"]
     # Nothing passes a zero tolerance: fp32 is written and the manifest says why, per mode.
     none = export_model(
         models.resolve("embedder", str(tiny["bert"])),
@@ -610,17 +675,18 @@ def test_cli_w8_nli_export_quantizes_the_embeddings(tiny, tmp_path, monkeypatch)
 
 
 def test_quantized_export_in_the_torch_free_runtime(tiny, tmp_path):
-    """w8 exports load and score with torch/transformers/optimum unimportable."""
+    """Quantized exports (w8 embedder, w8a8 LM) load and score with torch/transformers/optimum
+    unimportable."""
     import os
     import subprocess
     import sys
 
     paths = {}
-    for role, key in (("embedder", "bert"), ("lm", "llama")):
+    for role, key, mode in (("embedder", "bert", "w8"), ("lm", "llama", "w8a8")):
         manifest = export_model(
-            models.resolve(role, str(tiny[key])), out=tmp_path / key, quantize="w8"
+            models.resolve(role, str(tiny[key])), out=tmp_path / key, quantize=mode
         )
-        assert manifest.quantization == "w8"
+        assert manifest.quantization == mode
         paths[role] = str(manifest.directory)
     blocker = tmp_path / "blocker"
     blocker.mkdir()
