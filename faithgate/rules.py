@@ -260,6 +260,9 @@ def check_rule_metrics(config: GateConfig) -> None:
     ):
         if rule is not None and rule.metrics:
             named += [(key, m) for m in rule.metrics]
+    if config.rules.regression is not None:
+        key = "rules.regression.per_example_drop"
+        named += [(key, m) for m in config.rules.regression.per_example_drop if m != "*"]
     for key, m in named:
         if m not in selected:
             raise InputError(

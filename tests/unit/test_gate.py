@@ -371,6 +371,10 @@ def test_per_example_drop_needs_comparable_scores_and_a_selected_metric():
     )
     with pytest.raises(InputError, match="per_example_drop names 'other'"):
         evaluate(cfg, [ex(0)], [{M: Score(M, 0.1, H[M], "0")}], H, baseline=baseline_result([0.9]))
+    from faithgate.rules import check_rule_metrics
+
+    with pytest.raises(InputError, match="per_example_drop names metric 'other'"):
+        check_rule_metrics(cfg)  # also without a baseline: checked when the gate is configured
 
 
 def test_changed_words():
