@@ -39,15 +39,16 @@ from faithgate.backends.manifest import (
 from faithgate.backends.onnx_backend import OnnxBackend
 from faithgate.backends.quantize import (
     AUTO_CANDIDATES,
-    AUTO_CANDIDATES_BY_TASK,
     NEEDS_FEEDS,
     Tolerance,
     Triple,
+    auto_candidates,
     compare,
     load_calibration,
     normalise_quantization,
     quantize_file,
     quantized_file_name,
+    save_onnx,
 )
 from faithgate.backends.torch_backend import TorchBackend
 from faithgate.backends.windowing import read_pooling
@@ -300,10 +301,9 @@ def _add_target_logprobs(path: Path, logits: str = "logits") -> None:
     del graph.output[:]
     graph.output.extend(kept)
     graph.output.append(helper.make_tensor_value_info("target_logprobs", TensorProto.FLOAT, dims))
-    large = model.ByteSize() > 1_800_000_000  # protobuf's 2 GB limit
     for stale in path.parent.glob(path.name + "_data"):
         stale.unlink()
-    onnx.save(model, str(path), save_as_external_data=large, location=path.name + "_data")
+    save_onnx(model, path)
 
 
 def _export_lm(
@@ -361,13 +361,6 @@ def quantization_feeds(
     if mode not in NEEDS_FEEDS:
         return []
     return _calibration_feeds(manifest, triples if mode == "int8-static" else load_calibration(None))
-
-
-def _mode_applies(mode: str, task: str) -> bool:
-    """Modes ``auto`` tries for a task: every mode, except 4-bit weights for language models,
-    whose log-probabilities 4-bit moves by 0.07 nats and whose minimal-pair order it flips on
-    12% of BUMP pairs (issue 13): trying it costs a parity run that cannot pass."""
-    return not (mode == "w4" and task in ("causal-lm", "seq2seq-lm"))
 
 
 def _previous_good_export(target: Path, spec: models.ModelSpec) -> ExportManifest | None:
@@ -469,9 +462,8 @@ def export_model(
                     for k in ref_scores
                 },
             }
-            auto = AUTO_CANDIDATES_BY_TASK.get((device, task), AUTO_CANDIDATES[device])
             candidates = (
-                [m for m in auto if _mode_applies(m, task)]
+                list(auto_candidates(device, task))
                 if quant == "auto"
                 else ([] if quant == "none" else [quant])
             )
