@@ -379,6 +379,22 @@ class OnnxCausalLM(_OnnxLMBase):
         shape = (batch, int(self.config["num_kv_heads"]), 0, int(self.config["head_dim"]))
         return {name: np.zeros(shape, dtype=np.float32) for name in self.kv_names}
 
+    def _feeds(
+        self,
+        ids: np.ndarray,
+        mask: np.ndarray,
+        targets: np.ndarray,
+        positions: np.ndarray,
+        past: dict[str, np.ndarray] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """The graph's inputs: position ids where it takes them, an empty cache by default."""
+        feeds = {"input_ids": ids, "attention_mask": mask, "target_ids": targets}
+        if "position_ids" in self.input_names["model"]:
+            feeds["position_ids"] = positions
+        if self.with_past:
+            feeds.update(past if past is not None else self._empty_past(len(ids)))
+        return feeds
+
     def _run(
         self,
         ids: np.ndarray,
@@ -388,11 +404,7 @@ class OnnxCausalLM(_OnnxLMBase):
         past: dict[str, np.ndarray] | None = None,
         want_present: bool = False,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        feeds = {"input_ids": ids, "attention_mask": mask, "target_ids": targets}
-        if "position_ids" in self.input_names["model"]:
-            feeds["position_ids"] = positions
-        if self.with_past:
-            feeds.update(past if past is not None else self._empty_past(len(ids)))
+        feeds = self._feeds(ids, mask, targets, positions, past)
         names = ["target_logprobs"] + (self.present_names if want_present else [])
         outs = self.session.run(names, feeds)
         present = dict(zip(self.present_names, outs[1:], strict=False)) if want_present else {}
@@ -407,16 +419,8 @@ class OnnxCausalLM(_OnnxLMBase):
         bos = [] if self.bos_token_id is None else [int(self.bos_token_id)]
         for t in texts:
             ids = np.array([bos + list(self.tokenize(t))[:max_tokens]], dtype=np.int64)
-            feed = {
-                "input_ids": ids,
-                "attention_mask": np.ones_like(ids),
-                "target_ids": np.zeros_like(ids),
-            }
-            if "position_ids" in self.input_names["model"]:
-                feed["position_ids"] = np.arange(ids.shape[1], dtype=np.int64)[None, :]
-            if self.with_past:
-                feed.update(self._empty_past(1))
-            feeds.append(feed)
+            positions = np.arange(ids.shape[1], dtype=np.int64)[None, :]
+            feeds.append(self._feeds(ids, np.ones_like(ids), np.zeros_like(ids), positions))
         return feeds
 
     def _next_token_logprobs(self, rows: list[list[int]]) -> list[np.ndarray]:
