@@ -167,11 +167,7 @@ def evaluate(
         msg += f"; {n_unscorable} could not be scored"
     rules.append(RuleResult("pass_rate", "pass_rate", rate, limit, n > 0 and rate >= limit, msg))
 
-    min_mean = dict(config.rules.min_mean)
-    if "*" in min_mean:
-        star = min_mean.pop("*")
-        min_mean = {**dict.fromkeys(metrics, star), **min_mean}
-    for metric, minimum in min_mean.items():
+    for metric, minimum in per_metric(config.rules.min_mean, metrics).items():
         if metric not in metrics:
             raise InputError(f"rules.min_mean names metric {metric!r}, which is not selected")
         values = [r.scores[metric].value for r in outputs if r.scores[metric].ok]
@@ -316,14 +312,18 @@ def _example_result(
     )
 
 
+def per_metric(table: Mapping[str, float], metrics: Sequence[str]) -> dict[str, float]:
+    """A rule's ``{metric: value}`` table with ``"*"`` expanded to every metric in ``metrics``
+    (a metric named explicitly keeps its own value)."""
+    values = dict(table)
+    star = values.pop("*", None)
+    return {**dict.fromkeys(metrics, star), **values} if star is not None else values
+
+
 def changed_words(before: str, after: str) -> int:
     """Words changed between two summaries (word-level diff: replaced, inserted or deleted
     words, the longer side of each changed span)."""
-    a, b = before.split(), after.split()
-    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    return sum(
-        max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"
-    )
+    return sum(max(i2 - i1, j2 - j1) for _, i1, i2, j1, j2, _, _ in _word_changes(before, after))
 
 
 def apply_baseline_thresholds(
@@ -342,15 +342,12 @@ def apply_baseline_thresholds(
     them fell ``below`` it, and how many were ``rewritten`` (too many words changed).
     """
     counts: dict[str, dict[str, int]] = {}
-    drops = dict(rule.per_example_drop)
-    star = drops.pop("*", None)
-    for m in drops:
-        if m not in metrics:
+    for m in rule.per_example_drop:
+        if m != "*" and m not in metrics:
             raise InputError(
                 f"rules.regression.per_example_drop names {m!r}, which is not a selected metric"
             )
-    if star is not None:
-        drops = {**dict.fromkeys(rule.metrics or metrics, star), **drops}
+    drops = per_metric(rule.per_example_drop, rule.metrics or metrics)
     before = {e.id: e.summary for e in baseline.outputs}
     for m, drop in drops.items():
         old_hash, new_hash = baseline.settings_hashes.get(m), hashes.get(m)
@@ -414,15 +411,21 @@ def _pair_result(
     return pr
 
 
+def _word_changes(before: str, after: str) -> list[tuple[str, int, int, int, int, str, str]]:
+    """The changed spans of a word-level diff: (op, i1, i2, j1, j2, old words, new words)."""
+    a, b = before.split(), after.split()
+    return [
+        (op, i1, i2, j1, j2, " ".join(a[i1:i2]), " ".join(b[j1:j2]))
+        for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+        if op != "equal"
+    ]
+
+
 def describe_edit(before: str, after: str, limit: int = 120) -> str:
     """The word-level difference between two summaries, e.g. ``'appeared' -> 'confessed'``
     (several changed spans are joined with ``; ``)."""
-    a, b = before.split(), after.split()
     parts = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if op == "equal":
-            continue
-        old, new = " ".join(a[i1:i2]), " ".join(b[j1:j2])
+    for op, _, _, _, _, old, new in _word_changes(before, after):
         if op == "delete":
             parts.append(f"-'{old}'")
         elif op == "insert":
