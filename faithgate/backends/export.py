@@ -112,8 +112,15 @@ def probe_scores(model: Any, triples: Sequence[Triple]) -> dict[str, tuple[np.nd
         src_ids = [model.tokenize(s) for s in sources]
         sum_ids = [model.tokenize(" " + s)[: limit // 2] for s in summaries]
         if model.task == "causal-lm":
-            rows = [[src_ids[i % n][: limit - len(sum_ids[i])], sum_ids[i]] for i in range(2 * n)]
-            target = [row[1] for row in model.segment_logprobs(rows)]
+            # One prefix pass per source, its key/value cache shared by both summaries (as the
+            # likelihood engine scores): half the source passes of scoring each (source,
+            # summary) row whole, and no (batch, length, vocabulary) logits of long rows.
+            target = [np.zeros(0)] * (2 * n)
+            for i in range(n):
+                pair = (sum_ids[i], sum_ids[n + i])
+                prefix = src_ids[i][: limit - max(len(pair[0]), len(pair[1]))]
+                _, conts = model.prefix_logprobs(prefix, [[pair[0]], [pair[1]]])
+                target[i], target[n + i] = conts[0][0], conts[1][0]
         else:
             target = model.seq2seq_logprobs(
                 [(src_ids[i % n][:limit], sum_ids[i]) for i in range(2 * n)]

@@ -29,6 +29,7 @@ from faithgate.backends.export import (  # noqa: E402
     export_model,
     find_export,
     load_manifest,
+    probe_scores,
 )
 from faithgate.backends.onnx_backend import OnnxBackend  # noqa: E402
 from faithgate.backends.quantize import Tolerance  # noqa: E402
@@ -161,6 +162,29 @@ def test_causal_lm_parity(tiny, exports, key):
     full = onx.segment_logprobs([[a, b]])[0][1]
     np.testing.assert_allclose(c_onx[0][0], full, atol=1e-4)
 
+
+
+@pytest.mark.parametrize("key", ["llama", "llama_nocache"])
+def test_causal_lm_probe_shares_each_source_pass(tiny, exports, key, monkeypatch):
+    """The parity probe runs each source once for both summaries (prefix cache) and gives the
+    mean log-probabilities of scoring each (source, summary) row whole."""
+    _, onx = _pair(tiny, exports, key, "lm", "causal-lm")
+    triples = [(CORPUS[0], CORPUS[1], CORPUS[2]), (CORPUS[3], TEXTS[0], TEXTS[1])]
+    prefixes = []
+    original = onx.prefix_logprobs
+
+    def counting(prefix, continuations):
+        prefixes.append(list(prefix))
+        return original(prefix, continuations)
+
+    monkeypatch.setattr(onx, "prefix_logprobs", counting)
+    scores, bounded = probe_scores(onx, triples)["mean_logprob"]
+    assert not bounded and scores.shape == (2, 2)
+    assert prefixes == [onx.tokenize(t[0]) for t in triples]  # one pass per source
+    for i, (source, *summaries) in enumerate(triples):
+        rows = [[onx.tokenize(source), onx.tokenize(" " + s)] for s in summaries]
+        whole = [float(np.mean(r[1])) for r in onx.segment_logprobs(rows)]
+        np.testing.assert_allclose(scores[i], whole, atol=1e-4)
 
 def test_seq2seq_parity(tiny, exports):
     ref, onx = _pair(tiny, exports, "bart", "seq2seq", "seq2seq-lm")
