@@ -363,8 +363,9 @@ def quantization_feeds(
     manifest: ExportManifest, mode: str, triples: Sequence[Triple]
 ) -> list[dict]:
     """Calibration inputs of the fp32 export ``manifest`` for quantizing it to ``mode``: none
-    for weight-only and fp16 forms; for w8a8 the built-in sentences, never the parity sample it
-    is then judged on; for static int8 (its historical rule) the parity triples."""
+    for weight-only and fp16 forms; for w8a8 the built-in sentences, never a calibration file's
+    pairs (which then judge it; without a file the built-in triples are also the parity
+    sample); for static int8 (its historical rule) the parity triples."""
     if mode not in NEEDS_FEEDS:
         return []
     return _calibration_feeds(manifest, triples if mode == "int8-static" else load_calibration(None))

@@ -20,7 +20,8 @@ Modes (``--quantize``), smallest first:
 - ``w8a8``: SmoothQuant (Xiao et al. 2023, "SmoothQuant: Accurate and Efficient Post-Training
   Quantization for Large Language Models"): each MatMul with a constant weight W and input X
   becomes (X diag(s)^-1) (diag(s) W) with s_j = max|X_j|^0.5 / max|W_j|^0.5 (activation maxima
-  measured by onnxruntime on the built-in calibration sentences, never on the parity sample),
+  measured by onnxruntime on the built-in calibration sentences: never on a ``--calibration``
+  file's pairs, which then judge it; without one those 12 triples are the parity sample too),
   then int8 weights per output channel and int8 activations per *token*, scaled on the fly
   (``MatMulInteger`` on uint8 x int8, the fast VNNI path on x86). Per-tensor activation scales
   (``int8-dynamic``) are what fails on language models: one outlier token or channel sets the
