@@ -29,6 +29,7 @@ from faithgate.backends.base import (
     TextEncoder,
     TokenEmbeddings,
 )
+from faithgate.backends.expand import expanded_model_bytes
 from faithgate.backends.manifest import ExportManifest, find_export
 from faithgate.backends.windowing import (
     batches_by_token_budget,
@@ -71,11 +72,20 @@ def providers_for(provider: str | None = None) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
-def get_session(path: Path, threads: int | None = None, provider: str | None = None) -> Any:
-    """One ``InferenceSession`` per (file, threads, providers) per process."""
+def get_session(
+    path: Path,
+    threads: int | None = None,
+    provider: str | None = None,
+    expand_weights: bool = False,
+) -> Any:
+    """One ``InferenceSession`` per (file, threads, providers) per process.
+
+    ``expand_weights`` (``w8a32`` exports): the graph is loaded with its 8-bit weight blocks
+    dequantized to fp32 once (``expand.expanded_model_bytes``): the same values at fp32 speed.
+    """
     ort = _ort()
     providers = providers_for(provider)
-    key = (str(path), int(threads or 0), tuple(providers))
+    key = (str(path), int(threads or 0), tuple(providers), expand_weights)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(key)
         if session is None:
@@ -89,7 +99,10 @@ def get_session(path: Path, threads: int | None = None, provider: str | None = N
                 options.intra_op_num_threads = int(threads)
                 options.inter_op_num_threads = 1
             try:
-                session = ort.InferenceSession(str(path), options, providers=providers)
+                model = expanded_model_bytes(path) if expand_weights else None
+                session = ort.InferenceSession(
+                    model if model is not None else str(path), options, providers=providers
+                )
             except Exception as exc:  # onnxruntime raises its own exception types
                 # A file that exists but does not load is bad input (truncated, corrupt).
                 raise ModelFileError(
@@ -130,8 +143,10 @@ class _OnnxRoleMixin:
         self.manifest = manifest
         self.config = manifest.config
         self.tokenizer = _load_tokenizer(manifest)
+        expand = manifest.quantization == "w8a32"
         self.sessions = {
-            part: get_session(manifest.path_of(part), threads, provider) for part in manifest.files
+            part: get_session(manifest.path_of(part), threads, provider, expand)
+            for part in manifest.files
         }
         self.input_names = {
             part: {i.name for i in s.get_inputs()} for part, s in self.sessions.items()

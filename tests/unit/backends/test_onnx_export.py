@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -630,6 +631,14 @@ def test_quantized_gather_matches_its_dequantized_table(tmp_path, bits, monkeypa
     want = (np.clip(np.rint(blocks / scale), -qmax, qmax) * scale).reshape(len(ids), 64)
     np.testing.assert_allclose(got, want, atol=1e-6)
     assert np.abs(got - table[ids]).max() <= np.abs(table).max() / qmax / 2 + 1e-6
+    # Expanded at load (w8a32 exports): a plain Gather over the same dequantized rows.
+    from faithgate.backends.expand import expand_weight_blocks
+
+    assert expand_weight_blocks(model) == (1 if bits == 8 else 0)  # 4-bit tables stay packed
+    if bits == 8:
+        assert [n.op_type for n in model.graph.node] == ["Gather"]
+        expanded = ort.InferenceSession(model.SerializeToString()).run(None, {"ids": ids})[0]
+        np.testing.assert_allclose(expanded, got, atol=1e-6)
     # A table read by two nodes (tied weights) is left alone.
     tied = helper.make_model(
         helper.make_graph(
@@ -697,6 +706,39 @@ def test_cli_w8_nli_export_quantizes_the_embeddings(tiny, tmp_path, monkeypatch)
     np.testing.assert_allclose(onx.predict_proba(prem, hyp), ref.predict_proba(prem, hyp),
                                atol=0.01)  # fmt: skip
 
+
+
+def test_w8a32_loads_expanded_to_fp32_with_the_same_values(tiny, tmp_path, monkeypatch):
+    """A w8a32 export (8-bit blocks, fp32 arithmetic) is loaded with its blocks dequantized
+    once: no MatMulNBits left, the file untouched, the same outputs as the stored graph;
+    without the onnx package the file is loaded as it is."""
+    import onnx
+
+    from faithgate.backends import expand, onnx_backend
+
+    manifest = export_model(
+        models.resolve("nli", str(tiny["nli"])), out=tmp_path / "nli", quantize="w8a32"
+    )
+    assert manifest.quantization == "w8a32"
+    path = manifest.path_of("model")
+    before = path.read_bytes()
+    stored = onnx.load(str(path))
+    n_blocks = sum(n.op_type in ("MatMulNBits", "GatherBlockQuantized") for n in stored.graph.node)
+    assert n_blocks >= 6  # every projection (the tiny tables are below the Gather threshold)
+    assert expand.expand_weight_blocks(stored) == n_blocks
+    assert not {"MatMulNBits", "GatherBlockQuantized"} & {n.op_type for n in stored.graph.node}
+
+    onx = OnnxBackend().load(models.resolve("nli", str(manifest.directory)), "pair-classifier")
+    assert onx.sessions["model"] is onnx_backend.get_session(path, None, None, True)
+    as_stored = onnx_backend.get_session(path, None, None, False)
+    feeds = onx._feeds([TEXTS[0], TEXTS[1]], ["A library.", "No arrest."])
+    np.testing.assert_allclose(
+        onx.sessions["model"].run(None, feeds)[0], as_stored.run(None, feeds)[0], atol=1e-5
+    )
+    assert path.read_bytes() == before
+
+    monkeypatch.setitem(sys.modules, "onnx", None)  # the runtime extra without onnx
+    assert expand.expanded_model_bytes(path) is None
 
 def test_quantized_export_in_the_torch_free_runtime(tiny, tmp_path):
     """Quantized exports (w8 embedder, w8a8 LM) load and score with torch/transformers/optimum
