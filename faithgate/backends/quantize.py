@@ -14,7 +14,9 @@ Modes (``--quantize``), smallest first:
   fails the gate on minimal pairs.
 - ``w8a32``: the same 8-bit weights in blocks of 16, with ``accuracy_level`` 0: the kernel
   computes in fp32 on dequantized weights, so only the weights' rounding remains (about the
-  size of ``w8``; slower than fp32: SmolLM2 0.71x, issue 13). For small classifiers whose
+  size of ``w8``). onnxruntime's kernel re-dequantizes on every call (SmolLM2 0.71-0.77x fp32),
+  so the ONNX backend loads such a file expanded to fp32 MatMuls once (``expand.py``): fp32
+  speed and memory, the small file on disk. For small classifiers whose
   int8 activations flip close minimal pairs: the shipped NLI checker passes the gate in this
   form (rank agreement 0.995 on 200 held-out triples) where ``w8`` does not (0.975).
 - ``w8a8``: SmoothQuant (Xiao et al. 2023, "SmoothQuant: Accurate and Efficient Post-Training
