@@ -1,6 +1,7 @@
 """The shipped NLI checker on BUMP task 1: consistency, pooled ROC AUC and CPU time per pair.
 
     python benchmarks/checker_bump.py [--limit N] [--backend onnx] [--metric entail_topk ...]
+        [--threads N]
 
 Scores every minimal pair (reference, edited) with each metric in one process, the summaries
 of a pair in one batch (they share their source, so the source is split and embedded once),
@@ -37,6 +38,9 @@ def main() -> None:
     ap.add_argument("--metric", action="append")
     ap.add_argument("--model", action="append", default=[], help="ROLE=ID_OR_PATH, e.g. nli=DIR")
     ap.add_argument("--out", help="write per-pair scores and the summary as JSON")
+    ap.add_argument(
+        "--threads", type=int, help="onnxruntime threads of the nli and embedder sessions"
+    )
     args = ap.parse_args()
     pairs = load_pairs(data_dir(args.data), args.limit)
     metrics = args.metric or list(DEFAULT_METRICS)
@@ -44,7 +48,8 @@ def main() -> None:
     per_pair: dict[str, list] = {}
     for name in metrics:
         models = dict(m.split("=", 1) for m in args.model)
-        scorer = Scorer([name], backend=args.backend, models=models)
+        options = {r: {"threads": args.threads} for r in ("nli", "embedder")} if args.threads else {}
+        scorer = Scorer([name], backend=args.backend, models=models, model_options=options)
         ref, edit = pairs[0]
         scorer.score([Example("warm", ref["source"], ref["summary"])])  # load models
         cpu0, wall0 = time.process_time(), time.perf_counter()
