@@ -79,7 +79,9 @@ def expand_weight_blocks(model: Any) -> int:
             name = node.input[1] + "_fp32"
             added.append(numpy_helper.from_array(np.ascontiguousarray(weight), name))
             consumed.update(node.input[1:3])
-            nodes.append(helper.make_node("MatMul", [node.input[0], name], list(node.output)))
+            nodes.append(
+                helper.make_node("MatMul", [node.input[0], name], list(node.output), name=node.name)
+            )
         elif _expandable_gather(node, inits):
             q = numpy_helper.to_array(inits[node.input[0]])  # (rows, cols) uint8
             scales = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32)
@@ -91,7 +93,11 @@ def expand_weight_blocks(model: Any) -> int:
             name = node.input[0] + "_fp32"
             added.append(numpy_helper.from_array(table.reshape(rows, cols), name))
             consumed.update([node.input[0], node.input[2]])
-            nodes.append(helper.make_node("Gather", [name, node.input[1]], list(node.output), axis=0))
+            nodes.append(
+                helper.make_node(
+                    "Gather", [name, node.input[1]], list(node.output), name=node.name, axis=0
+                )
+            )
         else:
             nodes.append(node)
     rewritten = len(added)
