@@ -572,6 +572,12 @@ def test_auto_keeps_the_smallest_form_that_passes(tiny, tmp_path):
     )
     assert none.quantization == "none" and none.parity["quantized"] is False
     assert none.parity["refused"].startswith("w4: ") and " | w8: " in none.parity["refused"]
+    # A causal LM's order on CPU: w8a8, then w8a32 (its w8 keeps the down projections fp32, so
+    # w8a32's file is the smaller), then w8.
+    lm_none = export_model(
+        models.resolve("lm", str(tiny["llama"])), out=tmp_path / "lz", tolerance=Tolerance.zero()
+    )
+    assert lm_none.parity["tried"] == ["w8a8", "w8a32", "w8"]
 
 
 def test_refused_export_keeps_the_previous_good_one(tiny, tmp_path):
