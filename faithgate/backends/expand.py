@@ -27,31 +27,27 @@ def _attributes(node: Any) -> dict[str, int]:
     return {a.name: a.i for a in node.attribute}
 
 
-def _expandable_matmul(node: Any, inits: dict[str, Any]) -> bool:
-    """An 8-bit, symmetric (no zero points), fp32-arithmetic ``MatMulNBits`` over constants."""
-    attrs = _attributes(node)
-    return (
-        node.op_type == "MatMulNBits"
-        and node.domain == "com.microsoft"
-        and len(node.input) == 3
-        and attrs.get("bits") == 8
-        and attrs.get("accuracy_level", 0) == 0
-        and node.input[1] in inits
-        and node.input[2] in inits
-    )
+# Block-quantized ops (onnxruntime's com.microsoft domain) -> the index of their 8-bit data
+# input; their scales are input 2.
+_DATA_INPUT = {"MatMulNBits": 1, "GatherBlockQuantized": 0}
 
 
-def _expandable_gather(node: Any, inits: dict[str, Any]) -> bool:
-    """An 8-bit, symmetric ``GatherBlockQuantized`` of a constant table along its rows."""
+def _expandable(node: Any, inits: dict[str, Any]) -> bool:
+    """An 8-bit, symmetric (no zero points) block op over constants whose fp32 expansion
+    computes the same: ``MatMulNBits`` with fp32 arithmetic (``accuracy_level`` 0), or
+    ``GatherBlockQuantized`` of a table along its rows."""
+    data = _DATA_INPUT.get(node.op_type)
+    if data is None or node.domain != "com.microsoft" or len(node.input) != 3:
+        return False
     attrs = _attributes(node)
+    if node.op_type == "MatMulNBits":
+        same_arithmetic = attrs.get("accuracy_level", 0) == 0
+    else:
+        same_arithmetic = attrs.get("gather_axis", 0) == 0 and attrs.get("quantize_axis", 1) == 1
     return (
-        node.op_type == "GatherBlockQuantized"
-        and node.domain == "com.microsoft"
-        and len(node.input) == 3
+        same_arithmetic
         and attrs.get("bits") == 8
-        and attrs.get("gather_axis", 0) == 0
-        and attrs.get("quantize_axis", 1) == 1
-        and node.input[0] in inits
+        and node.input[data] in inits
         and node.input[2] in inits
     )
 
@@ -70,8 +66,11 @@ def expand_weight_blocks(model: Any) -> int:
     consumed: set[str] = set()
     added = []
     for node in graph.node:
+        if not _expandable(node, inits):
+            nodes.append(node)
+            continue
         attrs = _attributes(node)
-        if _expandable_matmul(node, inits):
+        if node.op_type == "MatMulNBits":
             q = numpy_helper.to_array(inits[node.input[1]])  # (N, blocks, block_size) uint8
             scales = numpy_helper.to_array(inits[node.input[2]]).reshape(q.shape[0], q.shape[1], 1)
             blocks = (q.astype(np.float32) - 128.0) * scales.astype(np.float32)
@@ -82,7 +81,7 @@ def expand_weight_blocks(model: Any) -> int:
             nodes.append(
                 helper.make_node("MatMul", [node.input[0], name], list(node.output), name=node.name)
             )
-        elif _expandable_gather(node, inits):
+        else:  # GatherBlockQuantized
             q = numpy_helper.to_array(inits[node.input[0]])  # (rows, cols) uint8
             scales = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32)
             block = attrs.get("block_size", 128)
@@ -98,8 +97,6 @@ def expand_weight_blocks(model: Any) -> int:
                     "Gather", [name, node.input[1]], list(node.output), name=node.name, axis=0
                 )
             )
-        else:
-            nodes.append(node)
     rewritten = len(added)
     if rewritten:
         still_read = {i for n in nodes for i in n.input}
@@ -123,12 +120,11 @@ def expanded_model_bytes(path: Path) -> bytes | None:
         return None  # external tensors: a graph this large is not expanded in memory
     model = onnx.load(str(path))
     inits = {t.name: t for t in model.graph.initializer}
-    growth = 0
-    for node in model.graph.node:
-        if _expandable_matmul(node, inits):
-            growth += 3 * int(np.prod(inits[node.input[1]].dims))  # uint8 -> float32
-        elif _expandable_gather(node, inits):
-            growth += 3 * int(np.prod(inits[node.input[0]].dims))
+    growth = sum(  # uint8 -> float32
+        3 * int(np.prod(inits[node.input[_DATA_INPUT[node.op_type]]].dims))
+        for node in model.graph.node
+        if _expandable(node, inits)
+    )
     if model.ByteSize() + growth > MAX_EXPANDED_BYTES:
         return None
     if not expand_weight_blocks(model):
