@@ -253,19 +253,24 @@ class LikelihoodEngine:
 
         # 1. Source prefix [bos X sep_y]: x_lm from the prefix itself, y_s2s continues it.
         by_prefix: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
+        scored_prefixes: set[tuple[int, ...]] = set()  # sources whose x_lm is wanted
         for key, wanted in pending.items():
             p = pairs[key]
             if "y_s2s" in wanted or "x_lm" in wanted:
                 conts = by_prefix.setdefault(p.x, set())
                 if "y_s2s" in wanted:
                     conts.add(p.y)
+                if "x_lm" in wanted:
+                    scored_prefixes.add(p.x)
         prefix_res: dict[tuple[int, ...], tuple[np.ndarray, dict[tuple[int, ...], np.ndarray]]]
         prefix_res = {}
         for x, conts in by_prefix.items():
             prefix = bos + x + sy
             ys = sorted(conts)
             if self.config.prefix_cache:
-                pre_lp, cont_lp = lm.prefix_logprobs(prefix, [[y] for y in ys])
+                pre_lp, cont_lp = lm.prefix_logprobs(
+                    prefix, [[y] for y in ys], score_prefix=x in scored_prefixes
+                )
                 self._count(len(prefix) + sum(len(y) for y in ys), 1)
                 prefix_res[x] = (pre_lp, {y: c[0] for y, c in zip(ys, cont_lp, strict=True)})
             else:

@@ -220,16 +220,22 @@ class LanguageModel(RoleModel):
         self,
         prefix: Sequence[int],
         continuations: Sequence[Sequence[Sequence[int]]],
+        score_prefix: bool = True,
     ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
         """Score a shared prefix once and many continuations of it.
 
         Returns ``(prefix_lp, out)``: ``prefix_lp`` as ``segment_logprobs([[prefix]])[0][0]``
-        and ``out[c][k]`` the log-probs of segment ``k`` of continuation ``c`` given
-        ``prefix + earlier segments of c``; identical to ``segment_logprobs([[prefix, *c]])``
-        without its prefix part. Backends with a key/value cache run the prefix once and
-        reuse its cache for every continuation (a source shared by many summaries); this
-        default re-runs the prefix and is correct for any backend.
+        (empty when ``score_prefix`` is False: the caller needs only the continuations, and
+        a backend may skip the LM head on the prefix) and ``out[c][k]`` the log-probs of
+        segment ``k`` of continuation ``c`` given ``prefix + earlier segments of c``;
+        identical to ``segment_logprobs([[prefix, *c]])`` without its prefix part. Backends
+        with a key/value cache run the prefix once and reuse its cache for every continuation
+        (a source shared by many summaries); this default re-runs the prefix and is correct
+        for any backend.
         """
+        if not score_prefix:
+            full = self.segment_logprobs([[prefix, *c] for c in continuations])
+            return np.zeros(0), [segs[1:] for segs in full]
         full = self.segment_logprobs([[prefix]] + [[prefix, *c] for c in continuations])
         return full[0][0], [segs[1:] for segs in full[1:]]
 

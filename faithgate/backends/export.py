@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from faithgate import models
+from faithgate.backends.lm_graph import add_score_from, drop_softmax_nan_guards
 from faithgate.backends.manifest import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -119,7 +120,9 @@ def probe_scores(model: Any, triples: Sequence[Triple]) -> dict[str, tuple[np.nd
             for i in range(n):
                 pair = (sum_ids[i], sum_ids[n + i])
                 prefix = src_ids[i][: limit - max(len(pair[0]), len(pair[1]))]
-                _, conts = model.prefix_logprobs(prefix, [[pair[0]], [pair[1]]])
+                _, conts = model.prefix_logprobs(
+                    prefix, [[pair[0]], [pair[1]]], score_prefix=False
+                )
                 target[i], target[n + i] = conts[0][0], conts[1][0]
         else:
             target = model.seq2seq_logprobs(
@@ -281,15 +284,19 @@ def _export_fp32(
     raise BackendError(f"no ONNX export recipe for task {task!r}")
 
 
-def _add_target_logprobs(path: Path, logits: str = "logits") -> None:
+def _finish_lm_graph(path: Path, logits: str = "logits", score_from: bool = False) -> None:
     """Append ``target_logprobs = log_softmax(logits)[..., target_ids]`` to an exported graph
     and drop the logits output, so onnxruntime returns (batch, length) floats instead of
-    (batch, length, vocabulary) and frees the logits inside the run."""
+    (batch, length, vocabulary) and frees the logits inside the run; drop the attention
+    softmax NaN guards (``lm_graph.drop_softmax_nan_guards``: same scores, less time); with
+    ``score_from``, add that input (``lm_graph.add_score_from``: a cached prefix pass skips
+    the LM head)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     model = onnx.load(str(path))
     graph = model.graph
+    drop_softmax_nan_guards(graph)
     ids_input = next(i for i in graph.input if i.name == "input_ids")
     dims = [d.dim_param or d.dim_value for d in ids_input.type.tensor_type.shape.dim]
     graph.input.append(helper.make_tensor_value_info("target_ids", TensorProto.INT64, dims))
@@ -304,6 +311,8 @@ def _add_target_logprobs(path: Path, logits: str = "logits") -> None:
             helper.make_node("Squeeze", ["fg_gathered", "fg_last_axis"], ["target_logprobs"]),
         ]
     )
+    if score_from and add_score_from(graph, logits, "target_ids"):
+        dims = [dims[0], "scored_length"]
     kept = [o for o in graph.output if o.name != logits]
     del graph.output[:]
     graph.output.extend(kept)
@@ -338,11 +347,11 @@ def _export_lm(
             num_kv_heads=int(getattr(cfg, "num_key_value_heads", None) or heads),
             head_dim=int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads),
         )
-        _add_target_logprobs(out / "model.onnx")
+        _finish_lm_graph(out / "model.onnx", score_from=True)
         return {"model": "model.onnx"}, config
     _run_optimum(model, tokenizer, out, "text2text-generation", opset)
     config["decoder_start_id"] = reference.decoder_start_token_id
-    _add_target_logprobs(out / "decoder_model.onnx")
+    _finish_lm_graph(out / "decoder_model.onnx")
     return {"encoder": "encoder_model.onnx", "decoder": "decoder_model.onnx"}, config
 
 

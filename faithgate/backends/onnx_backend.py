@@ -30,6 +30,7 @@ from faithgate.backends.base import (
     TokenEmbeddings,
 )
 from faithgate.backends.expand import expanded_model_bytes
+from faithgate.backends.lm_graph import SCORE_FROM
 from faithgate.backends.manifest import ExportManifest, find_export
 from faithgate.backends.windowing import (
     batches_by_token_budget,
@@ -389,6 +390,8 @@ class OnnxCausalLM(_OnnxLMBase):
         self.present_names = [
             o.name for o in self.session.get_outputs() if o.name.startswith("present")
         ]
+        # Exports made before faithgate added this input score every position.
+        self.takes_score_from = SCORE_FROM in self.input_names["model"]
 
     def _empty_past(self, batch: int) -> dict[str, np.ndarray]:
         shape = (batch, int(self.config["num_kv_heads"]), 0, int(self.config["head_dim"]))
@@ -401,11 +404,15 @@ class OnnxCausalLM(_OnnxLMBase):
         targets: np.ndarray,
         positions: np.ndarray,
         past: dict[str, np.ndarray] | None = None,
+        score_from: int = 0,
     ) -> dict[str, np.ndarray]:
-        """The graph's inputs: position ids where it takes them, an empty cache by default."""
+        """The graph's inputs: position ids where it takes them, an empty cache by default,
+        every position scored by default."""
         feeds = {"input_ids": ids, "attention_mask": mask, "target_ids": targets}
         if "position_ids" in self.input_names["model"]:
             feeds["position_ids"] = positions
+        if self.takes_score_from:
+            feeds[SCORE_FROM] = np.array([score_from], dtype=np.int64)
         if self.with_past:
             feeds.update(past if past is not None else self._empty_past(len(ids)))
         return feeds
@@ -418,8 +425,9 @@ class OnnxCausalLM(_OnnxLMBase):
         positions: np.ndarray,
         past: dict[str, np.ndarray] | None = None,
         want_present: bool = False,
+        score_from: int = 0,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        feeds = self._feeds(ids, mask, targets, positions, past)
+        feeds = self._feeds(ids, mask, targets, positions, past, score_from)
         names = ["target_logprobs"] + (self.present_names if want_present else [])
         outs = self.session.run(names, feeds)
         present = dict(zip(self.present_names, outs[1:], strict=False)) if want_present else {}
@@ -450,6 +458,7 @@ class OnnxCausalLM(_OnnxLMBase):
         self,
         prefix: Sequence[int],
         continuations: Sequence[Sequence[Sequence[int]]],
+        score_prefix: bool = True,
     ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
         prefix = [int(t) for t in prefix]
         if not prefix:
@@ -465,17 +474,23 @@ class OnnxCausalLM(_OnnxLMBase):
             # No cache in this export (or nothing worth caching): score prefix + continuation
             # in full; equal values, more compute.
             if not continuations:
-                return self.segment_logprobs([[prefix]])[0][0], []
+                lp = self.segment_logprobs([[prefix]])[0][0] if score_prefix else np.zeros(0)
+                return lp, []
             full = self.segment_logprobs([[prefix, *segs] for segs in continuations])
-            return full[0][0], [row[1:] for row in full]
+            return (full[0][0] if score_prefix else np.zeros(0)), [row[1:] for row in full]
         # The cache holds prefix[:-1]; every continuation row re-feeds prefix[-1] so that its
         # first position predicts the first continuation token (the torch backend reads that
         # from the prefix pass; the values agree within float rounding).
         head = np.array([prefix[:-1]], dtype=np.int64)
         tgt = np.array([prefix[1:]], dtype=np.int64)
         pos = np.arange(len(prefix) - 1, dtype=np.int64)[None, :]
-        lp, cache = self._run(head, np.ones_like(head), tgt, pos, want_present=True)
-        prefix_lp = np.concatenate([[math.nan], lp[0]])
+        # Run only for its cache, the prefix skips the LM head where the export allows: on all
+        # but its last position (an empty head input trips quantized kernels).
+        skip = 0 if score_prefix or not self.takes_score_from else head.shape[1] - 1
+        lp, cache = self._run(
+            head, np.ones_like(head), tgt, pos, want_present=True, score_from=skip
+        )
+        prefix_lp = np.concatenate([[math.nan], lp[0]]) if score_prefix else np.zeros(0)
         past_len = len(prefix) - 1
         past = {name.replace("present", "past_key_values"): value for name, value in cache.items()}
         results: list[list[np.ndarray]] = [[] for _ in continuations]

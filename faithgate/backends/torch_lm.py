@@ -202,6 +202,7 @@ class TorchCausalLM(_TorchLMBase):
         self,
         prefix: Sequence[int],
         continuations: Sequence[Sequence[Sequence[int]]],
+        score_prefix: bool = True,
     ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
         torch = self.torch
         prefix = [int(t) for t in prefix]
@@ -220,11 +221,12 @@ class TorchCausalLM(_TorchLMBase):
             cache = out.past_key_values
             # Prefix tokens 1.. and the first continuation token are predicted by these rows.
             last_hidden = hidden[0, -1:]
-            if len(prefix) > 1:
+            if len(prefix) > 1 and score_prefix:
                 prefix_lp = self._gather_logprobs(hidden[0, :-1], p_ids[0, 1:]).numpy()
             else:
                 prefix_lp = np.zeros(0)
-        prefix_lp = np.concatenate([[math.nan], prefix_lp])
+        if score_prefix:
+            prefix_lp = np.concatenate([[math.nan], prefix_lp])
         results: list[list[np.ndarray]] = [[] for _ in continuations]
         n_pre = len(prefix)
         # Continuations are padded to a width set by their own length (bucket_width), not by

@@ -249,7 +249,9 @@ class LMAnswerer:
         room = lm.max_length - max(len(lm.tokenize(t)) for t in targets) - 1
         if len(prefix) > room:  # keep the question (the end of the prompt)
             prefix = bos + prefix[len(prefix) - room + len(bos) :]
-        _, outs = lm.prefix_logprobs(prefix, [[lm.tokenize(t)] for t in targets])
+        _, outs = lm.prefix_logprobs(
+            prefix, [[lm.tokenize(t)] for t in targets], score_prefix=False
+        )
         return np.array([_mean(segs[0]) for segs in outs])
 
 

@@ -428,9 +428,9 @@ def test_bench_shares_likelihood_passes_between_metrics(tiny_llama: Path, tmp_pa
         seen: list[tuple[int, ...]] = []
         prefix_logprobs, segment_logprobs = model.prefix_logprobs, model.segment_logprobs
 
-        def prefix(prefix_ids, continuations):
+        def prefix(prefix_ids, continuations, score_prefix=True):
             seen.extend(tuple(prefix_ids) + tuple(c[0]) for c in continuations)
-            return prefix_logprobs(prefix_ids, continuations)
+            return prefix_logprobs(prefix_ids, continuations, score_prefix=score_prefix)
 
         def segments(seqs):
             seen.extend(tuple(t for seg in seq for t in seg) for seq in seqs)

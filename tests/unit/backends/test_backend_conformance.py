@@ -200,6 +200,12 @@ def test_logprobs_equal_the_reference(load, reference) -> None:
             np.testing.assert_allclose(got, want, atol=ATOL)
     # Prefix caching equals scoring prefix + continuation in one pass.
     np.testing.assert_allclose(got_conts[0][0], model.segment_logprobs([[a, b]])[0][1], atol=ATOL)
+    # A prefix run only for its continuations: no prefix log-probs, the same continuations.
+    no_prefix, same_conts = model.prefix_logprobs(a, conts, score_prefix=False)
+    assert no_prefix.shape == (0,)
+    for got_row, want_row in zip(same_conts, got_conts, strict=True):
+        for got, want in zip(got_row, want_row, strict=True):
+            np.testing.assert_allclose(got, want, atol=1e-6)
 
 
 def test_logprobs_padding_invariance(load) -> None:

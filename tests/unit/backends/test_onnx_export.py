@@ -165,6 +165,50 @@ def test_causal_lm_parity(tiny, exports, key):
 
 
 
+
+@pytest.mark.parametrize("key", ["llama", "llama_nocache"])
+def test_lm_exports_drop_the_softmax_nan_guards(exports, key):
+    """optimum's SDPA export guards each attention softmax with Where(IsNaN(p), 0, p); the
+    export masks with finfo.min instead and drops the guards (the parity tests above show the
+    scores are unchanged)."""
+    onnx = pytest.importorskip("onnx")
+    graph = onnx.load(str(exports[key] / "model.onnx")).graph
+    ops = [n.op_type for n in graph.node]
+    assert "Softmax" in ops and "IsNaN" not in ops
+
+
+@pytest.mark.parametrize("key", ["llama", "llama_nocache"])
+def test_causal_lm_prefix_run_for_its_cache_skips_the_lm_head(tiny, exports, key, monkeypatch):
+    """``score_prefix=False``: the same continuation scores, an empty prefix array, and (with a
+    cache) the prefix pass feeds ``score_from`` at its last position, so the LM head and the
+    log-softmax see one source position instead of all."""
+    _, onx = _pair(tiny, exports, key, "lm", "causal-lm")
+    assert onx.takes_score_from
+    a, b = onx.tokenize(CORPUS[0]), onx.tokenize(CORPUS[1])
+    conts = [[b], [b[:4], a[:2]]]
+    want_prefix, want = onx.prefix_logprobs(a, conts)
+    runs = []
+    original = onx.session.run
+
+    def recording(names, feeds):
+        outs = original(names, feeds)
+        runs.append((int(feeds["score_from"][0]), feeds["input_ids"].shape, outs[0].shape))
+        return outs
+
+    monkeypatch.setattr(onx.session, "run", recording)
+    got_prefix, got = onx.prefix_logprobs(a, conts, score_prefix=False)
+    assert len(want_prefix) == len(a) and got_prefix.shape == (0,)
+    for x_row, y_row in zip(want, got, strict=True):
+        for x, y in zip(x_row, y_row, strict=True):
+            np.testing.assert_array_equal(x, y)
+    if key == "llama":
+        start, ids_shape, out_shape = runs[0]
+        assert start == ids_shape[1] - 1 == len(a) - 2 and out_shape == (1, 1)
+        assert all(r[0] == 0 for r in runs[1:])
+    else:  # no cache: whole rows, every position scored
+        assert all(r[0] == 0 for r in runs)
+
+
 @pytest.mark.parametrize("key", ["llama", "llama_nocache"])
 def test_causal_lm_probe_shares_each_source_pass(tiny, exports, key, monkeypatch):
     """The parity probe runs each source once for both summaries (prefix cache) and gives the
@@ -174,9 +218,10 @@ def test_causal_lm_probe_shares_each_source_pass(tiny, exports, key, monkeypatch
     prefixes = []
     original = onx.prefix_logprobs
 
-    def counting(prefix, continuations):
+    def counting(prefix, continuations, score_prefix=True):
         prefixes.append(list(prefix))
-        return original(prefix, continuations)
+        assert not score_prefix  # the probe needs only the summaries
+        return original(prefix, continuations, score_prefix=score_prefix)
 
     monkeypatch.setattr(onx, "prefix_logprobs", counting)
     scores, bounded = probe_scores(onx, triples)["mean_logprob"]
