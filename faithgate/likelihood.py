@@ -287,7 +287,7 @@ class LikelihoodEngine:
         if lm_ys:
             prompt = bos + sy
             if prompt:
-                _, res = lm.prefix_logprobs(prompt, [[y] for y in lm_ys])
+                _, res = lm.prefix_logprobs(prompt, [[y] for y in lm_ys], score_prefix=False)
                 y_lm = {y: r[0] for y, r in zip(lm_ys, res, strict=True)}
             else:
                 res = lm.segment_logprobs([[y] for y in lm_ys])
