@@ -127,15 +127,22 @@ def aggregates(record: dict) -> dict[str, float]:
 def report(paths: list[Path]) -> None:
     from sklearn.metrics import roc_auc_score
 
-    print("| file (rows, with neighbours) | " + " | ".join(AGGREGATES) + " | pair consistency |")
+    print("| file (distinct items, with neighbours) | " + " | ".join(AGGREGATES) + " | pair consistency |")
     print("|---|" + "---:|" * len(AGGREGATES) + "---|")
+    intervals: list[tuple[str, str]] = []
     for path in paths:
         records = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
         feats = [aggregates(r) for r in records]
-        labels = np.array([r["label"] for r in records])
+        # ROC AUC over distinct items: a summary repeated under several ids (BUMP's references,
+        # one per pair) counts once; the same text gives bit-identical scores.
+        distinct: dict[tuple, int] = {}
+        for i, r in enumerate(records):
+            distinct.setdefault((r["label"], *r["own"]), i)
+        keep = sorted(distinct.values())
+        labels = np.array([records[i]["label"] for i in keep])
         cells = []
         for name in AGGREGATES:
-            v = np.array([f[name] for f in feats], dtype=float)
+            v = np.array([feats[i][name] for i in keep], dtype=float)
             v = np.where(np.isnan(v), np.nanmedian(v), v)  # no neighbour: neutral, still counted
             cells.append(f"{roc_auc_score(labels, v):.3f}")
         by_pair: dict[str, dict[int, dict]] = {}
@@ -149,8 +156,34 @@ def report(paths: list[Path]) -> None:
                 f"{n} {np.mean([p[1][n] > p[0][n] for p in whole]):.2f}"
                 for n in ("loglik", "sum_max", "pmi_max", "win_pmi")
             ) + f" ({len(whole)} pairs)"
-        with_nb = sum(1 for r in records if r["neighbours"])
-        print(f"| {path.stem} ({len(records)}, {with_nb}) | " + " | ".join(cells) + f" | {cons} |")
+        with_nb = sum(1 for i in keep if records[i]["neighbours"])
+        print(f"| {path.stem} ({len(keep)}, {with_nb}) | " + " | ".join(cells) + f" | {cons} |")
+        intervals.append((path.stem, _intervals(feats, keep, labels)))
+    print("\nROC AUC [95% bootstrap CI] and the paired difference from `loglik`:")
+    for stem, text in intervals:
+        print(f"- {stem}: {text}")
+
+
+def _intervals(feats: list[dict], keep: list[int], labels: np.ndarray) -> str:
+    from faithgate.evaluation.meta import bootstrap_ci, roc_auc
+
+    def column(name: str) -> np.ndarray:
+        v = np.array([feats[i][name] for i in keep], dtype=float)
+        return np.where(np.isnan(v), np.nanmedian(v), v)
+
+    base = column("loglik")
+    parts = []
+    for name in ("loglik", "sum_lse", "mean_max"):
+        v = column(name)
+        lo, hi = bootstrap_ci(roc_auc, v, labels)
+        text = f"{name} {roc_auc(v, labels):.3f} [{lo:.3f}, {hi:.3f}]"
+        if name != "loglik":
+            d_lo, d_hi = bootstrap_ci(
+                lambda a, b, y: roc_auc(a, y) - roc_auc(b, y), v, base, labels
+            )
+            text += f" (difference [{d_lo:+.3f}, {d_hi:+.3f}])"
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def main() -> None:

@@ -42,14 +42,16 @@ def drop_softmax_nan_guards(graph: Any) -> int:
     in place) whose mask can be made finite; returns the number of guards removed."""
     from onnx import numpy_helper
 
-    producer = {out: node for node in graph.node for out in node.output}
+    # Positions, not id(): protobuf may hand out a fresh wrapper for a node on each access.
+    position = {out: k for k, node in enumerate(graph.node) for out in node.output}
+    producer = {out: graph.node[k] for out, k in position.items()}
     consumers: dict[str, int] = {}
     for node in graph.node:
         for name in node.input:
             consumers[name] = consumers.get(name, 0) + 1
     graph_outputs = {out.name for out in graph.output}
     finite_min = np.finfo(np.float32).min
-    dropped: set[int] = set()
+    dropped: set[int] = set()  # positions in graph.node
     renamed: dict[str, str] = {}
     for guard in graph.node:
         if guard.op_type != "Where" or len(guard.input) != 3:
@@ -83,11 +85,11 @@ def drop_softmax_nan_guards(graph: Any) -> int:
             fill.attribute[0].t.CopyFrom(tensor)
         elif not np.all(value == finite_min):
             continue  # some other fill: a fully masked row might still be NaN
-        dropped.update((id(guard), id(isnan)))
+        dropped.update((position[guard.output[0]], position[isnan.output[0]]))
         renamed[guard.output[0]] = softmax.output[0]
     if not renamed:
         return 0
-    kept = [node for node in graph.node if id(node) not in dropped]
+    kept = [node for k, node in enumerate(graph.node) if k not in dropped]
     for node in kept:
         for k, name in enumerate(node.input):
             if name in renamed:
