@@ -154,7 +154,7 @@ def report(paths: list[Path]) -> None:
         if whole:
             cons = ", ".join(
                 f"{n} {np.mean([p[1][n] > p[0][n] for p in whole]):.2f}"
-                for n in ("loglik", "sum_max", "pmi_max", "win_pmi")
+                for n in ("loglik", "sum_max", "mean_max", "sum_lse", "pmi_max")
             ) + f" ({len(whole)} pairs)"
         with_nb = sum(1 for i in keep if records[i]["neighbours"])
         print(f"| {path.stem} ({len(keep)}, {with_nb}) | " + " | ".join(cells) + f" | {cons} |")
