@@ -284,19 +284,21 @@ def _export_fp32(
     raise BackendError(f"no ONNX export recipe for task {task!r}")
 
 
-def _finish_lm_graph(path: Path, logits: str = "logits", score_from: bool = False) -> None:
+def _finish_lm_graph(
+    path: Path, logits: str = "logits", score_from: bool = False
+) -> dict[str, int | bool]:
     """Append ``target_logprobs = log_softmax(logits)[..., target_ids]`` to an exported graph
     and drop the logits output, so onnxruntime returns (batch, length) floats instead of
     (batch, length, vocabulary) and frees the logits inside the run; drop the attention
     softmax NaN guards (``lm_graph.drop_softmax_nan_guards``: same scores, less time); with
     ``score_from``, add that input (``lm_graph.add_score_from``: a cached prefix pass skips
-    the LM head)."""
+    the LM head). Returns what was rewritten, for the manifest."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     model = onnx.load(str(path))
     graph = model.graph
-    drop_softmax_nan_guards(graph)
+    guards = drop_softmax_nan_guards(graph)
     ids_input = next(i for i in graph.input if i.name == "input_ids")
     dims = [d.dim_param or d.dim_value for d in ids_input.type.tensor_type.shape.dim]
     graph.input.append(helper.make_tensor_value_info("target_ids", TensorProto.INT64, dims))
@@ -311,7 +313,8 @@ def _finish_lm_graph(path: Path, logits: str = "logits", score_from: bool = Fals
             helper.make_node("Squeeze", ["fg_gathered", "fg_last_axis"], ["target_logprobs"]),
         ]
     )
-    if score_from and add_score_from(graph, logits, "target_ids"):
+    scored_from = score_from and add_score_from(graph, logits, "target_ids")
+    if scored_from:
         dims = [dims[0], "scored_length"]
     kept = [o for o in graph.output if o.name != logits]
     del graph.output[:]
@@ -320,6 +323,7 @@ def _finish_lm_graph(path: Path, logits: str = "logits", score_from: bool = Fals
     for stale in path.parent.glob(path.name + "_data"):
         stale.unlink()
     save_onnx(model, path)
+    return {"softmax_nan_guards_dropped": guards, "score_from": scored_from}
 
 
 def _export_lm(
@@ -347,11 +351,11 @@ def _export_lm(
             num_kv_heads=int(getattr(cfg, "num_key_value_heads", None) or heads),
             head_dim=int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads),
         )
-        _finish_lm_graph(out / "model.onnx", score_from=True)
+        config["graph_rewrites"] = _finish_lm_graph(out / "model.onnx", score_from=True)
         return {"model": "model.onnx"}, config
     _run_optimum(model, tokenizer, out, "text2text-generation", opset)
     config["decoder_start_id"] = reference.decoder_start_token_id
-    _finish_lm_graph(out / "decoder_model.onnx")
+    config["graph_rewrites"] = _finish_lm_graph(out / "decoder_model.onnx")
     return {"encoder": "encoder_model.onnx", "decoder": "decoder_model.onnx"}, config
 
 

@@ -175,6 +175,8 @@ def test_lm_exports_drop_the_softmax_nan_guards(exports, key):
     graph = onnx.load(str(exports[key] / "model.onnx")).graph
     ops = [n.op_type for n in graph.node]
     assert "Softmax" in ops and "IsNaN" not in ops
+    rewrites = load_manifest(exports[key]).config["graph_rewrites"]
+    assert rewrites == {"softmax_nan_guards_dropped": ops.count("Softmax"), "score_from": True}
 
 
 @pytest.mark.parametrize("key", ["llama", "llama_nocache"])
