@@ -53,6 +53,7 @@ def drop_softmax_nan_guards(graph: Any) -> int:
     finite_min = np.finfo(np.float32).min
     dropped: set[int] = set()  # positions in graph.node
     renamed: dict[str, str] = {}
+    fills: set[str] = set()  # the guards' constant zeros, dropped too once nothing reads them
     for guard in graph.node:
         if guard.op_type != "Where" or len(guard.input) != 3:
             continue
@@ -86,6 +87,7 @@ def drop_softmax_nan_guards(graph: Any) -> int:
         elif not np.all(value == finite_min):
             continue  # some other fill: a fully masked row might still be NaN
         dropped.update((position[guard.output[0]], position[isnan.output[0]]))
+        fills.add(guard.input[1])
         renamed[guard.output[0]] = softmax.output[0]
     if not renamed:
         return 0
@@ -94,20 +96,14 @@ def drop_softmax_nan_guards(graph: Any) -> int:
         for k, name in enumerate(node.input):
             if name in renamed:
                 node.input[k] = renamed[name]
+    # Only the guards' own zeros: a constant read from inside a subgraph (If, Loop) would look
+    # unused from here.
+    used = {name for node in kept for name in node.input}
+    used.update(out.name for out in graph.output)
+    kept = [n for n in kept if n.op_type != "Constant" or n.output[0] not in fills - used]
     del graph.node[:]
     graph.node.extend(kept)
-    _drop_unused_constants(graph)
     return len(renamed)
-
-
-def _drop_unused_constants(graph: Any) -> None:
-    """Remove Constant nodes nothing reads any more (the guards' zero fills)."""
-    used = {name for node in graph.node for name in node.input}
-    used.update(out.name for out in graph.output)
-    kept = [n for n in graph.node if n.op_type != "Constant" or n.output[0] in used]
-    if len(kept) != len(graph.node):
-        del graph.node[:]
-        graph.node.extend(kept)
 
 
 SCORE_FROM = "score_from"
