@@ -541,6 +541,20 @@ def test_w8_lm_keeps_down_projections_fp32(tiny, tmp_path):
     assert recipe["matmuls_kept_fp32"] == 2 and recipe["block_size"] == 64
 
 
+@pytest.mark.parametrize(
+    ("key", "role", "block"), [("llama", "lm", 32), ("nli", "nli", 16)]
+)
+def test_w8a32_block_size_by_task(tiny, tmp_path, key, role, block):
+    """w8a32: blocks of 32 for causal LMs (SmolLM2 holds as well as with 16, smaller file),
+    16 elsewhere (the shipped checker's close pairs)."""
+    manifest = export_model(
+        models.resolve(role, str(tiny[key])), out=tmp_path / key, quantize="w8a32"
+    )
+    assert manifest.quantization == "w8a32"
+    recipe = manifest.parity["recipes"]["w8a32"]["model"]
+    assert recipe["block_size"] == block and recipe["accuracy_level"] == 0
+
+
 def test_w8a8_lm_smooths_and_quantizes_every_linear_layer(tiny, tmp_path):
     """w8a8 replaces every constant-weight MatMul of the LM (the down projections too) by
     MatMulInteger on per-token uint8 activations, smoothed with scales measured on the
