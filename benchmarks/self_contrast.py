@@ -23,7 +23,7 @@ against ``loglik`` (mean lp(S|X)) and ``pmi_mean``. ROC AUC per file, label 1 = 
 
 ``extract`` scores ``faithgate bench``'s seeded sample (``--limit`` rows, seed 0; BUMP pairs
 kept whole), appends one JSON line per row and skips ids already in ``--out`` (re-run it after
-a cut). ONNX backend, 2 threads; ``--model`` an lm export directory (default: the lm role's).
+a cut); a (source, summary) repeated under other ids is scored once per run. ONNX backend, 2 threads; ``--model`` an lm export directory (default: the lm role's).
 Nothing here ships: the figures are in docs/metrics/likelihood.md.
 """
 
@@ -60,7 +60,7 @@ def extract(path: Path, limit: int, out: Path, model: str | None) -> None:
     from faithgate.perturb import perturb
     from faithgate.types import Example
 
-    rows = {r["id"]: r for r in map(json.loads, path.open(encoding="utf-8")) if r}
+    rows = {r["id"]: r for r in (json.loads(ln) for ln in path.open(encoding="utf-8") if ln.strip())}
     examples = [Example(r["id"], r["source"], r["summary"]) for r in rows.values()]
     sample = limit_examples(examples, limit, seed=0) if limit > 0 else examples
     done = set()
@@ -70,11 +70,19 @@ def extract(path: Path, limit: int, out: Path, model: str | None) -> None:
     lm = OnnxBackend().load(spec, "causal-lm", threads=2)
     engine = LikelihoodEngine(lm, LikelihoodConfig())
     todo = [e for e in sample if e.id not in done]
+    # (source, summary) -> (own, neighbours): a text repeated under other ids (BUMP's
+    # references, one row per pair) is scored once and its row written from this.
+    scored: dict[tuple[str, str], tuple[list[float], list[list[float]]]] = {}
     start = time.time()
     with out.open("a", encoding="utf-8") as fh:
         for k in range(0, len(todo), 8):
+            chunk = todo[k : k + 8]
+            planned: set[tuple[str, str]] = set()
             plan = []
-            for e in todo[k : k + 8]:
+            for e in chunk:
+                if (e.source, e.summary) in scored or (e.source, e.summary) in planned:
+                    continue
+                planned.add((e.source, e.summary))
                 neighbours = [p.summary for p in perturb(e.source, e.summary, seed=0)]
                 plan.append((e, neighbours))
                 pairs = [(e.source, s) for s in [e.summary, *neighbours]]
@@ -87,7 +95,9 @@ def extract(path: Path, limit: int, out: Path, model: str | None) -> None:
                     ok = np.isfinite(a) & np.isfinite(b)
                     return [float(a[ok].sum()), float(a[ok].mean()), float((a[ok] - b[ok]).sum())]
 
-                own = sums(e.summary)
+                scored[(e.source, e.summary)] = (sums(e.summary), [sums(p) for p in neighbours])
+            for e in chunk:
+                own, neighbour_sums = scored[(e.source, e.summary)]
                 row = rows[e.id]
                 record = {
                     "id": e.id,
@@ -95,12 +105,12 @@ def extract(path: Path, limit: int, out: Path, model: str | None) -> None:
                     "pair_id": row.get("pair_id"),
                     "error_type": row.get("error_type"),
                     "own": own,
-                    "neighbours": [sums(p) for p in neighbours],
+                    "neighbours": neighbour_sums,
                 }
                 fh.write(json.dumps(record) + "\n")
             fh.flush()
             engine.release_all()
-            print(f"{k + len(plan)}/{len(todo)} rows, {time.time() - start:.0f} s", file=sys.stderr)
+            print(f"{k + len(chunk)}/{len(todo)} rows, {time.time() - start:.0f} s", file=sys.stderr)
 
 
 def aggregates(record: dict) -> dict[str, float]:
