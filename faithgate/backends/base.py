@@ -233,11 +233,10 @@ class LanguageModel(RoleModel):
         (a source shared by many summaries); this default re-runs the prefix and is correct
         for any backend.
         """
-        if not score_prefix:
-            full = self.segment_logprobs([[prefix, *c] for c in continuations])
-            return np.zeros(0), [segs[1:] for segs in full]
-        full = self.segment_logprobs([[prefix]] + [[prefix, *c] for c in continuations])
-        return full[0][0], [segs[1:] for segs in full[1:]]
+        alone = [[prefix]] if score_prefix else []
+        full = self.segment_logprobs(alone + [[prefix, *c] for c in continuations])
+        prefix_lp = full[0][0] if score_prefix else np.zeros(0)
+        return prefix_lp, [segs[1:] for segs in full[len(alone) :]]
 
     # --- encoder-decoder -------------------------------------------------------------
     def seq2seq_logprobs(

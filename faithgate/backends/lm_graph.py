@@ -8,6 +8,8 @@ keys are all masked would otherwise give NaN. The guard costs two full passes ov
 (what transformers' eager attention does) makes a fully masked row finite (uniform), so the
 guard has nothing left to do and is removed. Any row with at least one visible key is
 bit-identical, because ``exp(finfo.min - rowmax)`` and ``exp(-inf)`` are both exactly 0.
+Only the exact pattern ``Where(IsNaN(s), c, s)`` with ``s = Softmax(Add(scores,
+Where(mask, 0, -inf)))`` and constant ``c`` is rewritten; graphs without it are left alone.
 
 ``add_score_from``: a new graph input ``score_from`` (int64, shape [1]) drops the first
 positions before the LM head, so ``target_logprobs`` covers positions ``score_from:`` only. A
@@ -16,13 +18,12 @@ log-softmax on every source token: on a 700-token source those are a fifth of Sm
 time (its 576 x 49,152 head is a fifth of its multiply-adds). Scores of the positions kept are
 those of the whole graph: the head is position-wise.
 
-Only the exact pattern ``Where(IsNaN(s), c, s)`` with ``s = Softmax(Add(scores,
-Where(mask, 0, -inf)))`` and constant ``c`` is rewritten; graphs without it are left alone.
 Pure ``onnx`` protobuf edits: no torch.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -45,10 +46,7 @@ def drop_softmax_nan_guards(graph: Any) -> int:
     # Positions, not id(): protobuf may hand out a fresh wrapper for a node on each access.
     position = {out: k for k, node in enumerate(graph.node) for out in node.output}
     producer = {out: graph.node[k] for out, k in position.items()}
-    consumers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers[name] = consumers.get(name, 0) + 1
+    consumers = Counter(name for node in graph.node for name in node.input)
     graph_outputs = {out.name for out in graph.output}
     finite_min = np.finfo(np.float32).min
     dropped: set[int] = set()  # positions in graph.node
