@@ -12,8 +12,10 @@ alone costs:
 - ``w8a8``: both, the exported ``w8a8`` form (its ONNX export measures the same error);
 - ``w8a8_rotated``: both, after QuaRot-style rotations (Ashkboos et al. 2024) that spread
   outlier channels: the residual stream by a random orthogonal matrix (RMSNorm gains folded into
-  the next weights), the attention output per 64-dim head, the MLP's gated product in blocks of
-  128 (those two would need extra ops at run time);
+  the next weights), the attention output by one random 64 x 64 rotation per head, the MLP's
+  gated product in blocks of 128. This measures accuracy only: an exported graph could fold
+  the per-head rotations into the v/o projections only if heads sharing a key/value head shared
+  one, and the gated product's would be an extra MatMul at run time;
 - ``a8_block64``: activations with one scale per token and block of 64 inputs, weights fp32;
 - ``w8a8_block64``: weights and activations in blocks of 64 (onnxruntime's ``MatMulNBits`` at
   ``accuracy_level`` 4), smoothed.
