@@ -98,7 +98,8 @@ def drop_softmax_nan_guards(graph: Any) -> int:
     # unused from here.
     used = {name for node in kept for name in node.input}
     used.update(out.name for out in graph.output)
-    kept = [n for n in kept if n.op_type != "Constant" or n.output[0] not in fills - used]
+    unread_fills = fills - used
+    kept = [n for n in kept if n.op_type != "Constant" or n.output[0] not in unread_fills]
     del graph.node[:]
     graph.node.extend(kept)
     return len(renamed)
