@@ -82,6 +82,15 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     type=click.FloatRange(min=0, min_open=True),
 )
 @click.option("--claims-per-document", default=12, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--paraphrase-probability",
+    default=SynthConfig.paraphrase_probability,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Share of synthetic claims that also get a meaning-preserving rewrite (pronoun "
+    "resolved, names shortened, numbers, reporting tense, attribution dropped, sentences "
+    "fused) as a supported pair, and an edit of it as an unsupported one.",
+)
 @click.option("--dev-fraction", default=0.05, show_default=True, type=click.FloatRange(0, 0.5))
 @click.option("--checkpoint-every", default=100, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -106,6 +115,7 @@ def train_command(
     max_length: int,
     learning_rate: float,
     claims_per_document: int,
+    paraphrase_probability: float,
     dev_fraction: float,
     checkpoint_every: int,
     seed: int,
@@ -123,7 +133,11 @@ def train_command(
         max_synthetic_pairs=max_synthetic_pairs,
         init_from=init_from,
         snli_pairs=snli_pairs,
-        synth=SynthConfig(claims_per_document=claims_per_document, seed=seed),
+        synth=SynthConfig(
+            claims_per_document=claims_per_document,
+            seed=seed,
+            paraphrase_probability=paraphrase_probability,
+        ),
         dev_fraction=dev_fraction,
         epochs=epochs,
         batch_size=batch_size,

@@ -24,10 +24,12 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from faithgate.perturb import perturb
 from faithgate.text import load_spacy, split_sentences
 from faithgate.training.corpora import Document, NLIPair
+from faithgate.training.paraphrase import paraphrase
 from faithgate.words import words
 
 # NLI label indices (``corpora.LABELS``). Every perturb edit replaces something the window
@@ -49,6 +51,17 @@ class SynthConfig:
     unrelated_probability: float = 0.35
     insert_probability: float = 0.35
     seed: int = 0
+    # Share of claims that also get a rewritten, still supported form and an edit of that form
+    # (``faithgate.training.paraphrase``). 0 reproduces the recipe of the first shipped checker.
+    paraphrase_probability: float = 0.0
+
+    def recipe(self) -> dict[str, Any]:
+        """The settings as recorded and hashed; a setting added later is left out at its
+        "off" value, so an earlier recipe keeps its hash (and its cached pairs)."""
+        data = asdict(self)
+        if not self.paraphrase_probability:
+            data.pop("paraphrase_probability")
+        return data
 
 
 def compress(sent, rng: random.Random) -> str:  # type: ignore[no-untyped-def]
@@ -128,6 +141,8 @@ def document_pairs(
         rng.shuffle(edits)
         for edit in edits[: config.edits_per_claim]:
             out.append(NLIPair(premise, edit.summary, CONTRADICTION, edit.type))
+        if config.paraphrase_probability and rng.random() < config.paraphrase_probability:
+            out.extend(_paraphrased_pairs(sents, i, first, last, config, rng))
         outside = [j for j in range(len(sents)) if j < first - 1 or j > last]
         if outside and rng.random() < config.unrelated_probability:
             j = rng.choice(outside)
@@ -138,6 +153,28 @@ def document_pairs(
             added = _insert_modifier(claim, [sents[j] for j in outside], premise, rng)
             if added is not None:
                 out.append(NLIPair(premise, added, NEUTRAL, "inserted_modifier"))
+    return out
+
+
+def _paraphrased_pairs(
+    sents: Sequence[Any], i: int, first: int, last: int, config: SynthConfig, rng: random.Random
+) -> list[NLIPair]:
+    """A rewrite of claim ``i`` that keeps its meaning (``entailment``) and one edit of that
+    rewrite (``contradiction``), against the window widened to the sentences the rewrite draws
+    on: minimal pairs on abstractive text, so that wording alone does not decide the label."""
+    found = paraphrase(sents, i, rng, config.max_claim_words)
+    if found is None:
+        return []
+    text, lo, hi, kind = found
+    premise = " ".join(s.text.strip() for s in sents[min(first, lo) : max(last, hi)])
+    out = [NLIPair(premise, text, ENTAILMENT, f"supported:paraphrase:{kind}")]
+    try:
+        edits = perturb(premise, text, seed=rng.randrange(1 << 30), max_per_type=1)
+    except Exception:  # noqa: BLE001 - a parse corner case costs one edit
+        edits = []
+    if edits:
+        edit = rng.choice(edits)
+        out.append(NLIPair(premise, edit.summary, CONTRADICTION, f"paraphrased:{edit.type}"))
     return out
 
 

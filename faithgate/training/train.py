@@ -70,9 +70,15 @@ class TrainConfig:
     checkpoint_every: int = 100
     seed: int = 0
 
-    def recipe_hash(self) -> str:
+    def recipe(self) -> dict[str, Any]:
+        """The settings a manifest records (``synth``'s as ``SynthConfig.recipe`` gives them)."""
         data = asdict(self)
         data.pop("output")
+        data["synth"] = self.synth.recipe()
+        return data
+
+    def recipe_hash(self) -> str:
+        data = self.recipe()
         data.pop("checkpoint_every")
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -118,7 +124,7 @@ def build_dataset(
             digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()
             sources[name] = {"sha256": digest, "documents": len(docs)}
         documents.extend(docs)
-    synth_key = json.dumps([config.documents, asdict(config.synth)], sort_keys=True)
+    synth_key = json.dumps([config.documents, config.synth.recipe()], sort_keys=True)
     cache = workdir / f"synth-{hashlib.sha256(synth_key.encode()).hexdigest()[:12]}.jsonl"
     started = time.monotonic()
 
@@ -156,7 +162,7 @@ def build_dataset(
             )
 
         digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        key = json.dumps([digest, asdict(config.synth)], sort_keys=True)
+        key = json.dumps([digest, config.synth.recipe()], sort_keys=True)
         cache = workdir / f"labelled-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsonl"
         docs = [corpora.Document(item.id, item.source, Path(path).stem) for item in items]
         pairs_by_item = synth.write_pairs(docs, config.synth, cache, spacy_model, None, make)
@@ -432,7 +438,7 @@ def _train(
     tokenizer.save_pretrained(tmp)
     meta = {
         "format": 1,
-        "recipe": {k: v for k, v in asdict(config).items() if k != "output"},
+        "recipe": config.recipe(),
         "recipe_hash": config.recipe_hash(),
         "base_model": {"name": base.name, "fingerprint": base.fingerprint},
         "init_from": init["meta"] if init else None,

@@ -1,0 +1,231 @@
+"""Meaning-preserving rewrites of a document sentence: the abstractive positives that
+FactCC-style synthetic pairs lack.
+
+A checker trained only on copies and compressions of source sentences learns "supported means
+near-verbatim" and gives low entailment to faithful summaries that name, count, fuse or report
+differently from the source (``docs/models/checker.md``). Summaries rewrite in a few regular
+ways (Jing & McKeown 2000, "Cut and paste based text summarization": reduction, combination,
+lexical paraphrase, reference adjustment); each rewrite here is one of them, made by rule from
+spaCy's parse so that it keeps what the sentence asserts:
+
+- ``resolve_pronoun``: a subject "he"/"she" (or a possessive "his") becomes the one person the
+  two sentences before name (reference adjustment: summaries name people);
+- ``shorten_names`` / ``expand_names``: "Mary Doyle Keefe" -> "Keefe", and a surname back to
+  the full name an earlier sentence gives;
+- ``number_format``: "three" <-> "3";
+- ``present_reporting``: "said" -> "says" (headline style);
+- ``drop_attribution``: "Police said the man was arrested" -> "The man was arrested";
+- ``fuse``: two sentences joined into one (combination).
+
+Token rewrites are maps ``{token index: new text}`` ("" drops the token), so several combine on
+one sentence; ``render`` turns a span and its maps into text. Each function returns ``None``
+when its rewrite does not apply.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+Rewrite = dict[int, str]
+
+_NUMBER_WORDS = {
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+}
+_DIGITS = {v: k for k, v in _NUMBER_WORDS.items()}
+_REPORTING = {"say", "tell", "report", "announce", "add", "state"}
+_SUBJECT = {"nsubj", "nsubjpass"}
+_PLURAL_SUBJECTS = {"they", "we", "i", "you"}
+
+
+def render(tokens: Iterable[Any], rewrite: Rewrite | None = None) -> str:
+    """The text of ``tokens`` (spaCy tokens, in order) with ``rewrite`` applied, its first letter
+    capitalised and a final full stop ensured."""
+    rewrite = rewrite or {}
+    parts: list[str] = []
+    for tok in tokens:
+        new = rewrite.get(tok.i, tok.text)
+        if new:
+            parts.append(new + tok.whitespace_)
+    text = " ".join("".join(parts).split())
+    for punct in (",", ".", ";", ":", "'s"):
+        text = text.replace(" " + punct, punct)
+    text = text.strip(" ,;:")
+    if not text:
+        return text
+    if text[-1] not in ".!?\"'":
+        text += "."
+    return text[0].upper() + text[1:]
+
+
+def _people(sents: Sequence[Any], lo: int, hi: int) -> dict[str, tuple[str, int]]:
+    """Persons named in ``sents[lo:hi]``, by surname: (longest mention, first sentence index)."""
+    found: dict[str, tuple[str, int]] = {}
+    for j in range(max(0, lo), hi):
+        for ent in sents[j].ents:
+            if ent.label_ != "PERSON" or not ent[-1].is_alpha:
+                continue
+            key = ent[-1].text
+            name, first = found.get(key, ("", j))
+            found[key] = (ent.text if len(ent.text) > len(name) else name, min(first, j))
+    return found
+
+
+def resolve_pronoun(sents: Sequence[Any], i: int) -> tuple[Rewrite, int] | None:
+    """Sentence ``i``'s opening subject "he"/"she" (or possessive "his") -> the name of the one
+    person named in the two sentences before it.
+    Returns the rewrite and the index of the sentence naming the person (the premise must
+    reach back to it)."""
+    sent = sents[i]
+    # Only a sentence-initial pronoun: one later in the sentence may refer to a person the
+    # sentence itself names ("Rockwell told her that he would paint her").
+    lead = sent[0]
+    subject = lead.lower_ in {"he", "she"} and lead.dep_ in _SUBJECT
+    if not (subject or (lead.lower_ == "his" and lead.dep_ == "poss")):
+        return None
+    people = _people(sents, i - 2, i)
+    if len(people) != 1:
+        return None
+    name, j = next(iter(people.values()))
+    return {lead.i: name if subject else name + "'s"}, j
+
+
+def shorten_names(sent: Any) -> Rewrite | None:
+    """Every multi-word person name in ``sent`` -> its last word ("Mary Doyle Keefe" -> "Keefe")."""
+    rewrite: Rewrite = {}
+    for ent in sent.ents:
+        if ent.label_ == "PERSON" and len(ent) >= 2 and all(t.is_alpha or t.text in ".-" for t in ent):
+            rewrite.update({t.i: "" for t in ent[:-1]})
+    return rewrite or None
+
+
+def expand_names(sents: Sequence[Any], i: int) -> tuple[Rewrite, int] | None:
+    """A one-word person name in sentence ``i`` -> the full name that one of the three
+    sentences before gives; returns the rewrite and that sentence's index."""
+    people = _people(sents, i - 3, i)
+    for ent in sents[i].ents:
+        if ent.label_ == "PERSON" and len(ent) == 1 and ent.text in people:
+            name, j = people[ent.text]
+            if name != ent.text:
+                return {ent[0].i: name}, j
+    return None
+
+
+def number_format(sent: Any) -> Rewrite | None:
+    """Small counts written the other way: "three" <-> "3" (cardinals only, not dates or times)."""
+    rewrite: Rewrite = {}
+    for tok in sent:
+        if tok.pos_ != "NUM" or tok.ent_type_ not in {"", "CARDINAL"}:
+            continue
+        if tok.lower_ in _NUMBER_WORDS:
+            rewrite[tok.i] = _NUMBER_WORDS[tok.lower_]
+        elif tok.text in _DIGITS:
+            rewrite[tok.i] = _DIGITS[tok.text]
+    return rewrite or None
+
+
+def present_reporting(sent: Any) -> Rewrite | None:
+    """The main verb "said" -> "says"/"say" (the present of news headlines and highlights)."""
+    root = sent.root
+    if root.lower_ != "said" or root.tag_ != "VBD":
+        return None
+    subject = next((c for c in root.children if c.dep_ == "nsubj"), None)
+    if subject is None:
+        return None
+    plural = subject.tag_ in {"NNS", "NNPS"} or subject.lower_ in _PLURAL_SUBJECTS
+    return {root.i: "say" if plural else "says"}
+
+
+def drop_attribution(sent: Any) -> list[Any] | None:
+    """The reported clause of "X said (that) Y" / "Y, X said": the tokens of Y, without its
+    "that". ``None`` when the reporting verb is negated or Y has no subject of its own."""
+    root = sent.root
+    if root.lemma_ not in _REPORTING or any(c.dep_ == "neg" for c in root.children):
+        return None
+    clause = next((c for c in root.children if c.dep_ == "ccomp"), None)
+    if clause is None or not any(c.dep_ in _SUBJECT for c in clause.children):
+        return None
+    tokens = [t for t in clause.subtree if not (t.dep_ == "mark" and t.head == clause)]
+    if len(tokens) < 5:
+        return None
+    return tokens
+
+
+def fuse(first: str, second: str, second_starts_with_name: bool) -> str | None:
+    """Two sentences as one: "A. B." -> "A, and b." (combination)."""
+    if not first.endswith(".") or not second.endswith("."):
+        return None
+    head = second if second_starts_with_name else second[0].lower() + second[1:]
+    return f"{first[:-1]}, and {head}"
+
+
+def paraphrase(
+    sents: Sequence[Any], i: int, rng: random.Random, max_words: int
+) -> tuple[str, int, int, str] | None:
+    """A rewrite of sentence ``i`` that keeps what it asserts: one to three rewrites chosen at
+    random among those that apply. Returns (text, first sentence, end sentence the premise must
+    span, the rewrites' names joined by "+"), or ``None`` when none applies."""
+    sent = sents[i]
+    first, end = i, i + 1
+    rewrite: Rewrite = {}
+    names: list[str] = []
+    options: list[str] = ["pronoun", "names", "number", "tense", "attribution", "fuse"]
+    rng.shuffle(options)
+    tokens: list[Any] = list(sent)
+    fused_with: Any = None
+    wanted = rng.randint(1, 3)
+    for option in options:
+        if len(names) == wanted:
+            break
+        if option == "pronoun" and (found := resolve_pronoun(sents, i)):
+            rewrite.update(found[0])
+            first = min(first, found[1])
+        elif option == "names":
+            expanded = expand_names(sents, i)
+            if expanded and rng.random() < 0.5:
+                rewrite.update(expanded[0])
+                first = min(first, expanded[1])
+            elif short := shorten_names(sent):
+                rewrite.update(short)
+            else:
+                continue
+        elif option == "number" and (numbers := number_format(sent)):
+            rewrite.update(numbers)
+        elif option == "tense" and (tense := present_reporting(sent)):
+            rewrite.update(tense)
+        elif option == "attribution" and (clause := drop_attribution(sent)):
+            tokens = clause
+        elif option == "fuse" and i + 1 < len(sents):
+            nxt = sents[i + 1]
+            # "..., and but ..." / "..., and "quote": a connective or quote does not fuse.
+            if nxt[0].pos_ == "CCONJ" or nxt[0].is_quote:
+                continue
+            if len(sent.text.split()) + len(nxt.text.split()) > max_words:
+                continue
+            fused_with, end = nxt, i + 2
+        else:
+            continue
+        names.append(option)
+    if not names:
+        return None
+    text = render(tokens, rewrite)
+    if fused_with is not None:
+        starts_with_name = fused_with[0].pos_ == "PROPN" or fused_with[0].text == "I"
+        joined = fuse(text, render(fused_with), starts_with_name)
+        if joined is None:
+            names.remove("fuse")
+            end = i + 1
+        else:
+            text = joined
+    if not names or text == sent.text.strip():
+        return None
+    return text, first, end, "+".join(sorted(names))
