@@ -25,7 +25,8 @@ when its rewrite does not apply.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 Rewrite = dict[int, str]
@@ -168,64 +169,104 @@ def fuse(first: str, second: str, second_starts_with_name: bool) -> str | None:
     return f"{first[:-1]}, and {head}"
 
 
+@dataclass
+class _Draft:
+    """A rewrite of ``sents[i]`` being built: token rewrites, the tokens kept, the sentence it
+    fuses with, and the span of sentences ``[first, end)`` its premise must cover."""
+
+    sents: Sequence[Any]
+    i: int
+    max_words: int
+    rewrite: Rewrite = field(default_factory=dict)
+    tokens: list[Any] = field(default_factory=list)
+    fused_with: Any = None
+    first: int = 0
+    end: int = 0
+
+    def __post_init__(self) -> None:
+        self.tokens = list(self.sents[self.i])
+        self.first, self.end = self.i, self.i + 1
+
+    def widen(self, found: tuple[Rewrite, int]) -> bool:
+        self.rewrite.update(found[0])
+        self.first = min(self.first, found[1])
+        return True
+
+    def update(self, rewrite: Rewrite | None) -> bool:
+        self.rewrite.update(rewrite or {})
+        return bool(rewrite)
+
+
+def _pronoun(d: _Draft, rng: random.Random) -> bool:
+    found = resolve_pronoun(d.sents, d.i)
+    return found is not None and d.widen(found)
+
+
+def _names(d: _Draft, rng: random.Random) -> bool:
+    expanded = expand_names(d.sents, d.i)
+    if expanded and rng.random() < 0.5:
+        return d.widen(expanded)
+    return d.update(shorten_names(d.sents[d.i]))
+
+
+def _attribution(d: _Draft, rng: random.Random) -> bool:
+    clause = drop_attribution(d.sents[d.i])
+    if clause:
+        d.tokens = clause
+    return bool(clause)
+
+
+def _fuse(d: _Draft, rng: random.Random) -> bool:
+    if d.i + 1 >= len(d.sents):
+        return False
+    sent, nxt = d.sents[d.i], d.sents[d.i + 1]
+    # "..., and but ..." / "..., and "quote": a connective or quote does not fuse.
+    if nxt[0].pos_ == "CCONJ" or nxt[0].is_quote:
+        return False
+    if len(sent.text.split()) + len(nxt.text.split()) > d.max_words:
+        return False
+    d.fused_with, d.end = nxt, d.i + 2
+    return True
+
+
+# The rewrites ``paraphrase`` draws from, in the order it shuffles them.
+_REWRITES: dict[str, Callable[[_Draft, random.Random], bool]] = {
+    "pronoun": _pronoun,
+    "names": _names,
+    "number": lambda d, rng: d.update(number_format(d.sents[d.i])),
+    "tense": lambda d, rng: d.update(present_reporting(d.sents[d.i])),
+    "attribution": _attribution,
+    "fuse": _fuse,
+}
+
+
 def paraphrase(
     sents: Sequence[Any], i: int, rng: random.Random, max_words: int
 ) -> tuple[str, int, int, str] | None:
     """A rewrite of sentence ``i`` that keeps what it asserts: one to three rewrites chosen at
     random among those that apply. Returns (text, first sentence, end sentence the premise must
     span, the rewrites' names joined by "+"), or ``None`` when none applies."""
-    sent = sents[i]
-    first, end = i, i + 1
-    rewrite: Rewrite = {}
-    names: list[str] = []
-    options: list[str] = ["pronoun", "names", "number", "tense", "attribution", "fuse"]
+    draft = _Draft(sents, i, max_words)
+    options = list(_REWRITES)
     rng.shuffle(options)
-    tokens: list[Any] = list(sent)
-    fused_with: Any = None
     wanted = rng.randint(1, 3)
+    names: list[str] = []
     for option in options:
         if len(names) == wanted:
             break
-        if option == "pronoun" and (found := resolve_pronoun(sents, i)):
-            rewrite.update(found[0])
-            first = min(first, found[1])
-        elif option == "names":
-            expanded = expand_names(sents, i)
-            if expanded and rng.random() < 0.5:
-                rewrite.update(expanded[0])
-                first = min(first, expanded[1])
-            elif short := shorten_names(sent):
-                rewrite.update(short)
-            else:
-                continue
-        elif option == "number" and (numbers := number_format(sent)):
-            rewrite.update(numbers)
-        elif option == "tense" and (tense := present_reporting(sent)):
-            rewrite.update(tense)
-        elif option == "attribution" and (clause := drop_attribution(sent)):
-            tokens = clause
-        elif option == "fuse" and i + 1 < len(sents):
-            nxt = sents[i + 1]
-            # "..., and but ..." / "..., and "quote": a connective or quote does not fuse.
-            if nxt[0].pos_ == "CCONJ" or nxt[0].is_quote:
-                continue
-            if len(sent.text.split()) + len(nxt.text.split()) > max_words:
-                continue
-            fused_with, end = nxt, i + 2
-        else:
-            continue
-        names.append(option)
+        if _REWRITES[option](draft, rng):
+            names.append(option)
     if not names:
         return None
-    text = render(tokens, rewrite)
-    if fused_with is not None:
-        starts_with_name = fused_with[0].pos_ == "PROPN" or fused_with[0].text == "I"
-        joined = fuse(text, render(fused_with), starts_with_name)
+    text = render(draft.tokens, draft.rewrite)
+    if draft.fused_with is not None:
+        nxt = draft.fused_with
+        joined = fuse(text, render(nxt), nxt[0].pos_ == "PROPN" or nxt[0].text == "I")
         if joined is None:
             names.remove("fuse")
-            end = i + 1
+            draft.end = i + 1
         else:
             text = joined
-    if not names or text == sent.text.strip():
+    if not names or text == sents[i].text.strip():
         return None
-    return text, first, end, "+".join(sorted(names))
+    return text, draft.first, draft.end, "+".join(sorted(names))
