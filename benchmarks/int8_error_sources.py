@@ -38,8 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
+from faithgate.backends.quantize import smoothing_scales
+
 VARIANTS = ("w8_channel", "a8_token", "w8a8", "w8a8_rotated", "a8_block64", "w8a8_block64")
-ALPHA = 0.5  # SmoothQuant migration strength, as quantize.W8A8_ALPHA
 BLOCK = 64
 
 
@@ -140,10 +141,8 @@ class FakeQuant:
                 else:  # down_proj: the gated product, rotated in blocks of 128
                     basis = _orthogonal(w.shape[1], 128, gen)
             elif variant in ("a8_token", "w8a8", "w8a8_block64"):
-                s = self.maxima[name].clamp_min(1e-5) ** ALPHA / w.abs().amax(0).clamp_min(
-                    1e-5
-                ) ** (1 - ALPHA)
-                basis = torch.diag(1.0 / s)
+                s = smoothing_scales(self.maxima[name].numpy(), w.abs().amax(0).numpy())
+                basis = torch.diag(1.0 / torch.from_numpy(s))
             w_b = w * d if basis is None else (w * d) @ torch.linalg.inv(basis).T
             module.weight.data = _fake_int8(w_b, block) if quant_w else w_b
             self.plan[name] = (quant_a, d, basis, block)

@@ -664,6 +664,15 @@ def activation_maxima(
     return maxima
 
 
+def smoothing_scales(
+    activation_max: np.ndarray, weight_max: np.ndarray, alpha: float = W8A8_ALPHA
+) -> np.ndarray:
+    """SmoothQuant's per-input-channel scales (Xiao et al. 2023, eq. 4):
+    s_j = max|X_j|^alpha / max|W_j|^(1 - alpha); X / s and W * s multiply to X W."""
+    s = np.maximum(activation_max, 1e-5) ** alpha / np.maximum(weight_max, 1e-5) ** (1.0 - alpha)
+    return s.astype(np.float32)
+
+
 def quantize_w8a8(
     src: Path,
     dst: Path,
@@ -705,8 +714,7 @@ def quantize_w8a8(
     smooth: dict[str, np.ndarray] = {}
     for x, members in groups.items():
         w_max = np.max([np.abs(weights[i]).max(axis=1) for i in members], axis=0)
-        s = np.maximum(maxima[x], 1e-5) ** alpha / np.maximum(w_max, 1e-5) ** (1.0 - alpha)
-        smooth[x] = s.astype(np.float32)
+        smooth[x] = smoothing_scales(maxima[x], w_max, alpha)
 
     graph.initializer.extend(
         [
