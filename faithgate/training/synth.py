@@ -64,6 +64,16 @@ class SynthConfig:
         return data
 
 
+def _edits(premise: str, claim: str, rng: random.Random) -> list[Any]:
+    """``faithgate.perturb``'s edits of ``claim`` (at most one per type), seeded from ``rng``;
+    none when the parse hits a corner case, which costs that claim its edits, not the corpus."""
+    seed = rng.randrange(1 << 30)
+    try:
+        return perturb(premise, claim, seed=seed, max_per_type=1)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return []
+
+
 def compress(sent, rng: random.Random) -> str:  # type: ignore[no-untyped-def]
     """Drop one optional subtree of a parsed sentence (spaCy ``Span``), keeping the clause
     whole; returns the sentence unchanged when nothing can safely go."""
@@ -134,10 +144,7 @@ def document_pairs(
         out.append(NLIPair(premise, verbatim, 0, "supported:verbatim"))
         if claim != verbatim:
             out.append(NLIPair(premise, claim, 0, "supported:compressed"))
-        try:
-            edits = perturb(premise, claim, seed=rng.randrange(1 << 30), max_per_type=1)
-        except Exception:  # noqa: BLE001 - a parse corner case costs one claim, not the corpus
-            edits = []
+        edits = _edits(premise, claim, rng)
         rng.shuffle(edits)
         for edit in edits[: config.edits_per_claim]:
             out.append(NLIPair(premise, edit.summary, CONTRADICTION, edit.type))
@@ -168,10 +175,7 @@ def _paraphrased_pairs(
     text, lo, hi, kind = found
     premise = " ".join(s.text.strip() for s in sents[min(first, lo) : max(last, hi)])
     out = [NLIPair(premise, text, ENTAILMENT, f"supported:paraphrase:{kind}")]
-    try:
-        edits = perturb(premise, text, seed=rng.randrange(1 << 30), max_per_type=1)
-    except Exception:  # noqa: BLE001 - a parse corner case costs one edit
-        edits = []
+    edits = _edits(premise, text, rng)
     if edits:
         edit = rng.choice(edits)
         out.append(NLIPair(premise, edit.summary, CONTRADICTION, f"paraphrased:{edit.type}"))
@@ -340,10 +344,7 @@ def labelled_summary_pairs(
     out: list[NLIPair] = []
     for premise, sent in zip(premises, sents, strict=True):
         out.append(NLIPair(premise, sent, ENTAILMENT, "labelled:faithful"))
-        try:
-            edits = perturb(premise, sent, seed=rng.randrange(1 << 30), max_per_type=1)
-        except Exception:  # noqa: BLE001 - a parse corner case costs one sentence's edits
-            edits = []
+        edits = _edits(premise, sent, rng)
         rng.shuffle(edits)
         for edit in edits[: config.edits_per_claim]:
             out.append(NLIPair(premise, edit.summary, CONTRADICTION, f"labelled:{edit.type}"))
