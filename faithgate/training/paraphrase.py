@@ -178,10 +178,11 @@ class _Draft:
     i: int
     max_words: int
     rewrite: Rewrite = field(default_factory=dict)
-    tokens: list[Any] = field(default_factory=list)
     fused_with: Any = None
-    first: int = 0
-    end: int = 0
+    # Set from ``sents[i]`` by ``__post_init__``; the rewrites narrow or widen them.
+    tokens: list[Any] = field(init=False)
+    first: int = field(init=False)
+    end: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.tokens = list(self.sents[self.i])
