@@ -61,7 +61,7 @@ METRICS: dict[str, tuple[dict, tuple[str, ...], bool]] = {
     "loglik": ({}, ("lm",), False),
     "harim_plus": ({}, ("lm",), False),
 }
-MODES = ("none", "w8", "w8a32", "w8a8", "w4", "int8-dynamic", "fp16")
+MODES = ("none", "w8", "w8a32", "w8a32-ctx8", "w8a8", "w4", "int8-dynamic", "fp16")
 
 
 def variant_name(mode: str) -> str:

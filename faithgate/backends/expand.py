@@ -1,4 +1,5 @@
-"""Load-time expansion of ``w8a32`` exports: 8-bit weights on disk, fp32 MatMuls in memory.
+"""Load-time forms of ``w8a32`` exports: 8-bit weights on disk, fp32 MatMuls in memory, and
+(``w8a32-ctx8``) an int8 graph for the passes whose outputs only fill a key/value cache.
 
 A ``w8a32`` export stores its weights as 8-bit blocks (``MatMulNBits`` with ``accuracy_level``
 0, ``GatherBlockQuantized``) and computes in fp32: onnxruntime's kernel dequantizes every block
@@ -6,6 +7,14 @@ on every call, which made the form slower than the fp32 export it equals (the sh
 checker 0.82x, SmolLM2 0.71-0.83x; issue 13). Dequantizing each block once when the model is
 loaded gives the same products (each weight is q * scale either way; measured within 2e-6 on
 the checker's probabilities) at fp32 speed, while the file on disk stays small.
+
+A ``w8a32-ctx8`` export (causal LMs) also carries SmoothQuant's per-channel scales, as ``Mul``
+nodes named ``fg_ctx8_smooth*`` in front of the MatMuls they smooth. From its expanded graph
+``int8_context_graph`` builds a second graph whose smoothed MatMuls run in int8 with per-token
+activation scales (``MatMulInteger``, onnxruntime's fast CPU kernel). The LM runs a source's
+cache-only prefix pass there and scores the summary tokens with the exact graph: both summaries
+of a pair read the same int8-made cache, so its error largely cancels in their comparison,
+while the tokens being scored keep fp32 arithmetic (issue 13).
 
 Torch-free: needs the ``onnx`` package to rewrite the graph. Without it, or for a model whose
 expanded form would pass protobuf's 2 GB limit, the file is loaded as it is (same values,
@@ -52,6 +61,16 @@ def _expandable(node: Any, inits: dict[str, Any]) -> bool:
     )
 
 
+def _matmul_weight(node: Any, inits: dict[str, Any]) -> np.ndarray:
+    """The fp32 (K, N) weight of an expandable 8-bit ``MatMulNBits`` node, dequantized."""
+    from onnx import numpy_helper
+
+    q = numpy_helper.to_array(inits[node.input[1]])  # (N, blocks, block_size) uint8
+    scales = numpy_helper.to_array(inits[node.input[2]]).reshape(q.shape[0], q.shape[1], 1)
+    blocks = (q.astype(np.float32) - 128.0) * scales.astype(np.float32)
+    return np.ascontiguousarray(blocks.reshape(q.shape[0], -1)[:, : _attributes(node)["K"]].T)
+
+
 def expand_weight_blocks(model: Any) -> int:
     """Rewrite ``model`` (an ``onnx.ModelProto``) in place: every 8-bit fp32-arithmetic
     ``MatMulNBits`` becomes a ``MatMul`` over its dequantized fp32 weight, every 8-bit
@@ -71,12 +90,8 @@ def expand_weight_blocks(model: Any) -> int:
             continue
         attrs = _attributes(node)
         if node.op_type == "MatMulNBits":
-            q = numpy_helper.to_array(inits[node.input[1]])  # (N, blocks, block_size) uint8
-            scales = numpy_helper.to_array(inits[node.input[2]]).reshape(q.shape[0], q.shape[1], 1)
-            blocks = (q.astype(np.float32) - 128.0) * scales.astype(np.float32)
-            weight = blocks.reshape(q.shape[0], -1)[:, : attrs["K"]].T  # (K, N)
             name = node.input[1] + "_fp32"
-            added.append(numpy_helper.from_array(np.ascontiguousarray(weight), name))
+            added.append(numpy_helper.from_array(_matmul_weight(node, inits), name))
             consumed.update(node.input[1:3])
             nodes.append(
                 helper.make_node("MatMul", [node.input[0], name], list(node.output), name=node.name)
@@ -108,10 +123,11 @@ def expand_weight_blocks(model: Any) -> int:
     return rewritten
 
 
-def expanded_model_bytes(path: Path) -> bytes | None:
+def expanded_model_bytes(path: Path, context_int8: bool = False) -> bytes | None:
     """The serialized fp32-expanded form of the ``w8a32`` graph at ``path``, or ``None`` when
     it cannot be made here (no ``onnx`` package, external data, or over 2 GB expanded): the
-    caller then loads the file itself."""
+    caller then loads the file itself. With ``context_int8``, its int8 context form
+    (``int8_context_graph``) instead, or ``None`` where the graph has no smoothed MatMuls."""
     try:
         import onnx
     except ImportError:
@@ -127,6 +143,122 @@ def expanded_model_bytes(path: Path) -> bytes | None:
     )
     if model.ByteSize() + growth > MAX_EXPANDED_BYTES:
         return None
+    if context_int8:  # from the stored blocks: no fp32 copy of the whole graph on the way
+        return model.SerializeToString() if int8_context_graph(model) else None
     if not expand_weight_blocks(model):
         return None
     return model.SerializeToString()
+
+
+# --- per-token int8 MatMuls (w8a8 exports and the w8a32-ctx8 context graph) ------------------
+
+# Name prefix of the smoothing ``Mul`` nodes of a ``w8a32-ctx8`` export.
+CONTEXT_SMOOTHING_PREFIX = "fg_ctx8_smooth"
+
+
+def int8_constants() -> list[Any]:
+    """The scalar constants the per-token int8 nodes read (added once per graph)."""
+    from onnx import numpy_helper
+
+    return [
+        numpy_helper.from_array(np.array([-1], np.int64), "fg_w8a8_axes"),
+        numpy_helper.from_array(np.array(1e-8, np.float32), "fg_w8a8_eps"),
+        numpy_helper.from_array(np.array(1.0 / 127.0, np.float32), "fg_w8a8_inv127"),
+        numpy_helper.from_array(np.array(128.0, np.float32), "fg_w8a8_shift"),
+        numpy_helper.from_array(np.array(128, np.uint8), "fg_w8a8_zero_point"),
+    ]
+
+
+def int8_columns(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 weights with one scale per output column: w ~= w_q * scale."""
+    scale = np.abs(w).max(axis=0) / 127.0
+    scale[scale == 0] = 1.0
+    return np.clip(np.round(w / scale), -127, 127).astype(np.int8), scale.astype(np.float32)
+
+
+def per_token_uint8_nodes(x: str, q: str) -> list[Any]:
+    """Nodes quantizing activations ``x`` per row (token): scale_t = max_j |x_tj| / 127,
+    ``q_u8`` = round(x / scale_t) + 128 as uint8, ``q_scale`` = scale_t."""
+    from onnx import TensorProto, helper
+
+    return [
+        helper.make_node("Abs", [x], [q + "_abs"]),
+        helper.make_node("ReduceMax", [q + "_abs", "fg_w8a8_axes"], [q + "_max"]),
+        helper.make_node("Max", [q + "_max", "fg_w8a8_eps"], [q + "_max_eps"]),
+        helper.make_node("Mul", [q + "_max_eps", "fg_w8a8_inv127"], [q + "_scale"]),
+        helper.make_node("Div", [x, q + "_scale"], [q + "_div"]),
+        helper.make_node("Round", [q + "_div"], [q + "_round"]),
+        helper.make_node("Add", [q + "_round", "fg_w8a8_shift"], [q + "_shift"]),
+        helper.make_node("Cast", [q + "_shift"], [q + "_u8"], to=TensorProto.UINT8),
+    ]
+
+
+def int8_matmul_nodes(qx: str, x_scale: str, tag: str, output: str) -> list[Any]:
+    """y = MatMulInteger(qx, ``tag_w``) * x_scale * ``tag_w_scale``: the product of per-token
+    uint8 activations and per-column int8 weights, back in fp32."""
+    from onnx import TensorProto, helper
+
+    return [
+        helper.make_node("MatMulInteger", [qx, tag + "_w", "fg_w8a8_zero_point"], [tag + "_i"]),
+        helper.make_node("Cast", [tag + "_i"], [tag + "_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", [tag + "_f", x_scale], [tag + "_fx"]),
+        helper.make_node("Mul", [tag + "_fx", tag + "_w_scale"], [output]),
+    ]
+
+
+def int8_context_graph(model: Any) -> int:
+    """Rewrite the graph ``model`` in place into its int8 context form: every MatMul over a
+    constant weight (fp32 ``MatMul``, or 8-bit ``MatMulNBits`` as stored, dequantized here)
+    whose input is an ``fg_ctx8_smooth*`` output (already smoothed, X / s; its weight
+    diag(s) W) becomes ``MatMulInteger`` on per-token uint8 activations and per-column int8
+    weights, as ``w8a8`` exports compute. Returns the number of MatMuls rewritten (0: not a
+    ``w8a32-ctx8`` graph, left as it was)."""
+    from onnx import numpy_helper
+
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    smoothed = {
+        n.output[0]
+        for n in graph.node
+        if n.op_type == "Mul" and n.name.startswith(CONTEXT_SMOOTHING_PREFIX)
+    }
+    quantized_inputs: dict[str, tuple[str, str]] = {}
+    nodes: list[Any] = []
+    consumed: set[str] = set()
+    added: list[Any] = []
+    for node in graph.node:
+        if not node.input or node.input[0] not in smoothed:
+            nodes.append(node)
+            continue
+        if node.op_type == "MatMulNBits" and _expandable(node, inits):
+            weight = _matmul_weight(node, inits)
+        elif node.op_type == "MatMul" and node.input[1] in inits:
+            weight = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
+        else:
+            nodes.append(node)
+            continue
+        if weight.ndim != 2:
+            nodes.append(node)
+            continue
+        x = node.input[0]
+        if x not in quantized_inputs:
+            q = f"fg_ctx8_x{len(quantized_inputs)}"
+            nodes += per_token_uint8_nodes(x, q)
+            quantized_inputs[x] = (q + "_u8", q + "_scale")
+        tag = node.input[1] + "_ctx8"
+        w_q, w_scale = int8_columns(weight)
+        added += [
+            numpy_helper.from_array(w_q, tag + "_w"),
+            numpy_helper.from_array(w_scale, tag + "_w_scale"),
+        ]
+        consumed.update(node.input[1:])
+        nodes += int8_matmul_nodes(*quantized_inputs[x], tag, node.output[0])
+    if not added:
+        return 0
+    still_read = {i for n in nodes for i in n.input}
+    kept = [t for t in graph.initializer if t.name not in consumed or t.name in still_read]
+    del graph.initializer[:]
+    graph.initializer.extend(kept + added + int8_constants())
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return len(added) // 2

@@ -44,6 +44,7 @@ from faithgate.backends.quantize import (
     Tolerance,
     Triple,
     auto_candidates,
+    check_mode_fits_task,
     compare,
     load_calibration,
     normalise_quantization,
@@ -429,6 +430,7 @@ def export_model(
             f"no ONNX recipe for role {spec.role!r}; exportable roles: {', '.join(ROLE_TASKS)}"
         )
     quant = normalise_quantization(quantize)
+    check_mode_fits_task(quant, task)
     if device not in AUTO_CANDIDATES:
         raise InputError(f"unknown device {device!r}; choose one of: {', '.join(AUTO_CANDIDATES)}")
     tolerance = tolerance or Tolerance()

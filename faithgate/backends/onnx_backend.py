@@ -78,18 +78,21 @@ def get_session(
     threads: int | None = None,
     provider: str | None = None,
     expand_weights: bool = False,
-) -> Any:
-    """One ``InferenceSession`` per (file, threads, providers) per process.
+    context_int8: bool = False,
+) -> Any | None:
+    """One ``InferenceSession`` per (file, threads, providers, form) per process.
 
     ``expand_weights`` (``w8a32`` exports): the graph is loaded with its 8-bit weight blocks
     dequantized to fp32 once (``expand.expanded_model_bytes``): the same values at fp32 speed.
+    ``context_int8`` (``w8a32-ctx8`` exports): its int8 context graph, or ``None`` where it
+    cannot be built here (the exact graph then runs every pass).
     """
     ort = _ort()
     providers = providers_for(provider)
-    key = (str(path), int(threads or 0), tuple(providers), expand_weights)
+    key = (str(path), int(threads or 0), tuple(providers), expand_weights, context_int8)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(key)
-        if session is None:
+        if session is None and key not in _SESSIONS:
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             # Idle threads sleep: spinning ones took the cores of a shared machine (threads.py).
@@ -100,7 +103,10 @@ def get_session(
                 options.intra_op_num_threads = int(threads)
                 options.inter_op_num_threads = 1
             try:
-                model = expanded_model_bytes(path) if expand_weights else None
+                model = expanded_model_bytes(path, context_int8) if expand_weights else None
+                if context_int8 and model is None:
+                    _SESSIONS[key] = None
+                    return None
                 session = ort.InferenceSession(
                     model if model is not None else str(path), options, providers=providers
                 )
@@ -144,7 +150,7 @@ class _OnnxRoleMixin:
         self.manifest = manifest
         self.config = manifest.config
         self.tokenizer = _load_tokenizer(manifest)
-        expand = manifest.quantization == "w8a32"
+        expand = manifest.quantization in ("w8a32", "w8a32-ctx8")
         self.sessions = {
             part: get_session(manifest.path_of(part), threads, provider, expand)
             for part in manifest.files
@@ -392,6 +398,18 @@ class OnnxCausalLM(_OnnxLMBase):
         ]
         # Exports made before faithgate added this input score every position.
         self.takes_score_from = SCORE_FROM in self.input_names["model"]
+        # w8a32-ctx8: the int8 graph that fills the cache of an unscored prefix (expand.py).
+        self.context_session = (
+            get_session(
+                manifest.path_of("model"),
+                options.get("threads"),
+                options.get("provider"),
+                expand_weights=True,
+                context_int8=True,
+            )
+            if manifest.quantization == "w8a32-ctx8" and self.with_past
+            else None
+        )
 
     def _empty_past(self, batch: int) -> dict[str, np.ndarray]:
         shape = (batch, int(self.config["num_kv_heads"]), 0, int(self.config["head_dim"]))
@@ -426,10 +444,14 @@ class OnnxCausalLM(_OnnxLMBase):
         past: dict[str, np.ndarray] | None = None,
         want_present: bool = False,
         score_from: int = 0,
+        context: bool = False,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """``context``: the pass only fills the cache; it runs on the int8 context graph
+        where the export has one."""
         feeds = self._feeds(ids, mask, targets, positions, past, score_from)
         names = ["target_logprobs"] + (self.present_names if want_present else [])
-        outs = self.session.run(names, feeds)
+        session = self.context_session if context and self.context_session else self.session
+        outs = session.run(names, feeds)
         present = dict(zip(self.present_names, outs[1:], strict=False)) if want_present else {}
         return outs[0].astype(np.float64), present
 
@@ -453,6 +475,28 @@ class OnnxCausalLM(_OnnxLMBase):
         positions = np.broadcast_to(np.arange(ids.shape[1]), ids.shape).astype(np.int64)
         lp, _ = self._run(ids, mask, targets, np.ascontiguousarray(positions))
         return [lp[r, : len(row) - 1] if row else np.zeros(0) for r, row in enumerate(rows)]
+
+    def _prefix_cache(
+        self, tokens: Sequence[int], targets: Sequence[int], score_prefix: bool
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The key/value cache of ``tokens`` (as ``past_key_values.*`` feeds) and, with
+        ``score_prefix``, the log-probabilities of ``targets`` (token t+1 at position t).
+
+        Run only for its cache, the prefix skips the LM head where the export allows (on all
+        but its last position: an empty head input trips quantized kernels), and runs on the
+        int8 context graph where the export has one (``w8a32-ctx8``)."""
+        ids = np.array([tokens], dtype=np.int64)
+        skip = 0 if score_prefix or not self.takes_score_from else ids.shape[1] - 1
+        lp, cache = self._run(
+            ids,
+            np.ones_like(ids),
+            np.array([targets], dtype=np.int64),
+            np.arange(ids.shape[1], dtype=np.int64)[None, :],
+            want_present=True,
+            score_from=skip,
+            context=not score_prefix,
+        )
+        return lp[0], {k.replace("present", "past_key_values"): v for k, v in cache.items()}
 
     def prefix_logprobs(
         self,
@@ -481,18 +525,9 @@ class OnnxCausalLM(_OnnxLMBase):
         # The cache holds prefix[:-1]; every continuation row re-feeds prefix[-1] so that its
         # first position predicts the first continuation token (the torch backend reads that
         # from the prefix pass; the values agree within float rounding).
-        head = np.array([prefix[:-1]], dtype=np.int64)
-        tgt = np.array([prefix[1:]], dtype=np.int64)
-        pos = np.arange(len(prefix) - 1, dtype=np.int64)[None, :]
-        # Run only for its cache, the prefix skips the LM head where the export allows: on all
-        # but its last position (an empty head input trips quantized kernels).
-        skip = 0 if score_prefix or not self.takes_score_from else head.shape[1] - 1
-        lp, cache = self._run(
-            head, np.ones_like(head), tgt, pos, want_present=True, score_from=skip
-        )
-        prefix_lp = np.concatenate([[math.nan], lp[0]]) if score_prefix else np.zeros(0)
+        lp, past = self._prefix_cache(prefix[:-1], prefix[1:], score_prefix)
+        prefix_lp = np.concatenate([[math.nan], lp]) if score_prefix else np.zeros(0)
         past_len = len(prefix) - 1
-        past = {name.replace("present", "past_key_values"): value for name, value in cache.items()}
         results: list[list[np.ndarray]] = [[] for _ in continuations]
         for idx in batches_by_token_budget(
             [len(ids) + len(prefix) for ids in flat], self.batch_tokens

@@ -63,10 +63,19 @@ from typing import Any
 
 import numpy as np
 
+from faithgate.backends.expand import (
+    CONTEXT_SMOOTHING_PREFIX,
+    int8_columns,
+    int8_constants,
+    int8_matmul_nodes,
+    per_token_uint8_nodes,
+)
 from faithgate.errors import InputError
 
 # Concrete modes an export can be in (the manifest's ``quantization``).
-MODES = ("none", "w8", "w8a32", "w8a8", "w4", "int8-dynamic", "int8-static", "fp16")
+MODES = (
+    "none", "w8", "w8a32", "w8a32-ctx8", "w8a8", "w4", "int8-dynamic", "int8-static", "fp16",
+)  # fmt: skip
 # Names accepted on the command line: the modes, ``auto`` and aliases.
 QUANTIZATIONS = ("auto", *MODES, "int8", "fp32")
 # ``auto`` tries these, smallest file first, and keeps the first that passes the parity gate
@@ -79,11 +88,13 @@ AUTO_CANDIDATES: dict[str, tuple[str, ...]] = {
 # Per (device, task) where the candidates differ. Language models never try w4: it moves their
 # log-probabilities by 0.07 nats and flips 12% of BUMP pairs (issue 13), so it costs a parity run
 # that cannot pass. A causal LM tries w8a8 first: smaller than its w8 (no block scales; down
-# projections quantized) and the only form measured faster than fp32 there. Then w8a32: it
+# projections quantized) and the fastest form measured (1.3-1.4x fp32 ONNX). Then w8a32: it
 # quantizes the down projections that w8 keeps fp32, so its file is the smaller (SmolLM2: 46%
 # against 57%), it moves log-probabilities less (0.008 against 0.011 nats on 100 BUMP pairs),
 # and loaded expanded (expand.py) it runs at fp32's speed, as w8 does (1.09x against
-# 1.03-1.08x); it holds fp32's memory while it runs, w8 less.
+# 1.03-1.08x); it holds fp32's memory while it runs, w8 less. w8a32-ctx8 (w8a32 with an int8
+# source pass) is offered, not tried: 1.2-1.3x fp32 ONNX and it keeps loglik's BUMP pairs in
+# order, but it flips the closest harim_plus pair of 50 and holds 35% more memory (issue 13).
 AUTO_CANDIDATES_BY_TASK: dict[tuple[str, str], tuple[str, ...]] = {
     ("cpu", "causal-lm"): ("w8a8", "w8a32", "w8"),
     ("cpu", "seq2seq-lm"): ("w8", "w8a32"),
@@ -103,7 +114,7 @@ def save_onnx(model: Any, dst: Path) -> None:
     large = model.ByteSize() > 1_800_000_000
     onnx.save(model, str(dst), save_as_external_data=large, location=dst.name + "_data")
 # Modes whose quantizer reads the model's activations on calibration inputs.
-NEEDS_FEEDS = ("int8-static", "w8a8")
+NEEDS_FEEDS = ("int8-static", "w8a8", "w8a32-ctx8")
 
 
 def normalise_quantization(name: str) -> str:
@@ -116,10 +127,20 @@ def normalise_quantization(name: str) -> str:
         return "int8-dynamic"
     if name not in QUANTIZATIONS:
         raise InputError(
-            f"unknown quantization {name!r}; choose one of: auto, w8, w8a32, w4, int8 (int8-dynamic), "
-            "int8-static, fp16, none"
+            f"unknown quantization {name!r}; choose one of: auto, w8, w8a32, w8a32-ctx8, "
+            "w8a8, w4, int8 (int8-dynamic), int8-static, fp16, none"
         )
     return name
+
+
+def check_mode_fits_task(mode: str, task: str) -> None:
+    """``InputError`` for a mode the ``task`` cannot use: ``w8a32-ctx8`` speeds up only the
+    cache-filling passes of causal LMs."""
+    if mode == "w8a32-ctx8" and task != "causal-lm":
+        raise InputError(
+            f"w8a32-ctx8 speeds up a causal LM's cached context passes; a {task} export has "
+            "none (use w8a32)"
+        )
 
 
 def quantized_file_name(name: str, mode: str) -> str:
@@ -610,6 +631,9 @@ def quantize_file(
         )  # fmt: skip
     if mode == "w8a8":
         return quantize_w8a8(src, dst, feeds)
+    if mode == "w8a32-ctx8":
+        check_mode_fits_task(mode, task or "")
+        return quantize_context_int8(src, dst, feeds)
     if mode == "fp16":
         return convert_fp16(src, dst)
     if mode == "int8-dynamic":
@@ -673,6 +697,39 @@ def smoothing_scales(
     return s.astype(np.float32)
 
 
+def _smoothing_plan(
+    model: Any, src: Path, feeds: Sequence[dict[str, np.ndarray]], alpha: float
+) -> tuple[dict[int, np.ndarray], dict[str, list[int]], dict[str, np.ndarray]]:
+    """SmoothQuant's scales for the graph ``model`` (loaded from ``src``): the position of each
+    MatMul over a constant 2-D fp32 weight -> that weight; each input tensor -> the MatMuls
+    reading it (q/k/v share one, gate/up another); each input -> its scales, from the input's
+    per-channel maxima on ``feeds`` and the largest weight row over the MatMuls sharing it."""
+    from onnx import numpy_helper
+
+    if not feeds:
+        raise InputError("w8a8 quantization needs calibration inputs (none were given)")
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    # Positions in graph.node, not id(): protobuf may hand out fresh node wrappers.
+    weights: dict[int, np.ndarray] = {}
+    for i, node in enumerate(graph.node):
+        if node.op_type == "MatMul" and node.input[1] in inits:
+            w = numpy_helper.to_array(inits[node.input[1]])  # to_array copies: read once
+            if w.ndim == 2 and w.dtype == np.float32:
+                weights[i] = w
+    groups: dict[str, list[int]] = {}
+    for i in weights:
+        groups.setdefault(graph.node[i].input[0], []).append(i)
+    maxima = activation_maxima(src, feeds, list(groups))
+    smooth = {
+        x: smoothing_scales(
+            maxima[x], np.max([np.abs(weights[i]).max(axis=1) for i in members], axis=0), alpha
+        )
+        for x, members in groups.items()
+    }
+    return weights, groups, smooth
+
+
 def quantize_w8a8(
     src: Path,
     dst: Path,
@@ -690,41 +747,13 @@ def quantize_w8a8(
     quantized once. Standard ONNX ops only, so the torch-free runtime runs it.
     """
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
-    if not feeds:
-        raise InputError("w8a8 quantization needs calibration inputs (none were given)")
     model = onnx.load(str(src))
     graph = model.graph
-    inits = {t.name: t for t in graph.initializer}
     before = sum(t.ByteSize() for t in graph.initializer)
-
-    # Position of each MatMul in graph.node -> its constant 2-D fp32 weight, read once
-    # (to_array copies it). Positions, not id(): protobuf may hand out fresh node wrappers.
-    weights: dict[int, np.ndarray] = {}
-    for i, node in enumerate(graph.node):
-        if node.op_type == "MatMul" and node.input[1] in inits:
-            w = numpy_helper.to_array(inits[node.input[1]])
-            if w.ndim == 2 and w.dtype == np.float32:
-                weights[i] = w
-    groups: dict[str, list[int]] = {}
-    for i in weights:
-        groups.setdefault(graph.node[i].input[0], []).append(i)
-    maxima = activation_maxima(src, feeds, list(groups))
-    smooth: dict[str, np.ndarray] = {}
-    for x, members in groups.items():
-        w_max = np.max([np.abs(weights[i]).max(axis=1) for i in members], axis=0)
-        smooth[x] = smoothing_scales(maxima[x], w_max, alpha)
-
-    graph.initializer.extend(
-        [
-            numpy_helper.from_array(np.array([-1], np.int64), "fg_w8a8_axes"),
-            numpy_helper.from_array(np.array(1e-8, np.float32), "fg_w8a8_eps"),
-            numpy_helper.from_array(np.array(1.0 / 127.0, np.float32), "fg_w8a8_inv127"),
-            numpy_helper.from_array(np.array(128.0, np.float32), "fg_w8a8_shift"),
-            numpy_helper.from_array(np.array(128, np.uint8), "fg_w8a8_zero_point"),
-        ]
-    )
+    weights, groups, smooth = _smoothing_plan(model, src, feeds, alpha)
+    graph.initializer.extend(int8_constants())
     quantized_inputs: dict[str, tuple[str, str]] = {}
     replaced: set[str] = set()
     nodes: list[Any] = []
@@ -737,36 +766,18 @@ def quantize_w8a8(
         if x not in quantized_inputs:
             q = tag + "_x"
             graph.initializer.append(numpy_helper.from_array(1.0 / smooth[x], q + "_inv_s"))
-            nodes += [
-                helper.make_node("Mul", [x, q + "_inv_s"], [q + "_smooth"]),
-                helper.make_node("Abs", [q + "_smooth"], [q + "_abs"]),
-                helper.make_node("ReduceMax", [q + "_abs", "fg_w8a8_axes"], [q + "_max"]),
-                helper.make_node("Max", [q + "_max", "fg_w8a8_eps"], [q + "_max_eps"]),
-                helper.make_node("Mul", [q + "_max_eps", "fg_w8a8_inv127"], [q + "_scale"]),
-                helper.make_node("Div", [q + "_smooth", q + "_scale"], [q + "_div"]),
-                helper.make_node("Round", [q + "_div"], [q + "_round"]),
-                helper.make_node("Add", [q + "_round", "fg_w8a8_shift"], [q + "_shift"]),
-                helper.make_node("Cast", [q + "_shift"], [q + "_u8"], to=TensorProto.UINT8),
-            ]
+            nodes.append(helper.make_node("Mul", [x, q + "_inv_s"], [q + "_smooth"]))
+            nodes += per_token_uint8_nodes(q + "_smooth", q)
             quantized_inputs[x] = (q + "_u8", q + "_scale")
-        qx, x_scale = quantized_inputs[x]
-        w_smooth = w * smooth[x][:, None]
-        w_scale = np.abs(w_smooth).max(axis=0) / 127.0
-        w_scale[w_scale == 0] = 1.0
-        w_q = np.clip(np.round(w_smooth / w_scale), -127, 127).astype(np.int8)
+        w_q, w_scale = int8_columns(w * smooth[x][:, None])
         graph.initializer.extend(
             [
                 numpy_helper.from_array(w_q, tag + "_w"),
-                numpy_helper.from_array(w_scale.astype(np.float32), tag + "_w_scale"),
+                numpy_helper.from_array(w_scale, tag + "_w_scale"),
             ]
         )
         replaced.add(node.input[1])
-        nodes += [
-            helper.make_node("MatMulInteger", [qx, tag + "_w", "fg_w8a8_zero_point"], [tag + "_i"]),
-            helper.make_node("Cast", [tag + "_i"], [tag + "_f"], to=TensorProto.FLOAT),
-            helper.make_node("Mul", [tag + "_f", x_scale], [tag + "_fx"]),
-            helper.make_node("Mul", [tag + "_fx", tag + "_w_scale"], [node.output[0]]),
-        ]
+        nodes += int8_matmul_nodes(*quantized_inputs[x], tag, node.output[0])
     still_used = {i for n in nodes for i in n.input}
     kept = [t for t in graph.initializer if t.name not in replaced or t.name in still_used]
     del graph.initializer[:]
@@ -783,4 +794,77 @@ def quantize_w8a8(
         "inputs_smoothed": len(groups),
         "calibration_inputs": len(feeds),
         "weight_bytes": {"before": before, "after": after},
+    }
+
+
+# --- w8a32-ctx8: exact scored tokens, an int8 context pass --------------------------------------
+
+
+def quantize_context_int8(
+    src: Path,
+    dst: Path,
+    feeds: Sequence[dict[str, np.ndarray]],
+    alpha: float = W8A8_ALPHA,
+    block_size: int = W8A32_BLOCK_SIZE_BY_TASK["causal-lm"],
+) -> dict[str, Any]:
+    """The ``w8a32-ctx8`` form of a causal LM: ``w8a32`` (8-bit weight blocks, fp32
+    arithmetic) of the SmoothQuant-smoothed graph, from which the runtime builds an int8
+    graph for cache-only passes (``expand.int8_context_graph``).
+
+    Each input X shared by MatMuls over constant weights W gets an explicit
+    ``Mul(X, 1/s)`` node (named ``fg_ctx8_smooth*``) and its weights become diag(s) W, with
+    SmoothQuant's s (as in ``quantize_w8a8``, measured on ``feeds``): the same products in
+    fp32, and the activations that reach those MatMuls are the smoothed ones, ready to be
+    quantized per token. One file of ``w8a32``'s size serves both graphs.
+    """
+    import tempfile
+
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(src))
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    weights, groups, smooth = _smoothing_plan(model, src, feeds, alpha)
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    first_reader = {min(members): x for x, members in groups.items()}
+    smoothed: dict[str, str] = {}
+    nodes: list[Any] = []
+    for i, node in enumerate(graph.node):
+        x = first_reader.get(i)
+        if x is not None:
+            name = f"{CONTEXT_SMOOTHING_PREFIX}{len(smoothed)}"
+            graph.initializer.append(numpy_helper.from_array(1.0 / smooth[x], name + "_inv_s"))
+            nodes.append(helper.make_node("Mul", [x, name + "_inv_s"], [name], name=name))
+            smoothed[x] = name
+        w = weights.get(i)
+        if w is not None and readers[node.input[1]] == 1:  # a weight read once: fold s in
+            x = node.input[0]
+            inits[node.input[1]].CopyFrom(
+                numpy_helper.from_array(w * smooth[x][:, None], node.input[1])
+            )
+            node.input[0] = smoothed[x]
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    with tempfile.TemporaryDirectory() as tmp:
+        smoothed_src = Path(tmp) / "smoothed.onnx"
+        save_onnx(model, smoothed_src)
+        del model
+        recipe = quantize_weight_only(
+            smoothed_src, dst, bits=8, block_size=block_size, accuracy_level=0, keep_fp32=(),
+            gather_block_size=block_size,
+        )  # fmt: skip
+    return {
+        **recipe,
+        "context": {
+            "method": "SmoothQuant + per-token dynamic int8 activations x per-channel int8 "
+            "weights (MatMulInteger), built at load for cache-only passes",
+            "alpha": alpha,
+            "inputs_smoothed": len(smoothed),
+            "calibration_inputs": len(feeds),
+        },
     }

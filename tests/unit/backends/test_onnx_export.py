@@ -498,6 +498,7 @@ def test_torch_free_runtime(tiny, exports, tmp_path):
         ("llama", "lm", "fp16", True),
         ("bert", "embedder", "w8a8", True),
         ("llama", "lm", "w8a8", True),
+        ("llama", "lm", "w8a32-ctx8", True),
     ],
 )
 def test_quantized_modes_pass_or_are_refused(tiny, tmp_path, key, role, mode, kept):
@@ -617,6 +618,120 @@ def test_w8a8_matmul_matches_fp32_within_int8_rounding(tmp_path):
     assert (np.abs(per_tensor - ref).max(axis=1) / np.abs(ref).max(axis=1))[1:].min() > 0.05
 
 
+def test_int8_context_matmul_matches_fp32_within_int8_rounding():
+    """The context graph's rewrite of one smoothed MatMul (an ``fg_ctx8_smooth`` Mul in front,
+    as ``w8a32-ctx8`` exports carry): MatMulInteger on per-token uint8 activations, within 2%
+    of fp32 on every token; a MatMul without the smoothing Mul is left alone."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from faithgate.backends.expand import int8_context_graph
+
+    rng = np.random.default_rng(0)
+    w, w2 = rng.normal(size=(16, 8)).astype(np.float32), rng.normal(size=(16, 4))
+    inv_s = np.ones(16, np.float32)
+    inv_s[3] = 1.0 / 40.0  # the outlier channel, smoothed as SmoothQuant would
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x", "inv_s"], ["xs"], name="fg_ctx8_smooth0"),
+            helper.make_node("MatMul", ["xs", "w"], ["y"], name="/proj/MatMul"),
+            helper.make_node("MatMul", ["x", "w2"], ["z"], name="/other/MatMul"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 16])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [None, 4]),
+        ],
+        [
+            numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array(w2.astype(np.float32), "w2"),
+            numpy_helper.from_array(inv_s, "inv_s"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    assert int8_context_graph(model) == 1
+    onnx.checker.check_model(model)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("MatMulInteger") == 1 and ops.count("MatMul") == 1  # /other/ untouched
+    x = rng.normal(size=(5, 16)).astype(np.float32)
+    x[:, 3] *= 40.0
+    x[0] *= 25.0
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y, z = session.run(None, {"x": x})
+    ref = (x * inv_s) @ w
+    assert (np.abs(y - ref).max(axis=1) / np.abs(ref).max(axis=1)).max() < 0.02
+    assert not np.allclose(y, ref, rtol=0, atol=1e-6)  # int8 arithmetic did run
+    np.testing.assert_allclose(z, x @ w2, rtol=1e-5, atol=1e-4)
+    plain = helper.make_model(
+        helper.make_graph([graph.node[2]], "p", [], [], [graph.initializer[1]]),
+        opset_imports=[helper.make_opsetid("", 18)],
+    )
+    assert int8_context_graph(plain) == 0
+
+
+def test_w8a32_ctx8_fills_the_cache_in_int8_and_scores_in_fp32(tiny, tmp_path, monkeypatch):
+    """w8a32-ctx8 (causal LMs): one w8a32 file whose MatMuls read SmoothQuant-smoothed inputs;
+    loaded, an exact (expanded fp32) graph and an int8 context graph. A prefix run only for
+    its cache goes to the context graph; a scored prefix and every continuation to the exact
+    one. Scores stay close to the w8a32 form's; other tasks refuse the mode."""
+    onnx = pytest.importorskip("onnx")
+    from faithgate.backends import expand, onnx_backend
+    from faithgate.backends.quantize import BUILTIN_CALIBRATION
+
+    manifest = export_model(
+        models.resolve("lm", str(tiny["llama"])), out=tmp_path / "ctx", quantize="w8a32-ctx8"
+    )
+    assert manifest.quantization == "w8a32-ctx8"
+    recipe = manifest.parity["recipes"]["w8a32-ctx8"]["model"]
+    assert recipe["accuracy_level"] == 0 and recipe["block_size"] == 32
+    assert recipe["context"]["calibration_inputs"] == 3 * len(BUILTIN_CALIBRATION)
+    path = manifest.path_of("model")
+    stored = onnx.load(str(path)).graph
+    smooth = [n for n in stored.node if n.name.startswith(expand.CONTEXT_SMOOTHING_PREFIX)]
+    # q/k/v share one input, gate/up another, o and down one each; plus the tiny untied head.
+    assert len(smooth) == recipe["context"]["inputs_smoothed"] == 2 * 4 + 1
+    assert not [n for n in stored.node if n.op_type == "MatMulInteger"]
+
+    lm = OnnxBackend().load(models.resolve("lm", str(manifest.directory)), "causal-lm")
+    assert lm.context_session is not None and lm.context_session is not lm.session
+    context_graph = onnx.load_from_string(expand.expanded_model_bytes(path, True)).graph
+    ops = {n.op_type for n in context_graph.node}
+    assert "MatMulInteger" in ops and "MatMulNBits" not in ops
+    calls = []
+    for name in ("session", "context_session"):
+        original = getattr(lm, name).run
+        monkeypatch.setattr(
+            getattr(lm, name),
+            "run",
+            lambda names, feeds, _o=original, _n=name: calls.append(_n) or _o(names, feeds),
+        )
+    a, b = lm.tokenize(CORPUS[0]), lm.tokenize(CORPUS[1])
+    _, fast = lm.prefix_logprobs(a, [[b], [a[:3]]], score_prefix=False)
+    assert calls[0] == "context_session" and set(calls[1:]) == {"session"}
+    calls.clear()
+    scored_prefix, exact = lm.prefix_logprobs(a, [[b], [a[:3]]])
+    assert set(calls) == {"session"} and len(scored_prefix) == len(a)
+    # The int8 cache moves the continuation's log-probabilities a little, not much.
+    for x, y in zip(fast, exact, strict=True):
+        diff = np.abs(x[0] - y[0])
+        assert diff.max() < 0.1 and diff.max() > 0
+
+    with pytest.raises(InputError, match="causal LM"):  # refused before any work
+        export_model(
+            models.resolve("nli", str(tiny["nli"])), out=tmp_path / "n", quantize="w8a32-ctx8"
+        )
+    assert not (tmp_path / "n").exists()
+
+    # Without the onnx package the file loads as stored and every pass runs exactly.
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    assert expand.expanded_model_bytes(path, True) is None
+    monkeypatch.setattr(onnx_backend, "_SESSIONS", {})
+    plain = OnnxBackend().load(models.resolve("lm", str(manifest.directory)), "causal-lm")
+    assert plain.context_session is None
+
+
 def test_auto_keeps_the_smallest_form_that_passes(tiny, tmp_path):
     # Encoder: w4 is tried first and passes.
     enc = export_model(models.resolve("embedder", str(tiny["bert"])), out=tmp_path / "e")
@@ -634,7 +749,7 @@ def test_auto_keeps_the_smallest_form_that_passes(tiny, tmp_path):
     assert none.quantization == "none" and none.parity["quantized"] is False
     assert none.parity["refused"].startswith("w4: ") and " | w8: " in none.parity["refused"]
     # A causal LM's order on CPU: w8a8, then w8a32 (its w8 keeps the down projections fp32, so
-    # w8a32's file is the smaller), then w8.
+    # w8a32's file is the smaller), then w8; w8a32-ctx8 is asked for by name only.
     lm_none = export_model(
         models.resolve("lm", str(tiny["llama"])), out=tmp_path / "lz", tolerance=Tolerance.zero()
     )
@@ -807,15 +922,16 @@ def test_w8a32_loads_expanded_to_fp32_with_the_same_values(tiny, tmp_path, monke
     monkeypatch.setitem(sys.modules, "onnx", None)  # the runtime extra without onnx
     assert expand.expanded_model_bytes(path) is None
 
-def test_quantized_export_in_the_torch_free_runtime(tiny, tmp_path):
-    """Quantized exports (w8 embedder, w8a8 LM) load and score with torch/transformers/optimum
-    unimportable."""
+@pytest.mark.parametrize("lm_mode", ["w8a8", "w8a32-ctx8"])
+def test_quantized_export_in_the_torch_free_runtime(tiny, tmp_path, lm_mode):
+    """Quantized exports (w8 embedder; w8a8 LM, or w8a32-ctx8 with its int8 context graph
+    built at load) load and score with torch/transformers/optimum unimportable."""
     import os
     import subprocess
     import sys
 
     paths = {}
-    for role, key, mode in (("embedder", "bert", "w8"), ("lm", "llama", "w8a8")):
+    for role, key, mode in (("embedder", "bert", "w8"), ("lm", "llama", lm_mode)):
         manifest = export_model(
             models.resolve(role, str(tiny[key])), out=tmp_path / key, quantize=mode
         )
@@ -828,8 +944,11 @@ def test_quantized_export_in_the_torch_free_runtime(tiny, tmp_path):
 import json, sys
 from faithgate import Example, Scorer
 paths = json.loads(sys.argv[1])
-rows = Scorer(["sentsim", "loglik"], models=paths).score([Example("1", sys.argv[2], sys.argv[3])])
+scorer = Scorer(["sentsim", "loglik"], models=paths)
+rows = scorer.score([Example("1", sys.argv[2], sys.argv[3])])
 print(json.dumps({k: [v.value, v.error, v.settings_hash] for k, v in rows[0].items()}))
+lm = scorer.pool.get("lm", "causal-lm")
+assert (lm.context_session is not None) == (lm.quantization == "w8a32-ctx8"), lm.quantization
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))))
 """
     env = {
