@@ -123,11 +123,9 @@ def expand_weight_blocks(model: Any) -> int:
     return rewritten
 
 
-def expanded_model_bytes(path: Path, context_int8: bool = False) -> bytes | None:
-    """The serialized fp32-expanded form of the ``w8a32`` graph at ``path``, or ``None`` when
-    it cannot be made here (no ``onnx`` package, external data, or over 2 GB expanded): the
-    caller then loads the file itself. With ``context_int8``, its int8 context form
-    (``int8_context_graph``) instead, or ``None`` where the graph has no smoothed MatMuls."""
+def _load_in_memory(path: Path) -> Any | None:
+    """The graph at ``path`` as an ``onnx.ModelProto`` to rewrite, or ``None`` when that cannot
+    be done here: no ``onnx`` package, external data, or over 2 GB once expanded."""
     try:
         import onnx
     except ImportError:
@@ -141,11 +139,25 @@ def expanded_model_bytes(path: Path, context_int8: bool = False) -> bytes | None
         for node in model.graph.node
         if _expandable(node, inits)
     )
-    if model.ByteSize() + growth > MAX_EXPANDED_BYTES:
+    return None if model.ByteSize() + growth > MAX_EXPANDED_BYTES else model
+
+
+def expanded_model_bytes(path: Path) -> bytes | None:
+    """The serialized fp32-expanded form of the ``w8a32`` graph at ``path``, or ``None`` when
+    it cannot be made here (``_load_in_memory``) or has no 8-bit blocks: the caller then loads
+    the file itself."""
+    model = _load_in_memory(path)
+    if model is None or not expand_weight_blocks(model):
         return None
-    if context_int8:  # from the stored blocks: no fp32 copy of the whole graph on the way
-        return model.SerializeToString() if int8_context_graph(model) else None
-    if not expand_weight_blocks(model):
+    return model.SerializeToString()
+
+
+def context_model_bytes(path: Path) -> bytes | None:
+    """The serialized int8 context graph (``int8_context_graph``) of the ``w8a32-ctx8`` graph at
+    ``path``, made from its stored blocks (no fp32 copy of the whole graph on the way), or
+    ``None`` when it cannot be made here or the graph has no smoothed MatMuls."""
+    model = _load_in_memory(path)
+    if model is None or not int8_context_graph(model):
         return None
     return model.SerializeToString()
 

@@ -29,7 +29,7 @@ from faithgate.backends.base import (
     TextEncoder,
     TokenEmbeddings,
 )
-from faithgate.backends.expand import expanded_model_bytes
+from faithgate.backends.expand import context_model_bytes, expanded_model_bytes
 from faithgate.backends.lm_graph import SCORE_FROM
 from faithgate.backends.manifest import ExportManifest, find_export
 from faithgate.backends.windowing import (
@@ -84,8 +84,9 @@ def get_session(
 
     ``expand_weights`` (``w8a32`` exports): the graph is loaded with its 8-bit weight blocks
     dequantized to fp32 once (``expand.expanded_model_bytes``): the same values at fp32 speed.
-    ``context_int8`` (``w8a32-ctx8`` exports): its int8 context graph, or ``None`` where it
-    cannot be built here (the exact graph then runs every pass).
+    ``context_int8`` (``w8a32-ctx8`` exports): its int8 context graph
+    (``expand.context_model_bytes``), or ``None`` where it cannot be built here (the exact
+    graph then runs every pass).
     """
     ort = _ort()
     providers = providers_for(provider)
@@ -103,7 +104,11 @@ def get_session(
                 options.intra_op_num_threads = int(threads)
                 options.inter_op_num_threads = 1
             try:
-                model = expanded_model_bytes(path, context_int8) if expand_weights else None
+                model = None
+                if context_int8:
+                    model = context_model_bytes(path)
+                elif expand_weights:
+                    model = expanded_model_bytes(path)
                 if context_int8 and model is None:
                     _SESSIONS[key] = None
                     return None

@@ -696,7 +696,7 @@ def test_w8a32_ctx8_fills_the_cache_in_int8_and_scores_in_fp32(tiny, tmp_path, m
 
     lm = OnnxBackend().load(models.resolve("lm", str(manifest.directory)), "causal-lm")
     assert lm.context_session is not None and lm.context_session is not lm.session
-    context_graph = onnx.load_from_string(expand.expanded_model_bytes(path, True)).graph
+    context_graph = onnx.load_from_string(expand.context_model_bytes(path)).graph
     ops = {n.op_type for n in context_graph.node}
     assert "MatMulInteger" in ops and "MatMulNBits" not in ops
     calls = []
@@ -726,7 +726,7 @@ def test_w8a32_ctx8_fills_the_cache_in_int8_and_scores_in_fp32(tiny, tmp_path, m
 
     # Without the onnx package the file loads as stored and every pass runs exactly.
     monkeypatch.setitem(sys.modules, "onnx", None)
-    assert expand.expanded_model_bytes(path, True) is None
+    assert expand.context_model_bytes(path) is None
     monkeypatch.setattr(onnx_backend, "_SESSIONS", {})
     plain = OnnxBackend().load(models.resolve("lm", str(manifest.directory)), "causal-lm")
     assert plain.context_session is None
