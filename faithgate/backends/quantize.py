@@ -93,8 +93,9 @@ AUTO_CANDIDATES: dict[str, tuple[str, ...]] = {
 # against 57%), it moves log-probabilities less (0.008 against 0.011 nats on 100 BUMP pairs),
 # and loaded expanded (expand.py) it runs at fp32's speed, as w8 does (1.09x against
 # 1.03-1.08x); it holds fp32's memory while it runs, w8 less. w8a32-ctx8 (w8a32 with an int8
-# source pass) is offered, not tried: 1.2-1.3x fp32 ONNX and it keeps loglik's BUMP pairs in
-# order, but it flips the closest harim_plus pair of 50 and holds 35% more memory (issue 13).
+# source pass) is offered, not tried: 1.1-1.3x fp32 ONNX (less as more summaries share a source)
+# and loglik's BUMP pairs keep w8a32's order (3 flips in 693), but harim_plus flips 8 (agreement
+# 0.988 < 0.99) and it holds 35% more memory (issue 13).
 AUTO_CANDIDATES_BY_TASK: dict[tuple[str, str], tuple[str, ...]] = {
     ("cpu", "causal-lm"): ("w8a8", "w8a32", "w8"),
     ("cpu", "seq2seq-lm"): ("w8", "w8a32"),
