@@ -611,6 +611,17 @@ def convert_fp16(src: Path, dst: Path) -> dict[str, Any]:
     return {"method": "onnxruntime.transformers convert_float_to_float16", "fp32_ops": keep}
 
 
+def quantize_w8a32(src: Path, dst: Path, task: str | None) -> dict[str, Any]:
+    """``w8a32``: 8-bit weight blocks (MatMuls and embedding tables) with fp32 arithmetic, in
+    the ``task``'s block size. fp32 arithmetic everywhere: no MatMul needs to be kept out for
+    its activations."""
+    block = W8A32_BLOCK_SIZE_BY_TASK.get(task or "", W8A32_BLOCK_SIZE)
+    return quantize_weight_only(
+        src, dst, bits=8, block_size=block, accuracy_level=0, keep_fp32=(),
+        gather_block_size=block,
+    )  # fmt: skip
+
+
 def quantize_file(
     mode: str,
     src: Path,
@@ -624,12 +635,7 @@ def quantize_file(
         block = BLOCK_SIZE_BY_TASK.get(task or "", BLOCK_SIZE)
         return quantize_weight_only(src, dst, bits=int(mode[1]), block_size=block)
     if mode == "w8a32":
-        # fp32 arithmetic everywhere: no MatMul needs to be kept out for its activations
-        block = W8A32_BLOCK_SIZE_BY_TASK.get(task or "", W8A32_BLOCK_SIZE)
-        return quantize_weight_only(
-            src, dst, bits=8, block_size=block, accuracy_level=0, keep_fp32=(),
-            gather_block_size=block,
-        )  # fmt: skip
+        return quantize_w8a32(src, dst, task)
     if mode == "w8a8":
         return quantize_w8a8(src, dst, feeds)
     if mode == "w8a32-ctx8":
@@ -806,7 +812,6 @@ def quantize_context_int8(
     dst: Path,
     feeds: Sequence[dict[str, np.ndarray]],
     alpha: float = W8A8_ALPHA,
-    block_size: int = W8A32_BLOCK_SIZE_BY_TASK["causal-lm"],
 ) -> dict[str, Any]:
     """The ``w8a32-ctx8`` form of a causal LM: ``w8a32`` (8-bit weight blocks, fp32
     arithmetic) of the SmoothQuant-smoothed graph, from which the runtime builds an int8
@@ -855,10 +860,7 @@ def quantize_context_int8(
         smoothed_src = Path(tmp) / "smoothed.onnx"
         save_onnx(model, smoothed_src)
         del model
-        recipe = quantize_weight_only(
-            smoothed_src, dst, bits=8, block_size=block_size, accuracy_level=0, keep_fp32=(),
-            gather_block_size=block_size,
-        )  # fmt: skip
+        recipe = quantize_w8a32(smoothed_src, dst, "causal-lm")
     return {
         **recipe,
         "context": {
