@@ -357,6 +357,16 @@ def test_cli_export(tiny, tmp_path):
     assert bad.exit_code == 2
 
 
+def test_cli_quantize_choices_are_the_library_modes():
+    """The CLI lists its --quantize choices literally (importing quantize would load numpy at
+    every `faithgate` start); they must be the library's names, the ``fp32`` alias aside."""
+    from faithgate.backends.quantize import QUANTIZATIONS
+    from faithgate.cli.export import export_command
+
+    option = next(p for p in export_command.params if p.name == "quantize")
+    assert sorted(option.type.choices) == sorted(q for q in QUANTIZATIONS if q != "fp32")
+
+
 # --- the torch-free runtime ---------------------------------------------------------------------
 
 BLOCKER = '''
