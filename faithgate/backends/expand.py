@@ -123,9 +123,10 @@ def expand_weight_blocks(model: Any) -> int:
     return rewritten
 
 
-def _load_in_memory(path: Path) -> Any | None:
+def _load_in_memory(path: Path, growth_per_weight: int) -> Any | None:
     """The graph at ``path`` as an ``onnx.ModelProto`` to rewrite, or ``None`` when that cannot
-    be done here: no ``onnx`` package, external data, or over 2 GB once expanded."""
+    be done here: no ``onnx`` package, external data, or over 2 GB once rewritten, the rewrite
+    adding at most ``growth_per_weight`` bytes per 8-bit weight."""
     try:
         import onnx
     except ImportError:
@@ -134,8 +135,8 @@ def _load_in_memory(path: Path) -> Any | None:
         return None  # external tensors: a graph this large is not expanded in memory
     model = onnx.load(str(path))
     inits = {t.name: t for t in model.graph.initializer}
-    growth = sum(  # uint8 -> float32
-        3 * int(np.prod(inits[node.input[_DATA_INPUT[node.op_type]]].dims))
+    growth = sum(
+        growth_per_weight * int(np.prod(inits[node.input[_DATA_INPUT[node.op_type]]].dims))
         for node in model.graph.node
         if _expandable(node, inits)
     )
@@ -146,7 +147,7 @@ def expanded_model_bytes(path: Path) -> bytes | None:
     """The serialized fp32-expanded form of the ``w8a32`` graph at ``path``, or ``None`` when
     it cannot be made here (``_load_in_memory``) or has no 8-bit blocks: the caller then loads
     the file itself."""
-    model = _load_in_memory(path)
+    model = _load_in_memory(path, growth_per_weight=3)  # uint8 -> float32
     if model is None or not expand_weight_blocks(model):
         return None
     return model.SerializeToString()
@@ -156,7 +157,8 @@ def context_model_bytes(path: Path) -> bytes | None:
     """The serialized int8 context graph (``int8_context_graph``) of the ``w8a32-ctx8`` graph at
     ``path``, made from its stored blocks (no fp32 copy of the whole graph on the way), or
     ``None`` when it cannot be made here or the graph has no smoothed MatMuls."""
-    model = _load_in_memory(path)
+    # Each rewritten weight's blocks give way to an int8 column copy of it: about the same bytes.
+    model = _load_in_memory(path, growth_per_weight=1)
     if model is None or not int8_context_graph(model):
         return None
     return model.SerializeToString()

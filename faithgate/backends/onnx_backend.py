@@ -73,24 +73,29 @@ def providers_for(provider: str | None = None) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
+# The in-memory forms a session can load a file as (get_session's ``graph``).
+GRAPHS = ("stored", "expanded", "context-int8")
+
+
 def get_session(
     path: Path,
     threads: int | None = None,
     provider: str | None = None,
-    expand_weights: bool = False,
-    context_int8: bool = False,
+    graph: str = "stored",
 ) -> Any | None:
-    """One ``InferenceSession`` per (file, threads, providers, form) per process.
+    """One ``InferenceSession`` per (file, threads, providers, graph) per process.
 
-    ``expand_weights`` (``w8a32`` exports): the graph is loaded with its 8-bit weight blocks
-    dequantized to fp32 once (``expand.expanded_model_bytes``): the same values at fp32 speed.
-    ``context_int8`` (``w8a32-ctx8`` exports): its int8 context graph
-    (``expand.context_model_bytes``), or ``None`` where it cannot be built here (the exact
-    graph then runs every pass).
+    ``graph`` is one of ``GRAPHS``: ``"stored"``, the file as it is; ``"expanded"``
+    (``w8a32`` exports), its 8-bit weight blocks dequantized to fp32 once at load
+    (``expand.expanded_model_bytes``): the same values at fp32 speed; ``"context-int8"``
+    (``w8a32-ctx8`` exports), its int8 context graph (``expand.context_model_bytes``), or
+    ``None`` where that cannot be built here (the exact graph then runs every pass).
     """
+    if graph not in GRAPHS:
+        raise ValueError(f"graph must be one of {GRAPHS}, not {graph!r}")
     ort = _ort()
     providers = providers_for(provider)
-    key = (str(path), int(threads or 0), tuple(providers), expand_weights, context_int8)
+    key = (str(path), int(threads or 0), tuple(providers), graph)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(key)
         if session is None and key not in _SESSIONS:
@@ -105,11 +110,11 @@ def get_session(
                 options.inter_op_num_threads = 1
             try:
                 model = None
-                if context_int8:
+                if graph == "context-int8":
                     model = context_model_bytes(path)
-                elif expand_weights:
+                elif graph == "expanded":
                     model = expanded_model_bytes(path)
-                if context_int8 and model is None:
+                if graph == "context-int8" and model is None:
                     _SESSIONS[key] = None
                     return None
                 session = ort.InferenceSession(
@@ -155,9 +160,9 @@ class _OnnxRoleMixin:
         self.manifest = manifest
         self.config = manifest.config
         self.tokenizer = _load_tokenizer(manifest)
-        expand = manifest.quantization in ("w8a32", "w8a32-ctx8")
+        graph = "expanded" if manifest.quantization in ("w8a32", "w8a32-ctx8") else "stored"
         self.sessions = {
-            part: get_session(manifest.path_of(part), threads, provider, expand)
+            part: get_session(manifest.path_of(part), threads, provider, graph)
             for part in manifest.files
         }
         self.input_names = {
@@ -409,8 +414,7 @@ class OnnxCausalLM(_OnnxLMBase):
                 manifest.path_of("model"),
                 options.get("threads"),
                 options.get("provider"),
-                expand_weights=True,
-                context_int8=True,
+                graph="context-int8",
             )
             if manifest.quantization == "w8a32-ctx8" and self.with_past
             else None
