@@ -7,7 +7,7 @@ reads configuration files. CLI flags and pytest options override it through
 Format (``faithgate.toml`` takes the same keys at top level, without ``tool.faithgate``)::
 
     [tool.faithgate]
-    metrics = ["bertscore"]          # metric names (a single string is accepted too)
+    metrics = ["sentsim"]            # metric names (a single string is accepted too; default sentsim)
     backend = "auto"                 # auto | torch | onnx
     outputs = "outputs.jsonl"        # outputs to gate, or:
     # summarizer = "pkg.mod:fn"      #   a callable run over ...
@@ -70,6 +70,7 @@ from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import ConfigError
 from faithgate.execution import ExecutionSettings
 from faithgate.formats import file_report_kinds
+from faithgate.scorer import DEFAULT_METRICS
 
 # Report files a configuration can ask for: every file format of the registry.
 REPORT_KINDS = file_report_kinds()
@@ -178,7 +179,7 @@ class GateConfig:
     """A parsed gate configuration. Build one with ``load_config`` or ``GateConfig.from_dict``;
     change it with ``override`` (returns a new object)."""
 
-    metrics: tuple[str, ...] = ("bertscore",)
+    metrics: tuple[str, ...] = DEFAULT_METRICS
     backend: str = "auto"
     outputs: Path | None = None
     summarizer: str | None = None

@@ -8,6 +8,7 @@ import pytest
 
 from faithgate.config import GateConfig, PairConsistencyRule, RegressionRule, load_config
 from faithgate.errors import ConfigError
+from faithgate.scorer import DEFAULT_METRICS, Scorer
 
 FULL = """
 [project]
@@ -92,6 +93,10 @@ def test_no_configuration_gives_defaults(tmp_path):
     assert cfg.source is None
     assert cfg.rules.min_pass_rate == 1.0
     assert cfg.outputs is None
+    # One default metric for the library, the gate and the pytest plugin (scorer.DEFAULT_METRICS:
+    # sentsim, measured best per summary of the fast metrics on ../shared/data).
+    assert cfg.metrics == DEFAULT_METRICS == ("sentsim",)
+    assert [m.name for m in Scorer().metrics] == list(DEFAULT_METRICS)
 
 
 @pytest.mark.parametrize(
