@@ -1,7 +1,7 @@
 """Spot-check summaries from Python: faithgate's API without a notebook.
 
     python examples/api_spot_check.py                      # the bundled news example
-    python examples/api_spot_check.py --metrics bertscore sentsim --release outputs_edited.jsonl
+    python examples/api_spot_check.py --metrics sentsim bertscore --release outputs_edited.jsonl
 
 Shows the three calls most scripts need:
 
@@ -23,7 +23,7 @@ NEWS = Path(__file__).resolve().parent / "news"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--metrics", nargs="+", default=["bertscore"], help="metric names")
+    parser.add_argument("--metrics", nargs="+", default=["sentsim"], help="metric names")
     parser.add_argument("--reference", default="outputs.jsonl", help="last release's outputs")
     parser.add_argument("--release", default="outputs_edited.jsonl", help="outputs to check")
     args = parser.parse_args(argv)

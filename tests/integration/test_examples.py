@@ -66,7 +66,7 @@ def test_news_set_is_minimal_pairs_with_licence():
 
 def test_news_config_and_baseline_agree():
     config = load_config(NEWS / "pyproject.toml")
-    assert config.metrics == ("bertscore", "harim_plus")
+    assert config.metrics == ("sentsim", "harim_plus")
     assert config.outputs == NEWS / "outputs.jsonl"
     assert config.baseline == BASELINE
     assert config.rules.regression.per_example_drop == {"harim_plus": 0.05}
@@ -78,7 +78,7 @@ def test_news_config_and_baseline_agree():
 
 
 def test_news_baseline_is_current():
-    """The committed baseline (last release's scores) was made with today's bertscore settings;
+    """The committed baseline (last release's scores) was made with today's metric settings;
     a metric change makes it incomparable for ``--baseline`` and the example's regression tests."""
     from faithgate.gate import Gate
 
@@ -129,13 +129,13 @@ def test_faithgate_check_fails_on_edited_outputs(news):
     proc = _run(["faithgate", "check", "--outputs", "outputs_edited.jsonl"], news)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "faithgate: FAIL" in proc.stdout
-    assert "min_mean[bertscore]: mean bertscore 0.6315 over 5 scored examples (need >= 0.645)" in (
+    assert "min_mean[sentsim]: mean sentsim 0.6907 over 5 scored examples (need >= 0.72)" in (
         proc.stdout
     )
     report = (news / "reports" / "faithgate.md").read_text()
-    assert "| `min_mean[bertscore]` | 0.6315 | 0.6450 | ❌ fail |" in report
-    # bertscore's least supported sentence points at an edit (BUMP: "June 14, 1946" for "May
-    # 29, 1943"); harim_plus's own thresholds are shown with the last release's score.
+    assert "| `min_mean[sentsim]` | 0.6907 | 0.7200 | ❌ fail |" in report
+    # harim_plus's least supported sentence points at an edit (BUMP: "June 14, 1946" for "May
+    # 29, 1943"), and its own thresholds are shown with the last release's score.
     assert "Saturday Evening Post on June 14, 1946" in report
     assert "| -5.8727 ❌ < -5.3379 (baseline -5.2879) |" in report
     # Each edited output fails on its own threshold: the last release's harim_plus - 0.05.
@@ -166,8 +166,8 @@ def test_regression_against_the_last_release(news):
     )
     assert proc.returncode == 1
     result = json.loads((news / "reports" / "faithgate.json").read_text())
-    (rule,) = [r for r in result["rules"] if r["name"] == "regression[bertscore]"]
-    assert not rule["passed"] and rule["message"].startswith("mean bertscore dropped by 0.027")
+    (rule,) = [r for r in result["rules"] if r["name"] == "regression[sentsim]"]
+    assert not rule["passed"] and rule["message"].startswith("mean sentsim dropped by 0.045")
 
 
 @pytest.mark.slow
@@ -200,8 +200,8 @@ def test_example_release_tests_fail_readably_on_edited_outputs(news):
     assert "5 failed, 10 passed" in out
     for i in range(1, 6):
         assert f"FAILED tests/test_release_gate.py::test_summary_does_not_regress[news-{i}]" in out
-    assert "faithgate: summary not faithful enough: bertscore = 0.6382 < threshold 0.6713" in out
-    assert 'least supported sentence (#1, 0.7692): "Ryanair Aberdeen to Shetland' in out
+    assert "faithgate: summary not faithful enough: harim_plus = -5.7193 < threshold -5.2735" in out
+    assert 'least supported sentence (#1, -3.9592): "Ryanair Aberdeen to Shetland' in out
 
 
 @pytest.mark.slow
@@ -217,11 +217,11 @@ def test_action_on_the_news_example(tmp_path, news):
     assert run.outputs["verdict"] == "fail"
     assert run.outputs["pass-rate"] == "0" and run.outputs["failed-examples"] == "5"
     assert json.loads(run.outputs["means"]) == {
-        "bertscore": pytest.approx(0.6315, abs=1e-4),
+        "sentsim": pytest.approx(0.6907, abs=1e-4),
         "harim_plus": pytest.approx(-5.3542, abs=1e-4),
     }
     assert run.failed_step.name == "Fail when the gate failed"
-    assert "| `min_mean[bertscore]` | 0.6315 | 0.6450 | ❌ fail |" in run.summary
+    assert "| `min_mean[sentsim]` | 0.6907 | 0.7200 | ❌ fail |" in run.summary
     errors = [c for c in run.commands if c.startswith("::error")]
     # One annotation per edited output, on its JSONL line, naming its own threshold and edit.
     for line in range(1, 6):
@@ -233,11 +233,11 @@ def test_action_on_the_news_example(tmp_path, news):
     assert errors[5:] == [
         "::error title=faithgate%3A rule pass_rate failed::"
         "0/5 examples pass (0.0%25; need >= 100.0%25)",
-        "::error title=faithgate%3A rule min_mean[bertscore] failed::"
-        "mean bertscore 0.6315 over 5 scored examples (need >= 0.645)",
-        "::error title=faithgate%3A rule regression[bertscore] failed::"
-        "mean bertscore dropped by 0.0270 (> tolerance 0.01) on 5 examples; the drop is real at "
-        "95%25 (bootstrap lower bound 0.0186)",
+        "::error title=faithgate%3A rule min_mean[sentsim] failed::"
+        "mean sentsim 0.6907 over 5 scored examples (need >= 0.72)",
+        "::error title=faithgate%3A rule regression[sentsim] failed::"
+        "mean sentsim dropped by 0.0454 (> tolerance 0.01) on 5 examples; the drop is real at "
+        "95%25 (bootstrap lower bound 0.0260)",
         "::error title=faithgate%3A rule regression[harim_plus] failed::"
         "mean harim_plus dropped by 0.6159 (> tolerance 0.01) on 5 examples; the drop is real at "
         "95%25 (bootstrap lower bound 0.5314); per example: 5 of 5 edited or unchanged outputs "
@@ -283,7 +283,7 @@ def test_api_spot_check_script():
     proc = _run([sys.executable, str(EXAMPLES / "api_spot_check.py")], REPO_ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("news-")]
-    assert rows[0].startswith("news-1: bertscore ")
+    assert rows[0].startswith("news-1: sentsim ")
     table = rows[1:]
     assert len(table) == 5
     assert all(" -0.0" in row for row in table)  # every edited summary scores lower

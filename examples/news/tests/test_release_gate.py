@@ -21,8 +21,10 @@ import pytest
 HERE = Path(__file__).resolve().parents[1]
 RELEASE = HERE / os.environ.get("RELEASE_OUTPUTS", "outputs.jsonl")
 BASELINE = HERE / "faithgate-baseline.json"
-# A release may lose at most this much BERTScore per summary against the last release.
-TOLERANCE = 0.01
+# A release may lose at most this much harim_plus per summary against the last release (the
+# gate's rules.regression.per_example_drop): the metric that ranks a faithful summary above its
+# one-edit twin most often, but varies too much between articles for one shared threshold.
+TOLERANCE = 0.05
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -31,9 +33,9 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def _baseline_scores() -> dict[str, float]:
-    """BERTScore of each summary of the last release, by id (the gate's baseline file)."""
+    """harim_plus of each summary of the last release, by id (the gate's baseline file)."""
     data = json.loads(BASELINE.read_text(encoding="utf-8"))
-    return {e["id"]: e["scores"]["bertscore"]["value"] for e in data["examples"]}
+    return {e["id"]: e["scores"]["harim_plus"]["value"] for e in data["examples"]}
 
 
 RELEASE_ROWS = _jsonl(RELEASE)
@@ -41,14 +43,14 @@ ARTICLES = {row["id"]: row for row in _jsonl(HERE / "articles.jsonl")}
 EDITED = {row["id"]: row for row in _jsonl(HERE / "outputs_edited.jsonl")}
 
 
-@pytest.mark.faithgate(metric="bertscore", threshold=0.55)
+@pytest.mark.faithgate(metric="sentsim", threshold=0.5)
 @pytest.mark.parametrize("row", RELEASE_ROWS, ids=lambda r: r["id"])
 def test_summary_meets_the_floor(faithgate, row):
     """Every summary clears the configured floor."""
     faithgate.assert_faithful(row["source"], row["summary"])
 
 
-@pytest.mark.faithgate(metric="bertscore")
+@pytest.mark.faithgate(metric="harim_plus")
 @pytest.mark.parametrize("row", RELEASE_ROWS, ids=lambda r: r["id"])
 def test_summary_does_not_regress(faithgate, row):
     """No summary scores clearly lower than the same article's summary in the last release."""
@@ -56,7 +58,7 @@ def test_summary_does_not_regress(faithgate, row):
     faithgate.assert_faithful(row["source"], row["summary"], threshold=previous - TOLERANCE)
 
 
-@pytest.mark.faithgate(metric="bertscore")
+@pytest.mark.faithgate(metric="sentsim")
 @pytest.mark.parametrize("article_id", sorted(ARTICLES))
 def test_metric_prefers_reference_to_bump_edit(faithgate, article_id):
     """Sanity check of the metric itself on human minimal pairs (BUMP): the reference summary
