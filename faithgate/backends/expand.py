@@ -17,8 +17,9 @@ of a pair read the same int8-made cache, so its error largely cancels in their c
 while the tokens being scored keep fp32 arithmetic (issue 13).
 
 Torch-free: needs the ``onnx`` package to rewrite the graph. Without it, or for a model whose
-expanded form would pass protobuf's 2 GB limit, the file is loaded as it is (same values,
-slower).
+rewritten form would pass protobuf's 2 GB limit (checked per form: an expanded graph grows by 3
+bytes a weight, the context graph stays about the stored size), the file is loaded as it is
+(same values, slower).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-# Over this many bytes the expanded graph could not be serialized in one protobuf message.
-MAX_EXPANDED_BYTES = 1_800_000_000
+# Over this many bytes a rewritten graph (expanded, or the int8 context graph) could not be
+# serialized in one protobuf message.
+MAX_REWRITTEN_BYTES = 1_800_000_000
 
 
 def _attributes(node: Any) -> dict[str, int]:
@@ -140,7 +142,7 @@ def _load_in_memory(path: Path, growth_per_weight: int) -> Any | None:
         for node in model.graph.node
         if _expandable(node, inits)
     )
-    return None if model.ByteSize() + growth > MAX_EXPANDED_BYTES else model
+    return None if model.ByteSize() + growth > MAX_REWRITTEN_BYTES else model
 
 
 def expanded_model_bytes(path: Path) -> bytes | None:

@@ -739,7 +739,7 @@ def test_w8a32_ctx8_fills_the_cache_in_int8_and_scores_in_fp32(tiny, tmp_path, m
     weights = sum(
         int(np.prod(t.dims)) for t in stored.initializer if t.data_type == onnx.TensorProto.UINT8
     )
-    monkeypatch.setattr(expand, "MAX_EXPANDED_BYTES", path.stat().st_size + 2 * weights)
+    monkeypatch.setattr(expand, "MAX_REWRITTEN_BYTES", path.stat().st_size + 2 * weights)
     assert expand.expanded_model_bytes(path) is None
     assert expand.context_model_bytes(path) is not None
 
