@@ -57,6 +57,7 @@ from faithgate.rules import (
     FAITHFUL_ROLES,
     UNFAITHFUL_ROLES,
     Pair,
+    check_has_criterion,
     check_rule_metrics,
     describe_edit,
     evaluate,
@@ -80,6 +81,7 @@ __all__ = [
     "PairResult",
     "RuleResult",
     "SentenceRef",
+    "check_has_criterion",
     "check_rule_metrics",
     "describe_edit",
     "evaluate",
@@ -282,6 +284,9 @@ class Gate:
         try:
             hashes = self.executor.settings_hashes()  # once per run; they key the cache
             self.warnings = stale_calibrations(self.config, hashes)
+            # After the inputs are read and the metrics resolved (their errors name the bad
+            # input first), before scoring: a gate that cannot fail must not pass a build.
+            check_has_criterion(self.config)
             scores = self.score(examples)
         finally:
             self.close()  # a Ray run's actors (and a Ray runtime it started) end with scoring

@@ -48,7 +48,7 @@ import numpy as np
 
 from faithgate import __version__
 from faithgate.config import GateConfig, RegressionRule
-from faithgate.errors import InputError
+from faithgate.errors import ConfigError, InputError
 from faithgate.result import (
     ExampleResult,
     GateResult,
@@ -242,6 +242,27 @@ def stale_calibrations(config: GateConfig, settings_hashes: Mapping[str, str]) -
             f"but this run scores under {current}; re-run faithgate calibrate"
         )
     return notes
+
+
+def check_has_criterion(config: GateConfig) -> None:
+    """Raise ``ConfigError`` when nothing in ``config`` can judge a score: no threshold for a
+    selected metric, no ``min_mean``, ``pair_consistency`` or ``regression`` (nor a baseline,
+    which turns the regression rule on). Such a gate would pass whatever the scores: it must
+    not pass a build by saying nothing."""
+    if (
+        any(m in config.thresholds for m in config.metrics)
+        or config.rules.min_mean
+        or config.rules.pair_consistency is not None
+        or config.rules.regression is not None
+        or config.baseline is not None
+    ):
+        return
+    raise ConfigError(
+        f"the gate has no criterion, so it would pass whatever {', '.join(config.metrics)} "
+        "scores: set a threshold (--threshold NAME=X, or [tool.faithgate.thresholds]; "
+        "`faithgate calibrate` proposes one), rules.min_mean, rules.pair_consistency or a "
+        "baseline for rules.regression"
+    )
 
 
 def check_rule_metrics(config: GateConfig) -> None:

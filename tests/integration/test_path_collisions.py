@@ -26,6 +26,7 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "faithgate.toml").write_text(
         f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n'
+        f"[thresholds]\n{NAME} = 0.5\n"
     )
     (tmp_path / "sub").mkdir()
     return tmp_path

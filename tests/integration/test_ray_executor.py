@@ -112,7 +112,13 @@ def test_cache_filled_by_a_ray_run_is_hit_by_a_local_rerun(
     ray_exec: RayExecutor, sample: list[Example], tmp_path: Path
 ) -> None:
     """The driver writes what the workers computed; a local gate then reads every cell."""
-    config = GateConfig.from_dict({"metrics": list(RAY_METRICS), "cache_dir": str(tmp_path)})
+    config = GateConfig.from_dict(
+        {
+            "metrics": list(RAY_METRICS),
+            "cache_dir": str(tmp_path),
+            "thresholds": dict.fromkeys(RAY_METRICS, 0.0),
+        }
+    )
     cache = ScoreCache(config.cache_path / "scores.sqlite")
     cached = CachedExecutor(ray_exec, cache, chunk_size=2)  # three chunks, streamed
     batches = ray_exec.stats["batches"]

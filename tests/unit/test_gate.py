@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from gate_fakes import NAME, FakeMetric, summary
 
+from faithgate import rules
 from faithgate.config import GateConfig
-from faithgate.errors import InputError
+from faithgate.errors import ConfigError, InputError
 from faithgate.gate import (
     Gate,
     GateResult,
@@ -502,6 +503,29 @@ def test_gate_needs_something_to_gate(tmp_path):
         Gate(GateConfig.from_dict({"metrics": [NAME]}, root=tmp_path)).run()
 
 
+def test_a_gate_without_any_criterion_is_refused_before_scoring(tmp_path):
+    """No threshold, min_mean, pair consistency or regression: the gate would pass whatever the
+    scores, so it is a configuration error (exit 2), raised before any example is scored. Any
+    one criterion is enough."""
+    out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s", "summary": "0.1"}])
+    FakeMetric.calls.clear()
+    bare = {"metrics": [NAME], "outputs": str(out)}
+    with pytest.raises(ConfigError, match="the gate has no criterion") as info:
+        Gate(GateConfig.from_dict(bare, root=tmp_path)).run()
+    assert info.value.exit_code == 2 and FakeMetric.calls == []
+    # A threshold for another metric than the selected ones is no criterion either.
+    with pytest.raises(ConfigError, match="no criterion"):
+        Gate(GateConfig.from_dict({**bare, "thresholds": {"other": 0.5}}, root=tmp_path)).run()
+    for criterion in (
+        {"thresholds": {NAME: 0.5}},
+        {"rules": {"min_mean": {NAME: 0.5}}},
+        {"rules": {"pair_consistency": 0.5}},
+        {"rules": {"regression": True}},
+        {"baseline": str(tmp_path / "baseline.json")},
+    ):
+        rules.check_has_criterion(GateConfig.from_dict({**bare, **criterion}, root=tmp_path))
+
+
 def test_generated_pairs_use_perturb(tmp_path, monkeypatch):
     def fake_perturb(source, summary_text, types=None, seed=0):
         # The "edit" lowers the first sentence's support, so the metric must rank it lower.
@@ -578,7 +602,9 @@ def test_default_cache_dir_no_cache_and_progress_bar(tmp_path, capsys):
         {"id": f"e{i}", "source": "src", "summary": summary(0.9, words=f"w{i}")} for i in range(40)
     ]
     out = write_outputs(tmp_path / "o.jsonl", rows)
-    cfg = GateConfig.from_dict({"metrics": [NAME], "outputs": str(out)}, root=tmp_path)
+    cfg = GateConfig.from_dict(
+        {"metrics": [NAME], "outputs": str(out), "thresholds": {NAME: 0.5}}, root=tmp_path
+    )
     assert cfg.cache_path == tmp_path / ".faithgate"
     FakeMetric.calls.clear()
     r = Gate(cfg, progress=True).run()  # scored in chunks behind a tqdm bar

@@ -396,8 +396,16 @@ CASES: list[Case] = [
         stderr_has="finite",
     ),
     Case(
-        "check: ids forging commands, overlap",
+        "check: no criterion at all is refused, not passed",
         ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--no-cache"],
+        {"o.jsonl": jl(row())},
+        codes=(2,),
+        real=True,
+        stderr_has="the gate has no criterion",
+    ),
+    Case(
+        "check: ids forging commands, overlap",
+        ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--threshold", "0", "--no-cache"],
         {"o.jsonl": jl(row("a\n::error::forged", "The source text."))},
         codes=(0,),
         real=True,
