@@ -64,6 +64,7 @@ from faithgate.rules import (
     find_pairs,
     paired_bootstrap_drop,
     stale_calibrations,
+    unused_thresholds,
 )
 from faithgate.scorer import Scorer
 from faithgate.summarize import run_summarizer
@@ -88,6 +89,7 @@ __all__ = [
     "find_pairs",
     "paired_bootstrap_drop",
     "stale_calibrations",
+    "unused_thresholds",
 ]
 
 # Runs with more examples than this show a progress bar on a terminal.
@@ -283,7 +285,9 @@ class Gate:
         hits0, misses0 = (cache.hits, cache.misses) if cache is not None else (0, 0)
         try:
             hashes = self.executor.settings_hashes()  # once per run; they key the cache
-            self.warnings = stale_calibrations(self.config, hashes)
+            self.warnings = unused_thresholds(self.config) + stale_calibrations(
+                self.config, hashes
+            )
             # After the inputs are read and the metrics resolved (their errors name the bad
             # input first), before scoring: a gate that cannot fail must not pass a build.
             check_has_criterion(self.config)

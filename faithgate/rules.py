@@ -244,6 +244,19 @@ def stale_calibrations(config: GateConfig, settings_hashes: Mapping[str, str]) -
     return notes
 
 
+def unused_thresholds(config: GateConfig) -> list[str]:
+    """One line when ``thresholds`` name metrics that are not selected: they are not applied
+    (a configuration may hold thresholds for more metrics than one run selects, so this is a
+    warning, not an error; a selected metric's missing threshold is what it usually means)."""
+    extra = sorted(m for m in config.thresholds if m not in config.metrics)
+    if not extra:
+        return []
+    return [
+        f"thresholds for {', '.join(extra)} are not applied: not selected metrics (metrics: "
+        f"{', '.join(config.metrics)}); add them to `metrics` to gate on them"
+    ]
+
+
 def check_has_criterion(config: GateConfig) -> None:
     """Raise ``ConfigError`` when nothing in ``config`` can judge a score: no threshold for a
     selected metric, no ``min_mean``, ``pair_consistency`` or ``regression`` (nor a baseline,
@@ -257,11 +270,18 @@ def check_has_criterion(config: GateConfig) -> None:
         or config.baseline is not None
     ):
         return
+    unselected = sorted(config.thresholds)
     raise ConfigError(
         f"the gate has no criterion, so it would pass whatever {', '.join(config.metrics)} "
         "scores: set a threshold (--threshold NAME=X, or [tool.faithgate.thresholds]; "
         "`faithgate calibrate` proposes one), rules.min_mean, rules.pair_consistency or a "
         "baseline for rules.regression"
+        + (
+            f" (the thresholds given are for {', '.join(unselected)}, which `metrics` does not "
+            "select)"
+            if unselected
+            else ""
+        )
     )
 
 

@@ -513,9 +513,18 @@ def test_a_gate_without_any_criterion_is_refused_before_scoring(tmp_path):
     with pytest.raises(ConfigError, match="the gate has no criterion") as info:
         Gate(GateConfig.from_dict(bare, root=tmp_path)).run()
     assert info.value.exit_code == 2 and FakeMetric.calls == []
-    # A threshold for another metric than the selected ones is no criterion either.
-    with pytest.raises(ConfigError, match="no criterion"):
+    # A threshold for another metric than the selected ones is no criterion either, and the
+    # message says so (a configuration written for the default metric of an older faithgate).
+    with pytest.raises(ConfigError, match="thresholds given are for other, which `metrics`"):
         Gate(GateConfig.from_dict({**bare, "thresholds": {"other": 0.5}}, root=tmp_path)).run()
+    # Beside a real criterion, an unselected metric's threshold is a warning, not ignored silently.
+    cfg = GateConfig.from_dict({**bare, "thresholds": {NAME: 0.0, "other": 0.5}}, root=tmp_path)
+    gate = Gate(cfg)
+    assert gate.run().passed
+    assert gate.warnings == [
+        f"thresholds for other are not applied: not selected metrics (metrics: {NAME}); add "
+        "them to `metrics` to gate on them"
+    ]
     for criterion in (
         {"thresholds": {NAME: 0.5}},
         {"rules": {"min_mean": {NAME: 0.5}}},
