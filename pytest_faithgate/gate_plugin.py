@@ -115,4 +115,5 @@ def render_gate(data: dict[str, Any]) -> list[str]:
     note = data.get("baseline_note")
     if note:
         lines.append(safe_line(note))
+    lines.extend(f"faithgate: warning: {safe_line(w)}" for w in data.get("warnings", ()))
     return lines

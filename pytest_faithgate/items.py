@@ -93,6 +93,8 @@ class GateItem(pytest.Item):
         if gate.baseline_note:
             # Travels with the result to the controller, which prints it in the summary.
             self.faithgate_result["baseline_note"] = gate.baseline_note
+        if gate.warnings:  # likewise (e.g. a threshold for a metric that is not selected)
+            self.faithgate_result["warnings"] = list(gate.warnings)
         self._record_properties(result)
         if not result.passed:
             raise GateFailed(result)

@@ -466,3 +466,15 @@ def test_update_baseline_refused_when_the_gate_fails(pytester: pytest.Pytester) 
     forced.assert_outcomes(passed=1, failed=1)
     assert (pytester.path / "base.json").is_file()
     forced.stdout.fnmatch_lines(["baseline updated: base.json (forced*"])
+
+
+def test_gate_warnings_reach_the_summary(pytester: pytest.Pytester) -> None:
+    """A threshold for a metric that is not selected is not applied; the gate item's summary
+    says so, as `faithgate check` does on stderr."""
+    toml = gate_toml(0.6).replace("toy = 0.6\n", "toy = 0.6\nbertscore = 0.9\n")
+    write_project(pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": toml})
+    result = run(pytester, "--faithgate")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["faithgate: warning: thresholds for bertscore are not applied: not selected metrics*"]
+    )
