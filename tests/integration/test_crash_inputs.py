@@ -198,6 +198,8 @@ def test_a_1_2_million_character_source_scores_without_spacy_noise(project):
     write_outputs(
         project, [{"id": "big", "source": source, "summary": "The committee approved it."}]
     )
-    res = check("--metric", "ner", "--threshold", "0", "--no-cache", "-q")
+    toml = project / "faithgate.toml"  # the real ner metric, with a threshold of its own
+    toml.write_text(toml.read_text().replace(NAME, "ner").replace("ner = 0.5", "ner = 0"))
+    res = check("--no-cache", "-q")
     assert res.exit_code in (0, 1), res.output
     assert res.stderr == "", res.stderr  # no E088 warning, no retry warning
