@@ -245,9 +245,10 @@ def stale_calibrations(config: GateConfig, settings_hashes: Mapping[str, str]) -
 
 
 def unused_thresholds(config: GateConfig) -> list[str]:
-    """One line when ``thresholds`` name metrics that are not selected: they are not applied
-    (a configuration may hold thresholds for more metrics than one run selects, so this is a
-    warning, not an error; a selected metric's missing threshold is what it usually means)."""
+    """One line when ``thresholds`` name metrics that are not selected: they are not applied.
+    A warning, not an error: one configuration may hold thresholds for more metrics than a run
+    selects (``--metric``); more often a metric was left out of ``metrics``, or the
+    configuration relied on an older default metric."""
     extra = sorted(m for m in config.thresholds if m not in config.metrics)
     if not extra:
         return []
