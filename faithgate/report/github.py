@@ -305,6 +305,23 @@ def write_env_file(path: str | None, text: str, stream: Any) -> None:
         stream.write(text)
 
 
+# How ``faithgate check`` prints a warning on stderr (faithgate.cli); the Action turns each
+# into a warning annotation.
+WARNING_PREFIX = "faithgate: warning: "
+
+
+def _warnings(path: str | None) -> list[str]:
+    """The warnings ``faithgate check`` wrote to its stderr file, without their prefix."""
+    if not path or not Path(path).is_file():
+        return []
+    text = Path(path).read_text("utf-8", errors="replace")
+    return [
+        ln[len(WARNING_PREFIX) :].strip()
+        for ln in text.splitlines()
+        if ln.startswith(WARNING_PREFIX)
+    ]
+
+
 def _last_line(path: str | None) -> str | None:
     if not path or not Path(path).is_file():
         return None
@@ -355,6 +372,10 @@ def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> 
             workspace=env.get("GITHUB_WORKSPACE"),
             fail_on_regression=args.fail_on_regression,
         )
+        commands += [
+            workflow_command("warning", w, title="faithgate: warning")
+            for w in _warnings(args.stderr)
+        ]
     else:
         outputs = {
             "verdict": "error",

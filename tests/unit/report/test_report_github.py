@@ -316,3 +316,29 @@ def test_summarizer_runs_are_annotated_on_the_dataset(gate_result, tmp_path):
     gate_result["input"] = f"summarizer:summarize over {data}"
     commands = github.annotations_for(gate_result, workspace=str(tmp_path / "ws"))
     assert commands[0].startswith("::error file=data/outputs.jsonl,line=3,")
+
+
+def test_warnings_of_the_check_become_warning_annotations(gate_result, tmp_path):
+    """`faithgate: warning: ...` lines of the check's stderr (e.g. a threshold for a metric that
+    is not selected) reach the Actions UI as warnings; other stderr lines do not."""
+    result_path = tmp_path / "result.json"
+    result_path.write_text(json.dumps(gate_result))
+    stderr = tmp_path / "stderr.log"
+    stderr.write_text(
+        "loading models\n"
+        "faithgate: warning: thresholds for bertscore are not applied: not selected metrics "
+        "(metrics: sentsim); add them to `metrics` to gate on them\n"
+        "faithgate: warning: 100% sure, a, b\n"
+    )
+    env = _env(tmp_path)
+    _, stdout = run_github(
+        ["report", "--result", str(result_path), "--stderr", str(stderr), "--exit-code", "1"],
+        env,
+    )
+    warnings = [ln for ln in stdout.splitlines() if ln.startswith("::warning ")]
+    assert warnings == [
+        "::warning title=faithgate%3A warning::thresholds for bertscore are not applied: not "
+        "selected metrics (metrics: sentsim); add them to `metrics` to gate on them",
+        "::warning title=faithgate%3A warning::100%25 sure, a, b",
+    ]
+    assert sum(line.startswith("::error ") for line in stdout.splitlines()) == 3  # unchanged
