@@ -24,6 +24,7 @@ bytes a weight, the context graph stays about the stored size), the file is load
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,19 @@ def _matmul_weight(node: Any, inits: dict[str, Any]) -> np.ndarray:
     return np.ascontiguousarray(blocks.reshape(q.shape[0], -1)[:, : _attributes(node)["K"]].T)
 
 
+def replace_graph_nodes(
+    graph: Any, nodes: list[Any], consumed: set[str], added: Sequence[Any] = ()
+) -> None:
+    """Rewrite ``graph`` in place: its nodes become ``nodes``; the initializers named in
+    ``consumed`` are dropped unless a node still reads them; ``added`` ones are appended."""
+    still_read = {i for n in nodes for i in n.input}
+    kept = [t for t in graph.initializer if t.name not in consumed or t.name in still_read]
+    del graph.initializer[:]
+    graph.initializer.extend([*kept, *added])
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
 def expand_weight_blocks(model: Any) -> int:
     """Rewrite ``model`` (an ``onnx.ModelProto``) in place: every 8-bit fp32-arithmetic
     ``MatMulNBits`` becomes a ``MatMul`` over its dequantized fp32 weight, every 8-bit
@@ -114,15 +128,9 @@ def expand_weight_blocks(model: Any) -> int:
                     "Gather", [name, node.input[1]], list(node.output), name=node.name, axis=0
                 )
             )
-    rewritten = len(added)
-    if rewritten:
-        still_read = {i for n in nodes for i in n.input}
-        kept = [t for t in graph.initializer if t.name not in consumed or t.name in still_read]
-        del graph.initializer[:]
-        graph.initializer.extend(kept + added)
-        del graph.node[:]
-        graph.node.extend(nodes)
-    return rewritten
+    if added:
+        replace_graph_nodes(graph, nodes, consumed, added)
+    return len(added)
 
 
 def _load_in_memory(path: Path, growth_per_weight: int) -> Any | None:
@@ -271,10 +279,5 @@ def int8_context_graph(model: Any) -> int:
         nodes += int8_matmul_nodes(*quantized_inputs[x], tag, node.output[0])
     if not added:
         return 0
-    still_read = {i for n in nodes for i in n.input}
-    kept = [t for t in graph.initializer if t.name not in consumed or t.name in still_read]
-    del graph.initializer[:]
-    graph.initializer.extend(kept + added + int8_constants())
-    del graph.node[:]
-    graph.node.extend(nodes)
+    replace_graph_nodes(graph, nodes, consumed, added + int8_constants())
     return len(added) // 2

@@ -459,7 +459,9 @@ class OnnxCausalLM(_OnnxLMBase):
         where the export has one."""
         feeds = self._feeds(ids, mask, targets, positions, past, score_from)
         names = ["target_logprobs"] + (self.present_names if want_present else [])
-        session = self.context_session if context and self.context_session else self.session
+        session = self.session
+        if context and self.context_session is not None:
+            session = self.context_session
         outs = session.run(names, feeds)
         present = dict(zip(self.present_names, outs[1:], strict=False)) if want_present else {}
         return outs[0].astype(np.float64), present

@@ -69,6 +69,7 @@ from faithgate.backends.expand import (
     int8_constants,
     int8_matmul_nodes,
     per_token_uint8_nodes,
+    replace_graph_nodes,
 )
 from faithgate.errors import InputError
 
@@ -714,7 +715,7 @@ def _smoothing_plan(
     from onnx import numpy_helper
 
     if not feeds:
-        raise InputError("w8a8 quantization needs calibration inputs (none were given)")
+        raise InputError("SmoothQuant (w8a8, w8a32-ctx8) needs calibration inputs (none were given)")
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     # Positions in graph.node, not id(): protobuf may hand out fresh node wrappers.
@@ -785,12 +786,7 @@ def quantize_w8a8(
         )
         replaced.add(node.input[1])
         nodes += int8_matmul_nodes(*quantized_inputs[x], tag, node.output[0])
-    still_used = {i for n in nodes for i in n.input}
-    kept = [t for t in graph.initializer if t.name not in replaced or t.name in still_used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    del graph.node[:]
-    graph.node.extend(nodes)
+    replace_graph_nodes(graph, nodes, replaced)
     after = sum(t.ByteSize() for t in graph.initializer)
     save_onnx(model, dst)
     return {
