@@ -11,13 +11,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from faithgate.threads import prefer_passive_openmp
+from faithgate.threads import prefer_passive_openmp, prefer_reproducible_mkl
 
 __version__ = "0.1.0"
 
 # Before anything imports torch (spaCy does): torch's OpenMP threads wait passively instead of
 # spinning, which on shared CI machines made its passes 4x slower (faithgate/threads.py).
 prefer_passive_openmp()
+# Likewise MKL's reproducible mode: a score must not depend on the batch it was scored in.
+prefer_reproducible_mkl()
 
 # public name -> module that defines it
 _API = {

@@ -21,6 +21,17 @@ a developer's laptop running the suite. Three pools misbehave there (issue 13, m
   saves: 16 ms a product with 2 threads, 2.4 ms with 1. :func:`metric_blas_threads` limits
   it to one thread while metrics compute (``threadpoolctl``); torch (MKL / oneDNN) and
   onnxruntime keep their own pools for the model passes.
+
+One setting of the same kind is about results, not speed: **MKL's conditional numerical
+reproducibility**. Left unset, MKL's sgemm on an AMD EPYC (AVX-512) machine gave a row of a
+product that differs in the last bits with the number of rows around it (6 of 57 shapes of
+MiniLM's projections: the same sentence alone and in a batch of equal-length sentences
+differed by up to 1.4e-6), so a score depended on its batch, which faithgate promises it
+never does (``tests/unit/test_batch_independence.py``). ``MKL_CBWR=AUTO`` keeps MKL's own
+choice of instruction set and turns reproducible mode on: 0 of 57 differ, at the same speed
+(MiniLM over 536 sentences, 3 rounds each way: 3.0-3.5 s both). MKL reads it once, when torch
+loads, so :func:`prefer_reproducible_mkl` sets it as ``import faithgate`` runs, unless the user
+set it or torch is already loaded.
 """
 
 from __future__ import annotations
@@ -38,6 +49,16 @@ def prefer_passive_openmp() -> bool:
     if "OMP_WAIT_POLICY" in os.environ or "torch" in sys.modules:
         return False
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True
+
+
+def prefer_reproducible_mkl() -> bool:
+    """Set ``MKL_CBWR=AUTO`` (MKL's reproducible mode, its own instruction-set choice) when the
+    user has not chosen a mode and torch is not loaded yet, so a product's rows do not depend
+    on how many rows share it. Returns whether the variable was set here."""
+    if "MKL_CBWR" in os.environ or "torch" in sys.modules:
+        return False
+    os.environ["MKL_CBWR"] = "AUTO"
     return True
 
 

@@ -1,5 +1,5 @@
-"""faithgate.threads: torch's OpenMP waits passively unless the user chose; metrics compute with
-numpy's BLAS on one thread, restored afterwards."""
+"""faithgate.threads: torch's OpenMP waits passively and MKL runs in its reproducible mode unless
+the user chose; metrics compute with numpy's BLAS on one thread, restored afterwards."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from faithgate.scorer import Scorer
 from faithgate.types import Example, Score
 
 
-def _policy_after_import(env_policy: str | None) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+def _policy_after_import(env_policy: str | None, variable: str = "OMP_WAIT_POLICY") -> str:
+    env = {k: v for k, v in os.environ.items() if k != variable}
     if env_policy is not None:
-        env["OMP_WAIT_POLICY"] = env_policy
-    code = "import os, faithgate; print(os.environ.get('OMP_WAIT_POLICY', '<unset>'))"
+        env[variable] = env_policy
+    code = f"import os, faithgate; print(os.environ.get({variable!r}, '<unset>'))"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
@@ -40,6 +40,44 @@ def test_too_late_once_torch_is_loaded(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", object())
     assert threads.prefer_passive_openmp() is False
     assert "OMP_WAIT_POLICY" not in os.environ
+
+
+def test_import_sets_reproducible_mkl_when_unset():
+    assert _policy_after_import(None, "MKL_CBWR") == "AUTO"
+
+
+def test_a_users_mkl_mode_is_kept():
+    assert _policy_after_import("AVX2", "MKL_CBWR") == "AVX2"
+
+
+def test_mkl_mode_too_late_once_torch_is_loaded(monkeypatch):
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    monkeypatch.setitem(sys.modules, "torch", object())
+    assert threads.prefer_reproducible_mkl() is False
+    assert "MKL_CBWR" not in os.environ
+
+
+def test_torch_projection_rows_do_not_depend_on_their_company():
+    """What the setting is for, on whatever CPU runs the suite: a row of a product equals the
+    same row computed alone (torch imported after faithgate, as in every faithgate process)."""
+    pytest.importorskip("torch")
+    code = (
+        "import faithgate, torch\n"
+        "torch.manual_seed(0)\n"
+        "bad = 0\n"
+        "for k, n in [(384, 384), (384, 1536), (1536, 384)]:\n"
+        "    lin = torch.nn.Linear(k, n)\n"
+        "    with torch.no_grad():\n"
+        "        for rows in range(5, 60, 3):\n"
+        "            x = torch.randn(4 * rows, k)\n"
+        "            bad += int(not torch.equal(lin(x[:rows]), lin(x)[:rows]))\n"
+        "print(bad)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "0"
 
 
 def _openblas_threads() -> list[int]:
