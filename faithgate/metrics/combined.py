@@ -1,4 +1,4 @@
-"""``combined``: a learned linear combination of other metrics.
+"""``combined``: a learned linear combination of other metrics; ``ensemble``: the shipped one.
 
 Scores with the component metrics named in a weights file written by
 ``faithgate bench --combine TRAIN.jsonl --save-weights W.json`` and returns the fitted logistic
@@ -25,6 +25,8 @@ from faithgate.metrics.base import Metric, ScoringContext, get_metric, hash_dige
 from faithgate.types import Example, Score
 
 COMBINATION_FORMAT = "faithgate-combination/1"
+# ``ensemble``'s weights: written by benchmarks/fit_ensemble.py (data and figures inside).
+SHIPPED_ENSEMBLE = Path(__file__).resolve().parent.parent / "data" / "ensemble.json"
 
 
 def load_weights(path: str | Path) -> dict[str, Any]:
@@ -123,3 +125,24 @@ class Combined(Metric):
             }
             out.append(Score(self.name, value, shash, ex.id, details=details))
         return out
+
+
+@register
+class Ensemble(Combined):
+    """Equal-weight mean of the z-scores of ``sentsim``, ``overlap`` and ``harim_plus``.
+
+    value = sigmoid((z_sentsim + z_overlap + z_harim_plus) / 3), z_i = (s_i - mu_i) / sigma_i,
+    with mu_i, sigma_i each component's mean and standard deviation over the six development
+    sets of faithgate's benchmark data (BUMP excluded). Nothing but those scales is fitted: an
+    embedding view (Reimers & Gurevych 2019), a lexical one (Lin 2004, ROUGE-2 precision) and a
+    likelihood one (Son et al. 2022, HaRiM+) vote with equal weight, so no benchmark's error
+    taxonomy is learned. ``weights`` may name another file of the same format.
+    """
+
+    name = "ensemble"
+    description = "mean z-score of sentsim, overlap and harim_plus (shipped scales)"
+
+    def validate_settings(self) -> None:
+        if not self.settings["weights"]:
+            self.settings["weights"] = str(SHIPPED_ENSEMBLE)
+        super().validate_settings()

@@ -85,6 +85,10 @@ _BUILTIN: dict[str, tuple[str, str]] = {
         "p_entail - p_contradict by the best source chunk (-1..1)",
     ),
     "combined": ("probability of faithful from a fitted logistic combination, 0..1", ""),
+    "ensemble": (
+        "sigmoid of the mean z-score of sentsim, overlap and harim_plus, 0..1 (0.5 = typical)",
+        "",
+    ),
 }
 
 
