@@ -42,24 +42,27 @@ import sys
 from collections.abc import Iterator
 
 
+def _set_before_torch_loads(variable: str, value: str) -> bool:
+    """Set ``variable`` for a library that reads it once, when torch loads: only when the user
+    has not chosen a value and torch is not loaded yet. Returns whether it was set here."""
+    if variable in os.environ or "torch" in sys.modules:
+        return False
+    os.environ[variable] = value
+    return True
+
+
 def prefer_passive_openmp() -> bool:
     """Set ``OMP_WAIT_POLICY=PASSIVE`` for torch's OpenMP threads when the user has not chosen
     a policy and torch is not loaded yet (libgomp reads it once, at load). Returns whether
     the variable was set here."""
-    if "OMP_WAIT_POLICY" in os.environ or "torch" in sys.modules:
-        return False
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    return True
+    return _set_before_torch_loads("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def prefer_reproducible_mkl() -> bool:
     """Set ``MKL_CBWR=AUTO`` (MKL's reproducible mode, its own instruction-set choice) when the
     user has not chosen a mode and torch is not loaded yet, so a product's rows do not depend
     on how many rows share it. Returns whether the variable was set here."""
-    if "MKL_CBWR" in os.environ or "torch" in sys.modules:
-        return False
-    os.environ["MKL_CBWR"] = "AUTO"
-    return True
+    return _set_before_torch_loads("MKL_CBWR", "AUTO")
 
 
 def onnxruntime_spinning() -> str:

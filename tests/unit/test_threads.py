@@ -26,35 +26,27 @@ def _policy_after_import(env_policy: str | None, variable: str = "OMP_WAIT_POLIC
     return out.stdout.strip()
 
 
-def test_import_sets_passive_openmp_when_unset():
-    assert _policy_after_import(None) == "PASSIVE"
+# (variable, value faithgate sets, a user's own value, the function that sets it)
+BEFORE_TORCH = [
+    ("OMP_WAIT_POLICY", "PASSIVE", "ACTIVE", threads.prefer_passive_openmp),
+    ("MKL_CBWR", "AUTO", "AVX2", threads.prefer_reproducible_mkl),
+]
 
 
-def test_a_users_policy_is_kept():
-    assert _policy_after_import("ACTIVE") == "ACTIVE"
+@pytest.mark.parametrize(("variable", "ours", "users", "setter"), BEFORE_TORCH)
+def test_import_sets_it_when_unset_and_keeps_a_users(variable, ours, users, setter):
+    assert _policy_after_import(None, variable) == ours
+    assert _policy_after_import(users, variable) == users
 
 
-def test_too_late_once_torch_is_loaded(monkeypatch):
-    # libgomp read the variable when torch loaded: setting it now would claim an effect it has not.
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+@pytest.mark.parametrize(("variable", "ours", "users", "setter"), BEFORE_TORCH)
+def test_too_late_once_torch_is_loaded(monkeypatch, variable, ours, users, setter):
+    # The library read the variable when torch loaded: setting it now would claim an effect it
+    # has not.
+    monkeypatch.delenv(variable, raising=False)
     monkeypatch.setitem(sys.modules, "torch", object())
-    assert threads.prefer_passive_openmp() is False
-    assert "OMP_WAIT_POLICY" not in os.environ
-
-
-def test_import_sets_reproducible_mkl_when_unset():
-    assert _policy_after_import(None, "MKL_CBWR") == "AUTO"
-
-
-def test_a_users_mkl_mode_is_kept():
-    assert _policy_after_import("AVX2", "MKL_CBWR") == "AVX2"
-
-
-def test_mkl_mode_too_late_once_torch_is_loaded(monkeypatch):
-    monkeypatch.delenv("MKL_CBWR", raising=False)
-    monkeypatch.setitem(sys.modules, "torch", object())
-    assert threads.prefer_reproducible_mkl() is False
-    assert "MKL_CBWR" not in os.environ
+    assert setter() is False
+    assert variable not in os.environ
 
 
 def test_torch_projection_rows_do_not_depend_on_their_company():
