@@ -30,8 +30,8 @@ import numpy as np
 
 from faithgate.atomic import atomic_write_text
 from faithgate.cache import ScoreCache
-from faithgate.evaluation.bench import default_cache_path
-from faithgate.evaluation.meta import dedupe, roc_auc
+from faithgate.evaluation.bench import apply_combination, default_cache_path
+from faithgate.evaluation.meta import consistency, dedupe, items_from_examples, pairs, roc_auc
 from faithgate.io import load_examples
 from faithgate.metrics.combined import COMBINATION_FORMAT
 from faithgate.scorer import Scorer
@@ -48,41 +48,44 @@ def score_file(scorer: Scorer, path: Path) -> dict:
         rows += scorer.score(batch)
         scorer.release()
         print(f"  {path.stem}: {start + len(batch)}/{len(examples)}", file=sys.stderr)
-    values = np.array(
-        [[r[m].value if r[m].ok else math.nan for m in COMPONENTS] for r in rows], dtype=float
-    )
+    items = items_from_examples(examples)
     return {
-        "values": values,
-        "labels": np.array([-1 if e.label is None else e.label for e in examples]),
-        "keys": [(e.source, e.summary) for e in examples],
-        "pairs": [(e.meta.get("pair_id"), e.meta.get("role")) for e in examples],
+        "values": np.array(
+            [[r[m].value if r[m].ok else math.nan for m in COMPONENTS] for r in rows], dtype=float
+        ),
+        "labels": np.array([-1 if it.label is None else it.label for it in items]),
+        "keys": [it.key for it in items],
+        "pairs": pairs(items),
         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
     }
 
 
-def usable(d: dict) -> tuple[np.ndarray, np.ndarray, list]:
-    """Distinct labelled items with every component scored."""
+def usable(d: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and labels of the distinct labelled items with every component scored."""
     idx = dedupe(d["keys"])
     x, y = d["values"][idx], d["labels"][idx]
     keep = ~np.isnan(x).any(axis=1) & (y >= 0)
-    return x[keep], y[keep], [d["keys"][i] for i in idx[keep]]
+    return x[keep], y[keep]
 
 
-def scales(sets: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+def weights_doc(sets: list[dict]) -> dict:
+    """The weights document (the ``combined`` format) with scales from ``sets``."""
     x = np.vstack([usable(d)[0] for d in sets])
-    return x.mean(axis=0), x.std(axis=0)
+    n = len(COMPONENTS)
+    return {
+        "format": COMBINATION_FORMAT,
+        "metrics": list(COMPONENTS),
+        "metric_settings": {},
+        "mean": x.mean(axis=0).tolist(),
+        "scale": x.std(axis=0).tolist(),
+        "coef": [1.0 / n] * n,
+        "intercept": 0.0,
+    }
 
 
-def ensemble(values: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    return ((values - mean) / scale).mean(axis=1)
-
-
-def consistency(d: dict, scores: np.ndarray) -> float:
-    by_pair: dict = {}
-    for (pair, role), s in zip(d["pairs"], scores, strict=True):
-        by_pair.setdefault(pair, {})[role] = s
-    got = [p["reference"] > p["edited"] for p in by_pair.values() if len(p) == 2]
-    return float(np.mean(got))
+def ensemble(doc: dict, values: np.ndarray) -> np.ndarray:
+    """The metric's own formula (``combined``'s), on rows of component scores."""
+    return apply_combination(doc, {m: values[:, j] for j, m in enumerate(COMPONENTS)})
 
 
 def main() -> None:
@@ -101,25 +104,26 @@ def main() -> None:
     means = np.zeros(len(header))
     per_set: dict = {}
     for name in dev:
-        x, y, keys = usable(data[name])
-        mean, scale = scales([data[o] for o in dev if o != name])
+        x, y = usable(data[name])
+        doc = weights_doc([data[o] for o in dev if o != name])
         aucs = [roc_auc(x[:, j], y) for j in range(len(COMPONENTS))]
-        aucs.append(roc_auc(ensemble(x, mean, scale), y))
+        aucs.append(roc_auc(ensemble(doc, x), y))
         means += np.array(aucs) / len(dev)
         per_set[name] = dict(zip(header, np.round(aucs, 4).tolist(), strict=True))
         print(f"| {name} ({len(y)}) | " + " | ".join(f"{a:.3f}" for a in aucs) + " |")
     print("| mean | " + " | ".join(f"{a:.3f}" for a in means) + " |")
 
-    mean, scale = scales([data[o] for o in dev])
+    doc = weights_doc([data[o] for o in dev])
     figures: dict = {
         "roc_auc_leave_one_set_out": per_set,
         "mean": dict(zip(header, means.round(4).tolist(), strict=True)),
     }
     if EVALUATION_ONLY in data:
         d = data[EVALUATION_ONLY]
-        x, y, _ = usable(d)
-        auc = roc_auc(ensemble(x, mean, scale), y)
-        cons = consistency(d, ensemble(d["values"], mean, scale))
+        x, y = usable(d)
+        auc = roc_auc(ensemble(doc, x), y)
+        scores = ensemble(doc, d["values"])
+        cons = consistency([scores[p] for p, _ in d["pairs"]], [scores[n] for _, n in d["pairs"]])
         comp = [roc_auc(x[:, j], y) for j in range(len(COMPONENTS))]
         print(
             f"BUMP task 1 ({len(y)} distinct items): ensemble ROC AUC {auc:.3f}, "
@@ -128,15 +132,7 @@ def main() -> None:
         )
         figures["bump_task1"] = {"roc_auc": round(auc, 4), "consistency": round(cons, 4)}
     if args.out:
-        n = len(COMPONENTS)
-        doc = {
-            "format": COMBINATION_FORMAT,
-            "metrics": list(COMPONENTS),
-            "metric_settings": {},
-            "mean": mean.tolist(),
-            "scale": scale.tolist(),
-            "coef": [1.0 / n] * n,
-            "intercept": 0.0,
+        doc |= {
             "trained_on": {
                 name: {"rows": len(data[name]["keys"]), "sha256": data[name]["sha256"]}
                 for name in dev
