@@ -96,6 +96,20 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
 @click.option("--checkpoint-every", default=100, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option(
+    "--init-precision",
+    default="float32",
+    show_default=True,
+    type=click.Choice(["float32", "float16"]),
+    help="float16: round the base's trained tensors to float16 before training (a recipe "
+    "setting: the base can then travel in half the bytes, e.g. to a GPU machine).",
+)
+@click.option(
+    "--device",
+    default="cpu",
+    show_default=True,
+    help="Where torch trains: cpu, cuda or cuda:N (recorded in the manifest, not the recipe).",
+)
+@click.option(
     "--threads",
     default=None,
     type=click.IntRange(min=1),
@@ -120,6 +134,8 @@ def train_command(
     dev_fraction: float,
     checkpoint_every: int,
     seed: int,
+    init_precision: str,
+    device: str,
     threads: int | None,
 ) -> None:
     """Train an NLI cross-encoder checker: SNLI + synthetic pairs from documents (+ labels)."""
@@ -147,6 +163,7 @@ def train_command(
         max_steps=max_steps,
         checkpoint_every=checkpoint_every,
         seed=seed,
+        init_precision=init_precision,
     )
     click.echo(f"faithgate train: recipe {config.recipe_hash()} -> {output}", err=True)
-    train(config, log=lambda line: click.echo(line, err=True), threads=threads)
+    train(config, log=lambda line: click.echo(line, err=True), threads=threads, device=device)

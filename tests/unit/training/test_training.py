@@ -361,3 +361,62 @@ def test_training_continues_from_a_trained_checker(tmp_path, tiny_base, tiny_doc
         train(_config(tmp_path / "d", tiny_base, tiny_docs, init_from=str(tiny_docs.parent)))
     with pytest.raises(InputError, match="labels are not"):
         train(_config(tmp_path / "e", tiny_base, tiny_docs, init_from=str(tiny_base)))
+
+
+def test_the_dataset_is_kept_and_read_back_without_rebuilding(tmp_path, tiny_base, tiny_docs):
+    from faithgate.training import train as train_module
+    from faithgate.training.train import build_dataset, dataset_file
+
+    cfg = _config(tmp_path / "d", tiny_base, tiny_docs)
+    first = build_dataset(cfg, tmp_path / "work", log=lambda _: None)
+    assert dataset_file(cfg, tmp_path / "work").is_file()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("rebuilt a dataset that was kept")
+
+    original = train_module._build_dataset
+    train_module._build_dataset = refuse
+    try:
+        again = build_dataset(cfg, tmp_path / "work", log=lambda _: None)
+    finally:
+        train_module._build_dataset = original
+    assert again == first and again.train
+    # Settings that do not decide the pairs share the file; one that does gets its own.
+    assert dataset_file(_config(tmp_path / "x", tiny_base, tiny_docs, learning_rate=1e-3), tmp_path)
+    same = dataset_file(_config(tmp_path / "x", tiny_base, tiny_docs, epochs=2), tmp_path)
+    other = dataset_file(_config(tmp_path / "x", tiny_base, tiny_docs, seed=1), tmp_path)
+    assert same.name == dataset_file(cfg, tmp_path).name != other.name
+
+
+def test_float16_init_rounds_the_trained_tensors_and_is_part_of_the_recipe(
+    tmp_path, tiny_base, tiny_docs, torch
+):
+    from safetensors.torch import load_file
+
+    from faithgate.training.train import train
+
+    plain = _config(tmp_path / "p", tiny_base, tiny_docs)
+    half = _config(tmp_path / "h", tiny_base, tiny_docs, init_precision="float16")
+    assert "init_precision" not in plain.recipe()  # earlier recipes keep their hash
+    assert half.recipe()["init_precision"] == "float16"
+    assert half.recipe_hash() != plain.recipe_hash()
+    half.max_steps = 1
+    half.learning_rate = 1e-12  # one step that barely moves: the start shows through
+    trained = _weights(train(half, log=lambda _: None, threads=1))
+    base = load_file(str(tiny_base / "model.safetensors"))
+    query = base["encoder.layer.0.attention.self.query.weight"]
+    got = trained["bert.encoder.layer.0.attention.self.query.weight"]
+    assert torch.allclose(got, query.half().float(), atol=1e-9)
+    assert not torch.equal(query.half().float(), query)  # the rounding is visible at this size
+    frozen = trained["bert.embeddings.word_embeddings.weight"]
+    assert torch.equal(frozen, base["embeddings.word_embeddings.weight"])  # frozen: not rounded
+
+
+def test_a_cuda_device_without_cuda_is_a_clear_error(tmp_path, tiny_base, tiny_docs, torch):
+    from faithgate.errors import InputError
+    from faithgate.training.train import train
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(InputError, match="no CUDA device"):
+        train(_config(tmp_path / "c", tiny_base, tiny_docs), log=lambda _: None, device="cuda")
