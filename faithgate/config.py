@@ -7,7 +7,7 @@ reads configuration files. CLI flags and pytest options override it through
 Format (``faithgate.toml`` takes the same keys at top level, without ``tool.faithgate``)::
 
     [tool.faithgate]
-    metrics = ["sentsim"]            # metric names (a single string is accepted too; default sentsim)
+    metrics = ["ensemble"]           # metric names (a single string is accepted too; default ensemble)
     backend = "auto"                 # auto | torch | onnx
     outputs = "outputs.jsonl"        # outputs to gate, or:
     # summarizer = "pkg.mod:fn"      #   a callable run over ...

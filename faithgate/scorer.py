@@ -18,13 +18,14 @@ from faithgate.types import Example, Score
 
 log = logging.getLogger(__name__)
 
-# The metric of ``Scorer()``, ``score()`` and a gate configured without ``metrics``: sentsim,
-# measured best per summary among the fast offline metrics (faithgate bench over every row of
-# ../shared/data, 2026-11-24, docs/metrics/sentsim.md): pooled ROC AUC above bertscore's on all
-# six development sets (mean 0.748 against 0.623), BUMP pair consistency 80.5% (bertscore
-# 79.5%, overlap 67.1%), and about twice bertscore's speed. overlap's AUC is a little higher on
-# five of the six sets, but it ranks BUMP's minimal pairs much worse.
-DEFAULT_METRICS = ("sentsim",)
+# The metric of ``Scorer()``, ``score()`` and a gate configured without ``metrics``: ensemble
+# (sentsim, overlap and harim_plus voting with equal weight), measured best per summary of all
+# offline metrics (docs/metrics/ensemble.md): mean pooled ROC AUC 0.787 over the six
+# development sets of ../shared/data with each set's scales taken from the other five
+# (sentsim, the default before 2026-11-24: 0.748; best single metric 0.764), BUMP pair
+# consistency 88.5% (sentsim 80.5%). It costs an LM pass per summary (SmolLM2-135M); for the
+# fast default of earlier releases select ["sentsim"].
+DEFAULT_METRICS = ("ensemble",)
 
 
 class Scorer:

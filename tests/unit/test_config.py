@@ -94,8 +94,8 @@ def test_no_configuration_gives_defaults(tmp_path):
     assert cfg.rules.min_pass_rate == 1.0
     assert cfg.outputs is None
     # One default metric for the library, the gate and the pytest plugin (scorer.DEFAULT_METRICS:
-    # sentsim, measured best per summary of the fast metrics on ../shared/data).
-    assert cfg.metrics == DEFAULT_METRICS == ("sentsim",)
+    # ensemble, measured best per summary on ../shared/data).
+    assert cfg.metrics == DEFAULT_METRICS == ("ensemble",)
     assert [m.name for m in Scorer().metrics] == list(DEFAULT_METRICS)
 
 
