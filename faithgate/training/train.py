@@ -158,11 +158,31 @@ def build_dataset(
     back from there when it exists."""
     cached = dataset_file(config, workdir)
     if cached.is_file():
-        log(f"dataset: {cached}")
-        return Dataset.load(cached)
+        dataset = Dataset.load(cached)
+        # The key names the user's files by path; a file edited since is rebuilt from, never
+        # trained on stale. (A run elsewhere, without the files, trusts the kept dataset.)
+        changed = [
+            path
+            for path, digest in _user_file_digests(config).items()
+            if dataset.sources.get(path, {}).get("sha256") != digest
+        ]
+        if not changed:
+            log(f"dataset: {cached}")
+            return dataset
+        log(f"dataset: {', '.join(changed)} changed since {cached.name} was written; rebuilding")
     dataset = _build_dataset(config, workdir, log, spacy_model)
     dataset.save(cached)
     return dataset
+
+
+def _user_file_digests(config: TrainConfig) -> dict[str, str]:
+    """SHA-256 of each document or labelled file the user named that exists here."""
+    paths = [name for name in config.documents if name not in BUILTIN_CORPORA]
+    return {
+        path: hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        for path in [*paths, *config.labelled]
+        if Path(path).is_file()
+    }
 
 
 def _build_dataset(
@@ -189,7 +209,15 @@ def _build_dataset(
             digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()
             sources[name] = {"sha256": digest, "documents": len(docs)}
         documents.extend(docs)
-    synth_key = json.dumps([config.documents, config.synth.recipe()], sort_keys=True)
+    key_parts: list[Any] = [config.documents, config.synth.recipe()]
+    user_documents = {
+        path: digest
+        for path, digest in _user_file_digests(config).items()
+        if path in config.documents
+    }
+    if user_documents:  # an edited file gets fresh pairs (the built-in corpora keep their key)
+        key_parts.append(user_documents)
+    synth_key = json.dumps(key_parts, sort_keys=True)
     cache = workdir / f"synth-{hashlib.sha256(synth_key.encode()).hexdigest()[:12]}.jsonl"
     started = time.monotonic()
 

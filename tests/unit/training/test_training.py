@@ -420,3 +420,21 @@ def test_a_cuda_device_without_cuda_is_a_clear_error(tmp_path, tiny_base, tiny_d
         pytest.skip("this machine has CUDA")
     with pytest.raises(InputError, match="no CUDA device"):
         train(_config(tmp_path / "c", tiny_base, tiny_docs), log=lambda _: None, device="cuda")
+
+
+def test_an_edited_document_file_is_not_trained_on_stale(tmp_path, tiny_base, tiny_docs):
+    from faithgate.training.train import build_dataset
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_bytes(tiny_docs.read_bytes())
+    cfg = _config(tmp_path / "d", tiny_base, docs)
+    first = build_dataset(cfg, tmp_path / "work", log=lambda _: None)
+    rows = [json.loads(line) for line in docs.read_text().splitlines()]
+    rows[0]["source"] = rows[0]["source"].replace("Springfield", "Ogdenville")
+    docs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines: list[str] = []
+    again = build_dataset(cfg, tmp_path / "work", log=lines.append)
+    assert any("changed since" in line for line in lines)
+    assert again.sources[str(docs)]["sha256"] != first.sources[str(docs)]["sha256"]
+    assert not any("Ogdenville" in p.premise for p in first.train)
+    assert any("Ogdenville" in p.premise for p in again.train)  # fresh synthetic pairs too
