@@ -82,8 +82,16 @@ class TrainConfig:
         data = asdict(self)
         data.pop("output")
         data["synth"] = self.synth.recipe()
-        if self.init_precision == "float32":
-            data.pop("init_precision")
+        # Settings added after the first shipped checker, left out while they change nothing.
+        unused = {
+            "labelled_dev_fraction": not self.labelled,
+            "max_synthetic_pairs": self.max_synthetic_pairs is None,
+            "init_from": self.init_from is None,
+            "init_precision": self.init_precision == "float32",
+        }
+        for name, leave_out in unused.items():
+            if leave_out:
+                data.pop(name)
         return data
 
     def recipe_hash(self) -> str:
@@ -136,7 +144,7 @@ def dataset_file(config: TrainConfig, workdir: Path) -> Path:
     recipe = config.recipe()
     keys = ("documents", "labelled", "labelled_dev_fraction", "max_synthetic_pairs")
     keys += ("snli_pairs", "synth", "dev_fraction", "seed")
-    key = json.dumps({k: recipe[k] for k in keys}, sort_keys=True)
+    key = json.dumps({k: recipe.get(k) for k in keys}, sort_keys=True)
     return workdir / f"dataset-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json.gz"
 
 

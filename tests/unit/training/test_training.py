@@ -438,3 +438,22 @@ def test_an_edited_document_file_is_not_trained_on_stale(tmp_path, tiny_base, ti
     assert again.sources[str(docs)]["sha256"] != first.sources[str(docs)]["sha256"]
     assert not any("Ogdenville" in p.premise for p in first.train)
     assert any("Ogdenville" in p.premise for p in again.train)  # fresh synthetic pairs too
+
+
+def test_the_shipped_checkers_recipe_keeps_its_hash():
+    """Settings added to TrainConfig later must not change the hash of recipes made before
+    them: the shipped checker's manifest and its build command give its recorded hash."""
+    from faithgate.training.train import TrainConfig
+
+    manifest = json.loads(
+        (Path(__file__).resolve().parents[3] / "onnx_models/checker/faithgate_training.json")
+        .read_text()
+    )
+    recipe = dict(manifest["recipe"])
+    recipe["synth"] = synth.SynthConfig(**recipe["synth"])
+    from_manifest = TrainConfig(output="x", **recipe)
+    assert from_manifest.recipe() == manifest["recipe"]
+    assert from_manifest.recipe_hash() == manifest["recipe_hash"]
+    # onnx_models/build_checker.sh: --snli-pairs 15000 --max-steps 1200 --seed 0
+    built = TrainConfig(output="x", snli_pairs=15000, max_steps=1200, seed=0)
+    assert built.recipe_hash() == manifest["recipe_hash"]
