@@ -24,6 +24,7 @@ import math
 import os
 import platform
 import random
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -399,6 +400,8 @@ def train(
     ``device`` is where torch trains ("cpu", "cuda", "cuda:1"): not part of the recipe, but
     recorded in the manifest, since CPU and GPU kernels round differently (each is
     deterministic on its own kind of hardware)."""
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise InputError(f"--device {device!r}: expected cpu, cuda or cuda:N")
     if device.startswith("cuda"):
         # cuBLAS is deterministic only with a fixed workspace; read when CUDA starts.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

@@ -420,6 +420,8 @@ def test_a_cuda_device_without_cuda_is_a_clear_error(tmp_path, tiny_base, tiny_d
         pytest.skip("this machine has CUDA")
     with pytest.raises(InputError, match="no CUDA device"):
         train(_config(tmp_path / "c", tiny_base, tiny_docs), log=lambda _: None, device="cuda")
+    with pytest.raises(InputError, match="expected cpu, cuda or cuda:N"):
+        train(_config(tmp_path / "c", tiny_base, tiny_docs), log=lambda _: None, device="tpu")
 
 
 def test_an_edited_document_file_is_not_trained_on_stale(tmp_path, tiny_base, tiny_docs):
