@@ -93,6 +93,13 @@ class Combined(Metric):
         components = "+".join(m.name for m in self._components)
         return f"{self.name}|{components}|{hash_digest(payload)}"
 
+    def model_roles(self, ctx: ScoringContext) -> dict[str, str]:
+        """Its components' models (it loads none of its own), so a score names them."""
+        roles: dict[str, str] = {}
+        for m in self._components:
+            roles.update(m.model_roles(ctx))
+        return roles
+
     def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
         for m in self._components:
             m.prepare(examples, ctx)

@@ -24,6 +24,19 @@ def test_shipped_weights_are_equal_weights_fitted_without_bump() -> None:
     assert all(len(v["sha256"]) == 64 and v["rows"] > 0 for v in doc["trained_on"].values())
 
 
+def test_it_names_its_components_models_and_keeps_its_own_hash() -> None:
+    from faithgate.metrics.base import ScoringContext
+
+    ctx = ScoringContext()
+    metric = get_metric("ensemble")
+    roles = metric.model_roles(ctx)
+    for component in ("sentsim", "overlap", "harim_plus"):
+        assert get_metric(component).model_roles(ctx).items() <= roles.items()
+    assert {"embedder", "lm"} <= roles.keys()
+    # the hash is its own (components' hashes and the weights' digest), not a model list
+    assert metric.settings_hash(ctx).startswith("ensemble|sentsim+overlap+harim_plus|")
+
+
 def test_default_weights_are_the_shipped_file_and_another_file_is_taken(tmp_path) -> None:
     metric = get_metric("ensemble")
     assert [m.name for m in metric._components] == ["sentsim", "overlap", "harim_plus"]
