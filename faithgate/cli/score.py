@@ -448,11 +448,28 @@ def _thresholds(
     return found, str(config.display_path(config.source))
 
 
+def _listed_roles(name: str) -> set[str]:
+    """The model roles a metric uses; a combination's are its components' (``combined`` has
+    none until a weights file names them)."""
+    from faithgate.errors import InputError
+    from faithgate.metrics.base import get_metric, metric_class
+
+    cls = metric_class(name)
+    if cls.roles or cls.family != "combination":
+        return set(cls.roles)
+    try:
+        components = get_metric(name).component_names
+    except InputError:
+        return set()
+    return {role for c in components for role in metric_class(c).roles}
+
+
 @click.command("metrics")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def metrics_command(fmt: str) -> None:
     """List the available metrics, one line each."""
     from faithgate.metrics.base import metric_class, metric_names
+    from faithgate.scorer import DEFAULT_METRICS
 
     entries = []
     for name in metric_names():
@@ -461,8 +478,10 @@ def metrics_command(fmt: str) -> None:
             {
                 "name": name,
                 "family": cls.family,
-                "roles": sorted(cls.roles),
-                "description": cls.description,
+                "roles": sorted(_listed_roles(name)),
+                "description": cls.description
+                + (" [the default metric]" if name in DEFAULT_METRICS else ""),
+                "default": name in DEFAULT_METRICS,
                 "settings": cls.defaults,
             }
         )

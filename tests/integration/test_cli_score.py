@@ -40,6 +40,12 @@ def test_metrics_lists_the_registry_one_line_each():
     assert len(names) == len(set(names))
     data = json.loads(invoke(["metrics", "--format", "json"]).stdout)
     assert {d["name"] for d in data} == set(names)
+    by_name = {d["name"]: d for d in data}
+    # the default is marked; a combination lists its components' models
+    assert [d["name"] for d in data if d["default"]] == ["ensemble"]
+    assert "[the default metric]" in next(line for line in lines if line.startswith("ensemble"))
+    assert {"embedder", "lm"} <= set(by_name["ensemble"]["roles"])
+    assert by_name["combined"]["roles"] == []
 
 
 def test_score_text_output_marks_least_supported_sentence(files):
