@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 # (sentsim, overlap and harim_plus voting with equal weight), measured best per summary of all
 # offline metrics (docs/metrics/ensemble.md): mean pooled ROC AUC 0.787 over the six
 # development sets of ../shared/data with each set's scales taken from the other five
-# (sentsim, the default before 2026-11-24: 0.748; best single metric 0.764), BUMP pair
+# (sentsim, the previous default: 0.748; best single metric 0.764), BUMP pair
 # consistency 88.5% (sentsim 80.5%). It costs an LM pass per summary (SmolLM2-135M); for the
 # fast default of earlier releases select ["sentsim"].
 DEFAULT_METRICS = ("ensemble",)
