@@ -452,16 +452,15 @@ def _listed_roles(name: str) -> set[str]:
     """The model roles a metric uses; a combination's are its components' (``combined`` has
     none until a weights file names them)."""
     from faithgate.errors import InputError
-    from faithgate.metrics.base import get_metric, metric_class
+    from faithgate.metrics.base import ScoringContext, get_metric, metric_class
 
     cls = metric_class(name)
     if cls.roles or cls.family != "combination":
         return set(cls.roles)
     try:
-        components = get_metric(name).component_names
+        return set(get_metric(name).model_roles(ScoringContext()))
     except InputError:
         return set()
-    return {role for c in components for role in metric_class(c).roles}
 
 
 @click.command("metrics")

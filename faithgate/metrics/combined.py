@@ -93,11 +93,6 @@ class Combined(Metric):
         components = "+".join(m.name for m in self._components)
         return f"{self.name}|{components}|{hash_digest(payload)}"
 
-    @property
-    def component_names(self) -> list[str]:
-        """The metrics it combines, in the weights file's order."""
-        return [m.name for m in self._components]
-
     def model_roles(self, ctx: ScoringContext) -> dict[str, str]:
         """Its components' models (it loads none of its own), so a score names them."""
         roles: dict[str, str] = {}

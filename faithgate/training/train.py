@@ -166,20 +166,21 @@ def build_dataset(
     held-out documents off for evaluation. The result is kept in ``dataset_file`` and read
     back from there when it exists."""
     cached = dataset_file(config, workdir)
+    digests = _user_file_digests(config)
     if cached.is_file():
         dataset = Dataset.load(cached)
         # The key names the user's files by path; a file edited since is rebuilt from, never
         # trained on stale. (A run elsewhere, without the files, trusts the kept dataset.)
         changed = [
             path
-            for path, digest in _user_file_digests(config).items()
+            for path, digest in digests.items()
             if dataset.sources.get(path, {}).get("sha256") != digest
         ]
         if not changed:
             log(f"dataset: {cached}")
             return dataset
         log(f"dataset: {', '.join(changed)} changed since {cached.name} was written; rebuilding")
-    dataset = _build_dataset(config, workdir, log, spacy_model)
+    dataset = _build_dataset(config, workdir, log, spacy_model, digests)
     dataset.save(cached)
     return dataset
 
@@ -199,7 +200,9 @@ def _build_dataset(
     workdir: Path,
     log: Callable[[str], None],
     spacy_model: str | None,
+    digests: dict[str, str],
 ) -> Dataset:
+    """The dataset of ``config``; ``digests``: ``_user_file_digests(config)``, read once."""
     sources: dict[str, Any] = {}
     documents: list[corpora.Document] = []
     gensim = None
@@ -215,15 +218,10 @@ def _build_dataset(
             }
         else:
             docs = corpora.user_documents(name)
-            digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()
-            sources[name] = {"sha256": digest, "documents": len(docs)}
+            sources[name] = {"sha256": digests[name], "documents": len(docs)}
         documents.extend(docs)
     key_parts: list[Any] = [config.documents, config.synth.recipe()]
-    user_documents = {
-        path: digest
-        for path, digest in _user_file_digests(config).items()
-        if path in config.documents
-    }
+    user_documents = {path: d for path, d in digests.items() if path in config.documents}
     if user_documents:  # an edited file gets fresh pairs (the built-in corpora keep their key)
         key_parts.append(user_documents)
     synth_key = json.dumps(key_parts, sort_keys=True)
@@ -265,7 +263,7 @@ def _build_dataset(
                 item.id, item.source, item.summary, item.faithful, config.synth, spacy_model
             )
 
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        digest = digests[path]
         key = json.dumps([digest, config.synth.recipe()], sort_keys=True)
         cache = workdir / f"labelled-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsonl"
         docs = [corpora.Document(item.id, item.source, Path(path).stem) for item in items]
