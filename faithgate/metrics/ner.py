@@ -24,11 +24,18 @@ from faithgate.types import Example, Score, SentenceScore
 
 _LEADING = re.compile(r"^(the|a|an)\s+")
 _POSSESSIVE = re.compile(r"['\u2019]s$")
-_NONWORD = re.compile(r"[^\w\s]+")
+# Punctuation, except a decimal point between digits: "U.S." -> "US", "3,500" -> "3500", but
+# "7.8" stays "7.8" so that it does not meet "78".
+_NONWORD = re.compile(r"[^\w\s.]|(?<!\d)\.|\.(?!\d)")
 # Possessive endings anywhere in a text: "Millbrook's", "Millbrook’s", "the Smiths'".
 _POSSESSIVES = re.compile(r"['\u2019]s\b|(?<=s)['\u2019](?!\w)")
-# A word with inner punctuation kept together: "U.S", "Doyle-Keefe", "O'Brien", "AT&T".
-_WORD = re.compile(r"\w+(?:[-.'\u2019&]\w+)*")
+# A word with inner punctuation kept together: "U.S", "Doyle-Keefe", "O'Brien", "AT&T",
+# and a thousands separator: "3,500".
+_WORD = re.compile(r"\w+(?:(?:[-.'\u2019&]|(?<=\d),(?=\d))\w+)*")
+# The same text cut at every punctuation mark: "al-Shabaab" -> "al", "Shabaab"; "7.8" -> "7",
+# "8". Tokenised corpora write "al - Shabaab" and "7. 8" (CNN/DM as QAGS gives it), so a
+# mention is looked up in both forms.
+_SPLIT_WORD = re.compile(r"\w+")
 _ARTICLES = frozenset({"the", "a", "an"})
 
 
@@ -52,32 +59,31 @@ def canonical_word(word: str) -> str:
     return w
 
 
-def text_words(text: str) -> list[tuple[str, int, int]]:
+def text_words(text: str, split: bool = False) -> list[tuple[str, int, int]]:
     """(canonical word, start, end) of every word of ``text``; possessive endings are blanked
-    first (same length, so offsets stay those of ``text``)."""
+    first (same length, so offsets stay those of ``text``). ``split`` cuts words at inner
+    punctuation too ("Doyle-Keefe" is two words)."""
     plain = _POSSESSIVES.sub(lambda m: " " * len(m.group()), text)
     out = []
-    for m in _WORD.finditer(plain):
+    for m in (_SPLIT_WORD if split else _WORD).finditer(plain):
         w = canonical_word(m.group())
         if w:
             out.append((w, m.start(), m.end()))
     return out
 
 
-class SourceText:
-    """A source's words, indexed for finding a mention: a summary entity is found when its
-    canonical words occur consecutively in the source (a leading article ignored)."""
+class _WordIndex:
+    """One tokenisation of a text, indexed by canonical word."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.words = text_words(text)
+    def __init__(self, text: str, split: bool) -> None:
+        self.split = split
+        self.words = text_words(text, split)
         self.positions: dict[str, list[int]] = {}
         for i, (w, _, _) in enumerate(self.words):
             self.positions.setdefault(w, []).append(i)
 
-    def find(self, mention: str) -> str | None:
-        """The source's own wording of ``mention``, or None when it does not occur."""
-        words = [w for w, _, _ in text_words(mention)]
+    def find(self, mention: str) -> tuple[int, int] | None:
+        words = [w for w, _, _ in text_words(mention, self.split)]
         while words and words[0] in _ARTICLES and len(words) > 1:
             words = words[1:]
         if not words:
@@ -85,7 +91,26 @@ class SourceText:
         n = len(words)
         for i in self.positions.get(words[0], []):
             if [w for w, _, _ in self.words[i : i + n]] == words:
-                return self.text[self.words[i][1] : self.words[i + n - 1][2]]
+                return self.words[i][1], self.words[i + n - 1][2]
+        return None
+
+
+class SourceText:
+    """A source's words, indexed for finding a mention: a summary entity is found when its
+    canonical words occur consecutively in the source (a leading article ignored), with words
+    kept whole at inner punctuation ("U.S" meets "US") or, failing that, cut there on both
+    sides ("al-Shabaab" meets "al - Shabaab", "7.8" meets "7. 8")."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._indexes = (_WordIndex(text, split=False), _WordIndex(text, split=True))
+
+    def find(self, mention: str) -> str | None:
+        """The source's own wording of ``mention``, or None when it does not occur."""
+        for index in self._indexes:
+            span = index.find(mention)
+            if span is not None:
+                return self.text[span[0] : span[1]]
         return None
 
 
@@ -101,9 +126,12 @@ class EntityOverlap(Metric):
         value = 1/|E| sum_{e in E} s(e)
 
     "Occurs in the source text": the entity's words appear consecutively in the source after
-    normalising both (case, punctuation, possessives, a plural or verb "s", a leading article),
-    whatever spaCy recognised there (``SourceText``); ``details.entities[*].found_in`` says
-    ``text`` or ``entity``. Format 2 (version 2); version 1 matched source entities only.
+    normalising both (case, punctuation but a decimal point, possessives, a plural or verb "s", a
+    leading article), whatever spaCy recognised there (``SourceText``);
+    ``details.entities[*].found_in`` says ``text`` or ``entity``. Version 3 also cuts words at
+    inner punctuation when the whole words do not meet, so a tokenised source ("al - Shabaab",
+    "7. 8") is no false alarm, and keeps a decimal point ("7.8" no longer meets "78"); version
+    1 matched source entities only.
 
     ``match = exact``: 1 when the normalised texts are equal (case, leading article, possessive
     and punctuation ignored), else 0 -- Nan et al.'s (2021) precision-source. ``match =
@@ -122,7 +150,9 @@ class EntityOverlap(Metric):
     name = "ner"
     description = "share of summary named entities found in the source text (normalised)"
     family = "structure"
-    version = "2"  # 2: entities are also found in the source's full text
+    # 2: entities are also found in the source's full text; 3: also with words cut at inner
+    # punctuation (tokenised sources), and a decimal point is kept
+    version = "3"
     roles = {"spacy": "pipeline"}
     defaults = {"match": "exact", "labels": None, "no_entity_value": 1.0}
     MATCHES = ("exact", "token_f1")
