@@ -136,18 +136,19 @@ class Combined(Metric):
 
 @register
 class Ensemble(Combined):
-    """Equal-weight mean of the z-scores of ``sentsim``, ``overlap`` and ``harim_plus``.
+    """Equal-weight mean of the z-scores of ``sentsim``, ``overlap``, ``harim_plus`` and ``ner``.
 
-    value = sigmoid((z_sentsim + z_overlap + z_harim_plus) / 3), z_i = (s_i - mu_i) / sigma_i,
-    with mu_i, sigma_i each component's mean and standard deviation over the six development
-    sets of faithgate's benchmark data (BUMP excluded). Nothing but those scales is fitted: an
-    embedding view (Reimers & Gurevych 2019), a lexical one (Lin 2004, ROUGE-2 precision) and a
-    likelihood one (Son et al. 2022, HaRiM+) vote with equal weight, so no benchmark's error
-    taxonomy is learned. ``weights`` may name another file of the same format.
+    value = sigmoid(mean_i z_i), z_i = (s_i - mu_i) / sigma_i, with mu_i, sigma_i each
+    component's mean and standard deviation over the six development sets of faithgate's
+    benchmark data (BUMP excluded). Nothing but those scales is fitted: an embedding view
+    (Reimers & Gurevych 2019), a lexical one (Lin 2004, ROUGE-2 precision), a likelihood one
+    (Son et al. 2022, HaRiM+) and an entity one (Nan et al. 2021, entity precision against the
+    source) vote with equal weight, so no benchmark's error taxonomy is learned. ``weights``
+    may name another file of the same format.
     """
 
     name = "ensemble"
-    description = "mean z-score of sentsim, overlap and harim_plus (shipped scales)"
+    description = "mean z-score of sentsim, overlap, harim_plus and ner (shipped scales)"
 
     def validate_settings(self) -> None:
         if not self.settings["weights"]:

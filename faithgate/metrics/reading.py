@@ -86,7 +86,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     ),
     "combined": ("probability of faithful from a fitted logistic combination, 0..1", ""),
     "ensemble": (
-        "sigmoid of the mean z-score of sentsim, overlap and harim_plus, 0..1 (0.5 = typical)",
+        "sigmoid of the mean z-score of sentsim, overlap, harim_plus and ner, 0..1 (0.5 = typical)",
         "",
     ),
 }

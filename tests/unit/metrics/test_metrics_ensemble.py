@@ -1,4 +1,4 @@
-"""``ensemble``: the shipped equal-weight combination of sentsim, overlap and harim_plus."""
+"""``ensemble``: the shipped equal-weight combination of sentsim, overlap, harim_plus and ner."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from faithgate.types import Example
 
 def test_shipped_weights_are_equal_weights_fitted_without_bump() -> None:
     doc = json.loads(SHIPPED_ENSEMBLE.read_text())
-    assert doc["metrics"] == ["sentsim", "overlap", "harim_plus"]
-    assert doc["coef"] == [pytest.approx(1 / 3)] * 3
+    assert doc["metrics"] == ["sentsim", "overlap", "harim_plus", "ner"]
+    assert doc["coef"] == [pytest.approx(1 / 4)] * 4
     assert doc["intercept"] == 0.0
     assert all(s > 0 for s in doc["scale"])
     # evaluation data is never where the scales come from
@@ -30,16 +30,16 @@ def test_it_names_its_components_models_and_keeps_its_own_hash() -> None:
     ctx = ScoringContext()
     metric = get_metric("ensemble")
     roles = metric.model_roles(ctx)
-    for component in ("sentsim", "overlap", "harim_plus"):
+    for component in ("sentsim", "overlap", "harim_plus", "ner"):
         assert get_metric(component).model_roles(ctx).items() <= roles.items()
-    assert {"embedder", "lm"} <= roles.keys()
+    assert {"embedder", "lm", "spacy"} <= roles.keys()
     # the hash is its own (components' hashes and the weights' digest), not a model list
-    assert metric.settings_hash(ctx).startswith("ensemble|sentsim+overlap+harim_plus|")
+    assert metric.settings_hash(ctx).startswith("ensemble|sentsim+overlap+harim_plus+ner|")
 
 
 def test_default_weights_are_the_shipped_file_and_another_file_is_taken(tmp_path) -> None:
     metric = get_metric("ensemble")
-    assert [m.name for m in metric._components] == ["sentsim", "overlap", "harim_plus"]
+    assert [m.name for m in metric._components] == ["sentsim", "overlap", "harim_plus", "ner"]
     own = json.loads(SHIPPED_ENSEMBLE.read_text())
     own["metrics"], own["mean"], own["scale"], own["coef"] = ["overlap"], [0.5], [0.2], [1.0]
     path = tmp_path / "mine.json"
@@ -64,7 +64,7 @@ def test_value_is_the_sigmoid_of_the_mean_z_score() -> None:
             (row[m].value - mu) / sd
             for m, mu, sd in zip(doc["metrics"], doc["mean"], doc["scale"], strict=True)
         ]
-        expected = 1 / (1 + math.exp(-sum(z) / 3))
+        expected = 1 / (1 + math.exp(-sum(z) / len(z)))
         assert row["ensemble"].value == pytest.approx(expected, rel=1e-9)
         assert row["ensemble"].details["components"] == {m: row[m].value for m in doc["metrics"]}
     assert rows[0]["ensemble"].value > rows[1]["ensemble"].value  # the edit scores lower
