@@ -235,7 +235,13 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Scores in this process with one ``Scorer`` (built from the recipe once, or given)."""
+    """Scores in this process with one ``Scorer`` (built from the recipe once, or given).
+
+    ``cache``, for a scorer built here, is read and written only for the components of a
+    combination (``ensemble``) that no selected metric shares: the selected metrics' cells are
+    the ``CachedExecutor``'s around it. So ``ensemble`` after its components were scored costs
+    only its formula.
+    """
 
     name = "local"
 
@@ -245,11 +251,12 @@ class LocalExecutor:
         *,
         scorer: Scorer | None = None,
         pool: ModelPool | None = None,
+        cache: ScoreCache | None = None,
     ) -> None:
         if scorer is None:
             if recipe is None:
                 raise TypeError("LocalExecutor needs a recipe or a scorer")
-            scorer = recipe.build(pool=pool)
+            scorer = recipe.build(pool=pool, cache=cache)
         self.scorer = scorer
 
     def score(
@@ -406,7 +413,7 @@ def make_executor(
     if settings.executor == "local":
         if scorer is not None:
             return LocalExecutor(scorer=scorer)
-        local = LocalExecutor(recipe, pool=pool)
+        local = LocalExecutor(recipe, pool=pool, cache=cache)
         return CachedExecutor(local, cache) if cache is not None else local
     if settings.executor in REMOTE_EXECUTORS:
         # By dotted path, like the backends: the remote executors build on this module, and

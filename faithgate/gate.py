@@ -142,9 +142,11 @@ class Gate:
     # -- scoring ---------------------------------------------------------------------------
     @property
     def scorer(self) -> Scorer:
-        """The in-process ``Scorer`` (models loaded once); it never reads the cache itself."""
+        """The in-process ``Scorer`` (models loaded once). It is given the cache for a
+        combination's components only (``ensemble``'s, read and written in ``compute``): the
+        selected metrics' cells are looked up and written by the executor's cache wrapper."""
         if self._scorer is None:
-            self._scorer = ScorerRecipe.from_config(self.config).build()
+            self._scorer = ScorerRecipe.from_config(self.config).build(cache=self.cache)
         return self._scorer
 
     @property

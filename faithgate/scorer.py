@@ -103,27 +103,81 @@ class Scorer:
     ) -> list[dict[str, Score]]:
         """Compute scores without the cache: ``todo`` maps a metric name to the indices of
         ``examples`` it must score (default: every metric on every example); the result holds
-        exactly those cells. This is what an executor's worker runs."""
+        exactly those cells. This is what an executor's worker runs.
+
+        A combination (``ensemble``) gets its components' scores from this run when a selected
+        metric has the same settings hash, else from the score cache, and computes only the
+        rest (then caches them): ``["ensemble", "harim_plus"]`` runs the LM once, and an
+        ensemble after its components were scored costs nothing but the formula."""
         examples = list(examples)
         results: list[dict[str, Score]] = [{} for _ in examples]
         if todo is None:
             todo = {m.name: range(len(examples)) for m in self.metrics}
+        ctx = self.context
+        # What to compute, keyed by settings hash: (metric, example indices, the selected
+        # metric its time is charged to, the indices it was selected for: the caller caches
+        # those; the others are a combination's and are cached here).
+        work: dict[str, tuple[Metric, set[int], str, frozenset[int]]] = {}
+        for metric in self.metrics:
+            if todo.get(metric.name) and not metric.components:
+                own = frozenset(todo[metric.name])
+                work[metric.settings_hash(ctx)] = (metric, set(own), metric.name, own)
+        cached: dict[tuple[str, int], Score] = {}
+        for combo in self.metrics:
+            if not todo.get(combo.name) or not combo.components:
+                continue
+            for part in combo.components:
+                h = part.settings_hash(ctx)
+                entry = work.setdefault(h, (part, set(), combo.name, frozenset()))
+                for i in todo[combo.name]:
+                    if i in entry[1] or (h, i) in cached:
+                        continue
+                    hit = None
+                    if self.cache is not None:
+                        hit = self.cache.get(h, examples[i].source, examples[i].summary)
+                    if hit is not None:
+                        cached[(h, i)] = hit
+                    else:
+                        entry[1].add(i)
+        work = {h: w for h, w in work.items() if w[1]}
         # Every metric announces its needs first, so engines shared between metrics (the
         # likelihood engine) plan one pass per distinct input for all of them.
-        for metric in self.metrics:
-            if todo.get(metric.name):
-                t0 = time.perf_counter()
-                metric.prepare([examples[i] for i in todo[metric.name]], self.context)
-                self.seconds[metric.name] += time.perf_counter() - t0
-        for metric in self.metrics:
-            idx = list(todo.get(metric.name, ()))
-            if not idx:
-                continue
+        for metric, idx, charged, _ in work.values():
+            t0 = time.perf_counter()
+            metric.prepare([examples[i] for i in sorted(idx)], ctx)
+            self.seconds[charged] += time.perf_counter() - t0
+        computed: dict[tuple[str, int], Score] = dict(cached)
+        for h, (metric, idx_set, charged, own) in work.items():
+            idx = sorted(idx_set)
             batch = [examples[i] for i in idx]
             t0 = time.perf_counter()
             with metric_blas_threads():  # small products: one BLAS thread is faster
                 scored = self._score_metric(metric, batch)
-            self.seconds[metric.name] += time.perf_counter() - t0
+            self.seconds[charged] += time.perf_counter() - t0
+            for i, score in zip(idx, scored, strict=True):
+                computed[(h, i)] = score
+            if self.cache is not None:
+                self.cache.put_many(
+                    (h, examples[i].source, examples[i].summary, computed[(h, i)])
+                    for i in idx
+                    if i not in own
+                )
+        for metric in self.metrics:
+            idx = list(todo.get(metric.name, ()))
+            if not idx:
+                continue
+            if metric.components:
+                hashes = [part.settings_hash(ctx) for part in metric.components]
+                t0 = time.perf_counter()
+                scored = metric.combine(
+                    [examples[i] for i in idx],
+                    [[computed[(h, i)] for i in idx] for h in hashes],
+                    ctx,
+                )
+                self.seconds[metric.name] += time.perf_counter() - t0
+            else:
+                h = metric.settings_hash(ctx)
+                scored = [computed[(h, i)] for i in idx]
             for i, score in zip(idx, scored, strict=True):
                 score.example_id = examples[i].id
                 results[i][metric.name] = score

@@ -159,6 +159,7 @@ class PluginSession:
                 names,
                 metric_settings={m: v for m, v in merged.items() if v} or None,
                 pool=self.pool(models, backend),
+                cache=self.cache,  # for a combination's components (Scorer.compute)
             )
             self._scorers[key] = scorer
             self.scorers_built += 1

@@ -198,7 +198,7 @@ class Bench:
         """One executor for every metric: locally one ``Scorer`` on the bench's model pool
         (one scoring context, so engines are shared between metrics), remotely the recipe."""
         inner: Executor = (
-            LocalExecutor(self.recipe, pool=self.pool)
+            LocalExecutor(self.recipe, pool=self.pool, cache=self.cache)
             if self.execution.executor == "local"
             else make_executor(self.execution, self.recipe, pool=self.pool)
         )

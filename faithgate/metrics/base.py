@@ -127,6 +127,23 @@ class Metric(ABC):
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         """One ``Score`` per example, in order; ``Score.failed`` for one that cannot be scored."""
 
+    @property
+    def components(self) -> Sequence[Metric]:
+        """The metrics this one combines (``combined``, ``ensemble``), else none. A ``Scorer``
+        scores them first, as metrics of their own (through its score cache, once per distinct
+        settings hash in a run), and hands their scores to ``combine``."""
+        return ()
+
+    def combine(
+        self,
+        examples: Sequence[Example],
+        component_scores: Sequence[Sequence[Score]],
+        ctx: ScoringContext,
+    ) -> list[Score]:
+        """This metric's scores from its components' (one list per component, aligned with
+        ``examples``); only a metric with ``components`` implements it."""
+        raise NotImplementedError(f"metric {self.name!r} combines no other metric")
+
     def model_roles(self, ctx: ScoringContext) -> dict[str, str]:
         """The roles (role -> task) whose models this metric scores with under ``ctx``:
         ``roles``, unless they depend on what is configured (the QA metrics override it)."""

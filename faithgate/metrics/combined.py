@@ -104,10 +104,21 @@ class Combined(Metric):
         for m in self._components:
             m.prepare(examples, ctx)
 
+    @property
+    def components(self) -> Sequence[Metric]:
+        return tuple(self._components)
+
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        return self.combine(examples, [m.score_batch(examples, ctx) for m in self._components], ctx)
+
+    def combine(
+        self,
+        examples: Sequence[Example],
+        component_scores: Sequence[Sequence[Score]],
+        ctx: ScoringContext,
+    ) -> list[Score]:
         w = self._weights
         shash = self.settings_hash(ctx)
-        component_scores = [m.score_batch(examples, ctx) for m in self._components]
         out = []
         for i, ex in enumerate(examples):
             parts = [cs[i] for cs in component_scores]
