@@ -64,15 +64,23 @@ class ScoreCache:
         self.hits = 0
         self.misses = 0
 
-    def _open(self) -> None:
-        try:
-            with self._connect() as conn:
-                conn.execute(_SCHEMA)
-                conn.execute("SELECT key, score FROM scores LIMIT 1").fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such column" in str(exc):  # a database, but not ours
-                raise sqlite3.DatabaseError("file is not a faithgate score cache") from exc
-            raise
+    def _open(self, attempts: int = 20) -> None:
+        for attempt in range(attempts):
+            try:
+                with self._connect() as conn:
+                    conn.execute(_SCHEMA)
+                    conn.execute("SELECT key, score FROM scores LIMIT 1").fetchall()
+                return
+            except sqlite3.OperationalError as exc:
+                if "no such column" in str(exc):  # a database, but not ours
+                    raise sqlite3.DatabaseError("file is not a faithgate score cache") from exc
+                # Processes opening a new file at once (xdist workers) can meet "database is
+                # locked" while one switches it to WAL, which the busy timeout does not wait
+                # for: try again shortly (about 10 s in all).
+                if "locked" not in str(exc) or attempt == attempts - 1:
+                    raise
+                self.close()
+                time.sleep(0.05 * (attempt + 1))
 
     @staticmethod
     def _is_foreign_file(exc: sqlite3.DatabaseError) -> bool:

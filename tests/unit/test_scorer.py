@@ -123,3 +123,28 @@ def test_release_empties_shared_engines_and_keeps_their_counters():
     assert ctx.shared("likelihood:a", Engine) is engine and engine.memo == {}
     assert engine.stats == {"passes": 3}
     assert ctx.shared("nli", dict) == {} and memo == {"pair": 0.5}
+
+
+def test_cache_open_waits_out_a_brief_lock(tmp_path, monkeypatch):
+    """Two xdist workers creating the cache file at once: "database is locked" while one
+    switches it to WAL is retried, not reported as an unusable cache."""
+    import sqlite3
+
+    real_connect = ScoreCache._connect
+    failures = iter([True, True])
+
+    def flaky(self):
+        if next(failures, False):
+            raise sqlite3.OperationalError("database is locked")
+        return real_connect(self)
+
+    monkeypatch.setattr(ScoreCache, "_connect", flaky)
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    cache.put("h", "src", "sum", Score("m", 0.5, "h", "a"))
+    assert cache.get("h", "src", "sum").value == 0.5
+
+    always = sqlite3.OperationalError("database is locked")
+    monkeypatch.setattr(ScoreCache, "_connect", lambda self: (_ for _ in ()).throw(always))
+    monkeypatch.setattr("faithgate.cache.time.sleep", lambda s: None)
+    with pytest.raises(InputError, match="database is locked"):
+        ScoreCache(tmp_path / "other.sqlite")
