@@ -341,7 +341,7 @@ def _example_result(
             why = f"{name} {value:.4f} < threshold {threshold:g}"
             if ref is not None:
                 why += f"; least supported sentence: {_quote(ref.text)} ({ref.value:.3f})"
-            reasons.append(why)
+            reasons.append(why + _lowest_vote(score))
     keep = {k: ex.meta[k] for k in ("pair_id", "role", "error_type", "generated") if k in ex.meta}
     return ExampleResult(
         id=ex.id,
@@ -424,6 +424,16 @@ def apply_baseline_thresholds(
                 ex.reasons.append(why)
             ex.passed = False
     return counts
+
+
+def _lowest_vote(score: Score) -> str:
+    """For a combination (``ensemble``): which component's vote pulled it down most, e.g.
+    "; lowest vote: ner -1.92" (its term of the logit); "" for any other metric."""
+    votes = (score.details or {}).get("votes")
+    if not isinstance(votes, dict) or not votes:
+        return ""
+    name = min(votes, key=votes.get)
+    return f"; lowest vote: {name} {votes[name]:+.2f}"
 
 
 def _quote(text: str, limit: int = 160) -> str:

@@ -106,6 +106,12 @@ def summarize_details(score: Score) -> str:
             + "/".join(_fmt(nov.get(f"novel{n}"), 2) for n in range(1, 5))
             + (f" | sentences: {top}" if top else "")
         )
+    if isinstance(d.get("votes"), dict):
+        # lowest first: the view of support that pulled the score down leads
+        votes = sorted(d["votes"].items(), key=lambda kv: kv[1])
+        return "votes (terms of the logit; lowest first): " + ", ".join(
+            f"{name} {value:+.2f}" for name, value in votes
+        )
     if {"precision", "recall", "f1"} <= set(d):
         extra = f" ({d['sim']})" if "sim" in d else ""
         if d.get("source_windowed"):
@@ -220,11 +226,14 @@ def render_text(
     reading: dict[str, tuple[str, str]] | None = None,
     thresholds: dict[str, float] | None = None,
     threshold_source: str | None = None,
+    vote_of: dict[str, str] | None = None,
 ) -> str:
     """The text report: per metric its value, threshold, verdict and scale; then per summary
-    sentence each metric's per-sentence quantity, with the least supported sentence and why."""
+    sentence each metric's per-sentence quantity, with the least supported sentence and why.
+    ``vote_of`` names the metrics shown only as a combination's components."""
     reading = reading or {}
     thresholds = thresholds or {}
+    vote_of = vote_of or {}
     verdicts = threshold_verdicts(scores, thresholds)
     names = list(scores)
     w = max(len(n) for n in names) + 2
@@ -236,6 +245,8 @@ def render_text(
         limit = thresholds.get(name)
         verdict = {True: "pass", False: "FAIL", None: "-"}[verdicts[name]]
         scale = reading.get(name, ("", ""))[0] or "-"
+        if name in vote_of:
+            scale = f"(a vote of {vote_of[name]}) {scale}"
         lines.append(
             f"{name:<{w}}{_fmt(score.value):>8}  {_fmt(limit):>9}  {verdict:<7}  {scale}"
         )
@@ -375,13 +386,23 @@ def score_command(
     models = parse_assignments(model_args, "--model")
     names = list(dict.fromkeys(metric_names or DEFAULT_SCORE_METRICS))
     thresholds, threshold_source = _thresholds(threshold_args, config_path, names)
-    scorer = Scorer(
-        names,
-        models=models,
-        backend=backend,
-        allow_download=allow_download,
-        metric_settings=parse_settings(settings),
-    )
+    from faithgate.metrics.base import get_metric
+
+    metric_settings = parse_settings(settings)
+    unknown = set(metric_settings) - set(names)
+    if unknown:
+        raise InputError(f"settings given for metric(s) not selected: {', '.join(unknown)}")
+    selected = [get_metric(n, **metric_settings.get(n, {})) for n in names]
+    # A combination's components are scored beside it (the scorer runs each once) and shown
+    # under it, so a reader sees which view of support pulled it down and why.
+    vote_of: dict[str, str] = {}
+    shown = list(selected)
+    for metric in selected:
+        for part in metric.components:
+            if part.name not in names and part.name not in vote_of:
+                vote_of[part.name] = metric.name
+                shown.append(part)
+    scorer = Scorer(shown, models=models, backend=backend, allow_download=allow_download)
     scores = scorer.score([Example("0", source_text, summary_text)])[0]
     identities = {
         m.name: [
@@ -408,6 +429,7 @@ def score_command(
                     "sentence_value": reading[name][1],
                     "threshold": thresholds.get(name),
                     "passed": verdicts[name],
+                    **({"vote_of": vote_of[name]} if name in vote_of else {}),
                 }
                 for name, score in scores.items()
             },
@@ -415,7 +437,9 @@ def score_command(
         }
         click.echo(json.dumps(json_safe(payload), indent=2, allow_nan=False, ensure_ascii=False))
     else:
-        text = render_text(scores, identities, rows, reading, thresholds, threshold_source)
+        text = render_text(
+            scores, identities, rows, reading, thresholds, threshold_source, vote_of
+        )
         click.echo(defuse_workflow_commands(text))
     failed = [f"{n}: {s.error}" for n, s in scores.items() if s.error]
     if failed:

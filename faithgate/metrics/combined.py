@@ -64,6 +64,7 @@ class Combined(Metric):
         "learned logistic combination of other metrics (weights file from bench --combine)"
     )
     family = "combination"
+    version = "2"  # 2: details carry each component's vote (its term of the logit)
     roles: dict[str, str] = {}
     defaults = {"weights": None}
 
@@ -133,12 +134,17 @@ class Combined(Metric):
                     )
                 )
                 continue
-            logit = float(w["intercept"])
-            for p, mu, sd, coef in zip(parts, w["mean"], w["scale"], w["coef"], strict=True):
-                logit += coef * (p.value - mu) / sd
+            # Each component's vote is its term of the logit, so a reader sees which view of
+            # support pulled the score down.
+            votes = {
+                p.metric: coef * (p.value - mu) / sd
+                for p, mu, sd, coef in zip(parts, w["mean"], w["scale"], w["coef"], strict=True)
+            }
+            logit = float(w["intercept"]) + sum(votes.values())
             value = 1.0 / (1.0 + math.exp(-max(-700.0, min(700.0, logit))))
             details: dict[str, Any] = {
                 "components": {p.metric: p.value for p in parts},
+                "votes": votes,
                 "logit": logit,
             }
             out.append(Score(self.name, value, shash, ex.id, details=details))

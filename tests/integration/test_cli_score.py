@@ -148,3 +148,44 @@ def test_bump_reference_and_edited_summary_score_differently(bump_rows, tmp_path
         outs[0]["metrics"][m]["value"] != outs[1]["metrics"][m]["value"] for m in outs[0]["metrics"]
     )
     assert outs[0]["sentences"] and all(s["values"] for s in outs[0]["sentences"])
+
+
+def test_a_combination_shows_its_votes_and_its_components(files, tmp_path):
+    """A combination's score says which component pulled it down, and its components are
+    scored once, beside it, and shown as its votes (text and JSON)."""
+    src, summ = files
+    weights = tmp_path / "w.json"
+    weights.write_text(
+        json.dumps(
+            {
+                "format": "faithgate-combination/1",
+                "metrics": ["overlap", "sentsim"],
+                "metric_settings": {"sentsim": {"sim": "token_f1"}},
+                "mean": [0.9, 0.9],
+                "scale": [0.1, 0.1],
+                "coef": [0.5, 0.5],
+                "intercept": 0.0,
+            }
+        )
+    )
+    args = ["score", "--source", str(src), "--summary", f"@{summ}", "--metric", "combined"]
+    args += ["--set", f"combined.weights={weights}"]
+    result = invoke(args)
+    assert result.exit_code == 0, result.output
+    combined_line = result.stdout.splitlines()[3]
+    assert combined_line.strip().startswith("votes (terms of the logit; lowest first): ")
+    assert re.search(r"^overlap .*\(a vote of combined\)", result.stdout, re.M)
+    assert re.search(r"^sentsim .*\(a vote of combined\)", result.stdout, re.M)
+    data = json.loads(invoke([*args, "--format", "json"]).stdout)
+    combo = data["metrics"]["combined"]
+    assert data["metrics"]["overlap"]["vote_of"] == "combined"
+    assert "vote_of" not in combo
+    votes = combo["details"]["votes"]
+    assert set(votes) == {"overlap", "sentsim"}
+    assert combo["details"]["logit"] == pytest.approx(sum(votes.values()))
+    for name in votes:  # the component shown is the one the combination used
+        assert combo["details"]["components"][name] == data["metrics"][name]["value"]
+    # a component the user selected too is theirs, not marked as a vote
+    both = json.loads(invoke([*args, "--metric", "overlap", "--format", "json"]).stdout)
+    assert "vote_of" not in both["metrics"]["overlap"]
+    assert both["metrics"]["sentsim"]["vote_of"] == "combined"

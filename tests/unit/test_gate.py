@@ -71,6 +71,15 @@ def test_failure_message_names_the_least_supported_sentence():
     assert e.least_supported.text == "Made up claim." and e.least_supported.index == 1
 
 
+def test_failure_message_of_a_combination_names_its_lowest_vote():
+    cfg = GateConfig.from_dict({"metrics": [M], "thresholds": {M: 0.5}})
+    score = Score(M, 0.2, H[M], "0", details={"votes": {"sentsim": -0.1, "ner": -1.92}})
+    r = evaluate(cfg, [ex(0)], [{M: score}], H)
+    assert "m 0.2000 < threshold 0.5; lowest vote: ner -1.92" in r.examples[0].message
+    plain = gate([0.2], {"thresholds": {M: 0.5}})  # no votes: nothing added
+    assert "lowest vote" not in plain.examples[0].message
+
+
 # ------------------------------------------------------------------ pass rate
 
 
