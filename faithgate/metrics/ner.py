@@ -32,10 +32,13 @@ _POSSESSIVES = re.compile(r"['\u2019]s\b|(?<=s)['\u2019](?!\w)")
 # A word with inner punctuation kept together: "U.S", "Doyle-Keefe", "O'Brien", "AT&T",
 # and a thousands separator: "3,500".
 _WORD = re.compile(r"\w+(?:(?:[-.'\u2019&]|(?<=\d),(?=\d))\w+)*")
-# The same text cut at every punctuation mark: "al-Shabaab" -> "al", "Shabaab"; "7.8" -> "7",
-# "8". Tokenised corpora write "al - Shabaab" and "7. 8" (CNN/DM as QAGS gives it), so a
-# mention is looked up in both forms.
-_SPLIT_WORD = re.compile(r"\w+")
+# The same text cut at every punctuation mark and between letters and digits, numbers kept
+# whole: "al-Shabaab" -> "al", "Shabaab"; "1,100ft" -> "1,100", "ft". Tokenised corpora write
+# "al - Shabaab", "a 13 - year - old", "3, 000" and "2. 4" (CNN/DM as QAGS gives it), so a
+# mention is looked up in both forms, and a number's tokenised groups are rejoined (a thousands
+# group is exactly three digits); a number is never cut: "100" is not found in "1,100".
+_SPLIT_WORD = re.compile(r"\d+(?:,\s?\d{3}(?!\d)|\.\s?\d+)*|[^\W\d_]+")
+_SPACE = re.compile(r"\s+")
 _ARTICLES = frozenset({"the", "a", "an"})
 
 
@@ -66,7 +69,7 @@ def text_words(text: str, split: bool = False) -> list[tuple[str, int, int]]:
     plain = _POSSESSIVES.sub(lambda m: " " * len(m.group()), text)
     out = []
     for m in (_SPLIT_WORD if split else _WORD).finditer(plain):
-        w = canonical_word(m.group())
+        w = canonical_word(_SPACE.sub("", m.group()))
         if w:
             out.append((w, m.start(), m.end()))
     return out
@@ -98,8 +101,10 @@ class _WordIndex:
 class SourceText:
     """A source's words, indexed for finding a mention: a summary entity is found when its
     canonical words occur consecutively in the source (a leading article ignored), with words
-    kept whole at inner punctuation ("U.S" meets "US") or, failing that, cut there on both
-    sides ("al-Shabaab" meets "al - Shabaab", "7.8" meets "7. 8")."""
+    kept whole at inner punctuation ("U.S" meets "US") or, failing that, cut there and between
+    letters and digits on both sides ("al-Shabaab" meets "al - Shabaab", "1,100" meets
+    "1,100ft"), numbers never cut but their tokenised groups rejoined ("3, 000" meets
+    "3,000")."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -128,10 +133,12 @@ class EntityOverlap(Metric):
     "Occurs in the source text": the entity's words appear consecutively in the source after
     normalising both (case, punctuation but a decimal point, possessives, a plural or verb "s", a
     leading article), whatever spaCy recognised there (``SourceText``);
-    ``details.entities[*].found_in`` says ``text`` or ``entity``. Version 3 also cuts words at
-    inner punctuation when the whole words do not meet, so a tokenised source ("al - Shabaab",
-    "7. 8") is no false alarm, and keeps a decimal point ("7.8" no longer meets "78"); version
-    1 matched source entities only.
+    ``details.entities[*].found_in`` says ``text`` or ``entity``. Version 4 also cuts words at
+    inner punctuation and between letters and digits when the whole words do not meet, so a
+    tokenised source ("al - Shabaab", "3, 000", "2. 4") or a unit ("1,100ft") is no false
+    alarm, never cuts a number ("100" is not found in "1,100"), and keeps a decimal point
+    ("7.8" does not meet "78"); version 3 cut numbers too; version 2 compared whole words
+    only; version 1 matched source entities only.
 
     ``match = exact``: 1 when the normalised texts are equal (case, leading article, possessive
     and punctuation ignored), else 0 -- Nan et al.'s (2021) precision-source. ``match =
@@ -151,8 +158,9 @@ class EntityOverlap(Metric):
     description = "share of summary named entities found in the source text (normalised)"
     family = "structure"
     # 2: entities are also found in the source's full text; 3: also with words cut at inner
-    # punctuation (tokenised sources), and a decimal point is kept
-    version = "3"
+    # punctuation (tokenised sources), and a decimal point is kept; 4: numbers are not cut
+    # (3 found "100" in "1,100"), letters and digits are ("1,100ft")
+    version = "4"
     roles = {"spacy": "pipeline"}
     defaults = {"match": "exact", "labels": None, "no_entity_value": 1.0}
     MATCHES = ("exact", "token_f1")

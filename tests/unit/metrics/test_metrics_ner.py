@@ -150,7 +150,11 @@ def test_real_spacy_pipeline():
         ("Doyle-Keefe", "Mary Doyle-Keefe, 92, died.", "Doyle-Keefe"),
         # a tokenised source (CNN/DM as QAGS gives it): words cut at inner punctuation
         ("al-Shabaab's", "the attack is al - shabaab 's fifth", "al - shabaab"),
-        ("7.8 per cent", "prices fell by around 7. 8 per cent", "7. 8 per cent"),
+        ("13-year-old", "a 13 - year - old girl", "13 - year - old"),
+        ("1,100", "it fell to just 1,100ft above the ocean", "1,100"),
+        ("$25 million", "a bid of $25million", "25million"),
+        ("3,000", "a village of 3, 000 people", "3, 000"),
+        ("around 7.8 per cent", "prices fell by around 7. 8 per cent", "around 7. 8 per cent"),
         ("O'Malley", "talks with martin o' malley's people", "o' malley"),
         ("US", "Talks with the U.S. were held.", "U.S"),
         ("3,500", "more than 3500 soldiers", "3500"),
@@ -171,6 +175,9 @@ def test_mentions_found_in_the_source_text(mention, source, found):
         ("2027", "It opened in 2026."),
         ("Millbrook Council", "The Millbrook library opened."),
         ("7.8 million", "It rose to 78 million."),  # a decimal point is not punctuation
+        ("100", "It fell to 1,100 feet."),  # a number is never cut
+        ("8 per cent", "Prices rose 7.8 per cent."),
+        ("12", "Items 1, 2 and 3."),  # a thousands group has three digits
         ("al-Shabaab", "al-Qaeda and Shabaab"),  # cut words must still be consecutive
     ],
 )
