@@ -391,7 +391,9 @@ def score_command(
     metric_settings = parse_settings(settings)
     unknown = set(metric_settings) - set(names)
     if unknown:
-        raise InputError(f"settings given for metric(s) not selected: {', '.join(unknown)}")
+        raise InputError(
+            f"settings given for metric(s) not selected: {', '.join(sorted(unknown))}"
+        )
     selected = [get_metric(n, **metric_settings.get(n, {})) for n in names]
     # A combination's components are scored beside it (the scorer runs each once) and shown
     # under it, so a reader sees which view of support pulled it down and why.

@@ -65,7 +65,8 @@ def canonical_word(word: str) -> str:
 def text_words(text: str, split: bool = False) -> list[tuple[str, int, int]]:
     """(canonical word, start, end) of every word of ``text``; possessive endings are blanked
     first (same length, so offsets stay those of ``text``). ``split`` cuts words at inner
-    punctuation too ("Doyle-Keefe" is two words)."""
+    punctuation and between letters and digits too ("Doyle-Keefe" and "1,100ft" are two words
+    each), never inside a number, whose tokenised groups it rejoins ("3, 000" is one)."""
     plain = _POSSESSIVES.sub(lambda m: " " * len(m.group()), text)
     out = []
     for m in (_SPLIT_WORD if split else _WORD).finditer(plain):
