@@ -73,6 +73,10 @@ class Scorer:
         # Seconds spent in each metric's prepare + score_batch (for bench's time per item).
         # Passes shared through an engine are charged to the metric that first reads them.
         self.seconds: dict[str, float] = dict.fromkeys(names, 0.0)
+        # The same for a combination's components that no selected metric shares, by settings
+        # hash: [seconds, items computed]. A combination's own seconds are its formula's only,
+        # so its cost is its own plus its components' (``faithgate bench`` adds them up).
+        self.component_seconds: dict[str, list[float]] = {}
 
     @property
     def metric_names(self) -> list[str]:
@@ -115,9 +119,9 @@ class Scorer:
             todo = {m.name: range(len(examples)) for m in self.metrics}
         ctx = self.context
         # What to compute, keyed by settings hash: (metric, example indices, the selected
-        # metric its time is charged to, the indices it was selected for: the caller caches
-        # those; the others are a combination's and are cached here).
-        work: dict[str, tuple[Metric, set[int], str, frozenset[int]]] = {}
+        # metric its time is charged to (None: a component's, kept by hash), the indices it was
+        # selected for: the caller caches those; the others are a combination's, cached here).
+        work: dict[str, tuple[Metric, set[int], str | None, frozenset[int]]] = {}
         for metric in self.metrics:
             if todo.get(metric.name) and not metric.components:
                 own = frozenset(todo[metric.name])
@@ -128,7 +132,7 @@ class Scorer:
                 continue
             for part in combo.components:
                 h = part.settings_hash(ctx)
-                entry = work.setdefault(h, (part, set(), combo.name, frozenset()))
+                entry = work.setdefault(h, (part, set(), None, frozenset()))
                 for i in todo[combo.name]:
                     if i in entry[1] or (h, i) in cached:
                         continue
@@ -142,10 +146,10 @@ class Scorer:
         work = {h: w for h, w in work.items() if w[1]}
         # Every metric announces its needs first, so engines shared between metrics (the
         # likelihood engine) plan one pass per distinct input for all of them.
-        for metric, idx, charged, _ in work.values():
+        for h, (metric, idx, charged, _) in work.items():
             t0 = time.perf_counter()
             metric.prepare([examples[i] for i in sorted(idx)], ctx)
-            self.seconds[charged] += time.perf_counter() - t0
+            self._charge(h, charged, time.perf_counter() - t0, 0)
         computed: dict[tuple[str, int], Score] = dict(cached)
         for h, (metric, idx_set, charged, own) in work.items():
             idx = sorted(idx_set)
@@ -153,7 +157,7 @@ class Scorer:
             t0 = time.perf_counter()
             with metric_blas_threads():  # small products: one BLAS thread is faster
                 scored = self._score_metric(metric, batch)
-            self.seconds[charged] += time.perf_counter() - t0
+            self._charge(h, charged, time.perf_counter() - t0, len(idx))
             for i, score in zip(idx, scored, strict=True):
                 computed[(h, i)] = score
             if self.cache is not None:
@@ -182,6 +186,14 @@ class Scorer:
                 score.example_id = examples[i].id
                 results[i][metric.name] = score
         return results
+
+    def _charge(self, settings_hash: str, name: str | None, seconds: float, items: int) -> None:
+        if name is not None:
+            self.seconds[name] += seconds
+        else:
+            entry = self.component_seconds.setdefault(settings_hash, [0.0, 0])
+            entry[0] += seconds
+            entry[1] += items
 
     def release(self) -> None:
         """Drop what the shared engines hold per input (likelihood passes, NLI and QA memos),

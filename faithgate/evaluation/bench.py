@@ -227,9 +227,18 @@ class Bench:
         def run(batch: list[Example], start: int, timed: bool) -> None:
             missing = self._missing(executor, batch)
             before = dict(scorer.seconds) if scorer is not None else None
+            parts_before = (
+                {h: list(v) for h, v in scorer.component_seconds.items()} if scorer else {}
+            )
             t0 = time.perf_counter()
             results = executor.score(batch)
             elapsed = time.perf_counter() - t0
+            if timed and scorer is not None:
+                # A combination's components, timed by settings hash like any metric.
+                for h, (secs, items) in scorer.component_seconds.items():
+                    old_secs, old_items = parts_before.get(h, (0.0, 0))
+                    if items > old_items:
+                        self.timings.add(h, secs - old_secs, int(items - old_items))
             busy = [m for m in names if missing[m]]
             for m in busy:
                 # In process: the metric's own time; elsewhere: the batch's wall time, shared
@@ -270,12 +279,25 @@ class Bench:
                 import click
 
                 click.echo(f"  scoring: {min(start + self.batch_size, n)}/{n}", err=True)
+        combinations = {
+            metric.name: metric
+            for metric in (scorer.metrics if scorer else [])
+            if metric.components
+        }
         runs: dict[str, MetricRun] = {}
         for m in names:
             timed = computed[m]  # items scored inside the timed batches
             if timed:
                 self.timings.add(hashes[m], seconds[m], timed)
             per_item = (seconds[m] / timed) if timed else self.timings.per_item(hashes[m])
+            if m in combinations and per_item is not None:
+                # Its own seconds are its formula's: its cost adds its components' (measured
+                # whenever they were computed, by settings hash), unknown if one never was.
+                parts = [
+                    self.timings.per_item(part.settings_hash(scorer.context))
+                    for part in combinations[m].components
+                ]
+                per_item = None if None in parts else per_item + sum(parts)
             total = timed + (1 if m in warm else 0)  # the warm-up item was computed too
             runs[m] = MetricRun(
                 m,

@@ -185,6 +185,46 @@ def test_cache_avoids_recomputation(data_file, tmp_path) -> None:
     assert ms["test_word_support"]["seconds_per_item"] is not None
 
 
+def test_a_combination_costs_its_components_too(data_file, tmp_path, monkeypatch) -> None:
+    """A combination's own seconds are its formula's; bench reports them plus its components'
+    (remembered by settings hash), whether the components were computed now or earlier."""
+    import time as time_module
+
+    slow = WordSupport.score_batch
+
+    def slower(self, examples, ctx):
+        time_module.sleep(0.01 * len(examples))
+        return slow(self, examples, ctx)
+
+    monkeypatch.setattr(WordSupport, "score_batch", slower)
+    weights = tmp_path / "w.json"
+    weights.write_text(
+        json.dumps(
+            {
+                "format": "faithgate-combination/1",
+                "metrics": ["test_word_support"],
+                "metric_settings": {},
+                "mean": [0.5],
+                "scale": [0.25],
+                "coef": [1.0],
+                "intercept": 0.0,
+            }
+        )
+    )
+    settings = {"combined": {"weights": str(weights)}}
+    for cache in (tmp_path / "fresh.sqlite", tmp_path / "warm.sqlite"):
+        if cache.name == "warm.sqlite":  # the component scored (and timed) first, alone
+            run_bench([data_file], ["test_word_support"], cache=cache, n_resamples=10)
+        CALLS.clear()
+        res = run_bench(
+            [data_file], ["combined"], cache=cache, metric_settings=settings, n_resamples=10
+        )
+        combo = res["datasets"]["tiny"]["metrics"]["combined"]
+        assert combo["seconds_per_item"] is not None
+        assert combo["seconds_per_item"] >= 0.009  # the component's 10 ms an item counts
+        assert CALLS.get("test_word_support", 0) == (5 if cache.name == "fresh.sqlite" else 0)
+
+
 def test_limit_keeps_pairs_whole(data_file) -> None:
     examples = load_examples(data_file)
     for seed in range(5):
