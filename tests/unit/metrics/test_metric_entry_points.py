@@ -34,6 +34,10 @@ class WordCount(Metric):
 @pytest.fixture
 def installed_plugin(tmp_path, monkeypatch):
     """A distribution ``fg-ext`` declaring ``ext_wordcount = fg_ext:WordCount``."""
+    # The built-ins register first, before the fake distribution is on the path: a module
+    # imports once per process, so a built-in first imported inside this test would register
+    # only in the registry copy thrown away after it.
+    base._discover()
     site = tmp_path / "site"
     site.mkdir()
     (site / "fg_ext.py").write_text(textwrap.dedent(METRIC_MODULE))
