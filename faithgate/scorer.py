@@ -29,6 +29,21 @@ log = logging.getLogger(__name__)
 DEFAULT_METRICS = ("ensemble",)
 
 
+def resolve_metrics(
+    metrics: Iterable[str | Metric],
+    metric_settings: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Metric]:
+    """Metric instances for names (with their ``metric_settings``) or instances as given;
+    ``InputError`` for none selected, or settings of a metric that is not selected."""
+    settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
+    out = [m if isinstance(m, Metric) else get_metric(m, **settings.pop(m, {})) for m in metrics]
+    if not out:
+        raise InputError("no metric selected")
+    if settings:
+        raise InputError(f"settings given for metric(s) not selected: {', '.join(settings)}")
+    return out
+
+
 class Scorer:
     """Scores examples with a fixed set of metrics, keeping models loaded between calls.
 
@@ -49,16 +64,7 @@ class Scorer:
         pool: ModelPool | None = None,
         cache: ScoreCache | str | None = None,
     ) -> None:
-        settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
-        self.metrics: list[Metric] = []
-        for m in metrics:
-            self.metrics.append(
-                m if isinstance(m, Metric) else get_metric(m, **settings.pop(m, {}))
-            )
-        if not self.metrics:
-            raise InputError("no metric selected")
-        if settings:
-            raise InputError(f"settings given for metric(s) not selected: {', '.join(settings)}")
+        self.metrics: list[Metric] = resolve_metrics(metrics, metric_settings)
         names = [m.name for m in self.metrics]
         if len(set(names)) != len(names):
             raise InputError(f"a metric is selected twice: {', '.join(names)}")

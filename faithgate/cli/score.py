@@ -372,7 +372,7 @@ def score_command(
     scored, 1 when one could not, 2 on bad usage or input.
     """
     from faithgate import text as textmod
-    from faithgate.scorer import Scorer
+    from faithgate.scorer import Scorer, resolve_metrics
     from faithgate.types import Example
 
     source_text = read_text_arg(source, "source")
@@ -386,15 +386,7 @@ def score_command(
     models = parse_assignments(model_args, "--model")
     names = list(dict.fromkeys(metric_names or DEFAULT_SCORE_METRICS))
     thresholds, threshold_source = _thresholds(threshold_args, config_path, names)
-    from faithgate.metrics.base import get_metric
-
-    metric_settings = parse_settings(settings)
-    unknown = set(metric_settings) - set(names)
-    if unknown:
-        raise InputError(
-            f"settings given for metric(s) not selected: {', '.join(sorted(unknown))}"
-        )
-    selected = [get_metric(n, **metric_settings.get(n, {})) for n in names]
+    selected = resolve_metrics(names, parse_settings(settings))
     # A combination's components are scored beside it (the scorer runs each once) and shown
     # under it, so a reader sees which view of support pulled it down and why.
     vote_of: dict[str, str] = {}
