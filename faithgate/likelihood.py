@@ -27,9 +27,12 @@ Context cut policy. Every pass of one pair uses the same kept tokens of X and Y,
 the pair alone (never from which metrics were asked), so scores do not depend on the metric
 mix or the batch. The window must hold the largest pass, ``[bos Y sep_x X sep_y Y]``: when it
 does not, the summary keeps at most a quarter of the window (from its start) and the source
-keeps the rest, either its first tokens (``keep_start``, default: news leads carry the
-facts) or its last (``keep_end``). Tokens outside the window are never scored; the cut is
-recorded in ``PairLogprobs.context``.
+keeps the rest: its sentences most relevant to the summary, in source order (``select``, the
+default; ``faithgate.text.relevant_sentences``), or its first tokens (``keep_start``) or its
+last (``keep_end``). Tokens outside the window are never scored; the cut is recorded in
+``PairLogprobs.context``. The likelihood metrics cap the window at 2,048 tokens by default
+(``max_length``): past about that, SmolLM2's log-probs of a summary fall with the source's
+length alone, and time and memory grow quadratically (docs/metrics/likelihood.md).
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ from typing import Any
 
 import numpy as np
 
+from faithgate import text as textmod
 from faithgate.backends.base import LanguageModel
 from faithgate.errors import InputError
 
 QUANTITIES = ("y_s2s", "y_lm", "y_pref", "x_s2s", "x_lm")
-CUT_POLICIES = ("keep_start", "keep_end")
+CUT_POLICIES = ("select", "keep_start", "keep_end")
 ROLE_TASKS = {"lm": "causal-lm", "seq2seq": "seq2seq-lm"}
 
 
@@ -61,7 +65,7 @@ class LikelihoodConfig:
     role: str = "lm"
     separator: str = "\nTL;DR:\n"
     x_separator: str = "\n"
-    cut: str = "keep_start"
+    cut: str = "select"
     max_length: int | None = None
     prefix_cache: bool = True
 
@@ -124,9 +128,12 @@ class LikelihoodEngine:
     >>> engine.get(source, summary)["y_s2s"]                     # doctest: +SKIP
     """
 
-    def __init__(self, model: LanguageModel, config: LikelihoodConfig) -> None:
+    def __init__(
+        self, model: LanguageModel, config: LikelihoodConfig, spacy_model: str | None = None
+    ) -> None:
         self.model = model
         self.config = config
+        self.spacy_model = spacy_model  # sentence splitting for the ``select`` cut
         self._lock = threading.RLock()
         self._tok: dict[str, tuple[int, ...]] = {}
         self._pairs: dict[tuple[str, str], _Pair] = {}
@@ -209,19 +216,44 @@ class LikelihoodEngine:
             if fixed + 2 * len(y) + len(x) > window:
                 m = min(len(y), max(1, (window - fixed) // 4))
             n = max(0, min(len(x), window - fixed - 2 * m))
-        kept_x = x[:n] if self.config.cut == "keep_start" else x[len(x) - n :]
+        selected: dict[str, Any] = {}
+        if n < len(x) and self.config.cut == "select":
+            kept_x, selected = self._select(source, summary, n)
+        else:
+            kept_x = x[:n] if self.config.cut != "keep_end" else x[len(x) - n :]
         context = {
             "policy": self.config.cut,
             "window": window,
             "source_tokens": len(x),
-            "source_kept": n,
+            "source_kept": len(kept_x),
             "summary_tokens": len(y),
             "summary_kept": m,
-            "cut": n < len(x) or m < len(y),
+            "cut": len(kept_x) < len(x) or m < len(y),
+            **selected,
         }
         pair = _Pair(kept_x, y[:m], context)
         self._pairs[key] = pair
         return pair
+
+    def _select(
+        self, source: str, summary: str, budget: int
+    ) -> tuple[tuple[int, ...], dict[str, Any]]:
+        """The source's sentences most relevant to the summary that fit ``budget`` tokens, in
+        source order: adjacent ones joined by a space, gaps by a paragraph break. Its first
+        ``budget`` tokens when no sentence fits (one long run-on sentence)."""
+        sentences = textmod.split_sentences(source, self.spacy_model)
+        queries = textmod.split_sentences(summary, self.spacy_model) or [summary]
+        keep = textmod.relevant_sentences(sentences, queries, budget, lambda s: len(self._ids(s)))
+        if not keep:
+            return self._ids(source)[:budget], {"sentences": len(sentences), "sentences_kept": 0}
+        parts: list[str] = []
+        for a, k in enumerate(keep):
+            if a:
+                parts.append(" " if k == keep[a - 1] + 1 else "\n\n")
+            parts.append(sentences[k])
+        # Joined text may tokenise a little longer than its sentences did apart.
+        kept = tuple(self.model.tokenize("".join(parts)))[:budget]
+        return kept, {"sentences": len(sentences), "sentences_kept": len(keep)}
 
     def run(self) -> None:
         """Run every pending pass, each distinct one once."""
@@ -360,7 +392,7 @@ def engine_for(ctx: Any, config: LikelihoodConfig) -> LikelihoodEngine:
 
     def factory() -> LikelihoodEngine:
         model = ctx.model(config.role, config.task)
-        return LikelihoodEngine(model, config)
+        return LikelihoodEngine(model, config, ctx.spacy_model)
 
     return ctx.shared(config.key, factory)
 

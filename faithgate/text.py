@@ -149,3 +149,53 @@ def window_sentences(
         # Step back by the overlap but always make progress.
         start = max(end - overlap, start + 1)
     return windows
+
+
+def relevant_sentences(
+    sentences: Sequence[str],
+    queries: Sequence[str],
+    budget: int,
+    count_tokens: Callable[[str], int],
+) -> list[int]:
+    """Indices, ascending, of the ``sentences`` most relevant to ``queries`` that fit together
+    in ``budget`` tokens: the evidence of a long source for a summary's sentences.
+
+    Relevance is the TF-IDF cosine of a query to a sentence (scikit-learn; sublinear term
+    frequency, idf over the sentences and queries). LongDocFACTScore (Bishop et al., 2024)
+    feeds a short-context scorer each summary sentence's most similar source sentences the same
+    way, ranked by embedding cosine; TF-IDF needs no second model.
+    Queries take turns down their rankings, so every summary sentence gets evidence before any
+    gets its second-best, and each pick brings the sentence before it when that fits too
+    (where its pronouns' antecedents usually are). A sentence that does not fit in what is left
+    is skipped. A query
+    with no word in any sentence ranks the sentences in order, so it gets the lead. Empty when
+    no sentence fits at all.
+    """
+    import numpy as np
+
+    counts = [count_tokens(s) for s in sentences]
+    asks = [q for q in queries if q.strip()] or [""]
+    try:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        vectors = TfidfVectorizer(sublinear_tf=True).fit(list(sentences) + asks)
+        similarity = (vectors.transform(asks) @ vectors.transform(sentences).T).toarray()
+    except ValueError:  # no word at all (symbols only): every ranking is the source order
+        similarity = np.zeros((len(asks), len(sentences)))
+    rankings = [np.argsort(-row, kind="stable") for row in similarity]
+    chosen: set[int] = set()
+    used = 0
+    for depth in range(len(sentences)):
+        for ranking in rankings:
+            j = int(ranking[depth])
+            if j not in chosen:
+                if used + counts[j] > budget:
+                    continue
+                chosen.add(j)
+                used += counts[j]
+            if j > 0 and j - 1 not in chosen and used + counts[j - 1] <= budget:
+                chosen.add(j - 1)
+                used += counts[j - 1]
+        if used >= budget or len(chosen) == len(sentences):
+            break
+    return sorted(chosen)

@@ -122,7 +122,31 @@ def summarize_details(score: Score) -> str:
         for k, v in d.items()
         if isinstance(v, int | float) and not isinstance(v, bool)
     ]
-    return ", ".join(scalars[:4])
+    text = ", ".join(scalars[:4])
+    context = d.get("context")
+    if isinstance(context, dict) and context.get("cut"):
+        text += "; " + context_cut_text(context)
+    return text
+
+
+def context_cut_text(context: dict[str, Any]) -> str:
+    """What a likelihood metric's model read of a source and summary too long for its window
+    (``details["context"]``, faithgate.likelihood), in words."""
+    window = f"{context.get('window')}-token window"
+    if context.get("policy") == "select" and context.get("sentences"):
+        text = (
+            f"read {context.get('sentences_kept')} of {context['sentences']} source sentences, "
+            f"those most relevant to the summary ({window})"
+        )
+    else:
+        where = "last" if context.get("policy") == "keep_end" else "first"
+        text = (
+            f"read the {where} {context.get('source_kept')} of {context.get('source_tokens')} "
+            f"source tokens ({window})"
+        )
+    if context.get("summary_kept", 0) < context.get("summary_tokens", 0):
+        text += f"; scored the first {context['summary_kept']} of {context['summary_tokens']} summary tokens"
+    return text
 
 
 # The overlap metric's abstractiveness categories (Durmus et al. 2020), as a reader needs them.
@@ -247,9 +271,7 @@ def render_text(
         scale = reading.get(name, ("", ""))[0] or "-"
         if name in vote_of:
             scale = f"(a vote of {vote_of[name]}) {scale}"
-        lines.append(
-            f"{name:<{w}}{_fmt(score.value):>8}  {_fmt(limit):>9}  {verdict:<7}  {scale}"
-        )
+        lines.append(f"{name:<{w}}{_fmt(score.value):>8}  {_fmt(limit):>9}  {verdict:<7}  {scale}")
         pad = " " * (w + 8 + 2)
         lines.append(f"{pad}{printable(summarize_details(score))}")
         lines.append(f"{pad}hash {score.settings_hash}  models {_models_text(identities[name])}")
@@ -431,9 +453,7 @@ def score_command(
         }
         click.echo(json.dumps(json_safe(payload), indent=2, allow_nan=False, ensure_ascii=False))
     else:
-        text = render_text(
-            scores, identities, rows, reading, thresholds, threshold_source, vote_of
-        )
+        text = render_text(scores, identities, rows, reading, thresholds, threshold_source, vote_of)
         click.echo(defuse_workflow_commands(text))
     failed = [f"{n}: {s.error}" for n, s in scores.items() if s.error]
     if failed:

@@ -36,8 +36,12 @@ _COMMON_DEFAULTS: dict[str, Any] = {
     "model": "lm",  # role of the scorer model: "lm" (decoder-only) or "seq2seq"
     "separator": "\nTL;DR:\n",  # decoder-only: between conditioning text and summary
     "x_separator": "\n",  # between Y and X in the [Y, X] conditioning
-    "cut": "keep_start",  # which source tokens survive when the window is too small
-    "max_length": None,  # cap on the model window in tokens (None: the model's own)
+    # Which source text survives when the window is too small: "select" keeps the sentences
+    # most relevant to the summary; "keep_start" / "keep_end" the first / last tokens.
+    "cut": "select",
+    # Cap on the model window in tokens (None: the model's own, 8,192 for SmolLM2). Past about
+    # 2,048, SmolLM2's log-probs of a summary fall with the source's length alone.
+    "max_length": 2048,
     "prefix_cache": True,  # reuse a source's key/value cache across its summaries
     "token_details": True,  # per-token log-probs in Score.details["tokens"]
 }
@@ -49,7 +53,9 @@ class LikelihoodMetric(Metric):
     """Base of the likelihood family: settings, engine requests, per-token details."""
 
     family: ClassVar[str] = "likelihood"
-    version: ClassVar[str] = "2"  # 2: per-sentence support in Score.sentences
+    # 2: per-sentence support in Score.sentences; 3: a long source is cut to its sentences
+    # most relevant to the summary within a 2,048-token window (was its first 8,192 tokens).
+    version: ClassVar[str] = "3"
     roles: ClassVar[dict[str, str]] = {"lm": "causal-lm"}
     defaults: ClassVar[dict[str, Any]] = dict(_COMMON_DEFAULTS)
     needs: ClassVar[tuple[str, ...]] = ("y_s2s",)
@@ -68,7 +74,8 @@ class LikelihoodMetric(Metric):
             if not isinstance(s[key], str):
                 raise InputError(f"{self.name}: {key} must be a string")
         # The role follows the setting, so the settings hash names the right model.
-        self.roles = {s["model"]: ROLE_TASKS[s["model"]]}
+        # spaCy splits sentences: the summary's for Score.sentences, a long source's to cut.
+        self.roles = {s["model"]: ROLE_TASKS[s["model"]], "spacy": "pipeline"}
         self.config = LikelihoodConfig(
             role=s["model"],
             separator=s["separator"],

@@ -189,3 +189,26 @@ def test_a_combination_shows_its_votes_and_its_components(files, tmp_path):
     both = json.loads(invoke([*args, "--metric", "overlap", "--format", "json"]).stdout)
     assert "vote_of" not in both["metrics"]["overlap"]
     assert both["metrics"]["sentsim"]["vote_of"] == "combined"
+
+
+def test_a_cut_source_is_said_in_the_likelihood_details() -> None:
+    from faithgate.cli.score import summarize_details
+    from faithgate.types import Score
+
+    def line(context: dict) -> str:
+        return summarize_details(Score("loglik", -1.5, "h", "0", details={"context": context}))
+
+    base = {"window": 2048, "source_tokens": 6700, "summary_tokens": 90, "summary_kept": 90}
+    selected = {**base, "policy": "select", "cut": True, "source_kept": 1900}
+    selected.update(sentences=211, sentences_kept=54)
+    assert line(selected).endswith(
+        "read 54 of 211 source sentences, those most relevant to the summary (2048-token window)"
+    )
+    start = {**base, "policy": "keep_start", "cut": True, "source_kept": 1860}
+    assert "read the first 1860 of 6700 source tokens (2048-token window)" in line(start)
+    end = {**start, "policy": "keep_end", "summary_kept": 500, "summary_tokens": 900}
+    assert line(end).endswith(
+        "read the last 1860 of 6700 source tokens (2048-token window); "
+        "scored the first 500 of 900 summary tokens"
+    )
+    assert "read" not in line({**base, "policy": "select", "cut": False, "source_kept": 6700})

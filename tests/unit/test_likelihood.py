@@ -350,6 +350,37 @@ def test_cut_policy_is_recorded_and_window_respected(tiny_llama: Path, cut: str)
     assert res["y_s2s"] == pytest.approx(want, abs=1e-5)
 
 
+def test_select_cut_keeps_the_sentences_the_summary_needs(tiny_llama: Path) -> None:
+    model = Scorer(["loglik"], models={"lm": str(tiny_llama)}).pool.get("lm", "causal-lm")
+    engine = LikelihoodEngine(model, LikelihoodConfig(max_length=36, cut="select"))
+    summary = "residents asked for more trees"
+    engine.request([(SOURCE_A, summary)], ["y_s2s", "y_pref", "x_lm"])
+    res = engine.get(SOURCE_A, summary)
+    ctx = res.context
+    # Budget 36 - 1 - 4 - 2 * 5 = 21 source tokens of 22: the third sentence is the evidence,
+    # the second comes with it, and the first (9 words) no longer fits.
+    assert ctx["policy"] == "select" and ctx["cut"] is True
+    assert ctx["sentences"] == 3 and ctx["sentences_kept"] == 2
+    kept = "the mayor said work starts in june . residents asked for more trees"
+    assert res.x_tokens == kept.split() and ctx["source_kept"] == len(kept.split())
+    hand = Hand(tiny_llama)
+    want = hand.causal([1] + hand.ids(kept) + hand.ids(SEP), hand.ids(summary))
+    assert res["y_s2s"] == pytest.approx(want, abs=1e-5)
+    # keep_start, for contrast, keeps the first 21 tokens.
+    start = LikelihoodEngine(model, LikelihoodConfig(max_length=36, cut="keep_start"))
+    start.request([(SOURCE_A, summary)], ["y_s2s"])
+    assert start.get(SOURCE_A, summary).x_tokens == SOURCE_A.split()[:21]
+
+
+def test_a_source_within_the_window_is_never_cut(tiny_llama: Path) -> None:
+    model = Scorer(["loglik"], models={"lm": str(tiny_llama)}).pool.get("lm", "causal-lm")
+    engine = LikelihoodEngine(model, LikelihoodConfig())  # select, the model's 128 tokens
+    engine.request([(SOURCE_A, "residents asked for more trees")], ["y_s2s"])
+    res = engine.get(SOURCE_A, "residents asked for more trees")
+    assert res.context["cut"] is False and "sentences" not in res.context
+    assert res.x_tokens == SOURCE_A.split()
+
+
 def test_bad_settings_and_empty_summary(tiny_llama: Path) -> None:
     with pytest.raises(InputError):
         Scorer(["loglik"], metric_settings={"loglik": {"cut": "middle"}})
@@ -370,8 +401,9 @@ def test_model_role_in_settings_hash(tiny_llama: Path, tiny_bart: Path) -> None:
         models={"lm": str(tiny_llama), "seq2seq": str(tiny_bart)},
         metric_settings={"cop": {"model": "seq2seq"}},
     )
-    assert scorer.metrics[0].roles == {"lm": "causal-lm"}
-    assert scorer.metrics[1].roles == {"seq2seq": "seq2seq-lm"}
+    # spaCy splits sentences (a long source's, for the select cut), so its model is named too.
+    assert scorer.metrics[0].roles == {"lm": "causal-lm", "spacy": "pipeline"}
+    assert scorer.metrics[1].roles == {"seq2seq": "seq2seq-lm", "spacy": "pipeline"}
     res = scorer.score(EXAMPLES[:1])[0]
     assert res["loglik"].ok and res["cop"].ok
 

@@ -34,6 +34,41 @@ def test_window_sentences_marks_a_sentence_longer_than_the_limit():
         textmod.window_sentences(["a"], 0, count_words)
 
 
+SOURCE = [
+    "The council met on Monday.",  # 0
+    "It approved a new park for the harbour district.",  # 1
+    "The weather was mild.",  # 2
+    "A storm closed the harbour on Friday.",  # 3
+    "Ships waited outside for two days.",  # 4
+    "Fishermen lost a week of income.",  # 5
+]
+
+
+def test_relevant_sentences_keeps_everything_that_fits():
+    assert textmod.relevant_sentences(SOURCE, ["anything"], 100, count_words) == [0, 1, 2, 3, 4, 5]
+
+
+def test_relevant_sentences_gives_each_summary_sentence_its_evidence_first():
+    queries = ["Ships waited for two days.", "The council approved a park."]
+    # Query 1's best is 4 (6 words), with 3 before it (7); query 2's is 1 (9): 22 of 23 words.
+    # Sentence 0, before 1, would not fit too.
+    assert textmod.relevant_sentences(SOURCE, queries, 23, count_words) == [1, 3, 4]
+    # Room for one query's evidence only: the first query's comes first.
+    assert textmod.relevant_sentences(SOURCE, queries, 13, count_words) == [3, 4]
+
+
+def test_relevant_sentences_skips_what_does_not_fit_and_falls_back_to_the_lead():
+    # The best sentence (1, 9 words) cannot fit in 8, so it is skipped, and 0 is not its context.
+    # Then the next in rank (all unrelated, so in source order) that fit: 0 (5); 2 (4) would not.
+    assert textmod.relevant_sentences(SOURCE, ["a new park"], 8, count_words) == [0]
+    # No word in common with any sentence: the lead, in order.
+    assert textmod.relevant_sentences(SOURCE, ["zzz qqq"], 9, count_words) == [0, 2]
+    # Symbols only (no vocabulary at all): the lead too.
+    assert textmod.relevant_sentences(["!!!", "???"], ["..."], 1, count_words) == [0]
+    # Nothing fits at all.
+    assert textmod.relevant_sentences(["a b c"], ["a"], 2, count_words) == []
+
+
 def test_token_windows_cover_everything():
     assert token_windows(5, 8, 2) == [(0, 5)]
     assert token_windows(7, 4, 2) == [(0, 4), (2, 6), (4, 7)]
