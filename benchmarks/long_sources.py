@@ -10,9 +10,9 @@ absolute shift, the share of articles whose two summaries keep their order, and 
 article (both summaries; the machine's load adds noise, so compare settings in one run).
 
     python benchmarks/long_sources.py --out long.jsonl                       # defaults
-    python benchmarks/long_sources.py --out long.jsonl --set max_length=null --label full
+    python benchmarks/long_sources.py --out long.jsonl --set harim_plus.max_length=null --label full
     python benchmarks/long_sources.py --report long.jsonl
-    python benchmarks/long_sources.py --time-one 0 --set max_length=null   # s and peak RSS
+    python benchmarks/long_sources.py --time-one 0 --set harim_plus.max_length=null   # s and peak RSS
 
 ``--out`` is appended to, a row per (label, article, length), so a stopped run resumes.
 """
@@ -31,6 +31,7 @@ import numpy as np
 from bump_data import data_dir
 
 from faithgate import Example, Scorer
+from faithgate.cli.score import parse_settings
 
 
 def articles(path: Path, docs: int) -> list[tuple[str, dict, dict, list[str]]]:
@@ -67,17 +68,6 @@ def bury(article: str, others: list[str], words: int, seed: int) -> str:
     return "\n\n".join(parts)
 
 
-def parse_settings(items: list[str]) -> dict:
-    settings = {}
-    for item in items:
-        key, _, value = item.partition("=")
-        try:
-            settings[key] = json.loads(value)  # numbers, null, true/false
-        except ValueError:
-            settings[key] = value  # a bare word: keep_start
-    return settings
-
-
 def time_one(args: argparse.Namespace) -> None:
     """Article ``--time-one`` buried to the largest length: wall seconds for both summaries
     (after a warm-up) and this process's peak RSS. One process per setting."""
@@ -88,7 +78,7 @@ def time_one(args: argparse.Namespace) -> None:
     )[args.time_one]
     words = max(int(x) for x in args.lengths.split(","))
     source = bury(article, others, words, seed=1000 * args.time_one + words)
-    scorer = Scorer([args.metric], metric_settings={args.metric: parse_settings(args.set)})
+    scorer = Scorer([args.metric], metric_settings=parse_settings(args.set))
     scorer.score([Example("warm-up", "A short source.", "A short summary.")])
     t = time.perf_counter()
     scorer.score(
@@ -100,13 +90,12 @@ def time_one(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    settings = parse_settings(args.set)
     done = set()
     if Path(args.out).exists():
         for line in Path(args.out).read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             done.add((row["label"], row["doc"], row["words"]))
-    scorer = Scorer([args.metric], metric_settings={args.metric: settings})
+    scorer = Scorer([args.metric], metric_settings=parse_settings(args.set))
     lengths = [int(x) for x in args.lengths.split(",")]
     with open(args.out, "a", encoding="utf-8") as out:
         for d, (article, faithful, unfaithful, others) in enumerate(
@@ -178,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", help="directory holding summeval.jsonl (default ../shared/data)")
     ap.add_argument("--metric", default="harim_plus")
-    ap.add_argument("--set", action="append", default=[], help="KEY=VALUE metric setting (JSON)")
+    ap.add_argument(
+        "--set", action="append", default=[], help="METRIC.KEY=VALUE, as faithgate score --set"
+    )
     ap.add_argument("--label", default="default", help="name of these settings in the report")
     ap.add_argument("--docs", type=int, default=12)
     ap.add_argument("--lengths", default="0,1500,3000,5500", help="source words, 0 = alone")
