@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +36,17 @@ from faithgate.evaluation.meta import consistency, dedupe, items_from_examples, 
 from faithgate.io import load_examples
 from faithgate.metrics.combined import COMBINATION_FORMAT
 from faithgate.scorer import Scorer
+from faithgate.types import Score
 
 COMPONENTS = ("sentsim", "overlap", "harim_plus", "ner")
 EVALUATION_ONLY = "bump_task1"
 
 
-def score_file(scorer: Scorer, path: Path) -> dict:
+def score_file(
+    scorer: Scorer, path: Path, read: Callable[[Score], float] = lambda score: score.value
+) -> dict:
+    """Every row of ``path`` scored by the components, each component's number taken by
+    ``read`` from its score (its value by default)."""
     examples = load_examples(path)
     rows = []
     for start in range(0, len(examples), 64):
@@ -51,7 +57,7 @@ def score_file(scorer: Scorer, path: Path) -> dict:
     items = items_from_examples(examples)
     return {
         "values": np.array(
-            [[r[m].value if r[m].ok else math.nan for m in COMPONENTS] for r in rows], dtype=float
+            [[read(r[m]) if r[m].ok else math.nan for m in COMPONENTS] for r in rows], dtype=float
         ),
         "labels": np.array([-1 if it.label is None else it.label for it in items]),
         "keys": [it.key for it in items],
