@@ -242,7 +242,7 @@ class LikelihoodEngine:
         source order: adjacent ones joined by a space, gaps by a paragraph break. Its first
         ``budget`` tokens when no sentence fits (one long run-on sentence)."""
         sentences = textmod.split_sentences(source, self.spacy_model)
-        queries = textmod.split_sentences(summary, self.spacy_model) or [summary]
+        queries = textmod.split_sentences(summary, self.spacy_model)
         keep = textmod.relevant_sentences(sentences, queries, budget, lambda s: len(self._ids(s)))
         if not keep:
             return self._ids(source)[:budget], {"sentences": len(sentences), "sentences_kept": 0}
