@@ -48,7 +48,9 @@ def main() -> None:
     per_pair: dict[str, list] = {}
     for name in metrics:
         models = dict(m.split("=", 1) for m in args.model)
-        options = {r: {"threads": args.threads} for r in ("nli", "embedder")} if args.threads else {}
+        options = (
+            {r: {"threads": args.threads} for r in ("nli", "embedder")} if args.threads else {}
+        )
         scorer = Scorer([name], backend=args.backend, models=models, model_options=options)
         ref, edit = pairs[0]
         scorer.score([Example("warm", ref["source"], ref["summary"])])  # load models

@@ -126,7 +126,9 @@ class FakeQuant:
         rotated = variant == "w8a8_rotated"
         width, head = self.config.hidden_size, self.config.head_dim
         residual = _orthogonal(width, width, gen) if rotated else None
-        per_head = _orthogonal(self.config.num_attention_heads * head, head, gen) if rotated else None
+        per_head = (
+            _orthogonal(self.config.num_attention_heads * head, head, gen) if rotated else None
+        )
         quant_w = variant in ("w8_channel", "w8a8", "w8a8_rotated", "w8a8_block64")
         quant_a = variant != "w8_channel"
         block = BLOCK if variant.endswith("block64") else None
@@ -181,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         fake = FakeQuant(lm.model, [lm.tokenizer(t, return_tensors="pt") for t in texts])
         rows = []
         print(f"{len(triples)} pairs; reference: torch fp32", file=sys.stderr)
-        print("| variant | mean \\|diff\\| nats | gap \\|diff\\| mean | gap \\|diff\\| max | flips |")
+        print(
+            "| variant | mean \\|diff\\| nats | gap \\|diff\\| mean | gap \\|diff\\| max | flips |"
+        )
         print("|---|---:|---:|---:|---:|")
         for variant in args.variants.split(","):
             t0 = time.perf_counter()

@@ -81,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     scores = np.array([judge(r["source"], r["summary"]) for r in rows])
     labels = np.array([int(r["label"]) for r in rows])
-    out = {"file": args.data.name, "rows": len(rows), "roc_auc": round(roc_auc_score(labels, scores), 3)}
+    out = {
+        "file": args.data.name,
+        "rows": len(rows),
+        "roc_auc": round(roc_auc_score(labels, scores), 3),
+    }
     if args.pairs:
         out["consistency"] = round(float(np.mean(scores[0::2] > scores[1::2])), 3)
     out["seconds"] = round(time.perf_counter() - t0)

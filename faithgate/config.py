@@ -145,9 +145,7 @@ class Reports:
         unknown = set(paths) - set(REPORT_KINDS)
         if unknown:
             raise TypeError(f"unknown report kind(s): {', '.join(sorted(unknown))}")
-        object.__setattr__(
-            self, "paths", {k: Path(v) for k, v in paths.items() if v is not None}
-        )
+        object.__setattr__(self, "paths", {k: Path(v) for k, v in paths.items() if v is not None})
 
     def __getattr__(self, name: str) -> Path | None:
         if name in REPORT_KINDS:

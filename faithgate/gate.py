@@ -287,9 +287,7 @@ class Gate:
         hits0, misses0 = (cache.hits, cache.misses) if cache is not None else (0, 0)
         try:
             hashes = self.executor.settings_hashes()  # once per run; they key the cache
-            self.warnings = unused_thresholds(self.config) + stale_calibrations(
-                self.config, hashes
-            )
+            self.warnings = unused_thresholds(self.config) + stale_calibrations(self.config, hashes)
             # After the inputs are read and the metrics resolved (their errors name the bad
             # input first), before scoring: a gate that cannot fail must not pass a build.
             check_has_criterion(self.config)
@@ -298,16 +296,15 @@ class Gate:
             self.close()  # a Ray run's actors (and a Ray runtime it started) end with scoring
         if self.update_baseline and baseline is not None:
             stale = sorted(
-                m
-                for m in self.config.metrics
-                if baseline.settings_hashes.get(m) != hashes.get(m)
+                m for m in self.config.metrics if baseline.settings_hashes.get(m) != hashes.get(m)
             )
             if stale:
                 # The regression rule says "update it with --update-baseline" for scores made
                 # with other settings, or for a metric the baseline lacks (newly selected); that
                 # run must not be refused for the same mismatch.
                 where = self.config.display_path(self.config.baseline)  # type: ignore[arg-type]
-                baseline, baseline_error = None, (
+                baseline = None
+                baseline_error = (
                     f"the baseline at {where} holds no {', '.join(stale)} scores made with these "
                     "settings (this run replaces it)"
                 )

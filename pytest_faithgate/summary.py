@@ -62,4 +62,3 @@ def write_terminal_summary(
         header = ("test", "check", "metric", "value", "limit", "verdict")
         for line in format_table(header, check_rows(checks)):
             tr.write_line(line)
-

@@ -121,9 +121,7 @@ def probe_scores(model: Any, triples: Sequence[Triple]) -> dict[str, tuple[np.nd
             for i in range(n):
                 pair = (sum_ids[i], sum_ids[n + i])
                 prefix = src_ids[i][: limit - max(len(pair[0]), len(pair[1]))]
-                _, conts = model.prefix_logprobs(
-                    prefix, [[pair[0]], [pair[1]]], score_prefix=False
-                )
+                _, conts = model.prefix_logprobs(prefix, [[pair[0]], [pair[1]]], score_prefix=False)
                 target[i], target[n + i] = conts[0][0], conts[1][0]
         else:
             target = model.seq2seq_logprobs(
@@ -382,7 +380,9 @@ def quantization_feeds(
     sample); for static int8 (its historical rule) the parity triples."""
     if mode not in NEEDS_FEEDS:
         return []
-    return _calibration_feeds(manifest, triples if mode == "int8-static" else load_calibration(None))
+    return _calibration_feeds(
+        manifest, triples if mode == "int8-static" else load_calibration(None)
+    )
 
 
 def _previous_good_export(target: Path, spec: models.ModelSpec) -> ExportManifest | None:

@@ -115,6 +115,8 @@ def save_onnx(model: Any, dst: Path) -> None:
 
     large = model.ByteSize() > 1_800_000_000
     onnx.save(model, str(dst), save_as_external_data=large, location=dst.name + "_data")
+
+
 # Modes whose quantizer reads the model's activations on calibration inputs.
 NEEDS_FEEDS = ("int8-static", "w8a8", "w8a32-ctx8")
 
@@ -655,7 +657,8 @@ def quantize_file(
 
 # --- w8a8: SmoothQuant + per-token dynamic int8 ------------------------------------------------
 
-W8A8_ALPHA = 0.5  # SmoothQuant's migration strength (the paper's default for OPT/LLaMA-sized models)
+# SmoothQuant's migration strength (the paper's default for OPT/LLaMA-sized models).
+W8A8_ALPHA = 0.5
 
 
 def activation_maxima(
@@ -715,7 +718,9 @@ def _smoothing_plan(
     from onnx import numpy_helper
 
     if not feeds:
-        raise InputError("SmoothQuant (w8a8, w8a32-ctx8) needs calibration inputs (none were given)")
+        raise InputError(
+            "SmoothQuant (w8a8, w8a32-ctx8) needs calibration inputs (none were given)"
+        )
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     # Positions in graph.node, not id(): protobuf may hand out fresh node wrappers.

@@ -25,10 +25,19 @@ EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
     show_default=True,
     type=click.Choice(
         [
-            "auto", "w8", "w8a32", "w8a32-ctx8", "w8a8", "w4", "fp16", "int8", "int8-dynamic",
-            "int8-static", "none",
+            "auto",
+            "w8",
+            "w8a32",
+            "w8a32-ctx8",
+            "w8a8",
+            "w4",
+            "fp16",
+            "int8",
+            "int8-dynamic",
+            "int8-static",
+            "none",
         ]
-    ),  # fmt: skip
+    ),
     help="auto = the smallest form that passes the parity gate (CPU: w4, then w8, then w8a32; "
     "causal LMs: w8a8, w8a32, w8; CUDA: fp16, then w8); w8/w4 = weight-only 8/4-bit blocks "
     "(recommended: w8); w8a8 = SmoothQuant int8 weights x per-token int8 activations; "

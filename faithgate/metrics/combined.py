@@ -54,7 +54,6 @@ def weights_digest(data: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
-
 @register
 class Combined(Metric):
     """Logistic combination of component metrics (weights from ``faithgate bench --combine``)."""

@@ -389,8 +389,12 @@ def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> 
 
     for command in commands:
         out.write(command + "\n")
-    write_env_file(env.get("GITHUB_STEP_SUMMARY"), summary_markdown(result, markdown, error), _NullStream())
-    write_env_file(env.get("GITHUB_OUTPUT"), "".join(format_output(k, v) for k, v in outputs.items()), out)
+    write_env_file(
+        env.get("GITHUB_STEP_SUMMARY"), summary_markdown(result, markdown, error), _NullStream()
+    )
+    write_env_file(
+        env.get("GITHUB_OUTPUT"), "".join(format_output(k, v) for k, v in outputs.items()), out
+    )
     return 0
 
 

@@ -25,7 +25,10 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     n_ok = n_rules - len(result.failed_rules)
     failed = ", ".join(f"`{_cell(r.name, 80)}`" for r in result.failed_rules)
     # The heading names what failed: the pass count alone can read "FAIL: 6/6 examples pass".
-    out = [f"## {icon} faithgate: {result.verdict.upper()}" + (f" ({failed})" if failed else ""), ""]
+    out = [
+        f"## {icon} faithgate: {result.verdict.upper()}" + (f" ({failed})" if failed else ""),
+        "",
+    ]
     stats = [
         f"**{result.n_passed}/{result.n_examples}** examples pass"
         + (f" ({rate:.1%})" if rate is not None else ""),

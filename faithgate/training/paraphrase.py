@@ -104,7 +104,11 @@ def shorten_names(sent: Any) -> Rewrite | None:
     """Every multi-word person name in ``sent`` -> its last word ("Mary Doyle Keefe" -> "Keefe")."""
     rewrite: Rewrite = {}
     for ent in sent.ents:
-        if ent.label_ == "PERSON" and len(ent) >= 2 and all(t.is_alpha or t.text in ".-" for t in ent):
+        if (
+            ent.label_ == "PERSON"
+            and len(ent) >= 2
+            and all(t.is_alpha or t.text in ".-" for t in ent)
+        ):
             rewrite.update({t.i: "" for t in ent[:-1]})
     return rewrite or None
 

@@ -131,8 +131,10 @@ def test_main_returns_1_for_a_failing_gate(project, capsys):
         rc = exc.code
     assert rc == 1
     # -q prints the verdict line alone, and it names the failed rule
-    assert capsys.readouterr().out.strip().startswith(
-        "faithgate: FAIL: 1 of 2 rules failed (pass_rate)"
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .startswith("faithgate: FAIL: 1 of 2 rules failed (pass_rate)")
     )
 
 

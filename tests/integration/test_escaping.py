@@ -148,9 +148,7 @@ def test_workflow_command_is_the_one_escaper():
 def test_plugin_output_forges_no_command(pytester):
     pytester.syspathinsert(pytester.path)
     pytester.makeconftest("import gate_fakes  # noqa: F401 - registers the test metric\n")
-    (pytester.path / "gate_fakes.py").write_text(
-        Path(gate_fakes.__file__).read_text()
-    )
+    (pytester.path / "gate_fakes.py").write_text(Path(gate_fakes.__file__).read_text())
     rows = [{"id": eid, "source": "src", "summary": summary(0.1)} for eid in HOSTILE_IDS]
     (pytester.path / "outputs.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"

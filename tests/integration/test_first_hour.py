@@ -127,9 +127,7 @@ def test_terminal_report_caps_the_pair_list(project):
             {"id": f"f{i}", "source": "s", "summary": summary(0.5 + i / 100), "pair_id": f"q{i}"}
         )
         rows[-1]["role"] = "reference"
-        rows.append(
-            {"id": f"u{i}", "source": "s", "summary": summary(0.9), "pair_id": f"q{i}"}
-        )
+        rows.append({"id": f"u{i}", "source": "s", "summary": summary(0.9), "pair_id": f"q{i}"})
         rows[-1]["role"] = "edited"
     write_rows(project / "many.jsonl", rows)
     res = run("--config", "pairs.toml", "--outputs", "many.jsonl")

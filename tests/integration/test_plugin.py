@@ -317,7 +317,10 @@ def test_gate_item_passes_and_can_be_deselected(pytester: pytest.Pytester) -> No
     result = run(pytester, "--faithgate", "--strict-markers", f"--junitxml={xml_path}")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*= faithgate =*", "faithgate: PASS: 2 of 2 rules pass; 3/3 examples pass*mean toy 0.8889*"]
+        [
+            "*= faithgate =*",
+            "faithgate: PASS: 2 of 2 rules pass; 3/3 examples pass*mean toy 0.8889*",
+        ]
     )
     case = next(
         c

@@ -345,10 +345,15 @@ def test_per_example_drop_skips_rewritten_outputs_and_new_ids():
     assert rewritten.passed and rewritten.scores[M].threshold is None
     assert new.passed and new.scores[M].baseline is None
     assert rule(r, f"regression[{M}]").details["per_example"] == {
-        "held": 1, "below": 1, "rewritten": 1
+        "held": 1,
+        "below": 1,
+        "rewritten": 1,
     }
     r = per_example_gate(
-        [0.1, 0.1], [0.9, 0.9], texts=texts, base_texts=base_texts,
+        [0.1, 0.1],
+        [0.9, 0.9],
+        texts=texts,
+        base_texts=base_texts,
         extra={"max_changed_words": 10},
     )
     assert not any(e.passed for e in r.examples)

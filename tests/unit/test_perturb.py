@@ -275,20 +275,31 @@ def test_synonym_of_the_source_under_negation_is_not_an_error() -> None:
     ("source", "summary", "forbidden"),
     [
         # an intrinsic verb that is a synonym of the summary's
-        ("The company bought a rival firm in 2019.", "The company purchased a rival firm.",
-         ("purchased", "bought")),
+        (
+            "The company bought a rival firm in 2019.",
+            "The company purchased a rival firm.",
+            ("purchased", "bought"),
+        ),
         # the source's own wording, negated on both sides ("charge" and "prosecute" are no
         # synonym group: the source sentence holding every edited word with the same polarity
         # is what drops it)
-        ("After the match, no one was charged, police said.",
-         "Nobody was prosecuted after the match.", ("prosecuted", "charged")),
+        (
+            "After the match, no one was charged, police said.",
+            "Nobody was prosecuted after the match.",
+            ("prosecuted", "charged"),
+        ),
         # an extrinsic verb from the synonym list
-        ("Police seized the drugs at the port.", "Police confiscated drugs.",
-         ("confiscated", "seized")),
-        ("The team began the season in May.", "The team started the season.",
-         ("started", "began")),
-        ("Officials delayed the vote until June.", "Officials postponed the vote.",
-         ("postponed", "delayed")),
+        (
+            "Police seized the drugs at the port.",
+            "Police confiscated drugs.",
+            ("confiscated", "seized"),
+        ),
+        ("The team began the season in May.", "The team started the season.", ("started", "began")),
+        (
+            "Officials delayed the vote until June.",
+            "Officials postponed the vote.",
+            ("postponed", "delayed"),
+        ),
     ],
 )
 @pytest.mark.slow

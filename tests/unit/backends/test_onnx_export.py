@@ -164,8 +164,6 @@ def test_causal_lm_parity(tiny, exports, key):
     np.testing.assert_allclose(c_onx[0][0], full, atol=1e-4)
 
 
-
-
 @pytest.mark.parametrize("key", ["llama", "llama_nocache"])
 def test_lm_exports_drop_the_softmax_nan_guards(exports, key):
     """optimum's SDPA export guards each attention softmax with Where(IsNaN(p), 0, p); the
@@ -233,6 +231,7 @@ def test_causal_lm_probe_shares_each_source_pass(tiny, exports, key, monkeypatch
         rows = [[onx.tokenize(source), onx.tokenize(" " + s)] for s in summaries]
         whole = [float(np.mean(r[1])) for r in onx.segment_logprobs(rows)]
         np.testing.assert_allclose(scores[i], whole, atol=1e-4)
+
 
 def test_seq2seq_parity(tiny, exports):
     ref, onx = _pair(tiny, exports, "bart", "seq2seq", "seq2seq-lm")
@@ -552,9 +551,7 @@ def test_w8_lm_keeps_down_projections_fp32(tiny, tmp_path):
     assert recipe["matmuls_kept_fp32"] == 2 and recipe["block_size"] == 64
 
 
-@pytest.mark.parametrize(
-    ("key", "role", "block"), [("llama", "lm", 32), ("nli", "nli", 16)]
-)
+@pytest.mark.parametrize(("key", "role", "block"), [("llama", "lm", 32), ("nli", "nli", 16)])
 def test_w8a32_block_size_by_task(tiny, tmp_path, key, role, block):
     """w8a32: blocks of 32 for causal LMs (SmolLM2 holds as well as with 16, smaller file),
     16 elsewhere (the shipped checker's close pairs)."""
@@ -908,7 +905,6 @@ def test_cli_w8_nli_export_quantizes_the_embeddings(tiny, tmp_path, monkeypatch)
                                atol=0.01)  # fmt: skip
 
 
-
 def test_w8a32_loads_expanded_to_fp32_with_the_same_values(tiny, tmp_path, monkeypatch):
     """A w8a32 export (8-bit blocks, fp32 arithmetic) is loaded with its blocks dequantized
     once: no MatMulNBits left, the file untouched, the same outputs as the stored graph;
@@ -940,6 +936,7 @@ def test_w8a32_loads_expanded_to_fp32_with_the_same_values(tiny, tmp_path, monke
 
     monkeypatch.setitem(sys.modules, "onnx", None)  # the runtime extra without onnx
     assert expand.expanded_model_bytes(path) is None
+
 
 @pytest.mark.parametrize("lm_mode", ["w8a8", "w8a32-ctx8"])
 def test_quantized_export_in_the_torch_free_runtime(tiny, tmp_path, lm_mode):

@@ -32,6 +32,7 @@ def run_github(args, env):
     res = CliRunner().invoke(cli, ["github", *args], env=full_env, catch_exceptions=False)
     return res.exit_code, res.stdout
 
+
 def parse_command(line: str) -> tuple[str, dict[str, str], str]:
     """Split ``::cmd k=v,k2=v2::message`` and undo GitHub's escaping."""
 

@@ -184,7 +184,10 @@ def test_markdown_and_json_show_a_per_example_baseline_threshold():
         H,
     )
     after = evaluate(
-        cfg, [Example("a", "src", "The dog sat.")], [{M: Score(M, 0.5, H[M], "a")}], H,
+        cfg,
+        [Example("a", "src", "The dog sat.")],
+        [{M: Score(M, 0.5, H[M], "a")}],
+        H,
         baseline=before,
     )
     md = render("markdown", after)

@@ -33,9 +33,7 @@ def test_an_opening_pronoun_becomes_the_one_person_named_before():
 
 
 def test_a_pronoun_is_left_alone_when_two_people_could_be_meant():
-    sents = _sents(
-        "John Carter met Anna Berg in Oslo on Monday. He said the talks had gone well."
-    )
+    sents = _sents("John Carter met Anna Berg in Oslo on Monday. He said the talks had gone well.")
     assert para.resolve_pronoun(sents, 1) is None
 
 
@@ -85,7 +83,9 @@ def test_two_sentences_fuse_but_not_across_a_connective():
     assert para.fuse("The bridge opened.", "Traffic was light.", False) == (
         "The bridge opened, and traffic was light."
     )
-    sents = _sents("The bridge opened on Monday after years of work. But traffic was light all day.")
+    sents = _sents(
+        "The bridge opened on Monday after years of work. But traffic was light all day."
+    )
     for seed in range(20):
         found = para.paraphrase(sents, 0, random.Random(seed), 45)
         assert found is None or "fuse" not in found[3]

@@ -448,8 +448,9 @@ def test_the_shipped_checkers_recipe_keeps_its_hash():
     from faithgate.training.train import TrainConfig
 
     manifest = json.loads(
-        (Path(__file__).resolve().parents[3] / "onnx_models/checker/faithgate_training.json")
-        .read_text()
+        (
+            Path(__file__).resolve().parents[3] / "onnx_models/checker/faithgate_training.json"
+        ).read_text()
     )
     recipe = dict(manifest["recipe"])
     recipe["synth"] = synth.SynthConfig(**recipe["synth"])
