@@ -3,7 +3,10 @@
 Record rules (the same for both formats):
 
 - ``source`` and ``summary`` are required, must be strings and must not be empty or blank:
-  anything else is an ``InputError`` naming ``file:line`` (a gate must not score nothing).
+  anything else is an ``InputError`` naming ``file:line`` (a gate must not score nothing). A
+  missing one's error lists the record's fields and names the one to rename where another
+  tool's name for it is there (``document``, ``claim``, ...: ``FIELD_ALIASES``); such a field is
+  never read in its place.
 - ``id`` is optional; without it the id is ``"<line>"``. Ids must be unique in a file.
 - ``reference`` is an optional string; ``label`` is optional: 1/0, true/false, or null.
 - Any other field is **kept** under ``Example.meta`` (nested ``meta`` objects are merged in), so
@@ -74,13 +77,34 @@ def check_text(value: str, where: str) -> str:
     return value
 
 
+# What other benchmarks and tools call the two texts (SummaC and AggreFact: document / claim;
+# NLI: premise / hypothesis; generation logs: input / output ...). Only ever named in an error:
+# a record is never read through them, as a guessed field would score the wrong text silently.
+FIELD_ALIASES = {
+    "source": ("document", "doc", "article", "text", "premise", "context", "input", "src"),
+    "summary": ("claim", "hypothesis", "output", "prediction", "generated", "summ", "candidate"),
+}
+
+
+def _field_hint(key: str, record: dict[str, Any]) -> str:
+    """The record's own fields, and which of them looks like ``key``: what a user needs to
+    rename a file written for another tool."""
+    names = sorted(str(k)[:40] for k in record)
+    shown = ", ".join(repr(n) for n in names[:8]) + (", ..." if len(names) > 8 else "")
+    hint = f" (the record's fields: {shown or 'none'}"
+    likely = [a for a in FIELD_ALIASES[key] if a in record]
+    if likely:
+        hint += f"; rename {likely[0]!r} to {key!r} if it holds the {key}"
+    return hint + ")"
+
+
 def record_to_example(record: Any, where: str, default_id: str) -> Example:
     """Validate one record (a dict) and build an ``Example``; errors name ``where``."""
     if not isinstance(record, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
     for key in ("source", "summary"):
         if key not in record:
-            raise InputError(f"{where}: missing required field {key!r}")
+            raise InputError(f"{where}: missing required field {key!r}{_field_hint(key, record)}")
         value = record[key]
         if not isinstance(value, str):
             raise InputError(f"{where}: field {key!r} must be text, got {type(value).__name__}")

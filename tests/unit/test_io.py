@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import sys
 
 import pytest
@@ -54,6 +55,26 @@ def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
         load_examples(p)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_missing_field_names_the_records_fields_and_a_likely_rename(tmp_path):
+    """A file written for another tool (SummaC / AggreFact: document, claim) is refused, never
+    read through a guessed field, and the error says which field to rename."""
+    p = write(tmp_path, "agg.jsonl", '{"document": "D", "claim": "C", "label": 1}\n')
+    with pytest.raises(InputError) as err:
+        load_examples(p)
+    assert str(err.value) == (
+        "agg.jsonl:1: missing required field 'source' (the record's fields: 'claim', "
+        "'document', 'label'; rename 'document' to 'source' if it holds the source)"
+    ).replace("agg.jsonl", str(p))
+    p = write(tmp_path, "b.jsonl", '{"source": "S", "claim": "C"}\n')
+    with pytest.raises(InputError, match="rename 'claim' to 'summary' if it holds the summary"):
+        load_examples(p)
+    many = {f"f{i}": i for i in range(10)} | {"source": "S"}
+    p = write(tmp_path, "c.jsonl", json.dumps(many) + "\n")
+    with pytest.raises(InputError) as err:
+        load_examples(p)
+    assert "'f7', ...)" in str(err.value) and "rename" not in str(err.value)
 
 
 def test_undecodable_bytes_name_the_line(tmp_path):
