@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from faithgate.errors import InputError
+from faithgate.escape import safe_line
 from faithgate.types import Score
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, score TEXT NOT NULL)"
@@ -51,9 +52,9 @@ class ScoreCache:
             log.warning(
                 "score cache %s is not a SQLite database (%s); moved it to %s and started "
                 "a new one",
-                self.path,
-                exc,
-                aside.name,
+                safe_line(self.path),
+                safe_line(exc),
+                safe_line(aside.name),
             )
             self._open()
         except OSError as exc:

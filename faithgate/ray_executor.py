@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faithgate.errors import FaithgateError, InputError
+from faithgate.escape import safe_line
 from faithgate.execution import ExecutionSettings, Progress, ScorerRecipe
 from faithgate.types import Example, Score
 
@@ -454,7 +455,10 @@ class RayExecutor:
         up to ``max_retries`` times; then try each of its examples once alone; an example
         that fails alone too is marked failed with the reason."""
         chunk, idx = task.chunk, task.idx
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # One escaped line: it quotes a worker's exception, and it is logged.
+        reason = (
+            safe_line(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__
+        )
         failures = task.failures + 1
         if failures <= self.settings.max_retries:
             log.warning("a Ray batch of %d failed (%s); retrying", len(idx), reason)

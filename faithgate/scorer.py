@@ -12,6 +12,7 @@ from typing import Any
 from faithgate.backends import ModelPool
 from faithgate.cache import ScoreCache
 from faithgate.errors import FaithgateError, InputError
+from faithgate.escape import safe_line
 from faithgate.metrics.base import Metric, ScoringContext, get_metric
 from faithgate.threads import metric_blas_threads
 from faithgate.types import Example, Score
@@ -214,7 +215,9 @@ class Scorer:
             raise
         except Exception as exc:  # noqa: BLE001 - isolate the example that breaks the metric
             log.warning(
-                "%s failed on a batch (%s); retrying one example at a time", metric.name, exc
+                "%s failed on a batch (%s); retrying one example at a time",
+                metric.name,
+                safe_line(exc),  # quotes input; the log's handler may be anyone's (pytest's)
             )
             scores = []
             for ex in examples:

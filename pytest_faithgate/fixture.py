@@ -31,6 +31,25 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _finite(value: Any, what: str) -> float:
+    """``value`` as a float when it is a finite number; else the test fails in one line (a
+    ``-inf`` threshold would pass anything, ``nan`` would fail everything without saying why,
+    exactly as the command line and the configuration refuse them)."""
+    __tracebackhide__ = True
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        pytest.fail(f"faithgate: {what} must be a finite number, got {value!r}", pytrace=False)
+    return number
+
+
+def _why_not_scored(result: Score) -> str:
+    # A metric may give NaN without an error: say so, as the gate's rules do.
+    return printable(result.error) if result.error is not None else "the metric returned NaN"
+
+
 def _fmt(value: float | None) -> str:
     if value is None:
         return "-"
@@ -91,7 +110,11 @@ class FaithgateFixture:
                     )
             self._counter += 1
             examples.append(Example(f"{self._node.nodeid}#{self._counter}", source, summary))
-        executor = self._executor(name)
+        try:
+            # Inside the try: a marker's unknown metric or backend is a one-line failure too.
+            executor = self._executor(name)
+        except FaithgateError as exc:
+            raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
         try:
             rows = executor.score(examples)
         except FaithgateError as exc:
@@ -127,7 +150,8 @@ class FaithgateFixture:
         """
         __tracebackhide__ = True
         name = self._session.metric_for(metric, self._marker)
-        limit = self._session.threshold_for(name, threshold, self._marker)
+        given = self._session.threshold_for(name, threshold, self._marker)
+        limit = None if given is None else _finite(given, "threshold")
         if limit is None:
             pytest.fail(
                 f"faithgate: no threshold for metric {name!r}: pass threshold=, use "
@@ -140,7 +164,7 @@ class FaithgateFixture:
         self._record("assert_faithful", result, limit, passed)
         if not result.ok:
             raise AssertionError(
-                f"faithgate: {name} could not score the summary: {printable(result.error)}\n"
+                f"faithgate: {name} could not score the summary: {_why_not_scored(result)}\n"
                 f'  summary: "{_short(summary)}"'
             )
         if not passed:
@@ -164,7 +188,7 @@ class FaithgateFixture:
         ``margin``, default 0): the minimal-pair consistency test of BUMP (Ma et al., 2023)."""
         __tracebackhide__ = True
         name = self._session.metric_for(metric, self._marker)
-        gap = float(margin if margin is not None else self._marker.get("margin", 0.0))
+        gap = _finite(margin if margin is not None else self._marker.get("margin", 0.0), "margin")
         good, bad = self._score_many(name, [(source, faithful), (source, unfaithful)])
         passed = good.ok and bad.ok and good.value - bad.value > gap
         # Recorded as "faithful score must exceed unfaithful score + margin".
@@ -178,7 +202,7 @@ class FaithgateFixture:
         for label, result in (("faithful", good), ("unfaithful", bad)):
             if not result.ok:
                 raise AssertionError(
-                    f"faithgate: {name} could not score the {label} summary: {printable(result.error)}"
+                    f"faithgate: {name} could not score the {label} summary: {_why_not_scored(result)}"
                 )
         if not passed:
             raise AssertionError(
@@ -208,7 +232,9 @@ class FaithgateFixture:
 
         name = self._session.metric_for(metric, self._marker)
         wanted = types if types is not None else self._marker.get("types")
-        rate_limit = float(min_rate if min_rate is not None else self._marker.get("min_rate", 1.0))
+        rate_limit = _finite(
+            min_rate if min_rate is not None else self._marker.get("min_rate", 1.0), "min_rate"
+        )
         try:
             edits = perturb(source, summary, types=tuple(wanted) if wanted else None, seed=seed)
         except FaithgateError as exc:
@@ -223,7 +249,7 @@ class FaithgateFixture:
         original, edited = scores[0], scores[1:]
         if not original.ok:
             raise AssertionError(
-                f"faithgate: {name} could not score the summary: {printable(original.error)}"
+                f"faithgate: {name} could not score the summary: {_why_not_scored(original)}"
             )
         wins = [e.ok and original.value > e.value for e in edited]
         rate = sum(wins) / len(wins)
@@ -245,7 +271,7 @@ class FaithgateFixture:
             for edit, result, won in zip(edits, edited, wins, strict=True):
                 if not won:
                     why = (
-                        f"error: {printable(result.error)}" if not result.ok else _fmt(result.value)
+                        f"error: {_why_not_scored(result)}" if not result.ok else _fmt(result.value)
                     )
                     lines.append(
                         f"  not caught [{edit.type}] {edit.original!r} -> {edit.replacement!r} "

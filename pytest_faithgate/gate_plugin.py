@@ -39,7 +39,8 @@ class GatePlugin:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         cfg = self.session.gate_config
         where = str(cfg.source) if cfg.source is not None else "defaults (no configuration file)"
-        return [f"faithgate: {where}; metrics: {', '.join(cfg.metrics)}; backend: {cfg.backend}"]
+        header = f"faithgate: {where}; metrics: {', '.join(cfg.metrics)}; backend: {cfg.backend}"
+        return [safe_line(header)]  # the path is the user's: one escaped line
 
     # -- gate items -----------------------------------------------------------------------
     # tryfirst: append before pytest's -k / -m deselection, so those select gate items too.

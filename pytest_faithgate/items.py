@@ -22,6 +22,7 @@ from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebac
 
 from faithgate.config import GateConfig
 from faithgate.errors import FaithgateError
+from faithgate.escape import printable
 from pytest_faithgate.session import PluginSession
 
 
@@ -56,11 +57,12 @@ def one_line_crash(path: Path, text: str) -> ReprExceptionInfo:
 
 
 def dataset_name(config: GateConfig) -> str:
-    """A short, stable label of the configured input for the item's name."""
+    """A short, stable label of the configured input for the item's name: one printable line
+    (a file name may hold line breaks or escape sequences; pytest prints the name as is)."""
     if config.outputs is not None:
-        return Path(config.outputs).name
+        return printable(Path(config.outputs).name)
     if config.summarizer is not None:
-        return f"{config.summarizer}@{Path(config.data).name if config.data else '?'}"
+        return printable(f"{config.summarizer}@{Path(config.data).name if config.data else '?'}")
     return "?"
 
 

@@ -172,3 +172,100 @@ def test_plugin_output_forges_no_command(pytester):
 
 
 pytest_plugins = ["pytester"]
+
+
+BOOM_CONFTEST = """
+from faithgate.metrics.base import Metric, register
+
+
+@register
+class Boom(Metric):
+    name = "boom"
+
+    def score_batch(self, examples, ctx):
+        raise RuntimeError("kaboom\\n::error::from-metric \\x1b[31m")
+"""
+
+
+def test_plugin_escapes_a_file_name_and_a_logged_metric_error(pytester):
+    """The outputs file's name (the gate item's name) and a metric's exception text (logged
+    by the scorer, shown by pytest's log capture) reach pytest's output escaped."""
+    hostile = "o\x1b[31mut\n::error::fname.jsonl"
+    row = {"id": "1", "source": "src", "summary": "A summary."}
+    (pytester.path / hostile).write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (pytester.path / "faithgate.toml").write_text(
+        f'metrics = ["boom"]\noutputs = {json.dumps(hostile)}\ncache_dir = ".fg"\n'
+        "[thresholds]\nboom = 0.5\n"
+    )
+    pytester.makeconftest(BOOM_CONFTEST)
+    pytester.makepyfile(test_inner="def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess("--faithgate", "-rA", "-p", "no:cacheprovider")
+    out = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1, failed=1)  # the gate item: boom cannot score
+    assert "faithgate[o\\x1b[31mut\\n::error::fname.jsonl]" in out
+    assert "kaboom\\n::error::from-metric \\x1b[31m" in out  # the scorer's warning, escaped
+    assert parse_output(out) == [], out
+    assert "\x1b" not in out
+
+
+def test_plugin_refuses_non_finite_or_non_numeric_limits_in_one_line(pytester):
+    """A marker's or a call's threshold, margin or min_rate must be a finite number: ``-inf``
+    would pass anything (as the command line and the configuration already refuse), and a
+    marker's unknown metric or backend fails the test in one line, not a traceback; a metric's
+    NaN is named as such."""
+    pytester.syspathinsert(pytester.path)
+    pytester.makeconftest("import gate_fakes  # noqa: F401 - registers the test metric\n")
+    (pytester.path / "gate_fakes.py").write_text(Path(gate_fakes.__file__).read_text())
+    src, bad = "src", summary(0.1)
+    pytester.makepyfile(
+        test_inner=f"""
+import pytest
+
+@pytest.mark.faithgate(metric={NAME!r}, threshold=float("-inf"))
+def test_marker_minus_inf(faithgate):
+    faithgate.assert_faithful({src!r}, {bad!r})
+
+@pytest.mark.faithgate(metric={NAME!r}, threshold="abc")
+def test_marker_text(faithgate):
+    faithgate.assert_faithful({src!r}, {bad!r})
+
+def test_call_nan(faithgate):
+    faithgate.assert_faithful({src!r}, {bad!r}, threshold=float("nan"), metric={NAME!r})
+
+def test_margin_minus_inf(faithgate):
+    faithgate.assert_consistent({src!r}, {bad!r}, {summary(0.9)!r}, metric={NAME!r},
+                                margin=float("-inf"))
+
+@pytest.mark.faithgate(metric="nosuch", threshold=0.1)
+def test_marker_unknown_metric(faithgate):
+    faithgate.assert_faithful({src!r}, {bad!r})
+
+@pytest.mark.faithgate(metric={NAME!r}, threshold=0.1, backend="nope")
+def test_marker_unknown_backend(faithgate):
+    faithgate.assert_faithful({src!r}, {bad!r})
+
+def test_metric_gives_nan(faithgate):
+    faithgate.assert_faithful({src!r}, "nan words.", threshold=0.5, metric={NAME!r})
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=7)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_marker_minus_inf _*",
+            "faithgate: threshold must be a finite number, got -inf",
+            "*_ test_marker_text _*",
+            "faithgate: threshold must be a finite number, got 'abc'",
+            "*_ test_call_nan _*",
+            "faithgate: threshold must be a finite number, got nan",
+            "*_ test_margin_minus_inf _*",
+            "faithgate: margin must be a finite number, got -inf",
+            "*_ test_marker_unknown_metric _*",
+            "faithgate: unknown metric 'nosuch'; available: *",
+            "*_ test_marker_unknown_backend _*",
+            "faithgate: unknown backend 'nope'; *",
+            "*_ test_metric_gives_nan _*",
+            "*faithgate: gate_fake could not score the summary: the metric returned NaN",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
