@@ -288,6 +288,12 @@ class Gate:
         try:
             hashes = self.executor.settings_hashes()  # once per run; they key the cache
             self.warnings = unused_thresholds(self.config) + stale_calibrations(self.config, hashes)
+            regression = self.config.rules.regression
+            required = regression is not None and regression.require_baseline
+            if baseline_missing and not self.update_baseline and not required:
+                # Said on stderr too (so the Action annotates it): a mistyped baseline path
+                # reads exactly as a first run does.
+                self.warnings.append(f"{baseline_error}; the regression rule is skipped")
             # After the inputs are read and the metrics resolved (their errors name the bad
             # input first), before scoring: a gate that cannot fail must not pass a build.
             check_has_criterion(self.config)
@@ -356,20 +362,12 @@ class Gate:
         inputs (outputs, data, configuration, a baseline only read), before anything runs."""
         cfg = self.config
         writes = [(f"{kind} report", path) for kind, path in cfg.reports.items()]
-        reads = [
-            ("outputs file", cfg.outputs),
-            ("data file", cfg.data),
-            ("configuration file", cfg.source),
-        ]
-        if self.update_baseline:
+        if self.update_baseline and cfg.baseline is not None:
             # ``--json`` at the baseline path writes the same result twice: allowed.
-            if cfg.baseline is not None and not (
-                cfg.reports.json is not None and same_file(cfg.reports.json, cfg.baseline)
-            ):
+            json_report = cfg.reports.json
+            if json_report is None or not same_file(json_report, cfg.baseline):
                 writes.append(("baseline", cfg.baseline))
-        else:
-            reads.append(("baseline", cfg.baseline))
-        refuse_overwriting_inputs(writes, reads)
+        refuse_overwriting_inputs(writes, input_files(cfg, baseline=not self.update_baseline))
 
     def _load_baseline(self) -> tuple[GateResult | None, str | None, bool]:
         """(baseline, why there is none, whether the file is simply missing)."""
@@ -389,6 +387,18 @@ class Gate:
                 True,
             )
         return GateResult.load(path), None, False
+
+
+def input_files(config: GateConfig, *, baseline: bool = True) -> list[tuple[str, Any]]:
+    """The files a gate run of ``config`` reads, as ``(what, path or None)`` for
+    ``faithgate.paths.refuse_overwriting_inputs``: the outputs, data and configuration files,
+    and (``baseline``) the baseline, which a run reads unless it updates it."""
+    files = [
+        ("outputs file", config.outputs),
+        ("data file", config.data),
+        ("configuration file", config.source),
+    ]
+    return files + ([("baseline", config.baseline)] if baseline else [])
 
 
 def _call_perturb(module: Any, ex: Example, rule: Any) -> list[tuple[str, str | None]]:

@@ -122,12 +122,39 @@ def report_paths(directory: str) -> dict[str, str]:
 
 @github_command.command("report-args")
 @click.option("--dir", "directory", required=True, metavar="DIR", help="the report directory")
-def report_args_command(directory: str) -> None:
+@click.option("--config", "config_path", metavar="FILE", help="the check's --config")
+@click.option("--outputs", metavar="FILE", help="the check's --outputs")
+@click.option("--data", metavar="FILE", help="the check's --data")
+@click.option("--baseline", metavar="FILE", help="the check's --baseline")
+def report_args_command(
+    directory: str,
+    config_path: str | None,
+    outputs: str | None,
+    data: str | None,
+    baseline: str | None,
+) -> None:
     """The `faithgate check` arguments writing every file report of the registry into DIR
     (``--NAME DIR/FILE`` ...), NUL-separated for bash's ``mapfile -d ''``; report files left in
-    DIR by an earlier run are removed first, so none is taken for this run's."""
+    DIR by an earlier run are removed first, so none is taken for this run's. Given the
+    check's input options, it refuses (exit 2, nothing removed) a report path that is one of
+    the run's inputs (a baseline kept in DIR) or a directory."""
+    from faithgate.config import load_config
+    from faithgate.gate import input_files
+    from faithgate.paths import refuse_overwriting_inputs
+
+    config = load_config(config_path).override(outputs=outputs, data=data, baseline=baseline)
+    paths = report_paths(directory)
+    try:
+        refuse_overwriting_inputs(
+            [(f"{kind} report", path) for kind, path in paths.items()], input_files(config)
+        )
+    except InputError as exc:
+        raise InputError(f"{exc} (report-dir {directory})") from None
+    for kind, path in paths.items():
+        if Path(path).is_dir():
+            raise InputError(f"the {kind} report's path {path} is a directory: remove it")
     out = click.get_binary_stream("stdout")
-    for kind, path in report_paths(directory).items():
+    for kind, path in paths.items():
         Path(path).unlink(missing_ok=True)
         out.write(os.fsencode(f"--{kind}") + b"\0" + os.fsencode(path) + b"\0")
     out.flush()

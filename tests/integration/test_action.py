@@ -397,6 +397,90 @@ def test_input_values_cannot_inject_workflow_commands_or_outputs(tmp_path):
     assert outputs["models-key"].endswith("-py3.11_home__evil")
 
 
+@pytest.mark.parametrize("name", ["report-dir", "baseline", "outputs", "working-directory"])
+def test_a_path_input_with_a_line_break_is_refused(tmp_path, name):
+    """report-dir is written to $GITHUB_OUTPUT: "rep\nexit-code=0" once forged the check's
+    exit code and turned a failing gate green. Every path input must be one line."""
+    value = "rep\nexit-code=0\nreport-dir=/elsewhere"
+    run = run_action(tmp_path, {name: value}, stop_after="Check inputs")
+    assert run.failed_step is not None and run.failed_step.name == "Check inputs"
+    assert run.failed_step.returncode == 2
+    [error] = run.commands
+    assert error.startswith(f"::error title=faithgate::input {name} must be one line (a path)")
+    assert "exit-code" not in run.step("Check inputs").outputs
+
+
+def test_faithgate_home_with_a_line_break_is_refused(tmp_path):
+    run = run_action(
+        tmp_path,
+        env={"FAITHGATE_HOME": f"{tmp_path}/h\nBASH_ENV=/tmp/evil.sh"},
+        stop_after="Check inputs",
+    )
+    assert run.failed_step is not None and run.failed_step.returncode == 2
+    assert "BASH_ENV" not in (tmp_path / "github" / "env").read_text()
+
+
+def _overlap_project(workspace: Path) -> Path:
+    rows = [{"id": "1", "source": SOURCE, "summary": "The council approved the new park."}]
+    return _project(workspace, rows, 'metrics = ["overlap"]\noutputs = "outputs.jsonl"\n')
+
+
+def test_a_baseline_kept_in_report_dir_is_refused_not_removed(tmp_path):
+    """report-args clears the last run's reports before the check: never a file the run reads
+    (the docs suggest keeping a result JSON as the next baseline)."""
+    workspace = tmp_path / "ws"
+    project = _overlap_project(workspace)
+    reports = project / "faithgate-reports"
+    reports.mkdir()
+    (reports / "faithgate.json").write_text('{"kept": true}')
+    run = run_action(
+        tmp_path,
+        {"working-directory": "proj", "baseline": "faithgate-reports/faithgate.json"},
+        workspace=workspace,
+    )
+    assert (reports / "faithgate.json").read_text() == '{"kept": true}'
+    assert run.failed_step is not None and run.failed_step.name == "Run faithgate check"
+    assert run.failed_step.returncode == 2
+    [error] = [c for c in run.commands if c.startswith("::error")]
+    assert "is the baseline of this run; refusing to overwrite an input" in error
+
+
+def test_a_directory_at_a_report_path_fails_the_step(tmp_path):
+    workspace = tmp_path / "ws"
+    project = _overlap_project(workspace)
+    (project / "faithgate-reports" / "faithgate.html").mkdir(parents=True)
+    run = run_action(tmp_path, {"working-directory": "proj"}, workspace=workspace)
+    assert run.failed_step is not None and run.failed_step.name == "Run faithgate check"
+    assert run.failed_step.returncode == 2
+    [error] = [c for c in run.commands if c.startswith("::error")]
+    assert "faithgate.html is a directory" in error
+
+
+@pytest.mark.slow  # loads spaCy (the overlap metric)
+def test_report_dir_dash_and_a_missing_baseline(tmp_path):
+    """report-dir "-" is a directory of that name (not cd's previous directory); a baseline
+    path that does not exist skips the regression rule with a ::warning, not silently."""
+    workspace = tmp_path / "ws"
+    project = _overlap_project(workspace)
+    run = run_action(
+        tmp_path,
+        {
+            "working-directory": "proj",
+            "report-dir": "-",
+            "thresholds": "0.1",
+            "baseline": "typo-baseline.json",
+        },
+        workspace=workspace,
+        env={"OLDPWD": str(tmp_path)},
+    )
+    assert run.failed_step is None, [s.stdout + s.stderr for s in run.steps]
+    assert run.outputs["verdict"] == "pass"
+    assert run.outputs["report-json"] == str(project / "-" / "faithgate.json")
+    assert (project / "-" / "faithgate.json").is_file()
+    warnings = [c for c in run.commands if c.startswith("::warning")]
+    assert any("no baseline yet at typo-baseline.json" in w for w in warnings), run.commands
+
+
 def test_action_metadata_schema():
     """The keys GitHub accepts in a composite action's metadata (actionlint does not check
     action.yml itself)."""

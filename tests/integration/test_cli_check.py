@@ -79,7 +79,8 @@ def test_baseline_round_trip_via_json_and_update(project):
     # a missing baseline (a first run) skips the rule with instructions, and says so
     res = run("--baseline", "missing.json")
     assert res.exit_code == 0 and "--update-baseline" in res.output
-    assert "1 skipped (regression[gate_fake])" in res.output.splitlines()[0]
+    assert "1 skipped (regression[gate_fake])" in res.stdout.splitlines()[0]
+    assert "warning: no baseline yet at missing.json" in res.stderr
 
 
 def test_summarizer_and_data(project):

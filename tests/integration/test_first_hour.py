@@ -73,10 +73,15 @@ def run(*args: str):
 def test_first_run_without_baseline_passes_with_instructions(project):
     res = run()
     assert res.exit_code == 0, res.output
-    first = res.output.splitlines()[0]
+    first = res.stdout.splitlines()[0]
     assert first.startswith(
         "faithgate: PASS: 2 of 3 rules pass, 1 skipped (regression[gate_fake]); "
         "6/6 examples pass (100.0%)"
+    )
+    # ... and a warning on stderr: a mistyped baseline path reads exactly like a first run.
+    assert res.stderr == (
+        "faithgate: warning: no baseline yet at baseline.json; create it from a passing run "
+        "with `faithgate check --update-baseline`; the regression rule is skipped\n"
     )
     assert "regression[gate_fake]" in res.output and "SKIP" in res.output
     assert "skipped rules (passed without being checked):" in res.output
@@ -93,7 +98,8 @@ def test_require_baseline_makes_a_missing_baseline_fail(project):
     )
     res = run()
     assert res.exit_code == 1
-    assert res.output.startswith("faithgate: FAIL: 1 of 3 rules failed (regression[gate_fake])")
+    assert res.stdout.startswith("faithgate: FAIL: 1 of 3 rules failed (regression[gate_fake])")
+    assert "warning" not in res.stderr  # the failed rule says it; no "skipped" warning
 
 
 def test_headline_names_the_failed_rule_not_only_the_pass_count(project):
