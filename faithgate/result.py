@@ -22,6 +22,17 @@ from faithgate.errors import InputError
 RESULT_SCHEMA = 1
 
 
+def _score_value(value: Any, what: str) -> float | None:
+    """A score read back from a result JSON: a finite number or null (unscorable). A baseline
+    is compared with new scores, so ``"0.9"``, ``true``, NaN or infinity is malformed, never
+    coerced: an infinite baseline value made every drop look like noise to the bootstrap."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"{what} must be a finite number or null, got {value!r}"[:200])
+    return float(value)
+
+
 @dataclass
 class SentenceRef:
     """The least supported summary sentence of one example under one metric."""
@@ -68,13 +79,13 @@ class MetricResult:
         ls = data.get("least_supported")
         return cls(
             metric=data["metric"],
-            value=None if data.get("value") is None else float(data["value"]),
+            value=_score_value(data.get("value"), f"the {data['metric']} value"),
             passed=bool(data["passed"]),
             threshold=data.get("threshold"),
             error=data.get("error"),
             settings_hash=data.get("settings_hash", ""),
             least_supported=SentenceRef.from_dict(ls) if ls else None,
-            baseline=None if data.get("baseline") is None else float(data["baseline"]),
+            baseline=_score_value(data.get("baseline"), f"the {data['metric']} baseline value"),
         )
 
 
@@ -129,8 +140,11 @@ class ExampleResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExampleResult:
+        raw_id = data["id"]
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+            raise InputError(f"an example id must be a string, got {raw_id!r}"[:200])
         return cls(
-            id=str(data["id"]),
+            id=str(raw_id),
             summary=data.get("summary", ""),
             passed=bool(data["passed"]),
             scores={k: MetricResult.from_dict(v) for k, v in data.get("scores", {}).items()},
@@ -311,13 +325,14 @@ class GateResult:
     def from_dict(cls, data: Mapping[str, Any]) -> GateResult:
         if not isinstance(data, Mapping) or "examples" not in data or "metrics" not in data:
             raise InputError("not a faithgate result (expected keys 'metrics' and 'examples')")
+        examples = [ExampleResult.from_dict(e) for e in data["examples"]]
         return cls(
             passed=bool(data.get("passed", False)),
             metrics=list(data["metrics"]),
-            settings_hashes=dict(data.get("settings_hashes") or {}),
+            settings_hashes=_settings_hashes(data.get("settings_hashes") or {}, examples),
             thresholds=dict(data.get("thresholds") or {}),
             rules=[RuleResult.from_dict(r) for r in data.get("rules", [])],
-            examples=[ExampleResult.from_dict(e) for e in data["examples"]],
+            examples=examples,
             pairs=[PairResult.from_dict(p) for p in data.get("pairs", [])],
             created=data.get("created", ""),
             faithgate_version=data.get("faithgate_version", ""),
@@ -354,5 +369,23 @@ class GateResult:
             return cls.from_dict(data)
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"{path}: malformed faithgate result ({exc})") from None
+
+
+def _settings_hashes(recorded: Mapping[str, Any], examples: list[ExampleResult]) -> dict[str, str]:
+    """The result's settings hash per metric, checked against every score's own: a result
+    whose scores were made under other settings than it records (an edited or merged file) is
+    malformed, and a metric it records no hash for takes its scores' (one hash, or none)."""
+    hashes = {str(k): str(v) for k, v in dict(recorded).items() if v}
+    for ex in examples:
+        for metric, score in ex.scores.items():
+            if not score.settings_hash:
+                continue
+            known = hashes.setdefault(metric, score.settings_hash)
+            if score.settings_hash != known:
+                raise InputError(
+                    f"example {ex.id!r}: its {metric} score was made with settings "
+                    f"{score.settings_hash}, the result's {metric} scores with {known}"[:300]
+                )
+    return hashes

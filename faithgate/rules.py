@@ -392,8 +392,7 @@ def apply_baseline_thresholds(
     drops = per_metric(rule.per_example_drop, rule.metrics or metrics)
     before = {e.id: e.summary for e in baseline.outputs}
     for m, drop in drops.items():
-        old_hash, new_hash = baseline.settings_hashes.get(m), hashes.get(m)
-        if m not in baseline.metrics or (old_hash and new_hash and old_hash != new_hash):
+        if m not in baseline.metrics or baseline.settings_hashes.get(m) != hashes.get(m):
             continue
         old = baseline.values(m)
         count = counts[m] = {"held": 0, "below": 0, "rewritten": 0}
@@ -619,11 +618,12 @@ def _regression_rules(
             out.append(fail(f"the baseline has no {m} scores; update it with --update-baseline"))
             continue
         old_hash, new_hash = baseline.settings_hashes.get(m), hashes.get(m)
-        if old_hash and new_hash and old_hash != new_hash:
+        if old_hash != new_hash:  # a baseline recording no hash is not known to be comparable
+            made = old_hash or "none recorded"
             out.append(
                 fail(
-                    f"baseline {m} scores were made with other settings ({old_hash} vs "
-                    f"{new_hash}) and are not comparable; update it with --update-baseline"
+                    f"baseline {m} scores were made with other settings ({made} vs {new_hash}) "
+                    "and are not comparable; update it with --update-baseline"
                 )
             )
             continue

@@ -89,6 +89,62 @@ def test_deeply_nested_baseline_is_refused_before_scoring(project):
     assert FakeMetric.calls == []  # the baseline is read before anything is scored
 
 
+def _edited_baseline(project, edit):
+    """A real result JSON as baseline (this run's outputs), changed by ``edit(data)``."""
+    write_outputs(project, [{"id": "a", "source": "src", "summary": summary(0.9)}])
+    assert check("--json", "base.json").exit_code == 0
+    data = json.loads((project / "base.json").read_text())
+    edit(data)
+    (project / "base.json").write_text(json.dumps(data))
+    FakeMetric.calls.clear()
+
+
+def _set_value(value):
+    def edit(data):
+        data["examples"][0]["scores"][NAME]["value"] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        # A non-finite baseline made the regression rule pass whatever the new scores.
+        (_set_value(float("inf")), f"the {NAME} value must be a finite number or null, got inf"),
+        (_set_value(float("nan")), f"the {NAME} value must be a finite number or null, got nan"),
+        (_set_value("0.9"), f"the {NAME} value must be a finite number or null, got '0.9'"),
+        (_set_value(True), f"the {NAME} value must be a finite number or null, got True"),
+        (lambda d: d["examples"][0].update(id=None), "an example id must be a string, got None"),
+        (lambda d: d["examples"][0].update(scores=[1]), "malformed faithgate result"),
+        (lambda d: d["examples"][0]["scores"].update({NAME: 5}), "malformed faithgate result"),
+        (
+            lambda d: d["examples"][0]["scores"][NAME].update(settings_hash="other|abc"),
+            f"example 'a': its {NAME} score was made with settings other|abc, the result's",
+        ),
+    ],
+)
+def test_a_malformed_baseline_is_an_input_error_before_scoring(project, edit, message):
+    _edited_baseline(project, edit)
+    line = one_line_error(check("--baseline", "base.json"))
+    assert "base.json: " in line and message in line, line
+    assert FakeMetric.calls == []
+
+
+def test_a_baseline_recording_no_settings_hash_is_not_compared(project):
+    """Without its settings hashes a baseline cannot be shown comparable: the regression rule
+    fails (it used to compare it silently)."""
+
+    def drop_hashes(data):
+        del data["settings_hashes"]
+        for score in data["examples"][0]["scores"].values():
+            score["settings_hash"] = ""
+
+    _edited_baseline(project, drop_hashes)
+    res = check("--baseline", "base.json")
+    assert res.exit_code == 1, res.output
+    assert f"baseline {NAME} scores were made with other settings (none recorded vs " in res.output
+
+
 def test_deeply_nested_config_is_an_input_error(project):
     (project / "faithgate.toml").write_text("a = " + "[" * DEEP + "]" * DEEP + "\n")
     assert "invalid TOML" in one_line_error(check())
