@@ -39,6 +39,7 @@ Decision rules (see ``faithgate.config`` for their settings):
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -564,12 +565,15 @@ def paired_bootstrap_drop(
     rng = np.random.default_rng(seed)
     boots = np.empty(resamples)
     chunk = max(1, 2_000_000 // n)  # bounded memory for large example sets
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        boots[start:stop] = d[idx].mean(axis=1)
-    lower = float(np.quantile(boots, 1.0 - confidence))
-    return float(d.mean()), lower, float((boots <= 0).mean())
+    # Values near the float limit overflow to inf / NaN here; the caller fails closed on them
+    # (no numpy warning lines on stderr).
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, resamples, chunk):
+            stop = min(resamples, start + chunk)
+            idx = rng.integers(0, n, size=(stop - start, n))
+            boots[start:stop] = d[idx].mean(axis=1)
+        lower = float(np.quantile(boots, 1.0 - confidence))
+        return float(d.mean()), lower, float((boots <= 0).mean())
 
 
 def _regression_rules(
@@ -640,7 +644,7 @@ def _regression_rules(
             rule.resamples,
             rule.seed,
         )
-        real = lower > 0
+        real = lower > 0 or math.isnan(lower)  # NaN (overflow): not shown to be noise
         failed = drop > rule.tolerance and real
         conf = f"{rule.confidence:.0%}"
         if failed:

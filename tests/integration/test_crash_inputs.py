@@ -130,6 +130,26 @@ def test_a_malformed_baseline_is_an_input_error_before_scoring(project, edit, me
     assert FakeMetric.calls == []
 
 
+def test_a_baseline_near_the_float_limit_fails_the_regression_rule(project):
+    """1e308 is finite, but a mean over it overflows: the bootstrap's bound is NaN, which
+    must not read as "noise" (it passed), and numpy must not print warnings."""
+    _edited_baseline(project, _set_value(1e308))
+    write_outputs(
+        project,
+        [
+            {"id": "a", "source": "src", "summary": summary(0.9)},
+            {"id": "b", "source": "src", "summary": summary(0.9)},
+        ],
+    )
+    data = json.loads((project / "base.json").read_text())
+    data["examples"].append({**data["examples"][0], "id": "b"})
+    (project / "base.json").write_text(json.dumps(data))
+    res = check("--baseline", "base.json")
+    assert res.exit_code == 1, res.output
+    assert f"regression[{NAME}]" in res.stdout.splitlines()[0]
+    assert "Warning" not in res.stderr, res.stderr
+
+
 def test_a_baseline_recording_no_settings_hash_is_not_compared(project):
     """Without its settings hashes a baseline cannot be shown comparable: the regression rule
     fails (it used to compare it silently)."""
