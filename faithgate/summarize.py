@@ -41,6 +41,10 @@ def load_summarizer(ref: str, search_path: Iterable[str | Path] = ()) -> Summari
         raise InputError(
             f"summarizer {ref!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
         ) from None
+    except SystemExit as exc:  # sys.exit() would end the gate with its code: 0 passes a build
+        raise InputError(
+            f"summarizer {ref!r}: importing {module_name!r} called sys.exit({exc.code!r})"
+        ) from None
     finally:
         for p in added:
             if p in sys.path:
@@ -84,6 +88,11 @@ def summarize(
         except Exception as exc:  # noqa: BLE001 - report the user's error on one line
             raise InputError(
                 f"{name} raised {type(exc).__name__} on record {ex.id!r}: {exc}"
+            ) from None
+        except SystemExit as exc:  # sys.exit() would end the gate with its code: 0 passes a build
+            raise InputError(
+                f"{name} called sys.exit({exc.code!r}) on record {ex.id!r}; a summarizer must "
+                "return the summary"
             ) from None
         if not isinstance(summary, str):
             raise InputError(

@@ -583,8 +583,10 @@ def test_run_summarizer_and_its_errors(tmp_path):
         "def lead(source):\n    return source.split('.')[0] + '.'\n"
         "def bad(source):\n    return 3\n"
         "def boom(source):\n    raise RuntimeError('no GPU')\n"
+        "def bye(source):\n    import sys; sys.exit()\n"
         "NOT_CALLABLE = 1\n"
     )
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
     data = write_outputs(
         tmp_path / "sources.jsonl",
         [{"id": "a", "source": "First. Second."}, {"source": "Only one.", "label": 1}],
@@ -596,6 +598,11 @@ def test_run_summarizer_and_its_errors(tmp_path):
         run_summarizer("mysumm:bad", data, search_path=[tmp_path])
     with pytest.raises(InputError, match="raised RuntimeError on record 'a': no GPU"):
         run_summarizer("mysumm:boom", data, search_path=[tmp_path])
+    # sys.exit() in a summarizer ended the gate with exit 0 and no verdict: a passing build.
+    with pytest.raises(InputError, match=r"called sys.exit\(None\) on record 'a'"):
+        run_summarizer("mysumm:bye", data, search_path=[tmp_path])
+    with pytest.raises(InputError, match=r"importing 'exits_on_import' called sys.exit\(0\)"):
+        run_summarizer("exits_on_import:f", data, search_path=[tmp_path])
     with pytest.raises(InputError, match="is not callable"):
         run_summarizer("mysumm:NOT_CALLABLE", data, search_path=[tmp_path])
     with pytest.raises(InputError, match="has no 'nope'"):
