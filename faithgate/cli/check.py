@@ -6,6 +6,7 @@ translates arguments, the decisions are made by ``faithgate.gate``.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +46,8 @@ def _parse_thresholds(values: tuple[str, ...]) -> tuple[float | None, dict[str, 
             value = float(num)
         except ValueError:
             raise InputError(f"--threshold {raw!r}: expected a number or NAME=NUMBER") from None
+        if not math.isfinite(value):  # -inf passes every summary; inf and NaN fail every one
+            raise InputError(f"--threshold {raw!r}: expected a finite number")
         if sep:
             if not name:
                 raise InputError(f"--threshold {raw!r}: metric name missing before '='")

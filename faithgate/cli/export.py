@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from faithgate import models
+from faithgate.cli.params import FiniteFloatRange
 from faithgate.errors import InputError
 
 EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
@@ -70,13 +71,13 @@ EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
     "(default: $FAITHGATE_CALIBRATION when set, else built-in sentences).",
 )
 @click.option("--calibration-pairs", type=int, default=100, show_default=True)
-@click.option("--max-diff", type=float, default=0.01, show_default=True,
+@click.option("--max-diff", type=FiniteFloatRange(min=0), default=0.01, show_default=True,
               help="Largest mean |score difference| of bounded scores (cosine, probability).")  # fmt: skip
-@click.option("--max-nats", type=float, default=0.05, show_default=True,
+@click.option("--max-nats", type=FiniteFloatRange(min=0), default=0.05, show_default=True,
               help="Largest mean |difference| of mean token log-probabilities (nats).")  # fmt: skip
-@click.option("--min-agreement", type=float, default=0.99, show_default=True,
+@click.option("--min-agreement", type=FiniteFloatRange(0, 1), default=0.99, show_default=True,
               help="Smallest share of pairs ranked as fp32 ranks them.")  # fmt: skip
-@click.option("--max-consistency-change", type=float, default=0.01, show_default=True,
+@click.option("--max-consistency-change", type=FiniteFloatRange(min=0), default=0.01, show_default=True,
               help="Largest change of pair consistency (0.01 = 1 point).")  # fmt: skip
 @click.option("--strict", is_flag=True,
               help="Fail (and write nothing) instead of keeping fp32 when quantization fails.")  # fmt: skip

@@ -85,7 +85,7 @@ def _report_file_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     default="true",
     metavar="true|false",
 )
-@click.option("--max-annotations", type=int, default=50, metavar="N")
+@click.option("--max-annotations", type=click.IntRange(min=0), default=50, metavar="N")
 def report_command(
     result: str | None,
     report_dir: str | None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from faithgate.cli.params import FiniteFloatRange
 from faithgate.training.synth import SynthConfig
 from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
 
@@ -37,7 +38,7 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     "--labelled-dev-fraction",
     default=TrainConfig.labelled_dev_fraction,
     show_default=True,
-    type=click.FloatRange(0, 0.9),
+    type=FiniteFloatRange(0, 0.9),
     help="Share of the labelled files' source documents held out for evaluation.",
 )
 @click.option(
@@ -79,20 +80,20 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     "learning_rate",
     default=6e-5,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
 )
 @click.option("--claims-per-document", default=12, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--paraphrase-probability",
     default=SynthConfig.paraphrase_probability,
     show_default=True,
-    type=click.FloatRange(0, 1),
+    type=FiniteFloatRange(0, 1),
     help="Share of synthetic claims that also get a meaning-preserving rewrite (pronoun "
     "resolved, names shortened, numbers, reporting tense, attribution dropped, sentences "
     "fused) as a supported pair, and an edit of it as an unsupported one (measured: no gain "
     "for the shipped checker; docs/models/checker.md).",
 )
-@click.option("--dev-fraction", default=0.05, show_default=True, type=click.FloatRange(0, 0.5))
+@click.option("--dev-fraction", default=0.05, show_default=True, type=FiniteFloatRange(0, 0.5))
 @click.option("--checkpoint-every", default=100, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option(

@@ -103,6 +103,8 @@ def test_summarizer_and_data(project):
         (["--summarizer", "nomod_zz:f", "--data", "outputs.jsonl"], "cannot import 'nomod_zz'"),
         (["--config", "missing.toml"], "configuration file not found"),
         (["--min-pass-rate", "3"], "--min-pass-rate"),
+        (["--threshold", "-inf"], "--threshold '-inf': expected a finite number"),
+        (["--threshold", f"{NAME}=nan"], "expected a finite number"),
     ],
 )
 def test_usage_and_input_errors_exit_2_with_one_line(project, args, message):
@@ -173,3 +175,24 @@ def test_threshold_calibrated_under_other_settings_is_flagged(project):
     current = Gate(load_config(str(toml))).scorer.settings_hashes()[NAME]
     toml.write_text(toml.read_text().replace(f"{NAME}|000000000000", current))
     assert "calibrated under" not in CliRunner().invoke(cli, ["check"]).stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["score", "--source", "-", "--summary", "x", "--threshold", "-inf"],
+        ["export", "embedder", "--max-diff", "nan"],
+        ["export", "embedder", "--max-nats", "inf"],
+        ["export", "embedder", "--min-agreement", "nan"],
+        ["export", "embedder", "--max-consistency-change", "-inf"],
+        ["train", "--lr", "nan"],
+        ["train", "--labelled-dev-fraction", "nan"],
+        ["github", "report", "--result", "r.json", "--max-annotations", "-1"],
+    ],
+)
+def test_non_finite_numbers_are_refused_by_every_command(project, args):
+    """A NaN bound compares false with everything: ``export --max-diff nan`` let every
+    quantized form through the parity gate, ``score --threshold -inf`` passed anything."""
+    res = CliRunner().invoke(cli, args, input="source text")
+    assert res.exit_code == 2, res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
