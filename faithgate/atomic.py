@@ -9,6 +9,10 @@ while rendering, Ctrl-C) leaves the previous file byte for byte as it was and re
 temporary file. The file mode of an existing target is kept; a new file gets the usual
 ``0o666 & ~umask``.
 
+The file system refusing the write (no permission, a directory or a file in the way, a full
+disk, a file size limit) raises ``faithgate.errors.WriteError`` naming the path (exit 2), not a
+bare ``OSError``; an exception of the caller's own code inside ``atomic_writer`` passes through.
+
 A symlink at the target is followed: the file it points to is replaced (and the link kept), so
 a baseline or configuration kept behind a symlink stays where the user put it.
 
@@ -19,12 +23,15 @@ recipe in a few lines.)
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from faithgate.errors import WriteError
 
 
 def _umask() -> int:
@@ -46,26 +53,42 @@ def atomic_writer(
     if mode not in ("w", "wb"):
         raise ValueError("atomic_writer mode must be 'w' or 'wb'")
     target = Path(os.path.realpath(path))  # follow a symlink: replace what it points to
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        perms = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        perms = 0o666 & ~_umask()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    with _as_write_error(path):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            perms = stat.S_IMODE(target.stat().st_mode)
+        except FileNotFoundError:
+            perms = 0o666 & ~_umask()
+        if target.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "it is a directory")
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     tmp = Path(tmp_name)
     try:
         kwargs = {"encoding": encoding, "newline": ""} if mode == "w" else {}
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, perms)
-        os.replace(tmp, target)
+            with _as_write_error(path):
+                fh.flush()
+                os.fsync(fh.fileno())
+        with _as_write_error(path):
+            os.chmod(tmp, perms)
+            os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
     _fsync_dir(target.parent)
+
+
+@contextlib.contextmanager
+def _as_write_error(path: str | Path) -> Iterator[None]:
+    """The file system refusing a write (permission, a directory or file in the way, a full
+    disk) is ``WriteError``, exit 2, naming the path: not an internal error. Errors of the
+    caller's own code inside ``atomic_writer`` pass through unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        raise WriteError(path, exc.strerror or str(exc)) from None
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -84,13 +107,13 @@ def _fsync_dir(directory: Path) -> None:
 
 def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
     """Replace ``path`` with ``text`` atomically (see the module docstring); returns ``path``."""
-    with atomic_writer(path, "w", encoding) as fh:
+    with atomic_writer(path, "w", encoding) as fh, _as_write_error(path):
         fh.write(text)
     return Path(path)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Replace ``path`` with ``data`` atomically; returns ``path``."""
-    with atomic_writer(path, "wb", None) as fh:
+    with atomic_writer(path, "wb", None) as fh, _as_write_error(path):
         fh.write(data)
     return Path(path)

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from faithgate.atomic import atomic_writer
+from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
 from faithgate.types import Example
 
@@ -213,6 +213,5 @@ def _csv_rows(text: str, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> None:
     """Write dicts as JSON Lines (UTF-8, one object per line), creating parent directories."""
-    with atomic_writer(path) as fh:  # a failed write leaves the previous file intact
-        for record in records:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    # A failed write leaves the previous file intact (WriteError, exit 2).
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

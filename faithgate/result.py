@@ -345,10 +345,8 @@ class GateResult:
     def save(self, path: str | Path) -> Path:
         """Write the result JSON atomically (a failed write leaves the previous file)."""
         path = Path(path)
-        try:
-            atomic_write_text(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
-        except OSError as exc:  # the previous file survives (atomic write): say so
-            raise InputError(f"cannot write {path} (left unchanged): {exc}") from None
+        # A refused write is WriteError (exit 2); the previous file survives.
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
         return path
 
     @classmethod

@@ -15,6 +15,7 @@ JSON and scored by the ``combined`` metric (``faithgate/metrics/combined.py``).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from faithgate.atomic import atomic_write_text
+from faithgate.atomic import atomic_write_bytes, atomic_write_text
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
 from faithgate.escape import printable
@@ -671,9 +672,15 @@ def write_plots(
 
     from faithgate.evaluation.meta import _error_type_groups, dedupe
 
-    out_dir = Path(directory)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(directory)  # created by the first atomic write
     written: list[str] = []
+
+    def save(fig: Any, path: Path) -> None:
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=110)
+        atomic_write_bytes(path, png.getvalue())
+        written.append(str(path))
+
     groups = {"all": list(range(len(items))), **_error_type_groups(items)}
     for mname, s in scores.items():
         s = np.asarray(s, dtype=float)
@@ -697,9 +704,7 @@ def write_plots(
             ax.set_title(f"{dataset}: {mname}")
             ax.legend(fontsize=7, loc="lower right")
             fig.tight_layout()
-            path = out_dir / f"{dataset}__{mname}__roc.png"
-            fig.savefig(path, dpi=110)
-            written.append(str(path))
+            save(fig, out_dir / f"{dataset}__{mname}__roc.png")
         plt.close(fig)
         uniq = dedupe([it.key for it in items])
         y = np.asarray([items[i].label if items[i].label is not None else -1 for i in uniq])
@@ -719,9 +724,7 @@ def write_plots(
             ax.set_title(f"{dataset}: {mname}")
             ax.legend()
             fig.tight_layout()
-            path = out_dir / f"{dataset}__{mname}__hist.png"
-            fig.savefig(path, dpi=110)
-            written.append(str(path))
+            save(fig, out_dir / f"{dataset}__{mname}__hist.png")
             plt.close(fig)
     return written
 

@@ -197,8 +197,5 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     calibration[cal.metric] = entry
     from faithgate.atomic import atomic_write_text
 
-    try:
-        atomic_write_text(path, tomlkit.dumps(doc))
-    except OSError as exc:  # the old file is intact (atomic write): say so
-        raise InputError(f"cannot write {path} (left unchanged): {exc}") from None
+    atomic_write_text(path, tomlkit.dumps(doc))  # refused: WriteError, the old file intact
     return path

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from faithgate.atomic import atomic_write_text
-from faithgate.errors import InputError
+from faithgate.errors import InputError, WriteError
 from faithgate.formats import REPORT_FORMATS
 from faithgate.result import GateResult
 
@@ -46,7 +46,7 @@ def write_reports(result: GateResult, reports: Reports) -> dict[str, Path]:
         path = Path(path)
         try:
             atomic_write_text(path, render(kind, result))
-        except OSError as exc:  # the previous report survives (atomic write)
-            raise InputError(f"cannot write the {kind} report to {path}: {exc}") from None
+        except WriteError as exc:  # the previous report survives (atomic write)
+            raise InputError(f"cannot write the {kind} report to {path}: {exc.reason}") from None
         written[kind] = path
     return written

@@ -19,7 +19,7 @@ import pytest
 
 from faithgate import atomic
 from faithgate.atomic import atomic_write_bytes, atomic_write_text, atomic_writer
-from faithgate.errors import InputError
+from faithgate.errors import InputError, WriteError
 
 
 class DiskFull(OSError):
@@ -53,7 +53,7 @@ def test_exception_mid_write_keeps_the_old_file(tmp_path):
 def test_disk_full_keeps_the_old_file(tmp_path, failing_fsync):
     target = tmp_path / "r.bin"
     target.write_bytes(b"\x00old")
-    with pytest.raises(DiskFull):
+    with pytest.raises(WriteError, match="No space left on device"):
         atomic_write_bytes(target, b"new" * 1000)
     assert target.read_bytes() == b"\x00old"
     assert leftovers(tmp_path) == []
@@ -109,7 +109,7 @@ def test_report_and_jsonl_failures_keep_old_files(tmp_path, failing_fsync):
 
     data = tmp_path / "data.jsonl"
     data.write_text('{"id": 1}\n')
-    with pytest.raises(DiskFull):
+    with pytest.raises(WriteError, match="No space left on device"):
         write_jsonl([{"id": 2}], data)
     assert data.read_text() == '{"id": 1}\n'
     assert leftovers(tmp_path) == []
@@ -121,7 +121,7 @@ def test_onnx_manifest_save_is_atomic(tmp_path, failing_fsync):
     (tmp_path / MANIFEST_NAME).write_text('{"old": true}\n')
     manifest = ExportManifest.__new__(ExportManifest)
     manifest.to_dict = lambda: {"new": True}  # type: ignore[method-assign]
-    with pytest.raises(DiskFull):
+    with pytest.raises(WriteError, match="No space left on device"):
         ExportManifest.save(manifest, tmp_path)
     assert json.loads((tmp_path / MANIFEST_NAME).read_text()) == {"old": True}
 

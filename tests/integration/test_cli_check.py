@@ -196,3 +196,36 @@ def test_non_finite_numbers_are_refused_by_every_command(project, args):
     res = CliRunner().invoke(cli, args, input="source text")
     assert res.exit_code == 2, res.output
     assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [
+            "bench",
+            "--data",
+            "lab.jsonl",
+            "--metric",
+            NAME,
+            "--no-cache",
+            "--output",
+            "lab.jsonl/r.json",
+        ],
+        ["bench", "--data", "lab.jsonl", "--metric", NAME, "--no-cache", "--plots", "lab.jsonl"],
+        ["perturb", "--input", "lab.jsonl", "--output", "lab.jsonl/p.jsonl"],
+    ],
+)
+def test_an_output_path_that_cannot_be_written_is_an_input_error(project, args):
+    """A file in the way of an output (or of its directory) was an internal error (exit 1):
+    it is the user's path, so exit 2 naming it, and the file in the way is left alone."""
+    rows = [
+        {"id": "a", "source": "The cat sat on the mat.", "summary": summary(0.9), "label": 1},
+        {"id": "b", "source": "The cat sat on the mat.", "summary": summary(0.1), "label": 0},
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    (project / "lab.jsonl").write_text(text)
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    [line] = res.stderr.strip().splitlines()[-1:]
+    assert "cannot write" in line and "lab.jsonl" in line and "internal error" not in line, line
+    assert (project / "lab.jsonl").read_text() == text
