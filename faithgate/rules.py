@@ -264,26 +264,30 @@ def check_has_criterion(config: GateConfig) -> None:
     selected metric, no ``min_mean``, ``pair_consistency`` or ``regression`` (nor a baseline,
     which turns the regression rule on). Such a gate would pass whatever the scores: it must
     not pass a build by saying nothing."""
+    thresholds_judge = config.rules.min_pass_rate > 0  # at 0 every example may fail them
     if (
-        any(m in config.thresholds for m in config.metrics)
+        (thresholds_judge and any(m in config.thresholds for m in config.metrics))
         or config.rules.min_mean
         or config.rules.pair_consistency is not None
         or config.rules.regression is not None
         or config.baseline is not None
     ):
         return
-    unselected = sorted(config.thresholds)
+    held = set(config.metrics) & set(config.thresholds)
+    if held:  # thresholds for selected metrics, but min_pass_rate = 0
+        why = " (min_pass_rate = 0 lets every example fail its threshold)"
+    elif config.thresholds:
+        why = (
+            f" (the thresholds given are for {', '.join(sorted(config.thresholds))}, which "
+            "`metrics` does not select)"
+        )
+    else:
+        why = ""
     raise ConfigError(
         f"the gate has no criterion, so it would pass whatever {', '.join(config.metrics)} "
         "scores: set a threshold (--threshold NAME=X, or [tool.faithgate.thresholds]; "
-        "`faithgate calibrate` proposes one), rules.min_mean, rules.pair_consistency or a "
-        "baseline for rules.regression"
-        + (
-            f" (the thresholds given are for {', '.join(unselected)}, which `metrics` does not "
-            "select)"
-            if unselected
-            else ""
-        )
+        "`faithgate calibrate` proposes one) with min_pass_rate above 0, rules.min_mean, "
+        "rules.pair_consistency or a baseline for rules.regression" + why
     )
 
 

@@ -531,6 +531,10 @@ def test_a_gate_without_any_criterion_is_refused_before_scoring(tmp_path):
     # message says so (a configuration written for the default metric of an older faithgate).
     with pytest.raises(ConfigError, match="thresholds given are for other, which `metrics`"):
         Gate(GateConfig.from_dict({**bare, "thresholds": {"other": 0.5}}, root=tmp_path)).run()
+    # Thresholds that min_pass_rate = 0 lets every example fail judge nothing either.
+    never = {**bare, "thresholds": {NAME: 0.99}, "rules": {"min_pass_rate": 0.0}}
+    with pytest.raises(ConfigError, match="min_pass_rate = 0 lets every example fail"):
+        Gate(GateConfig.from_dict(never, root=tmp_path)).run()
     # Beside a real criterion, an unselected metric's threshold is a warning, not ignored silently.
     cfg = GateConfig.from_dict({**bare, "thresholds": {NAME: 0.0, "other": 0.5}}, root=tmp_path)
     gate = Gate(cfg)
