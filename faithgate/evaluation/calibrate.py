@@ -165,10 +165,9 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     import tomlkit
 
     path = Path(path)
+    raw = path.read_bytes() if path.exists() else b""
     try:
-        doc = (
-            tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
-        )
+        doc = tomlkit.parse(raw.decode("utf-8")) if path.exists() else tomlkit.document()
     except Exception as exc:  # noqa: BLE001 - a parse error is the user's file: say where
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     root: Any = doc
@@ -197,5 +196,8 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     calibration[cal.metric] = entry
     from faithgate.atomic import atomic_write_text
 
-    atomic_write_text(path, tomlkit.dumps(doc))  # refused: WriteError, the old file intact
+    text = tomlkit.dumps(doc).replace("\r\n", "\n")
+    if b"\r\n" in raw:  # the user's line endings stay theirs: only the calibrated lines change
+        text = text.replace("\n", "\r\n")
+    atomic_write_text(path, text)  # refused: WriteError, the old file intact
     return path

@@ -108,6 +108,19 @@ def test_write_into_pyproject_preserves_comments(tmp_path) -> None:
     assert path.read_text().count("[tool.faithgate.calibration.bertscore]") == 1
 
 
+def test_write_keeps_the_files_line_endings(tmp_path) -> None:
+    """A CRLF file stays CRLF (every line of it used to change to LF), an LF file LF."""
+    for eol in ("\r\n", "\n"):
+        path = tmp_path / "faithgate.toml"
+        original = f'metrics = ["ner"]{eol}[thresholds]{eol}ner = 0.3{eol}'
+        path.write_bytes(original.encode())
+        write_calibration(path, _cal())
+        raw = path.read_bytes().decode()
+        assert f"[thresholds]{eol}ner = 0.3{eol}" in raw
+        assert raw.count(eol) == raw.count("\n") and raw.count("\n") > 3
+        assert load_config(path).thresholds == {"ner": 0.3, "bertscore": 0.5512}
+
+
 def test_write_new_faithgate_toml(tmp_path) -> None:
     assert default_config_path(tmp_path) == tmp_path / "faithgate.toml"
     path = write_calibration(default_config_path(tmp_path), _cal())
