@@ -143,9 +143,12 @@ def test_main_returns_1_for_a_failing_gate(project, capsys):
 
 def test_unscorable_output_fails(project):
     write_rows(project / "o.jsonl", [{"id": "x", "source": "s", "summary": "UNSCORABLE 0.9 a."}])
-    res = run("--outputs", "o.jsonl", "--min-pass-rate", "0")
+    # min_pass_rate 0 would isolate the scorable rule, but thresholds under it judge nothing,
+    # so such a gate is refused (test_gate); the scorable rule fails on its own line here.
+    res = run("--outputs", "o.jsonl")
     assert res.exit_code == 1
     assert "no example could be scored" in res.output
+    assert "2 of 2 rules failed (scorable, pass_rate)" in res.stdout.splitlines()[0]
 
 
 def test_rule_naming_an_unselected_metric_fails_before_scoring(project):
