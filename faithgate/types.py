@@ -10,6 +10,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from faithgate.errors import InputError
+
 
 @dataclass(frozen=True)
 class Example:
@@ -26,6 +28,23 @@ class Example:
     reference: str | None = None
     label: int | None = None
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        # Built by library users too, not only by load_examples: a wrong type is a one-line
+        # InputError here, not a tokenizer's TypeError inside some metric. An integer id is
+        # the same id as its string (as load_examples reads it).
+        if isinstance(self.id, int) and not isinstance(self.id, bool):
+            object.__setattr__(self, "id", str(self.id))
+        if not isinstance(self.id, str):
+            raise InputError(f"Example id must be a string, got {type(self.id).__name__}")
+        for name in ("source", "summary"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise InputError(
+                    f"Example {self.id!r}: {name} must be a string, got {type(value).__name__}"
+                )
+        if self.reference is not None and not isinstance(self.reference, str):
+            raise InputError(f"Example {self.id!r}: reference must be a string or None")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
