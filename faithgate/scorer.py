@@ -45,6 +45,16 @@ def resolve_metrics(
     return out
 
 
+def blank_text(example: Example) -> str | None:
+    """Why ``example`` cannot be scored by any metric (its source or summary is empty or only
+    whitespace), or None."""
+    if not example.source.strip():
+        return "empty source"
+    if not example.summary.strip():
+        return "empty summary"
+    return None
+
+
 class Scorer:
     """Scores examples with a fixed set of metrics, keeping models loaded between calls.
 
@@ -150,6 +160,14 @@ class Scorer:
                         cached[(h, i)] = hit
                     else:
                         entry[1].add(i)
+        computed: dict[tuple[str, int], Score] = dict(cached)
+        # A blank source or summary fails every metric here, before any metric sees it: a
+        # likelihood metric scored a summary of spaces (pmi_mink above a faithful one).
+        blank = {i: why for i, ex in enumerate(examples) if (why := blank_text(ex))}
+        for h, (metric, idx_set, _, _) in work.items():
+            for i in idx_set & blank.keys():
+                computed[(h, i)] = Score.failed(metric.name, h, examples[i].id, blank[i])
+            idx_set.difference_update(blank)
         work = {h: w for h, w in work.items() if w[1]}
         # Every metric announces its needs first, so engines shared between metrics (the
         # likelihood engine) plan one pass per distinct input for all of them.
@@ -157,7 +175,6 @@ class Scorer:
             t0 = time.perf_counter()
             metric.prepare([examples[i] for i in sorted(idx)], ctx)
             self._charge(h, charged, time.perf_counter() - t0, 0)
-        computed: dict[tuple[str, int], Score] = dict(cached)
         for h, (metric, idx_set, charged, own) in work.items():
             idx = sorted(idx_set)
             batch = [examples[i] for i in idx]

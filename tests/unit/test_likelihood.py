@@ -391,7 +391,9 @@ def test_bad_settings_and_empty_summary(tiny_llama: Path) -> None:
     scorer = Scorer(["loglik", "fflm"], models={"lm": str(tiny_llama)})
     res = scorer.score([Example("e", SOURCE_A, ""), Example("s", "", "the park .")])
     assert not res[0]["loglik"].ok and "empty summary" in res[0]["loglik"].error
-    assert res[1]["loglik"].ok  # an empty source is scored with the bare prompt
+    # An empty source fails every metric (the scorer's blank_text), as fflm's formula always
+    # did: scored with the bare prompt it gave pmi_mink 0.0, above most faithful summaries.
+    assert not res[1]["loglik"].ok and res[1]["loglik"].error == "empty source"
     assert not res[1]["fflm"].ok and "empty source" in res[1]["fflm"].error
 
 

@@ -58,6 +58,29 @@ def test_a_broken_example_fails_alone():
     assert not bad.ok and "ValueError: cannot score c" in bad.error
 
 
+def test_a_blank_source_or_summary_fails_every_metric_unseen():
+    """A summary of spaces reached the likelihood metrics and scored above a faithful one
+    (pmi_mink 0.91 > 0.25): blank text fails before any metric sees it, alone in its batch."""
+    metric = CountingMetric()
+    batch = [Example("s", " \n", "abcd"), Example("y", "src", "\t \n"), *EXAMPLES]
+    res = Scorer([metric]).score(batch)
+    assert [r["counting_test"].error for r in res[:2]] == ["empty source", "empty summary"]
+    assert [r["counting_test"].example_id for r in res] == ["s", "y", "a", "b"]
+    assert [r["counting_test"].value for r in res[2:]] == [0.04, 0.02]
+    assert metric.scored == ["a", "b"]
+
+
+def test_example_fields_are_checked_where_it_is_built():
+    with pytest.raises(InputError, match="Example 'a': summary must be a string, got bytes"):
+        Example("a", "src", b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="Example 'a': source must be a string, got NoneType"):
+        Example("a", None, "t")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="Example id must be a string, got NoneType"):
+        Example(None, "s", "t")  # type: ignore[arg-type]
+    ex = Example(5, "s", "t")  # type: ignore[arg-type]
+    assert ex.id == "5" and Example.from_dict(ex.to_dict()) == ex
+
+
 def test_cache_hits_skip_scoring_and_failures_are_not_cached(tmp_path):
     cache = ScoreCache(tmp_path / "scores.sqlite")
     metric = CountingMetric()
