@@ -31,6 +31,11 @@ class FakeEncoder(TextEncoder):
     def count_tokens(self, text: str) -> int:
         return len(WORD.findall(text.lower()))
 
+    def unknown_only(self, text: str) -> bool:
+        # The word "unk" plays the tokenizer's unknown token.
+        toks = WORD.findall(text.lower())
+        return bool(toks) and all(t == "unk" for t in toks)
+
     def token_embeddings(self, texts, layer=None):
         self.calls.append(list(texts))
         out = []

@@ -95,6 +95,12 @@ class TextEncoder(RoleModel):
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
         """Pooled (model's own pooling, e.g. mean) and L2-normalised vectors, (n, dim)."""
 
+    @abstractmethod
+    def unknown_only(self, text: str) -> bool:
+        """Whether every token of ``text`` is the tokenizer's unknown token (MiniLM's
+        vocabulary has no Thai, nor most emoji): the model then sees nothing of the text, and
+        two such texts embed identically, so a similarity between them would be invented."""
+
 
 class PairClassifier(RoleModel):
     task = "pair-classifier"

@@ -176,6 +176,12 @@ class _OnnxRoleMixin:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def unknown_only(self, text: str) -> bool:
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        unk_token = getattr(self.tokenizer.model, "unk_token", None)
+        unk = self.tokenizer.token_to_id(unk_token) if unk_token else None
+        return bool(ids) and unk is not None and all(i == unk for i in ids)
+
     def _pad(self, rows: Sequence[Sequence[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
         width = max(1, max(len(r) for r in rows))
         ids = np.full((len(rows), width), pad, dtype=np.int64)

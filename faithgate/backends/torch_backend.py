@@ -51,6 +51,11 @@ class _TokenizedModel:
         # verbose=False: long texts are windowed on purpose, no length warning wanted.
         return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
+    def unknown_only(self, text: str) -> bool:
+        ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        unk = self.tokenizer.unk_token_id
+        return bool(ids) and unk is not None and all(i == unk for i in ids)
+
 
 class TorchTextEncoder(_TokenizedModel, TextEncoder):
     def __init__(self, spec: ModelSpec, batch_size: int = 32, stride: int = 64) -> None:

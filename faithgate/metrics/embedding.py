@@ -81,6 +81,23 @@ def _owner_of_tokens(spans: Sequence[tuple[int, int]], n_tokens: int) -> np.ndar
     return owner
 
 
+def unknown_text_failure(
+    name: str, settings_hash: str, ex: Example, unknown: set[str]
+) -> Score | None:
+    """``Score.failed`` when the embedder knows none of the summary's or the source's tokens
+    (``TextEncoder.unknown_only``): Thai against Thai scored a perfect 1.0."""
+    for which, text in (("summary", ex.summary), ("source", ex.source)):
+        if text in unknown:
+            return Score.failed(
+                name,
+                settings_hash,
+                ex.id,
+                f"the embedder's vocabulary knows none of the {which}'s characters "
+                "(every token is unknown to it)",
+            )
+    return None
+
+
 def _prepare(
     text: str, embedded: Any, encoder: Any, ctx: ScoringContext
 ) -> tuple[np.ndarray, list[str], list[tuple[int, int]], bool, np.ndarray]:
@@ -158,7 +175,12 @@ class BERTScore(Metric):
         # (BUMP repeats each source ~14 times; splitting, re-tokenising its sentences and
         # normalising its vectors per example was most of the metric's time outside the model).
         prepared = {t: _prepare(t, by_text[t], encoder, ctx) for t in texts}
-        return [self._one(ex, by_text, prepared, shash) for ex in examples]
+        unknown = {t for t in texts if encoder.unknown_only(t)}
+        return [
+            unknown_text_failure(self.name, shash, ex, unknown)
+            or self._one(ex, by_text, prepared, shash)
+            for ex in examples
+        ]
 
     def _weights(self, tokens: list[str], idf: dict[str, float] | None, unseen: float):
         if idf is None:
@@ -318,8 +340,15 @@ class SentSim(Metric):
             def matrix(summ: list[str], src: list[str]) -> np.ndarray:
                 return np.array([[token_f1(toks[s], toks[d]) for d in src] for s in summ])
 
+        unknown = set()
+        if self.settings["sim"] == "cosine":
+            unknown = {t for t in split if encoder.unknown_only(t)}
         scores = []
         for ex in examples:
+            failed = unknown_text_failure(self.name, shash, ex, unknown)
+            if failed is not None:
+                scores.append(failed)
+                continue
             summ, src = split[ex.summary], split[ex.source]
             if not summ or not src:
                 which = "summary" if not summ else "source"

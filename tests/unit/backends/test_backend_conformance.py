@@ -124,6 +124,11 @@ def test_embeddings_equal_the_reference(load, reference) -> None:
     texts = [SHORT, MEDIUM, LONG]
     assert model.max_length == ref.max_length
     assert [model.count_tokens(t) for t in texts] == [ref.count_tokens(t) for t in texts]
+    # Text the vocabulary cannot read (Thai, for a Latin-only word piece vocabulary): both
+    # backends say so, and never of readable text.
+    unreadable = ["\u0e41\u0e21\u0e27\u0e19\u0e31\u0e48\u0e07", SHORT, "\u0e41\u0e21\u0e27 cat"]
+    assert [model.unknown_only(t) for t in unreadable] == [ref.unknown_only(t) for t in unreadable]
+    assert not ref.unknown_only(SHORT) and not ref.unknown_only(MEDIUM)
     for layer in (None, 1):
         for got, want in zip(
             model.token_embeddings(texts, layer=layer),

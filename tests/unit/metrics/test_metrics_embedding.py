@@ -168,6 +168,27 @@ def test_sentsim_token_f1_by_hand_needs_no_model():
     assert s.details["recall"] == pytest.approx(1 / 3)  # (2/3 + 0) / 2
 
 
+@pytest.mark.parametrize("name", ["bertscore", "sentsim"])
+def test_text_the_embedder_cannot_read_fails_instead_of_matching(name):
+    """All-unknown text (MiniLM on Thai) embeds like any other all-unknown text: Thai against
+    unrelated Thai scored 1.0. It fails with the reason; a readable pair in the same batch
+    scores as alone."""
+    vectors = {**VECTORS, "unk": E1}
+    examples = [Example("u", "Unk unk.", "Unk."), Example("s", "Cats sleep. Unk.", "Unk unk.")]
+    scores, _ = score(get_metric(name), [*examples, Example("1", SOURCE, SUMMARY)], vectors)
+    assert [s.error for s in scores[:2]] == [
+        "the embedder's vocabulary knows none of the summary's characters "
+        "(every token is unknown to it)"
+    ] * 2
+    (alone,), _ = score(get_metric(name), [Example("1", SOURCE, SUMMARY)], vectors)
+    assert scores[2].value == alone.value and scores[2].ok
+    # A source the embedder cannot read at all fails too; some unknown words do not.
+    (src,), _ = score(get_metric(name), [Example("x", "Unk unk.", "Cats sleep.")], vectors)
+    assert "none of the source's characters" in src.error
+    (mixed,), _ = score(get_metric(name), [Example("m", "Cats unk.", "Cats unk.")], vectors)
+    assert mixed.ok
+
+
 def test_token_f1():
     assert token_f1(["a", "b", "b"], ["b", "c"]) == pytest.approx(2 * (1 / 3) * (1 / 2) / (5 / 6))
     assert token_f1([], ["a"]) == 0.0

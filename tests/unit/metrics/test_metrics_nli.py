@@ -78,6 +78,9 @@ class FakeEncoder(TextEncoder):
     def count_tokens(self, text: str) -> int:
         return len(text.split())
 
+    def unknown_only(self, text: str) -> bool:
+        return False
+
     def token_embeddings(self, texts, layer=None):  # pragma: no cover - unused
         raise NotImplementedError
 
