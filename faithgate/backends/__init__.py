@@ -83,6 +83,13 @@ def get_backend(name: str) -> Backend:
     return getattr(importlib.import_module(module), attr)()
 
 
+# Loader options that only split the work (batch sizes, threads): scores are the same under
+# any of them (batch independence is tested), so they are left out of the settings hash.
+# Every other option (an encoder's window ``stride``, ``max_length``, the execution
+# ``provider``) can move a score and is part of the model's identity.
+WORK_SPLIT_OPTIONS = frozenset({"batch_size", "batch_tokens", "threads"})
+
+
 def options_for(backend: str, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` without those only another backend understands."""
     foreign = {
@@ -112,12 +119,13 @@ class ModelPool:
         allow_download: bool = False,
         model_options: dict[str, dict[str, Any]] | None = None,
     ) -> None:
-        unknown = set(model_names or {}) - set(models.ROLES)
-        if unknown:
-            raise InputError(
-                f"unknown model role(s) {', '.join(sorted(unknown))}; "
-                f"roles are: {', '.join(models.ROLES)}"
-            )
+        for given in (model_names, model_options):  # a typo'd role must not be ignored
+            unknown = set(given or {}) - set(models.ROLES)
+            if unknown:
+                raise InputError(
+                    f"unknown model role(s) {', '.join(sorted(map(str, unknown)))}; "
+                    f"roles are: {', '.join(models.ROLES)}"
+                )
         if backend not in BACKEND_CHOICES:
             raise InputError(
                 f"unknown backend {backend!r}; choose one of: {', '.join(BACKEND_CHOICES)}"
@@ -186,6 +194,13 @@ class ModelPool:
             manifest = find_export(spec, task)
             if manifest is not None:
                 identity["quantization"] = manifest.quantization
+        options = {
+            k: v
+            for k, v in sorted(options_for(backend, self.model_options.get(role, {})).items())
+            if k not in WORK_SPLIT_OPTIONS
+        }
+        if options:  # absent when none: the hashes of default runs stay as they were
+            identity["options"] = options
         return identity
 
     def get(self, role: str, task: str, **options: Any) -> RoleModel:
