@@ -38,14 +38,34 @@ def load_weights(path: str | Path) -> dict[str, Any]:
         raise InputError(f"{p}: no such weights file") from None
     except ValueError as exc:
         raise InputError(f"{p}: not valid JSON ({exc})") from None
+    except OSError as exc:  # a directory, no permission
+        raise InputError(f"{p}: cannot read the weights file ({exc.strerror or exc})") from None
     if not isinstance(data, dict) or data.get("format") != COMBINATION_FORMAT:
         raise InputError(f"{p}: not a faithgate combination file (format {COMBINATION_FORMAT})")
     for key in ("metrics", "mean", "scale", "coef", "intercept"):
         if key not in data:
             raise InputError(f"{p}: combination file lacks {key!r}")
-    if not (len(data["metrics"]) == len(data["mean"]) == len(data["scale"]) == len(data["coef"])):
-        raise InputError(f"{p}: metrics, mean, scale and coef must have the same length")
+    metrics = data["metrics"]
+    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+        raise InputError(f"{p}: metrics must be a non-empty list of metric names")
+    if len(set(metrics)) != len(metrics):  # each vote is keyed by its metric: one would be lost
+        raise InputError(f"{p}: metrics names a metric twice")
+    # A NaN mean made every score 1.0 (min(700, nan) is 700); a zero scale divides by zero.
+    for key in ("mean", "scale", "coef"):
+        values = data[key]
+        if not isinstance(values, list) or len(values) != len(metrics):
+            raise InputError(f"{p}: {key} must be a list with one number per metric")
+        if not all(_finite(v) for v in values):
+            raise InputError(f"{p}: {key} must hold finite numbers, got {values!r}"[:200])
+    if not all(v > 0 for v in data["scale"]):
+        raise InputError(f"{p}: every scale must be above 0, got {data['scale']!r}"[:200])
+    if not _finite(data["intercept"]):
+        raise InputError(f"{p}: intercept must be a finite number, got {data['intercept']!r}")
     return data
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def weights_digest(data: Mapping[str, Any]) -> str:

@@ -103,3 +103,45 @@ def test_selected_and_combined_with_a_partly_warm_cache(tmp_path, weights, overl
     assert [r["combined"].details["components"]["overlap"] for r in rows] == [
         r["overlap"].value for r in rows
     ]
+
+
+GOOD = {
+    "format": "faithgate-combination/1",
+    "metrics": ["overlap", "sentsim"],
+    "mean": [0.5, 0.5],
+    "scale": [0.25, 0.25],
+    "coef": [1.0, 1.0],
+    "intercept": 0.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # Twice the same metric: its votes shared one key and one was lost (sigmoid(1), not 2).
+        ({"metrics": ["overlap", "overlap"]}, "metrics names a metric twice"),
+        ({"metrics": []}, "metrics must be a non-empty list"),
+        # A NaN mean gave every example 1.0; a zero scale raised ZeroDivisionError.
+        ({"mean": [float("nan"), 0.5]}, "mean must hold finite numbers"),
+        ({"scale": [0, 0.25]}, "every scale must be above 0"),
+        ({"coef": ["a", 1.0]}, "coef must hold finite numbers"),
+        ({"coef": [1.0]}, "coef must be a list with one number per metric"),
+        ({"intercept": "x"}, "intercept must be a finite number"),
+    ],
+)
+def test_a_weights_file_that_would_score_wrongly_is_refused(tmp_path, change, message) -> None:
+    from faithgate.errors import InputError
+    from faithgate.metrics.combined import load_weights
+
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({**GOOD, **change}))
+    with pytest.raises(InputError, match=message):
+        load_weights(path)
+    with pytest.raises(InputError, match="cannot read the weights file"):
+        load_weights(tmp_path)  # a directory
+    assert load_weights(_write(tmp_path / "ok.json", GOOD))["metrics"] == ["overlap", "sentsim"]
+
+
+def _write(path: Path, data: dict) -> Path:
+    path.write_text(json.dumps(data))
+    return path
