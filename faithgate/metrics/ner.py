@@ -178,6 +178,11 @@ class EntityOverlap(Metric):
                 labels = [x.strip() for x in labels.split(",") if x.strip()]
             if not isinstance(labels, list | tuple) or not all(isinstance(x, str) for x in labels):
                 raise InputError("metric 'ner': labels must be a list of spaCy entity labels")
+            if not labels:  # no label: no entity anywhere, so every summary scored 1.0
+                raise InputError(
+                    "metric 'ner': labels is empty; name at least one spaCy entity label "
+                    "(or leave it unset for the default set)"
+                )
             self.settings["labels"] = sorted({x.upper() for x in labels})
         empty = self.settings["no_entity_value"]
         if isinstance(empty, str) and empty.lower() == "nan":

@@ -199,3 +199,13 @@ def test_real_pipeline_no_false_alarm_on_faithful_mentions():
     s = run(get_metric("ner"), summary=summary, source=source)
     assert s.details["unsupported"] == [], s.details["entities"]
     assert s.value == 1.0
+
+
+def test_an_empty_label_list_is_refused() -> None:
+    """No label means no entity anywhere: every summary scored 1.0."""
+    from faithgate.errors import InputError
+    from faithgate.metrics.base import get_metric
+
+    for labels in ([], "", " , "):
+        with pytest.raises(InputError, match="labels is empty"):
+            get_metric("ner", labels=labels)
