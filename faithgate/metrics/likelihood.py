@@ -73,6 +73,8 @@ class LikelihoodMetric(Metric):
         for key in ("separator", "x_separator"):
             if not isinstance(s[key], str):
                 raise InputError(f"{self.name}: {key} must be a string")
+        if not isinstance(s["prefix_cache"], bool):  # "no" read as true
+            raise InputError(f"{self.name}: prefix_cache must be true or false")
         # The role follows the setting, so the settings hash names the right model.
         # spaCy splits sentences: the summary's for Score.sentences, a long source's to cut.
         self.roles = {s["model"]: ROLE_TASKS[s["model"]], "spacy": "pipeline"}
@@ -181,6 +183,11 @@ def sentence_support(
     ]
 
 
+def _a_number(value: Any) -> bool:
+    """A finite int or float, not a bool: what a numeric setting must be."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _finite(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """The arrays restricted to tokens finite in all of them (NaN: token without context)."""
     mask = np.ones(len(arrays[0]), dtype=bool)
@@ -249,8 +256,8 @@ class HaRiMPlus(LikelihoodMetric):
     defaults = {**_COMMON_DEFAULTS, "lambda": 7.0}
 
     def validate_settings(self) -> None:
-        if not isinstance(self.settings["lambda"], (int, float)):
-            raise InputError(f"{self.name}: lambda must be a number")
+        if not _a_number(self.settings["lambda"]):  # inf / NaN: every example unscorable
+            raise InputError(f"{self.name}: lambda must be a finite number")
         super().validate_settings()
 
     def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
@@ -302,12 +309,8 @@ class FFLM(LikelihoodMetric):
 
     def validate_settings(self) -> None:
         w = self.settings["weights"]
-        if (
-            not isinstance(w, (list, tuple))
-            or len(w) != 3
-            or not all(isinstance(v, (int, float)) for v in w)
-        ):
-            raise InputError(f"{self.name}: weights must be three numbers (a, b, d)")
+        if not isinstance(w, (list, tuple)) or len(w) != 3 or not all(_a_number(v) for v in w):
+            raise InputError(f"{self.name}: weights must be three finite numbers (a, b, d)")
         super().validate_settings()
 
     def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:

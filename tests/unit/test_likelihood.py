@@ -388,6 +388,16 @@ def test_bad_settings_and_empty_summary(tiny_llama: Path) -> None:
         Scorer(["loglik"], metric_settings={"loglik": {"model": "nli"}})
     with pytest.raises(InputError):
         Scorer(["fflm"], metric_settings={"fflm": {"weights": (1, 2)}})
+    # Values that made every example unscorable, or were read as something else, are refused.
+    for metric, bad in (
+        ("harim_plus", {"lambda": float("inf")}),
+        ("harim_plus", {"lambda": float("nan")}),
+        ("harim_plus", {"lambda": True}),
+        ("fflm", {"weights": (float("nan"), 0, 0)}),
+        ("loglik", {"prefix_cache": "no"}),
+    ):
+        with pytest.raises(InputError):
+            Scorer([metric], metric_settings={metric: bad})
     scorer = Scorer(["loglik", "fflm"], models={"lm": str(tiny_llama)})
     res = scorer.score([Example("e", SOURCE_A, ""), Example("s", "", "the park .")])
     assert not res[0]["loglik"].ok and "empty summary" in res[0]["loglik"].error
