@@ -202,6 +202,9 @@ def _csv_rows(text: str, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames:
         raise InputError(f"{name}: empty CSV (no header)")
+    repeated = sorted({f for f in reader.fieldnames if reader.fieldnames.count(f) > 1})
+    if repeated:  # DictReader keeps the last column of a name: the others would be lost
+        raise InputError(f"{name}:1: the header repeats column(s) {', '.join(map(repr, repeated))}")
     try:
         for row in reader:
             if None in row:  # more cells than header columns

@@ -90,6 +90,13 @@ def test_missing_file_and_unknown_format(tmp_path):
         load_examples(tmp_path / "x.txt", fmt="xml")
 
 
+def test_csv_with_a_repeated_header_column_is_refused(tmp_path):
+    """csv.DictReader keeps the last of two same-named columns: the other would vanish."""
+    p = write(tmp_path, "d.csv", 'source,summary,summary\n"a b",a,c\n')
+    with pytest.raises(InputError, match=r"d\.csv:1: the header repeats column\(s\) 'summary'"):
+        load_examples(p)
+
+
 def test_csv_reader(tmp_path):
     p = write(
         tmp_path,
