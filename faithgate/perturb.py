@@ -682,6 +682,8 @@ def resolve_types(types: Iterable[str] | None) -> list[str]:
         return list(TYPES)
     out: list[str] = []
     for name in types:
+        if not isinstance(name, str):
+            raise InputError(f"perturbation types are names (strings), got {name!r}")
         key = name.strip()
         matches = [t for t in TYPES if t == key or t.startswith(key + "_")]
         matches += [t for t, bump in TYPES.items() if bump.lower() == key.lower()]
@@ -712,6 +714,12 @@ def perturb(
         raise InputError("perturb: the source is empty")
     if not isinstance(summary, str) or not summary.strip():
         raise InputError("perturb: the summary is empty")
+    if max_per_type is not None and (
+        isinstance(max_per_type, bool) or not isinstance(max_per_type, int) or max_per_type < 1
+    ):  # -1 sliced off the last candidate instead of meaning anything
+        raise InputError(
+            f"perturb: max_per_type must be an integer >= 1 or None, not {max_per_type!r}"
+        )
     wanted = resolve_types(types)
     ctx = _Context(source, summary, spacy_model)
     by_type: dict[str, list[Perturbation]] = {t: [] for t in wanted}

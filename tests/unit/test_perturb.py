@@ -319,3 +319,16 @@ def test_real_predicate_errors_survive_the_checks() -> None:
     # (double negation) contradicts "Nobody was injured".
     hurt = perturb(source, "Nobody was hurt.", types=["predicate_negation"], max_per_type=None)
     assert [v.replacement for v in hurt] == ["was not"]
+
+
+def test_bad_arguments_are_input_errors():
+    """max_per_type=-1 silently dropped the last candidate; a non-string type raised
+    AttributeError."""
+    from faithgate.errors import InputError
+
+    src, summ = "Anna Lee met Tom Ray in Paris on Monday.", "Anna Lee met Tom Ray in Paris."
+    for bad in (-1, 0, "a", True):
+        with pytest.raises(InputError, match="max_per_type must be an integer >= 1 or None"):
+            perturb(src, summ, max_per_type=bad)
+    with pytest.raises(InputError, match="perturbation types are names"):
+        perturb(src, summ, types=[5])
