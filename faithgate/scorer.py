@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from os import PathLike
 from typing import Any
 
 from faithgate.backends import ModelPool
@@ -36,7 +37,16 @@ def resolve_metrics(
 ) -> list[Metric]:
     """Metric instances for names (with their ``metric_settings``) or instances as given;
     ``InputError`` for none selected, or settings of a metric that is not selected."""
+    for name, value in (metric_settings or {}).items():
+        if not isinstance(value, Mapping):
+            raise InputError(
+                f"settings of metric {name!r} must be a mapping of setting -> value, "
+                f"got {type(value).__name__}"
+            )
     settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
+    for m in metrics:
+        if not isinstance(m, str | Metric):
+            raise InputError(f"a metric is a name or a Metric, got {type(m).__name__}")
     out = [m if isinstance(m, Metric) else get_metric(m, **settings.pop(m, {})) for m in metrics]
     if not out:
         raise InputError("no metric selected")
@@ -73,7 +83,7 @@ class Scorer:
         metric_settings: Mapping[str, Mapping[str, Any]] | None = None,
         model_options: Mapping[str, Mapping[str, Any]] | None = None,
         pool: ModelPool | None = None,
-        cache: ScoreCache | str | None = None,
+        cache: ScoreCache | str | PathLike[str] | None = None,
     ) -> None:
         self.metrics: list[Metric] = resolve_metrics(metrics, metric_settings)
         names = [m.name for m in self.metrics]
@@ -86,7 +96,11 @@ class Scorer:
             model_options={k: dict(v) for k, v in (model_options or {}).items()},
         )
         self.context = ScoringContext(self.pool)
-        self.cache = ScoreCache(cache) if isinstance(cache, str) else cache
+        if isinstance(cache, str | PathLike):
+            cache = ScoreCache(cache)
+        if cache is not None and not isinstance(cache, ScoreCache):
+            raise InputError(f"cache must be a path or a ScoreCache, got {type(cache).__name__}")
+        self.cache = cache
         # Seconds spent in each metric's prepare + score_batch (for bench's time per item).
         # Passes shared through an engine are charged to the metric that first reads them.
         self.seconds: dict[str, float] = dict.fromkeys(names, 0.0)

@@ -171,3 +171,12 @@ def test_cache_open_waits_out_a_brief_lock(tmp_path, monkeypatch):
     monkeypatch.setattr("faithgate.cache.time.sleep", lambda s: None)
     with pytest.raises(InputError, match="database is locked"):
         ScoreCache(tmp_path / "other.sqlite")
+
+
+def test_wrong_argument_types_are_input_errors():
+    with pytest.raises(InputError, match="settings of metric 'overlap' must be a mapping"):
+        Scorer(["overlap"], metric_settings={"overlap": None})
+    with pytest.raises(InputError, match="a metric is a name or a Metric, got list"):
+        Scorer([["overlap"]])  # type: ignore[list-item]
+    with pytest.raises(InputError, match="cache must be a path or a ScoreCache, got int"):
+        Scorer(["overlap"], cache=5)  # type: ignore[arg-type]
