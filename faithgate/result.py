@@ -18,6 +18,7 @@ from typing import Any
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
+from faithgate.numbers import is_finite_number
 
 RESULT_SCHEMA = 1
 
@@ -28,7 +29,7 @@ def _score_value(value: Any, what: str) -> float | None:
     coerced: an infinite baseline value made every drop look like noise to the bootstrap."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise InputError(f"{what} must be a finite number or null, got {value!r}"[:200])
     return float(value)
 

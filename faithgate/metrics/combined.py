@@ -22,6 +22,7 @@ from typing import Any
 
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, get_metric, hash_digest, register
+from faithgate.numbers import is_finite_number
 from faithgate.types import Example, Score
 
 COMBINATION_FORMAT = "faithgate-combination/1"
@@ -55,17 +56,13 @@ def load_weights(path: str | Path) -> dict[str, Any]:
         values = data[key]
         if not isinstance(values, list) or len(values) != len(metrics):
             raise InputError(f"{p}: {key} must be a list with one number per metric")
-        if not all(_finite(v) for v in values):
+        if not all(is_finite_number(v) for v in values):
             raise InputError(f"{p}: {key} must hold finite numbers, got {values!r}"[:200])
     if not all(v > 0 for v in data["scale"]):
         raise InputError(f"{p}: every scale must be above 0, got {data['scale']!r}"[:200])
-    if not _finite(data["intercept"]):
+    if not is_finite_number(data["intercept"]):
         raise InputError(f"{p}: intercept must be a finite number, got {data['intercept']!r}")
     return data
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def weights_digest(data: Mapping[str, Any]) -> str:

@@ -30,6 +30,7 @@ from faithgate.likelihood import (
     pairs_of,
 )
 from faithgate.metrics.base import Metric, ScoringContext, register
+from faithgate.numbers import is_finite_number
 from faithgate.types import Example, Score, SentenceScore
 
 _COMMON_DEFAULTS: dict[str, Any] = {
@@ -183,11 +184,6 @@ def sentence_support(
     ]
 
 
-def _a_number(value: Any) -> bool:
-    """A finite int or float, not a bool: what a numeric setting must be."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _finite(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """The arrays restricted to tokens finite in all of them (NaN: token without context)."""
     mask = np.ones(len(arrays[0]), dtype=bool)
@@ -256,7 +252,7 @@ class HaRiMPlus(LikelihoodMetric):
     defaults = {**_COMMON_DEFAULTS, "lambda": 7.0}
 
     def validate_settings(self) -> None:
-        if not _a_number(self.settings["lambda"]):  # inf / NaN: every example unscorable
+        if not is_finite_number(self.settings["lambda"]):  # inf / NaN: every example unscorable
             raise InputError(f"{self.name}: lambda must be a finite number")
         super().validate_settings()
 
@@ -309,7 +305,11 @@ class FFLM(LikelihoodMetric):
 
     def validate_settings(self) -> None:
         w = self.settings["weights"]
-        if not isinstance(w, (list, tuple)) or len(w) != 3 or not all(_a_number(v) for v in w):
+        if (
+            not isinstance(w, (list, tuple))
+            or len(w) != 3
+            or not all(is_finite_number(v) for v in w)
+        ):
             raise InputError(f"{self.name}: weights must be three finite numbers (a, b, d)")
         super().validate_settings()
 
