@@ -333,7 +333,7 @@ def _example_result(
         ls = score.least_supported()
         ref = SentenceRef(name, ls.index, ls.text, float(ls.value)) if ls else None
         if not score.ok:
-            why = score.error or "metric returned NaN"
+            why = score.failure
             per_metric[name] = MetricResult(
                 name, None, False, threshold, why, score.settings_hash, ref
             )

@@ -99,6 +99,13 @@ class Score:
     def ok(self) -> bool:
         return self.error is None and not math.isnan(self.value)
 
+    @property
+    def failure(self) -> str | None:
+        """Why the score is not ``ok`` (a metric may give NaN without an error), else None."""
+        if self.ok:
+            return None
+        return self.error if self.error is not None else "metric returned NaN"
+
     def least_supported(self) -> SentenceScore | None:
         """The summary sentence with the lowest support, if the metric scores sentences."""
         scored = [s for s in self.sentences if not math.isnan(s.value)]

@@ -46,8 +46,8 @@ def _finite(value: Any, what: str) -> float:
 
 
 def _why_not_scored(result: Score) -> str:
-    # A metric may give NaN without an error: say so, as the gate's rules do.
-    return printable(result.error) if result.error is not None else "the metric returned NaN"
+    # The reason the gate's rules give too (a metric may give NaN without an error).
+    return printable(result.failure)
 
 
 def _fmt(value: float | None) -> str:

@@ -265,7 +265,7 @@ def test_metric_gives_nan(faithgate):
             "*_ test_marker_unknown_backend _*",
             "faithgate: unknown backend 'nope'; *",
             "*_ test_metric_gives_nan _*",
-            "*faithgate: gate_fake could not score the summary: the metric returned NaN",
+            "*faithgate: gate_fake could not score the summary: metric returned NaN",
         ]
     )
     assert "Traceback" not in result.stdout.str()
