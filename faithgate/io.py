@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
-from faithgate.types import Example
+from faithgate.types import Example, check_text
 
 KNOWN_FIELDS = ("id", "source", "summary", "reference", "label", "meta")
 
@@ -57,24 +56,6 @@ def load_examples(path: str | Path, fmt: str | None = None) -> list[Example]:
     if not examples:
         raise InputError(f"{name}: no records")
     return examples
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def check_text(value: str, where: str) -> str:
-    """``value`` when it is Unicode text faithgate can score and print; ``InputError`` naming
-    ``where`` for a NUL character (binary data) or a lone surrogate (JSON's ``"\\ud800"``
-    is not a character: it cannot be encoded, tokenised or written back)."""
-    if "\x00" in value:
-        raise InputError(f"{where} contains NUL characters: binary data is not text")
-    bad = _SURROGATE.search(value)
-    if bad is not None:
-        raise InputError(
-            f"{where} contains a lone surrogate (U+{ord(bad.group()):04X}), which is not "
-            "valid Unicode text"
-        )
-    return value
 
 
 # What other benchmarks and tools call the two texts (SummaC and AggreFact: document / claim;

@@ -7,10 +7,28 @@ cached, saved as a baseline and read by reports without touching a model.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from faithgate.errors import InputError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(value: str, where: str) -> str:
+    """``value`` when it is Unicode text faithgate can score and print; ``InputError`` naming
+    ``where`` for a NUL character (binary data) or a lone surrogate (JSON's ``"\\ud800"``
+    is not a character: it cannot be encoded, tokenised or written back)."""
+    if "\x00" in value:
+        raise InputError(f"{where} contains NUL characters: binary data is not text")
+    bad = _SURROGATE.search(value)
+    if bad is not None:
+        raise InputError(
+            f"{where} contains a lone surrogate (U+{ord(bad.group()):04X}), which is not "
+            "valid Unicode text"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,12 @@ class Example:
                 )
         if self.reference is not None and not isinstance(self.reference, str):
             raise InputError(f"Example {self.id!r}: reference must be a string or None")
+        # A lone surrogate cannot be tokenised, encoded or written back: say so here, once,
+        # rather than as a UnicodeEncodeError from every metric.
+        for name in ("id", "source", "summary", "reference"):
+            value = getattr(self, name)
+            if value is not None:
+                check_text(value, f"Example {self.id!r}: {name}" if name != "id" else "Example id")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -81,6 +81,19 @@ def test_example_fields_are_checked_where_it_is_built():
     assert ex.id == "5" and Example.from_dict(ex.to_dict()) == ex
 
 
+def test_example_text_that_cannot_be_encoded_is_refused_where_it_is_built():
+    """A lone surrogate from a library user failed every metric with a UnicodeEncodeError
+    text; it is one InputError naming the field, as load_examples gives."""
+    with pytest.raises(
+        InputError, match=r"Example 'a': source contains a lone surrogate \(U\+D800"
+    ):
+        Example("a", "x\ud800", "t")
+    with pytest.raises(InputError, match="Example 'a': reference contains a lone surrogate"):
+        Example("a", "s", "t", reference="\udfff")
+    with pytest.raises(InputError, match="Example id contains NUL characters"):
+        Example("a\x00", "s", "t")
+
+
 def test_cache_hits_skip_scoring_and_failures_are_not_cached(tmp_path):
     cache = ScoreCache(tmp_path / "scores.sqlite")
     metric = CountingMetric()
