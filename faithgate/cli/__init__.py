@@ -136,7 +136,11 @@ def main(argv: list[str] | None = None) -> Any:
     except (Interrupted, KeyboardInterrupt):
         click.echo("faithgate: interrupted", err=True)
         sys.exit(130)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        # click turns a KeyboardInterrupt (raised by user code, e.g. a summarizer) into Abort
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            click.echo("faithgate: interrupted", err=True)
+            sys.exit(130)
         click.echo("faithgate: aborted", err=True)
         sys.exit(1)
     except click.ClickException as exc:

@@ -91,6 +91,18 @@ def test_summarizer_and_data(project):
     assert "1/1 examples pass" in res.output
 
 
+def test_a_summarizer_raising_keyboard_interrupt_exits_130_through_main(project, capsys):
+    """click turns a KeyboardInterrupt from user code into Abort: it exited 1 "aborted"."""
+    (project / "summ.py").write_text("def f(source):\n    raise KeyboardInterrupt\n")
+    write_rows(project / "src.jsonl", [{"id": "a", "source": "alpha"}])
+    try:
+        rc = main(["check", "--summarizer", "summ:f", "--data", "src.jsonl"])
+    except SystemExit as exc:
+        rc = exc.code
+    assert rc == 130
+    assert capsys.readouterr().err.strip() == "faithgate: interrupted"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
