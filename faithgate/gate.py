@@ -135,6 +135,9 @@ class Gate:
         # After ``run`` with ``update_baseline``: one line saying whether the baseline was
         # written or refused (and why), for the entry points to print.
         self.baseline_note: str | None = None
+        # After ``run``: the reports to write. ``--json`` at the baseline path is the baseline,
+        # so it is withheld with the baseline when a failing run may not replace it.
+        self.reports = config.reports
         # After ``run``: warnings for the entry points to print (e.g. a threshold calibrated
         # under other settings than this run's).
         self.warnings: list[str] = []
@@ -353,6 +356,10 @@ class Gate:
                     "content; fix the failures, or pass --force to record this failing run "
                     "as the baseline"
                 )
+                json_report = cfg.reports.json
+                if json_report is not None and same_file(json_report, cfg.baseline):
+                    self.reports = cfg.reports.with_path("json", None)
+                    self.baseline_note += " (the json report is that file: not written either)"
         if self.use_cache:
             result.save(self.config.cache_path / "last-result.json")
         return result

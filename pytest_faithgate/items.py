@@ -95,6 +95,11 @@ class GateItem(pytest.Item):
         if gate.baseline_note:
             # Travels with the result to the controller, which prints it in the summary.
             self.faithgate_result["baseline_note"] = gate.baseline_note
+        withheld = [
+            kind for kind, _ in self.gate_config.reports.items() if kind not in gate.reports.paths
+        ]
+        if withheld:  # e.g. the json report at a baseline this failing run may not replace
+            self.faithgate_result["withheld_reports"] = withheld
         if gate.warnings:  # likewise (e.g. a threshold for a metric that is not selected)
             self.faithgate_result["warnings"] = list(gate.warnings)
         self._record_properties(result)
@@ -175,5 +180,8 @@ def write_gate_outputs(plugin_session: PluginSession, gates: list[dict[str, Any]
     written: list[Path] = []
     for data in gates:
         result = GateResult.from_dict(data)
-        written.extend(write_reports(result, plugin_session.gate_config.reports).values())
+        reports = plugin_session.gate_config.reports
+        for kind in data.get("withheld_reports", ()):
+            reports = reports.with_path(kind, None)
+        written.extend(write_reports(result, reports).values())
     return written

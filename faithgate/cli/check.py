@@ -183,7 +183,7 @@ def check_command(
     result = gate.run()
     for warning in gate.warnings:
         click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
-    written = write_reports(result, config.reports)
+    written = write_reports(result, gate.reports)
     if quiet:
         click.echo(headline(result))
     else:

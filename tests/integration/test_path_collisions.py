@@ -83,6 +83,21 @@ def test_json_report_at_the_updated_baseline_is_allowed(project):
     assert json.loads((project / "base.json").read_text())["passed"] is True
 
 
+def test_json_report_at_the_baseline_is_withheld_with_it_when_the_gate_fails(project):
+    """A failing run with ``--update-baseline --json base.json`` said "baseline NOT updated"
+    and replaced it anyway through the json report."""
+    assert check("--baseline", "base.json", "--update-baseline").exit_code == 0
+    before = (project / "base.json").read_bytes()
+    res = check(
+        "--baseline", "base.json", "--update-baseline", "--json", "base.json",
+        "--markdown", "r.md", "--threshold", "0.95",
+    )  # fmt: skip
+    assert res.exit_code == 1, res.output
+    assert (project / "base.json").read_bytes() == before
+    assert "the json report is that file: not written either" in res.stderr
+    assert (project / "r.md").is_file() and "json report" not in res.stdout
+
+
 def test_ordinary_report_paths_still_work(project):
     res = check("--json", "sub/result.json", "--markdown", "sub/r.md")
     assert res.exit_code == 0, res.output

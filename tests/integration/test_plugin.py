@@ -471,6 +471,20 @@ def test_update_baseline_refused_when_the_gate_fails(pytester: pytest.Pytester) 
     forced.stdout.fnmatch_lines(["baseline updated: base.json (forced*"])
 
 
+def test_json_report_at_a_baseline_a_failing_run_may_not_replace(pytester: pytest.Pytester):
+    """``--faithgate-json`` at the baseline path wrote the failing result over the baseline."""
+    write_project(
+        pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.8)}
+    )
+    args = ("--faithgate", "--faithgate-baseline", "base.json", "--faithgate-update-baseline")
+    run(pytester, *args, "--faithgate-force-baseline")
+    before = (pytester.path / "base.json").read_bytes()
+    result = run(pytester, *args, "--faithgate-json", "base.json")
+    result.assert_outcomes(passed=1, failed=1)
+    assert (pytester.path / "base.json").read_bytes() == before
+    result.stdout.fnmatch_lines(["baseline NOT updated*the json report is that file*"])
+
+
 def test_gate_warnings_reach_the_summary(pytester: pytest.Pytester) -> None:
     """A threshold for a metric that is not selected is not applied; the gate item's summary
     says so, as `faithgate check` does on stderr."""
