@@ -27,7 +27,7 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -52,17 +52,7 @@ def atomic_writer(
     """
     if mode not in ("w", "wb"):
         raise ValueError("atomic_writer mode must be 'w' or 'wb'")
-    target = Path(os.path.realpath(path))  # follow a symlink: replace what it points to
-    with _as_write_error(path):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            perms = stat.S_IMODE(target.stat().st_mode)
-        except FileNotFoundError:
-            perms = 0o666 & ~_umask()
-        if target.is_dir():
-            raise IsADirectoryError(errno.EISDIR, "it is a directory")
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    tmp = Path(tmp_name)
+    fd, tmp, target, perms = _open_temporary(path)
     try:
         kwargs = {"encoding": encoding, "newline": ""} if mode == "w" else {}
         with os.fdopen(fd, mode, **kwargs) as fh:
@@ -78,6 +68,55 @@ def atomic_writer(
             tmp.unlink()
         raise
     _fsync_dir(target.parent)
+
+
+def _open_temporary(path: str | Path) -> tuple[int, Path, Path, int]:
+    """(file descriptor, temporary path, target, file mode) of a new temporary file in the
+    directory of ``path`` (created if missing), the target being the file ``path`` names."""
+    target = Path(os.path.realpath(path))  # follow a symlink: replace what it points to
+    with _as_write_error(path):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:  # mkdir's own words ("File exists") name no culprit
+            raise NotADirectoryError(
+                errno.ENOTDIR, "a file stands where its directory should be"
+            ) from None
+        try:
+            perms = stat.S_IMODE(target.stat().st_mode)
+        except FileNotFoundError:
+            perms = 0o666 & ~_umask()
+        if target.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "it is a directory")
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    return fd, Path(tmp_name), target, perms
+
+
+def atomic_write_files(files: Sequence[tuple[str | Path, str]], encoding: str = "utf-8") -> None:
+    """Replace several files as one: every file's new text is written and fsynced to a
+    temporary file beside it first, and only when all are ready are they renamed into place.
+    A failure while writing any of them (a directory in the way, a full disk on the largest)
+    leaves every target as it was, so a set of reports never mixes two runs."""
+    staged: list[tuple[Path, Path, str | Path]] = []
+    try:
+        for path, text in files:
+            fd, tmp, target, perms = _open_temporary(path)
+            staged.append((tmp, target, path))
+            with os.fdopen(fd, "w", encoding=encoding, newline="") as fh, _as_write_error(path):
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            with _as_write_error(path):
+                os.chmod(tmp, perms)
+        for tmp, target, path in staged:
+            with _as_write_error(path):
+                os.replace(tmp, target)
+    except BaseException:
+        for tmp, _, _ in staged:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        raise
+    for directory in {target.parent for _, target, _ in staged}:
+        _fsync_dir(directory)
 
 
 @contextlib.contextmanager

@@ -56,3 +56,20 @@ def refuse_overwriting_inputs(
                 raise InputError(
                     f"the {what} and the {other_what} are the same file ({path}): choose two paths"
                 )
+        refuse_unwritable(what, path)
+
+
+def refuse_unwritable(what: str, path: str | Path) -> None:
+    """Raise ``InputError`` (exit 2) when ``path`` can never be written as a file: it is a
+    directory, or a file stands where one of its directories should be. Checked before any
+    work, so a long scoring run does not end in a write that was bound to fail."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"the {what} ({path}) is a directory: give a file path")
+    for ancestor in Path(os.path.abspath(path)).parents:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise InputError(
+                    f"the {what} ({path}) cannot be written: {ancestor} is a file, not a directory"
+                )
+            return

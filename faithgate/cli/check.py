@@ -183,7 +183,11 @@ def check_command(
     result = gate.run()
     for warning in gate.warnings:
         click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
-    written = write_reports(result, gate.reports)
+    try:
+        written = write_reports(result, gate.reports)
+    except InputError:
+        click.echo(headline(result))  # the verdict is known: say it beside the exit 2
+        raise
     if quiet:
         click.echo(headline(result))
     else:

@@ -150,9 +150,6 @@ def report_args_command(
         )
     except InputError as exc:
         raise InputError(f"{exc} (report-dir {directory})") from None
-    for kind, path in paths.items():
-        if Path(path).is_dir():
-            raise InputError(f"the {kind} report's path {path} is a directory: remove it")
     out = click.get_binary_stream("stdout")
     for kind, path in paths.items():
         Path(path).unlink(missing_ok=True)

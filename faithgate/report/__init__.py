@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from faithgate.atomic import atomic_write_text
+from faithgate.atomic import atomic_write_files
 from faithgate.errors import InputError, WriteError
 from faithgate.formats import REPORT_FORMATS
 from faithgate.result import GateResult
@@ -40,13 +40,16 @@ def render(kind: str, result: GateResult) -> str:
 
 
 def write_reports(result: GateResult, reports: Reports) -> dict[str, Path]:
-    """Write each configured report (creating directories); returns kind -> path."""
-    written: dict[str, Path] = {}
-    for kind, path in reports.items():
-        path = Path(path)
-        try:
-            atomic_write_text(path, render(kind, result))
-        except WriteError as exc:  # the previous report survives (atomic write)
-            raise InputError(f"cannot write the {kind} report to {path}: {exc.reason}") from None
-        written[kind] = path
+    """Write each configured report (creating directories) as one set: all are replaced, or
+    (a write failing) none, so no report of this run stands beside another run's; returns
+    kind -> path."""
+    texts = {kind: render(kind, result) for kind, _ in reports.items()}
+    written = {kind: Path(path) for kind, path in reports.items()}
+    try:
+        atomic_write_files([(path, texts[kind]) for kind, path in written.items()])
+    except WriteError as exc:  # every previous report survives
+        kind = next((k for k, p in written.items() if str(p) == str(exc.path)), "")
+        raise InputError(
+            f"cannot write the {kind} report to {exc.path}: {exc.reason}; no report was written"
+        ) from None
     return written

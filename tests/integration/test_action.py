@@ -453,7 +453,7 @@ def test_a_directory_at_a_report_path_fails_the_step(tmp_path):
     assert run.failed_step is not None and run.failed_step.name == "Run faithgate check"
     assert run.failed_step.returncode == 2
     [error] = [c for c in run.commands if c.startswith("::error")]
-    assert "faithgate.html is a directory" in error
+    assert "faithgate.html) is a directory" in error
 
 
 @pytest.mark.slow  # loads spaCy (the overlap metric)

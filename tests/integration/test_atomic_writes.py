@@ -115,6 +115,36 @@ def test_report_and_jsonl_failures_keep_old_files(tmp_path, failing_fsync):
     assert leftovers(tmp_path) == []
 
 
+def test_a_set_of_reports_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """Reports were written one by one: the html write failing (a full disk on the largest)
+    left the junit and markdown of this run, saying PASS, beside an exit 2."""
+    from faithgate.config import Reports
+    from faithgate.gate import GateResult
+    from faithgate.report import write_reports
+
+    result = GateResult(True, ["m"], {"m": "h"}, {}, [], [])
+    paths = {kind: tmp_path / f"r.{kind}" for kind in ("junit", "markdown", "html")}
+    for path in paths.values():
+        path.write_text("previous run")
+    real_fsync = atomic.os.fsync
+    calls = []
+
+    def fsync_fails_third_time(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 3:
+            raise DiskFull(28, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync_fails_third_time)
+    with pytest.raises(InputError, match=r"cannot write the html report .*no report was written"):
+        write_reports(result, Reports(**paths))
+    assert {p.read_text() for p in paths.values()} == {"previous run"}
+    assert leftovers(tmp_path) == []
+    monkeypatch.setattr(atomic.os, "fsync", real_fsync)
+    assert write_reports(result, Reports(**paths)) == paths
+    assert "previous run" not in {p.read_text() for p in paths.values()}
+
+
 def test_onnx_manifest_save_is_atomic(tmp_path, failing_fsync):
     from faithgate.backends.export import MANIFEST_NAME, ExportManifest
 

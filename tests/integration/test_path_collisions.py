@@ -98,6 +98,40 @@ def test_json_report_at_the_baseline_is_withheld_with_it_when_the_gate_fails(pro
     assert (project / "r.md").is_file() and "json report" not in res.stdout
 
 
+def test_a_report_path_that_cannot_be_a_file_is_refused_before_scoring(project):
+    """``--html afile/x.html`` (afile a file) failed after scoring with mkdir's "File exists",
+    the junit and markdown reports of the run already written."""
+    (project / "afile").write_text("mine")
+    before = snapshot(project)
+    res = check("--junit", "r.xml", "--markdown", "r.md", "--html", "afile/x.html")
+    assert res.exit_code == 2, res.output
+    assert res.output.strip() == (
+        f"faithgate: the html report ({project / 'afile' / 'x.html'}) cannot be written: "
+        f"{project / 'afile'} "
+        "is a file, not a directory"
+    )
+    assert snapshot(project) == before
+    (project / "faithgate.toml").write_text(
+        (project / "faithgate.toml").read_text() + '[reports]\njson = "sub"\n'
+    )
+    res = check()
+    assert res.exit_code == 2 and "sub) is a directory: give a file path" in res.output
+
+
+def test_the_verdict_is_printed_when_the_reports_cannot_be_written(project, monkeypatch):
+    from faithgate.errors import WriteError
+
+    def disk_full(files, encoding="utf-8"):
+        raise WriteError(files[0][0], "No space left on device")
+
+    monkeypatch.setattr("faithgate.report.atomic_write_files", disk_full)
+    res = check("--json", "r.json", "-q")
+    assert res.exit_code == 2
+    assert res.stdout.startswith("faithgate: PASS")
+    assert "cannot write the json report to " in res.stderr
+    assert "r.json: No space left on device; no report was written" in res.stderr
+
+
 def test_ordinary_report_paths_still_work(project):
     res = check("--json", "sub/result.json", "--markdown", "sub/r.md")
     assert res.exit_code == 0, res.output
