@@ -279,6 +279,19 @@ def test_report_args_and_report_dir_cover_every_file_format(gate_result, tmp_pat
     assert Path(env["GITHUB_STEP_SUMMARY"]).read_text() == "# the report\n"
 
 
+def test_report_args_with_a_file_as_dir_is_an_input_error(tmp_path):
+    """``--dir FILE`` was an internal error (NotADirectoryError from unlink)."""
+    (tmp_path / "afile").write_text("mine")
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    res = CliRunner().invoke(cli, ["github", "report-args", "--dir", str(tmp_path / "afile")])
+    assert res.exit_code == 2
+    assert "afile is a file, not a directory (report-dir " in res.output
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
 def test_report_outside_github_prints_outputs(gate_result, tmp_path):
     result_path = tmp_path / "result.json"
     result_path.write_text(json.dumps(gate_result))
