@@ -364,12 +364,20 @@ class GateResult:
             raise InputError(f"{path}: not a faithgate result JSON (nested too deeply)") from None
         except OSError as exc:
             raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        return cls.from_checked_dict(data, path)
+
+    @classmethod
+    def from_checked_dict(cls, data: Any, where: object) -> GateResult:
+        """``from_dict`` of JSON read from ``where``: a malformed result is one ``InputError``
+        naming ``where`` (exit 2), never a ``KeyError`` from deep inside."""
         try:
             return cls.from_dict(data)
         except InputError as exc:
-            raise InputError(f"{path}: {exc}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise InputError(f"{path}: malformed faithgate result ({exc})") from None
+            raise InputError(f"{where}: {exc}") from None
+        except KeyError as exc:
+            raise InputError(f"{where}: malformed faithgate result (missing field {exc})") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"{where}: malformed faithgate result ({exc})") from None
 
 
 def _settings_hashes(recorded: Mapping[str, Any], examples: list[ExampleResult]) -> dict[str, str]:

@@ -113,6 +113,7 @@ def load_result(path: str | Path) -> dict[str, Any]:
         raise InputError(f"{path}: unreadable gate result (JSON nested too deeply)") from None
     if not isinstance(data, dict) or "passed" not in data or "examples" not in data:
         raise InputError(f"{path}: not a faithgate result JSON")
+    GateResult.from_checked_dict(data, path)  # every part the report steps read is well formed
     return data
 
 

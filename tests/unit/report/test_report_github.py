@@ -279,6 +279,18 @@ def test_report_args_and_report_dir_cover_every_file_format(gate_result, tmp_pat
     assert Path(env["GITHUB_STEP_SUMMARY"]).read_text() == "# the report\n"
 
 
+def test_report_on_a_malformed_result_is_an_error_step_not_a_crash(tmp_path):
+    """An example without 'passed' was an internal error (KeyError) with no step outputs."""
+    bad = tmp_path / "r.json"
+    bad.write_text('{"passed": false, "examples": [{"id": "x"}], "metrics": ["overlap"]}')
+    env = _env(tmp_path)
+    rc, stdout = run_github(["report", "--result", str(bad), "--exit-code", "1"], env)
+    assert rc == 0
+    assert "r.json: malformed faithgate result (missing field 'passed')" in stdout
+    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
+    assert outputs["verdict"] == "error" and outputs["step-exit-code"] == "2"
+
+
 def test_report_args_with_a_file_as_dir_is_an_input_error(tmp_path):
     """``--dir FILE`` was an internal error (NotADirectoryError from unlink)."""
     (tmp_path / "afile").write_text("mine")
