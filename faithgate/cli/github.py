@@ -86,6 +86,13 @@ def _report_file_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     metavar="true|false",
 )
 @click.option("--max-annotations", type=click.IntRange(min=0), default=50, metavar="N")
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    help="the check's --config (default: $FG_CONFIG, else searched as the check does): the "
+    "result names its input relative to that file's directory",
+)
 def report_command(
     result: str | None,
     report_dir: str | None,
@@ -94,8 +101,16 @@ def report_command(
     exit_code: int | None,
     fail_on_regression: str,
     max_annotations: int,
+    config_path: str | None,
 ) -> None:
     """Outputs, job summary and annotations of a gate result."""
+    from faithgate.config import load_config
+    from faithgate.errors import FaithgateError
+
+    try:
+        input_root = str(load_config(config_path or os.environ.get("FG_CONFIG") or None).root)
+    except FaithgateError:  # the check failed on it too: its error is what the step reports
+        input_root = None
     if report_dir is not None:
         in_dir = report_paths(report_dir)
         result = result or in_dir[RESULT_FORMAT]
@@ -109,6 +124,7 @@ def report_command(
         exit_code=exit_code,
         fail_on_regression=fail_on_regression.lower() == "true",
         max_annotations=max_annotations,
+        input_root=input_root,
     )
     run_report(request, os.environ, click.get_text_stream("stdout"))
 

@@ -165,13 +165,15 @@ def example_lines(path: str | Path) -> dict[str, int]:
     return lines
 
 
-def _input_path(result: Mapping[str, Any]) -> str | None:
+def _input_path(result: Mapping[str, Any], root: str | Path | None = None) -> str | None:
     """The JSONL the examples came from: the outputs file, or for a summarizer run
-    (``input`` = ``"mod:fn over DATA"``) the dataset, whose ids the outputs keep."""
+    (``input`` = ``"mod:fn over DATA"``) the dataset, whose ids the outputs keep. The check
+    records it relative to its configuration's directory, ``root`` (else the current one)."""
     text = str(result.get("input") or "")
-    if " over " in text and not Path(text).is_file():
+    base = Path(root) if root is not None else Path.cwd()
+    if " over " in text and not (base / text).is_file():
         text = text.rsplit(" over ", 1)[1]
-    return text or None
+    return str(base / text) if text else None
 
 
 def _annotation_file(path: str | None, workspace: str | None) -> str | None:
@@ -215,12 +217,14 @@ def annotations_for(
     max_annotations: int = 50,
     workspace: str | None = None,
     fail_on_regression: bool = True,
+    input_root: str | Path | None = None,
 ) -> list[str]:
     """Workflow commands: one ``::error`` per failing example (probes excluded), then one per
     failing rule (``::warning`` for a regression when ``fail_on_regression`` is off). At most
-    ``max_annotations`` example annotations; a notice says how many were left out."""
+    ``max_annotations`` example annotations; a notice says how many were left out.
+    ``input_root``: the directory of the check's configuration (see ``_input_path``)."""
     commands: list[str] = []
-    input_path = _input_path(result)
+    input_path = _input_path(result, input_root)
     file = _annotation_file(input_path, workspace)
     lines = example_lines(input_path) if file else {}
     failed = [e for e in result.get("examples", []) if not e.get("probe") and not e.get("passed")]
@@ -343,6 +347,8 @@ class ReportRequest:
     exit_code: int | None = None
     fail_on_regression: bool = True
     max_annotations: int = 50
+    # The check's configuration directory: the result's input path is relative to it.
+    input_root: str | None = None
 
 
 def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> int:
@@ -372,6 +378,7 @@ def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> 
             max_annotations=args.max_annotations,
             workspace=env.get("GITHUB_WORKSPACE"),
             fail_on_regression=args.fail_on_regression,
+            input_root=args.input_root,
         )
         commands += [
             workflow_command("warning", w, title="faithgate: warning")

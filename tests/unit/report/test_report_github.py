@@ -344,6 +344,32 @@ def test_summarizer_runs_are_annotated_on_the_dataset(gate_result, tmp_path):
     assert commands[0].startswith("::error file=data/outputs.jsonl,line=3,")
 
 
+def test_annotations_find_an_input_named_relative_to_a_config_in_a_subdirectory(
+    gate_result, tmp_path, monkeypatch
+):
+    """The check names its input relative to its configuration's directory; the annotations
+    resolved that name against the current directory: a config in gate/ put them on
+    ./outputs.jsonl (another file, other lines) or on no file at all."""
+    ws = tmp_path / "ws"
+    (ws / "data" / "faithgate.toml").write_text('metrics = ["m"]\n')
+    decoy = ws / "outputs.jsonl"  # same ids, other lines: must not be the one annotated
+    decoy.write_text("\n".join(json.dumps({"id": i}) for i in ("x", "y", "broken%3", "low:2,x")))
+    gate_result["input"] = "outputs.jsonl"  # as the check records it, from data/faithgate.toml
+    monkeypatch.chdir(ws)
+    result_path = tmp_path / "result.json"
+    result_path.write_text(json.dumps(gate_result))
+    env = {**_env(tmp_path), "GITHUB_WORKSPACE": str(ws)}
+    rc, stdout = run_github(
+        ["report", "--result", str(result_path), "--config", "data/faithgate.toml"], env
+    )
+    assert rc == 0
+    assert "::error file=data/outputs.jsonl,line=3,title=faithgate%3A example low" in stdout
+    rc, stdout = run_github(
+        ["report", "--result", str(result_path)], {**env, "FG_CONFIG": "data/faithgate.toml"}
+    )
+    assert "::error file=data/outputs.jsonl,line=3,title=faithgate%3A example low" in stdout
+
+
 def test_warnings_of_the_check_become_warning_annotations(gate_result, tmp_path):
     """`faithgate: warning: ...` lines of the check's stderr (e.g. a threshold for a metric that
     is not selected) reach the Actions UI as warnings; other stderr lines do not."""
