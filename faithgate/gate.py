@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 from faithgate.cache import ScoreCache
@@ -400,12 +401,32 @@ def input_files(config: GateConfig, *, baseline: bool = True) -> list[tuple[str,
     """The files a gate run of ``config`` reads, as ``(what, path or None)`` for
     ``faithgate.paths.refuse_overwriting_inputs``: the outputs, data and configuration files,
     and (``baseline``) the baseline, which a run reads unless it updates it."""
-    files = [
+    files: list[tuple[str, Any]] = [
         ("outputs file", config.outputs),
         ("data file", config.data),
         ("configuration file", config.source),
     ]
+    if config.summarizer:
+        files += [("summarizer's module", path) for path in _module_files(config)]
+    for metric, settings in config.metric_settings.items():
+        for key, value in settings.items():  # e.g. a combination's weights file
+            if isinstance(value, str):
+                for base in (Path.cwd(), config.root):
+                    if (base / value).is_file():
+                        files.append((f"metric_settings.{metric}.{key} file", base / value))
     return files + ([("baseline", config.baseline)] if baseline else [])
+
+
+def _module_files(config: GateConfig) -> list[Path]:
+    """The source file of the summarizer's module where ``run_summarizer`` would find it
+    first (the configuration's directory, then the current one), without importing it."""
+    module = str(config.summarizer).partition(":")[0].replace(".", "/")
+    found = []
+    for base in (config.root, Path.cwd()):
+        for candidate in (base / f"{module}.py", base / module / "__init__.py"):
+            if module and candidate.is_file():
+                found.append(candidate)
+    return found
 
 
 def _call_perturb(module: Any, ex: Example, rule: Any) -> list[tuple[str, str | None]]:

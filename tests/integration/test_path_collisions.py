@@ -70,6 +70,26 @@ def test_check_refuses_a_report_or_baseline_on_an_input(project, args, role):
     assert snapshot(project) == before
 
 
+def test_a_report_on_the_summarizer_module_or_a_settings_file_is_refused(project):
+    """``--html summ.py`` replaced the user's summarizer with the report (exit 0), and
+    ``--json w.json`` a combination's weights file."""
+    (project / "summ.py").write_text("def f(source):\n    return '0.9 ' + source\n")
+    (project / "src.jsonl").write_text(json.dumps({"id": "a", "source": "alpha"}) + "\n")
+    before = snapshot(project)
+    res = check("--summarizer", "summ:f", "--data", "src.jsonl", "--html", "summ.py")
+    assert res.exit_code == 2, res.output
+    assert "is the summarizer's module of this run" in res.output
+    assert snapshot(project) == before
+    (project / "w.json").write_text("{}")
+    with (project / "faithgate.toml").open("a") as fh:
+        fh.write('[metric_settings.combined]\nweights = "w.json"\n')
+    before = snapshot(project)
+    res = check("--json", "w.json")
+    assert res.exit_code == 2, res.output
+    assert "is the metric_settings.combined.weights file of this run" in res.output
+    assert snapshot(project) == before
+
+
 def test_two_reports_on_one_file_are_refused(project):
     res = check("--json", "r.out", "--markdown", "sub/../r.out")
     assert res.exit_code == 2
