@@ -6,15 +6,38 @@ the settings hash of every metric, so a reader can tell which scores are compara
 
 from __future__ import annotations
 
+import re
+
 from faithgate.report.format import fmt_value, one_line
 from faithgate.result import GateResult
 
+# Markdown punctuation a user's text could use to format, link, embed an image, open an HTML
+# tag or close a code span in a PR comment or job summary: shown literally, backslash-escaped.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
+
+
+def _defuse_mentions(text: str) -> str:
+    # "@user" and "@org/team" notify people on GitHub: a zero-width space after "@" keeps the
+    # text readable but no longer a mention.
+    return text.replace("@", "@\u200b")
+
 
 def _cell(text: str, limit: int = 200) -> str:
-    # Pipes split cells and newlines end rows: escape / collapse them. "<" becomes an entity so
-    # a summary cannot open an HTML tag in a PR comment (">" alone is harmless and readable).
-    text = one_line(text, limit).replace("<", "&lt;")
-    return text.replace("|", "\\|")
+    """User text as literal Markdown in one table cell: whitespace collapsed (a newline ends
+    the row), every formatting character escaped (a pipe splits cells), mentions defused."""
+    return _defuse_mentions(_MARKDOWN_SPECIAL.sub(r"\\\1", one_line(text, limit)))
+
+
+def _code(text: str, limit: int = 200) -> str:
+    """User text as an inline code span: fenced by more backticks than any run inside it (so
+    it cannot close the span), padded when it starts or ends with one. Inside a code span
+    nothing is formatted and entities are not decoded, so only a table's pipe is escaped."""
+    text = one_line(text, limit)
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    escaped = text.replace("|", "\\|")
+    return f"{fence}{pad}{escaped}{pad}{fence}"
 
 
 def to_markdown(result: GateResult, max_examples: int = 10) -> str:
@@ -23,7 +46,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     rate = result.pass_rate
     n_rules = len(result.rules)
     n_ok = n_rules - len(result.failed_rules)
-    failed = ", ".join(f"`{_cell(r.name, 80)}`" for r in result.failed_rules)
+    failed = ", ".join(_code(r.name, 80) for r in result.failed_rules)
     # The heading names what failed: the pass count alone can read "FAIL: 6/6 examples pass".
     out = [
         f"## {icon} faithgate: {result.verdict.upper()}" + (f" ({failed})" if failed else ""),
@@ -36,7 +59,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     ]
     means = result.means()
     if means:
-        stats.append("mean " + ", ".join(f"`{m}` {fmt_value(v)}" for m, v in means.items()))
+        stats.append("mean " + ", ".join(f"{_code(m)} {fmt_value(v)}" for m, v in means.items()))
     if result.pairs:
         stats.append(f"{len(result.pairs)} minimal pairs")
     out.append(" · ".join(stats))
@@ -45,7 +68,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     out.append("|---|---:|---:|:---:|---|")
     for r in result.rules:
         out.append(
-            f"| `{_cell(r.name)}` | {fmt_value(r.value)} | {fmt_value(r.limit)} | "
+            f"| {_code(r.name)} | {fmt_value(r.value)} | {fmt_value(r.limit)} | "
             f"{('⚠️ skipped' if r.skipped else '✅ pass') if r.passed else '❌ fail'} | "
             f"{_cell(r.message)} |"
         )
@@ -57,7 +80,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
         title = f"Failing examples ({len(result.failed_examples)})"
     if worst:
         out += ["", f"### {title}", ""]
-        metric_cols = " | ".join(f"`{m}`" for m in result.metrics)
+        metric_cols = " | ".join(_code(m) for m in result.metrics)
         out.append(f"| Example | {metric_cols} | Result | Least supported sentence |")
         out.append("|---|" + "---:|" * len(result.metrics) + ":---:|---|")
         for e in worst:
@@ -74,13 +97,13 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
                     vals.append(fmt_value(s.value) + mark)
             ls = e.least_supported
             if ls is not None:
-                sentence = f"“{_cell(ls.text, 160)}” ({ls.metric} {fmt_value(ls.value, 3)})"
+                sentence = f"“{_cell(ls.text, 160)}” ({_cell(ls.metric)} {fmt_value(ls.value, 3)})"
             elif not e.passed:
                 sentence = _cell(e.message, 160)
             else:
                 sentence = ""
             out.append(
-                f"| `{_cell(e.id, 60)}` | {' | '.join(vals)} | "
+                f"| {_code(e.id, 60)} | {' | '.join(vals)} | "
                 f"{'✅' if e.passed else '❌'} | {sentence} |"
             )
         if len(result.failed_examples) > len(worst) and not worst[0].passed:
@@ -93,24 +116,24 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
         out.append("|---|---|---|---|")
         for p in bad_pairs[:max_examples]:
             verdicts = ", ".join(
-                f"`{m}` {fmt_value(p.faithful_scores.get(m))} vs {fmt_value(p.unfaithful_scores.get(m))}"
+                f"{_code(m)} {fmt_value(p.faithful_scores.get(m))} vs {fmt_value(p.unfaithful_scores.get(m))}"
                 for m in result.metrics
                 if not p.consistent.get(m, False)
             )
             out.append(
-                f"| `{_cell(p.pair_id, 60)}` | {_cell(p.error_type or '-')} | {verdicts} | "
+                f"| {_code(p.pair_id, 60)} | {_cell(p.error_type or '-')} | {verdicts} | "
                 f"{_cell(p.edit or p.unfaithful_summary, 140)} |"
             )
     out += ["", "<details><summary>Settings</summary>", ""]
     for m in result.metrics:
         thr = result.thresholds.get(m)
         out.append(
-            f"- `{m}`: settings hash `{result.settings_hashes.get(m, '?')}`"
+            f"- {_code(m)}: settings hash {_code(result.settings_hashes.get(m, '?'))}"
             + (f", threshold {thr:g}" if thr is not None else "")
         )
     extra = []
     if result.input:
-        extra.append(f"input `{result.input}`")
+        extra.append(f"input {_code(result.input, 300)}")
     if result.seconds is not None:
         extra.append(f"{result.seconds:.2f} s")
     if result.cache:

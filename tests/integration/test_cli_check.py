@@ -93,10 +93,11 @@ def test_summarizer_and_data(project):
 
 def test_a_summarizer_raising_keyboard_interrupt_exits_130_through_main(project, capsys):
     """click turns a KeyboardInterrupt from user code into Abort: it exited 1 "aborted"."""
-    (project / "summ.py").write_text("def f(source):\n    raise KeyboardInterrupt\n")
+    # its own module name: an earlier test's "summ" stays imported in this process
+    (project / "interrupting.py").write_text("def f(source):\n    raise KeyboardInterrupt\n")
     write_rows(project / "src.jsonl", [{"id": "a", "source": "alpha"}])
     try:
-        rc = main(["check", "--summarizer", "summ:f", "--data", "src.jsonl"])
+        rc = main(["check", "--summarizer", "interrupting:f", "--data", "src.jsonl"])
     except SystemExit as exc:
         rc = exc.code
     assert rc == 130
@@ -242,5 +243,6 @@ def test_an_output_path_that_cannot_be_written_is_an_input_error(project, args):
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 2, res.output
     [line] = res.stderr.strip().splitlines()[-1:]
-    assert "cannot write" in line and "lab.jsonl" in line and "internal error" not in line, line
+    assert "lab.jsonl" in line and "internal error" not in line, line
+    assert "cannot write" in line or "is a file, not a directory" in line, line
     assert (project / "lab.jsonl").read_text() == text

@@ -110,7 +110,7 @@ def test_markdown_report_and_step_summary_keep_one_row_per_example(hostile_proje
     res = CliRunner().invoke(cli, ["check", "--markdown", "r.md", "--json", "r.json"])
     assert res.exit_code == 1
     md = (hostile_project / "r.md").read_text()
-    rows = [ln for ln in md.splitlines() if "(gate_fake 0.100)" in ln]
+    rows = [ln for ln in md.splitlines() if "(gate\\_fake 0.100)" in ln]
     assert len(rows) == len(HOSTILE_IDS)
     assert_inert(md)
     text = github.summary_markdown(None, None, "bad\n```\n::error::x\x1b[2J ````")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html as htmllib
 import json
+import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
@@ -11,6 +13,7 @@ import pytest
 from faithgate.config import GateConfig, Reports
 from faithgate.gate import GateResult, evaluate
 from faithgate.report import render, write_reports
+from faithgate.report.markdown import to_markdown
 from faithgate.types import Example, Score, SentenceScore
 
 M = "m"
@@ -69,7 +72,7 @@ def test_markdown_has_verdict_rules_and_worst_examples(result):
     low_row = next(ln for ln in lines if ln.startswith("| `low`"))
     assert "0.2000 ❌" in low_row and "\\|" in low_row  # pipes in text are escaped
     assert low_row.count(" | ") == 3  # four cells: the escaped pipe did not split one
-    assert "&lt;script>" in low_row and "<script>" not in md
+    assert "\\<script\\>" in low_row and "<script>" not in md
     broken_row = next(ln for ln in lines if ln.startswith("| `broken`"))
     assert "unscored" in broken_row and "ValueError: empty window" in broken_row
     assert "### Inconsistent minimal pairs (1 of 1)" in md
@@ -196,3 +199,30 @@ def test_markdown_and_json_show_a_per_example_baseline_threshold():
     score = back.examples[0].scores[M]
     assert (score.baseline, score.threshold, score.passed) == (0.9, pytest.approx(0.8), False)
     assert "edit: 'cat' -> 'dog'" in back.examples[0].message
+
+
+def test_markdown_user_text_renders_as_text_not_markup():
+    """Rendered as GitHub does (CommonMark + tables): a file name or id with a backtick, a
+    newline, "<img ...>" or "@user" opened raw HTML, a heading, a mention or closed its code
+    span; ids with "<" were shown as "&lt;" inside code spans."""
+    from markdown_it import MarkdownIt
+
+    hostile = "x`<img src=x onerror=alert(1)>|\n## @octocat <details>\n::error::f"
+    config = GateConfig.from_dict({"metrics": ["m"], "thresholds": {"m": 0.5}})
+    ids = [hostile, "a`b|c <d>", "``x``"]
+    examples = [Example(i, "src", f"{i} said @octocat ![t](http://e/t.png) **b**") for i in ids]
+    scores = [{"m": Score("m", 0.2, "m:abc")} for _ in ids]
+    result = evaluate(config, examples, scores, {"m": "m:abc"})
+    result.input = hostile + ".jsonl"
+    html = MarkdownIt("commonmark").enable("table").render(to_markdown(result))
+    for bad in ("<img", "<h2>@", "<strong>b", "<em>", "<a ", "&amp;lt;"):
+        assert bad not in html
+    assert html.count("<details") == 1  # the report's own Settings fold only
+    codes = re.findall(r"<code>(.*?)</code>", html)
+    # every mention outside a code span (where GitHub links none) is defused
+    assert "@octocat" not in re.sub(r"<code>.*?</code>", "", html)
+    for i in ids:  # each id is one code span, shown as it is (whitespace collapsed, cut)
+        shown = htmllib.escape(" ".join(i.split())[:50], quote=False)
+        assert any(code.startswith(shown) for code in codes), shown
+    rows = [ln for ln in to_markdown(result).splitlines() if ln.startswith("| `")]
+    assert all("\n" not in r for r in rows)
