@@ -50,6 +50,7 @@ import numpy as np
 from faithgate import __version__
 from faithgate.config import GateConfig, RegressionRule
 from faithgate.errors import ConfigError, InputError
+from faithgate.numbers import decimals_apart, percent_against, shown_against
 from faithgate.result import (
     ExampleResult,
     GateResult,
@@ -163,7 +164,8 @@ def evaluate(
     rate = n_pass / n if n else 0.0
     limit = config.rules.min_pass_rate
     n_unscorable = sum(not all(m.ok for m in r.scores.values()) for r in outputs)
-    msg = f"{n_pass}/{n} examples pass ({rate:.1%}; need >= {limit:.1%})"
+    shown_rate, shown_limit = percent_against(rate, limit)
+    msg = f"{n_pass}/{n} examples pass ({shown_rate}; need >= {shown_limit})"
     if n_unscorable:
         msg += f"; {n_unscorable} could not be scored"
     rules.append(RuleResult("pass_rate", "pass_rate", rate, limit, n > 0 and rate >= limit, msg))
@@ -174,18 +176,12 @@ def evaluate(
         values = [r.scores[metric].value for r in outputs if r.scores[metric].ok]
         mean = sum(values) / len(values) if values else None  # type: ignore[arg-type]
         ok = mean is not None and mean >= minimum
+        message = f"no example scored by {metric}"
+        if mean is not None:
+            shown, need = shown_against(mean, minimum)
+            message = f"mean {metric} {shown} over {len(values)} scored examples (need >= {need})"
         rules.append(
-            RuleResult(
-                f"min_mean[{metric}]",
-                "min_mean",
-                mean,
-                minimum,
-                ok,
-                f"mean {metric} {mean:.4f} over {len(values)} scored examples (need >= {minimum:g})"
-                if mean is not None
-                else f"no example scored by {metric}",
-                metric=metric,
-            )
+            RuleResult(f"min_mean[{metric}]", "min_mean", mean, minimum, ok, message, metric=metric)
         )
 
     pair_results: list[PairResult] = []
@@ -343,7 +339,8 @@ def _example_result(
         ok = threshold is None or value >= threshold
         per_metric[name] = MetricResult(name, value, ok, threshold, None, score.settings_hash, ref)
         if not ok:
-            why = f"{name} {value:.4f} < threshold {threshold:g}"
+            shown, limit = shown_against(value, threshold)  # type: ignore[arg-type]
+            why = f"{name} {shown} < threshold {limit}"
             if ref is not None:
                 why += f"; least supported sentence: {_quote(ref.text)} ({ref.value:.3f})"
             reasons.append(why + _lowest_vote(score))
@@ -418,8 +415,9 @@ def apply_baseline_thresholds(
             score.threshold = own
             if score.value >= own:  # type: ignore[operator]
                 continue
+            d = decimals_apart(score.value, own)  # type: ignore[arg-type]
             why = (
-                f"{m} {score.value:.4f} < its own threshold {own:.4f} (baseline "
+                f"{m} {score.value:.{d}f} < its own threshold {own:.{d}f} (baseline "
                 f"{old[ex.id]:.4f} - allowed drop {drop:g}; edit: "
                 f"{describe_edit(before[ex.id], ex.summary) or 'none'})"
             )
@@ -524,7 +522,8 @@ def _pair_rules(rule: Any, pairs: list[PairResult], metrics: list[str]) -> list[
                 out.append(RuleResult(name, "pair_consistency", None, rule.min_rate, False, msg, m))
                 continue
             rate = k / n
-            msg = f"{k}/{n} pairs ranked faithful > edited by {m} ({rate:.1%}; need >= {rule.min_rate:.1%})"
+            shown_rate, shown_limit = percent_against(rate, rule.min_rate)
+            msg = f"{k}/{n} pairs ranked faithful > edited by {m} ({shown_rate}; need >= {shown_limit})"
             if unscored:
                 msg += f"; {unscored} pairs could not be scored"
             inconsistent = [p for p in members if not p.consistent.get(m, False)]

@@ -40,6 +40,7 @@ from faithgate.errors import InputError
 from faithgate.escape import printable
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.io import jsonl_lines
+from faithgate.numbers import shown_against
 from faithgate.report import render
 from faithgate.result import GateResult
 
@@ -198,10 +199,15 @@ def example_message(example: Mapping[str, Any]) -> str:
     scores = example.get("scores") or {}
     parts = []
     for name, s in scores.items():
-        value = s.get("value")
-        shown = "unscored" if value is None else f"{float(value):.4f}"
-        if s.get("threshold") is not None:
-            shown += f" (threshold {float(s['threshold']):g})"
+        value, threshold = s.get("value"), s.get("threshold")
+        if value is None:
+            shown = "unscored" + (
+                f" (threshold {float(threshold):g})" if threshold is not None else ""
+            )
+        elif threshold is None:
+            shown = f"{float(value):.4f}"
+        else:
+            shown = "{} (threshold {})".format(*shown_against(float(value), float(threshold)))
         parts.append(f"{name} {shown}")
     if parts:
         lines.append("scores: " + ", ".join(parts))

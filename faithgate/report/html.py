@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from faithgate.report.format import fmt_value
+from faithgate.report.format import fmt_against, fmt_rate, fmt_value
 from faithgate.result import ExampleResult, GateResult
 
 MAX_EXAMPLES = 500
@@ -139,7 +139,7 @@ def to_html(result: GateResult) -> str:
         '<div class="cards">',
         f'<div class="card"><div class="k">examples passing</div><div class="v">'
         f"{result.n_passed}/{result.n_examples}"
-        + (f" ({rate:.1%})" if rate is not None else "")
+        + (f" ({fmt_rate(rate)})" if rate is not None else "")
         + "</div></div>",
         f'<div class="card"><div class="k">rules passing</div><div class="v">'
         f"{len(result.rules) - len(result.failed_rules)}/{len(result.rules)}</div></div>",
@@ -160,9 +160,10 @@ def to_html(result: GateResult) -> str:
     out.append("<th>Rule</th><th>Value</th><th>Limit</th><th>Result</th><th>Detail</th>")
     out.append("</tr></thead><tbody>")
     for r in result.rules:
+        value, limit = fmt_against(r.value, r.limit)
         out.append(
             f'<tr class="{"pass" if r.passed else "fail"}"><td><code>{escape(r.name)}</code></td>'
-            f'<td class="num">{fmt_value(r.value)}</td><td class="num">{fmt_value(r.limit)}</td>'
+            f'<td class="num">{value}</td><td class="num">{limit}</td>'
             f"<td>{'skipped' if r.skipped else _status(r.passed)}</td>"
             f"<td>{escape(r.message)}</td></tr>"
         )
@@ -203,7 +204,8 @@ def to_html(result: GateResult) -> str:
                 )
             else:
                 cls = "" if s.passed else ' class="fail-t"'
-                cells.append(f'<td class="num"><span{cls}>{fmt_value(s.value)}</span></td>')
+                value = fmt_against(s.value, s.threshold)[0]
+                cells.append(f'<td class="num"><span{cls}>{value}</span></td>')
         reason = f'<div class="reason">{escape(e.message)}</div>' if not e.passed else ""
         out.append(
             f'<tr class="{"pass" if e.passed else "fail"}" data-id="{escape(e.id, quote=True)}">'
@@ -228,8 +230,8 @@ def to_html(result: GateResult) -> str:
             ok = all(p.consistent.values())
             cells = "".join(
                 f'<td class="num"><span class="{"pass-t" if p.consistent.get(m) else "fail-t"}">'
-                f"{fmt_value(p.faithful_scores.get(m))} / {fmt_value(p.unfaithful_scores.get(m))}"
-                "</span></td>"
+                + " / ".join(fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m)))
+                + "</span></td>"
                 for m in result.metrics
             )
             origin = " (generated)" if p.generated else ""

@@ -12,7 +12,7 @@ import re
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from faithgate.report.format import fmt_value
+from faithgate.report.format import fmt_against, fmt_value
 from faithgate.result import GateResult
 
 # Characters XML 1.0 cannot hold at all, not even as references: C0 controls other than tab,
@@ -29,8 +29,9 @@ def xml_text(text: object) -> str:
 def _example_output(e) -> str:  # noqa: ANN001 - ExampleResult (kept light for TYPE_CHECKING)
     lines = [f"summary: {e.summary}"]
     for m, s in e.scores.items():
-        thr = f" (threshold {s.threshold:g})" if s.threshold is not None else ""
-        val = fmt_value(s.value) if s.value is not None else f"unscorable: {s.error}"
+        shown, limit = fmt_against(s.value, s.threshold)
+        thr = f" (threshold {limit})" if s.threshold is not None else ""
+        val = shown if s.value is not None else f"unscorable: {s.error}"
         lines.append(f"{m}: {val}{thr}")
     ls = e.least_supported
     if ls is not None:
@@ -66,7 +67,9 @@ def to_junit(result: GateResult) -> str:
         tc = TestCase(
             xml_text(r.name),
             classname="faithgate.rules",
-            stdout=xml_text(f"value {fmt_value(r.value)}, limit {fmt_value(r.limit)}: {r.message}"),
+            stdout=xml_text(
+                "value {}, limit {}: ".format(*fmt_against(r.value, r.limit)) + r.message
+            ),
         )
         if not r.passed:
             tc.add_failure_info(message=xml_text(r.message), failure_type=r.kind)

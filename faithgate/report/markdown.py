@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from faithgate.report.format import fmt_value, one_line
+from faithgate.report.format import fmt_against, fmt_rate, fmt_value, one_line
 from faithgate.result import GateResult
 
 # Markdown punctuation a user's text could use to format, link, embed an image, open an HTML
@@ -54,7 +54,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     ]
     stats = [
         f"**{result.n_passed}/{result.n_examples}** examples pass"
-        + (f" ({rate:.1%})" if rate is not None else ""),
+        + (f" ({fmt_rate(rate)})" if rate is not None else ""),
         f"**{n_ok}/{n_rules}** rules pass",
     ]
     means = result.means()
@@ -67,8 +67,9 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     out.append("| Rule | Value | Limit | Result | Detail |")
     out.append("|---|---:|---:|:---:|---|")
     for r in result.rules:
+        value, limit = fmt_against(r.value, r.limit)
         out.append(
-            f"| {_code(r.name)} | {fmt_value(r.value)} | {fmt_value(r.limit)} | "
+            f"| {_code(r.name)} | {value} | {limit} | "
             f"{('⚠️ skipped' if r.skipped else '✅ pass') if r.passed else '❌ fail'} | "
             f"{_cell(r.message)} |"
         )
@@ -91,10 +92,11 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
                     vals.append("⚠️ unscored")
                 else:
                     mark = "" if s.passed else " ❌"
+                    value, threshold = fmt_against(s.value, s.threshold)
                     if not s.passed and s.baseline is not None and s.threshold is not None:
                         # Held to its own threshold: say which, and the last release's score.
-                        mark += f" < {fmt_value(s.threshold)} (baseline {fmt_value(s.baseline)})"
-                    vals.append(fmt_value(s.value) + mark)
+                        mark += f" < {threshold} (baseline {fmt_value(s.baseline)})"
+                    vals.append(value + mark)
             ls = e.least_supported
             if ls is not None:
                 sentence = f"“{_cell(ls.text, 160)}” ({_cell(ls.metric)} {fmt_value(ls.value, 3)})"
@@ -116,7 +118,9 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
         out.append("|---|---|---|---|")
         for p in bad_pairs[:max_examples]:
             verdicts = ", ".join(
-                f"{_code(m)} {fmt_value(p.faithful_scores.get(m))} vs {fmt_value(p.unfaithful_scores.get(m))}"
+                "{} {} vs {}".format(
+                    _code(m), *fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m))
+                )
                 for m in result.metrics
                 if not p.consistent.get(m, False)
             )

@@ -8,7 +8,7 @@ from typing import Any
 
 from faithgate.escape import defuse_workflow_commands, printable
 from faithgate.progress import progress_bar  # noqa: F401 - re-exported for older imports
-from faithgate.report.format import fmt_value, one_line
+from faithgate.report.format import fmt_against, fmt_rate, fmt_value, one_line
 from faithgate.result import GateResult
 
 
@@ -40,7 +40,7 @@ def headline(result: GateResult) -> str:
             head += f", {len(skipped)} skipped ({', '.join(printable(r.name) for r in skipped)})"
     rate = result.pass_rate
     stats = f"{result.n_passed}/{result.n_examples} examples pass" + (
-        f" ({rate:.1%})" if rate is not None else ""
+        f" ({fmt_rate(rate)})" if rate is not None else ""
     )
     means = ", ".join(f"{m} {fmt_value(v)}" for m, v in result.means().items())
     return f"faithgate: {head}; {stats}" + (f"; mean {means}" if means else "")
@@ -65,8 +65,9 @@ def _pair_lines(result: GateResult, max_pairs: int) -> list[str]:
     lines = ["", f"inconsistent minimal pairs ({len(bad)} of {len(result.pairs)}, worst first):"]
     for p in bad[:max_pairs]:
         scores = ", ".join(
-            f"{m} {fmt_value(p.faithful_scores.get(m))} faithful vs "
-            f"{fmt_value(p.unfaithful_scores.get(m))} edited"
+            "{} {} faithful vs {} edited".format(
+                m, *fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m))
+            )
             for m in result.metrics
             if not p.consistent.get(m, False)
         )
@@ -92,8 +93,7 @@ def to_terminal(
     rows = [
         [
             printable(r.name),
-            fmt_value(r.value),
-            fmt_value(r.limit),
+            *fmt_against(r.value, r.limit),
             ("SKIP" if r.skipped else "PASS") if r.passed else "FAIL",
             one_line(r.message, width - 40),
         ]

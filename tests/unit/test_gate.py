@@ -58,7 +58,25 @@ def test_threshold_boundary_is_inclusive():
     r = gate([0.5, 0.5 - 1e-9], {"thresholds": {M: 0.5}, "rules": {"min_pass_rate": 0.5}})
     assert [e.passed for e in r.examples] == [True, False]
     assert r.passed
-    assert "m 0.5000 < threshold 0.5" in r.examples[1].message
+    # never "0.5000 < threshold 0.5": a failing score is shown with the digits that tell it
+    # from its threshold
+    assert "m 0.499999999 < threshold 0.500000000" in r.examples[1].message
+
+
+def test_a_failing_rate_or_mean_never_reads_as_its_limit():
+    """1999 of 2000 under min_pass_rate 1 read "100.0%; need >= 100.0%"; a mean 2e-5 short of
+    min_mean read "0.6553 (need >= 0.65532)"-style equal text in every report."""
+    values = [0.9] * 1999 + [0.1]
+    r = gate(values, {"thresholds": {M: 0.5}, "rules": {"min_pass_rate": 1.0}})
+    [rate_rule] = [rule for rule in r.rules if rule.name == "pass_rate"]
+    assert "1999/2000 examples pass (99.95%; need >= 100.00%)" in rate_rule.message
+    r = gate([0.49996, 0.49996], {"rules": {"min_mean": {M: 0.5}}})
+    assert "mean m 0.49996 over 2 scored examples (need >= 0.50000)" in r.failed_rules[0].message
+    from faithgate.report import render
+
+    for kind in ("terminal", "markdown", "html", "junit"):
+        text = render(kind, r)
+        assert "0.49996" in text and "0.50000" in text, kind  # the rule's value and limit
 
 
 def test_failure_message_names_the_least_supported_sentence():
