@@ -22,6 +22,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -338,12 +339,89 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def publish_dir(tmp: Path, target: Path) -> None:
+def refuse_foreign_dir(target: Path, manifest: str, what: str = "--out") -> None:
+    """Raise ``InputError`` (exit 2) unless ``publish_dir`` may put a directory at ``target``:
+    nothing there, an empty directory, or an earlier output of the same kind (it holds
+    ``manifest``, the file faithgate writes into every such directory). Anything else is the
+    user's, and replacing it would delete their files."""
+    if target.is_symlink():  # replacing the link would leave its directory, confusingly
+        raise InputError(f"{what} {target} is a symbolic link: give the directory itself")
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise InputError(f"{what} {target} is a file, not a directory")
+    if (target / manifest).is_file():
+        return
+    try:
+        empty = next(target.iterdir(), None) is None
+    except OSError as exc:
+        raise InputError(f"{what} {target} cannot be read ({exc.strerror})") from None
+    if not empty:
+        raise InputError(
+            f"{what} {target} is a directory that is not empty and holds no {manifest} (not an "
+            "earlier faithgate output); refusing to replace it: give a new or empty directory"
+        )
+
+
+def lies_inside(inner: Path, outer: Path) -> bool:
+    """Whether ``inner`` is ``outer`` or lies below it, after symlinks and ``..`` (compared by
+    device and inode, so a bind mount or a differently spelled path is caught too)."""
+    try:
+        st = os.stat(outer)
+    except OSError:
+        return False
+    real = Path(os.path.realpath(inner))
+    for path in (real, *real.parents):
+        try:
+            here = os.stat(path)
+        except OSError:
+            continue
+        if (here.st_dev, here.st_ino) == (st.st_dev, st.st_ino):
+            return True
+    return False
+
+
+def refuse_dir_over_inputs(
+    target: Path, inputs: Iterable[tuple[str, str | Path | None]], what: str = "--out"
+) -> None:
+    """Raise ``InputError`` (exit 2) when the output directory ``target`` is one of the run's
+    inputs (``(what, path)`` pairs: a model directory, a data file), lies inside one, or holds
+    one: publishing there would replace or delete what the run reads. Inputs that are not
+    local paths (hub ids, ``None``) are skipped."""
+    for name, path in inputs:
+        if path is None or not Path(path).exists():
+            continue
+        if lies_inside(target, Path(path)) or lies_inside(Path(path), target):
+            raise InputError(
+                f"{what} {target} is, holds or lies inside the {name} {path}; refusing to "
+                "overwrite an input: choose another directory"
+            )
+
+
+def publish_dir(tmp: Path, target: Path, manifest: str | None = None) -> None:
     """Move a fully written directory into place, replacing an older one: readers (other
-    processes) see either the old directory or the complete new one, never half of it."""
-    if target.exists():
-        shutil.rmtree(target)
-    tmp.rename(target)
+    processes) see the old directory or the complete new one, never half of either (for an
+    instant between two renames, neither).
+
+    With ``manifest``, ``target`` is a user's choice and is replaced only when
+    ``refuse_foreign_dir`` allows it (checked again here: the run may have taken hours)."""
+    if manifest is not None:
+        refuse_foreign_dir(target, manifest)
+    if not target.exists():
+        tmp.rename(target)
+        return
+    # The old directory is moved aside before the new one takes its name, and deleted only
+    # once the new one is there: a failed rename puts it back, nothing is lost.
+    holder = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    aside = holder / "old"
+    target.rename(aside)
+    try:
+        tmp.rename(target)
+    except OSError:
+        aside.rename(target)
+        holder.rmdir()
+        raise
+    shutil.rmtree(holder, ignore_errors=True)
 
 
 def _is_model_dir(path: Path) -> bool:

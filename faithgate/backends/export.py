@@ -436,6 +436,11 @@ def export_model(
     tolerance = tolerance or Tolerance()
     triples = list(calibration) if calibration is not None else load_calibration(None)
     target = Path(out) if out is not None else default_export_dir(spec, task)
+    if out is not None:
+        # The user's directory: replaced only when it is an earlier export (its manifest), and
+        # never when it is (or holds, or lies in) the model being exported.
+        models.refuse_foreign_dir(target, MANIFEST_NAME)
+    models.refuse_dir_over_inputs(target, [("--model directory", spec.location)])
     target.parent.mkdir(parents=True, exist_ok=True)
     from filelock import FileLock
 
@@ -556,7 +561,7 @@ def export_model(
             manifest.parity = parity
             manifest.directory = target
             manifest.save(tmp)
-            models.publish_dir(tmp, target)
+            models.publish_dir(tmp, target, manifest=MANIFEST_NAME if out is not None else None)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -55,7 +55,6 @@ the first that passes; fp32 when none does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -72,6 +71,7 @@ from faithgate.backends.expand import (
     replace_graph_nodes,
 )
 from faithgate.errors import InputError
+from faithgate.io import read_jsonl_rows
 
 # Concrete modes an export can be in (the manifest's ``quantization``).
 MODES = (
@@ -346,19 +346,21 @@ def load_calibration(path: str | Path | None, n_pairs: int = 50, seed: int = 0) 
         raise InputError(f"calibration file {str(path)!r} does not exist")
     refs: dict[str, dict[str, Any]] = {}
     edits: dict[str, dict[str, Any]] = {}
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            pair, role = row.get("pair_id"), row.get("role")
-            if pair is None or role not in ("reference", "edited", "correct", "incorrect"):
-                continue
-            target = refs if role in ("reference", "correct") else edits
-            target.setdefault(str(pair), row)
+    # io's reader: bad UTF-8, bad JSON and too deep nesting are errors naming file:line.
+    for lineno, row in read_jsonl_rows(path):
+        where = f"{path}:{lineno}"
+        if not isinstance(row, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        pair, role = row.get("pair_id"), row.get("role")
+        if pair is None or role not in ("reference", "edited", "correct", "incorrect"):
+            continue
+        # The texts a triple is built from: checked here, where the line is still known.
+        needed = ("source", "summary") if role in ("reference", "correct") else ("summary",)
+        for key in needed:
+            if not isinstance(row.get(key), str):
+                raise InputError(f"{where}: a {role} row needs a {key!r} string")
+        target = refs if role in ("reference", "correct") else edits
+        target.setdefault(str(pair), row)
     pairs = sorted(set(refs) & set(edits))
     if not pairs:
         raise InputError(

@@ -13,6 +13,7 @@ import click
 from faithgate import models
 from faithgate.cli.params import FiniteFloatRange
 from faithgate.errors import InputError
+from faithgate.escape import safe_line
 
 EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
 
@@ -57,7 +58,9 @@ EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Export directory (default: the faithgate cache, where --backend auto finds it).",
+    help="Export directory (default: the faithgate cache, where --backend auto finds it). An "
+    "existing OUT must be empty or an earlier export (it holds faithgate_onnx.json), which is "
+    "replaced as a whole.",
 )
 @click.option("--opset", type=int, default=18, show_default=True)
 @click.option("--no-cache", is_flag=True, help="Causal LM without key/value cache inputs.")
@@ -81,7 +84,9 @@ EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
               help="Largest change of pair consistency (0.01 = 1 point).")  # fmt: skip
 @click.option("--strict", is_flag=True,
               help="Fail (and write nothing) instead of keeping fp32 when quantization fails.")  # fmt: skip
-@click.option("--threads", type=int, help="onnxruntime threads for the parity runs.")
+@click.option(
+    "--threads", type=click.IntRange(min=1), help="onnxruntime threads for the parity runs."
+)
 @click.option("--allow-download", is_flag=True, help="Allow fetching the model from the hub.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 def export_command(
@@ -112,9 +117,14 @@ def export_command(
     if not 0.0 <= min_agreement <= 1.0:
         raise InputError("--min-agreement must be between 0 and 1")
     spec = models.resolve(role, model_name, allow_download=allow_download)
+    if out is not None:  # the export replaces --out as a whole: it must not hold the data
+        models.refuse_dir_over_inputs(out, [("--calibration file", calibration)])
     calib_path = calibration
     triples = load_calibration(calib_path, calibration_pairs)
-    say = (lambda msg: None) if as_json else (lambda msg: click.echo(f"  {msg}", err=True))
+    # Progress lines quote paths and model names: the user's text, printed as one safe line.
+    say = (
+        (lambda msg: None) if as_json else (lambda msg: click.echo(safe_line(f"  {msg}"), err=True))
+    )
     manifest = export_model(
         spec,
         out=out,
@@ -132,7 +142,7 @@ def export_command(
     if as_json:
         click.echo(json.dumps(manifest.to_dict(), indent=2, sort_keys=True))
         return
-    click.echo(f"exported {role} model {spec.name} -> {manifest.directory}")
+    click.echo(safe_line(f"exported {role} model {spec.name} -> {manifest.directory}"))
     click.echo(
         f"  task {manifest.task}, opset {manifest.opset}, quantization {manifest.quantization}"
     )

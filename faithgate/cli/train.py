@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from faithgate.cli.params import FiniteFloatRange
+from faithgate.escape import safe_line
 from faithgate.training.synth import SynthConfig
 from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
 
@@ -19,7 +20,9 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     "output",
     required=True,
     type=click.Path(file_okay=False),
-    help="Directory of the trained model (a transformers directory; checkpoints go to OUT.work/).",
+    help="Directory of the trained model (a transformers directory; checkpoints go to "
+    "OUT.work/). An existing OUT must be empty or an earlier faithgate train output (it holds "
+    "faithgate_training.json), which is replaced as a whole.",
 )
 @click.option(
     "--documents",
@@ -95,7 +98,12 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
 )
 @click.option("--dev-fraction", default=0.05, show_default=True, type=FiniteFloatRange(0, 0.5))
 @click.option("--checkpoint-every", default=100, show_default=True, type=click.IntRange(min=1))
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 2**32 - 1),  # numpy's seed range: anything else fails mid-run
+)
 @click.option(
     "--init-precision",
     default="float32",
@@ -140,7 +148,7 @@ def train_command(
     threads: int | None,
 ) -> None:
     """Train an NLI cross-encoder checker: SNLI + synthetic pairs from documents (+ labels)."""
-    from faithgate.training.train import train
+    from faithgate.training.train import check_output, train
 
     config = TrainConfig(
         output=output,
@@ -166,5 +174,12 @@ def train_command(
         seed=seed,
         init_precision=init_precision,
     )
-    click.echo(f"faithgate train: recipe {config.recipe_hash()} -> {output}", err=True)
-    train(config, log=lambda line: click.echo(line, err=True), threads=threads, device=device)
+    check_output(config)  # a refused --out is the only line printed (train checks it too)
+    # Paths (and messages quoting them) are the user's text: one safe line each.
+    click.echo(safe_line(f"faithgate train: recipe {config.recipe_hash()} -> {output}"), err=True)
+    train(
+        config,
+        log=lambda line: click.echo(safe_line(line), err=True),
+        threads=threads,
+        device=device,
+    )

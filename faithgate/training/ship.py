@@ -109,7 +109,7 @@ def ship(
         manifest_path.write_text(json.dumps(data, indent=2) + "\n")
         shutil.rmtree(assembled.parent, ignore_errors=True)
         (tmp / "onnx.lock").unlink(missing_ok=True)  # the exporter's lock, not a shipped file
-        models.publish_dir(tmp, dest)
+        models.publish_dir(tmp, dest, manifest=TRAINING_META)  # never a foreign directory
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

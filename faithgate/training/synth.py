@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -209,7 +210,11 @@ def write_pairs(
     """Pairs of each document (by id, in ``documents`` order), generated into ``path`` (JSONL,
     one line per document) and resumed after the documents already there: an interrupted run
     loses at most the document it was writing. ``make`` builds one document's pairs (default:
-    ``document_pairs``)."""
+    ``document_pairs``). Ids must be unique: pairs are kept per id (callers check, with
+    messages naming the files)."""
+    repeated = sorted(k for k, n in Counter(doc.id for doc in documents).items() if n > 1)
+    if repeated:  # one document's pairs would silently stand in for the other's
+        raise ValueError(f"document ids repeated: {', '.join(map(repr, repeated[:5]))}")
     done: dict[str, list[NLIPair]] = {}
     if path.exists():
         with path.open(encoding="utf-8") as fh:

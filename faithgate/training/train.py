@@ -26,6 +26,7 @@ import platform
 import random
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -124,6 +125,15 @@ class Dataset:
             json.dump(rows, fh)
         tmp.replace(path)
 
+    def digest(self) -> str:
+        """SHA-256 of the pairs (not the sources' bookkeeping): what a checkpoint was trained
+        on, so a resume on other data is refused rather than mixing the two."""
+        digest = hashlib.sha256()
+        for name in ("train", "dev", "dev_labelled"):
+            rows = [asdict(p) for p in getattr(self, name)]
+            digest.update(json.dumps([name, rows], sort_keys=True).encode())
+        return digest.hexdigest()
+
     @classmethod
     def load(cls, path: Path) -> Dataset:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
@@ -145,7 +155,12 @@ def dataset_file(config: TrainConfig, workdir: Path) -> Path:
     recipe = config.recipe()
     keys = ("documents", "labelled", "labelled_dev_fraction", "max_synthetic_pairs")
     keys += ("snli_pairs", "synth", "dev_fraction", "seed")
-    key = json.dumps({k: recipe.get(k) for k in keys}, sort_keys=True)
+    key_data = {k: recipe.get(k) for k in keys}
+    if any(name not in BUILTIN_CORPORA for name in config.documents):
+        # Documents of a user's file have ids namespaced by the file (corpora.user_documents)
+        # since this marker: a dataset kept from before, built on the old ids, is not reused.
+        key_data["document_ids"] = "per-file"
+    key = json.dumps(key_data, sort_keys=True)
     return workdir / f"dataset-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json.gz"
 
 
@@ -205,6 +220,9 @@ def _build_dataset(
     """The dataset of ``config``; ``digests``: ``_user_file_digests(config)``, read once."""
     sources: dict[str, Any] = {}
     documents: list[corpora.Document] = []
+    # id -> where it came from: pairs are kept per document id, so a repeated id would drop
+    # a document silently (user files' ids are namespaced by file; a clash left is refused).
+    origin: dict[str, str] = {}
     gensim = None
     for name in config.documents:
         if name in BUILTIN_CORPORA:
@@ -219,6 +237,13 @@ def _build_dataset(
         else:
             docs = corpora.user_documents(name)
             sources[name] = {"sha256": digests[name], "documents": len(docs)}
+        for doc in docs:
+            if doc.id in origin:
+                raise InputError(
+                    f"--documents {name}: document id {doc.id!r} is also a document of "
+                    f"{origin[doc.id]}; give each document its own id (each file its own name)"
+                )
+            origin[doc.id] = name
         documents.extend(docs)
     key_parts: list[Any] = [config.documents, config.synth.recipe()]
     user_documents = {path: d for path, d in digests.items() if path in config.documents}
@@ -326,6 +351,43 @@ def _save_atomic(obj: Any, path: Path) -> None:
     tmp.replace(path)
 
 
+# What every checkpoint holds; an earlier one without the dataset's digest cannot be checked
+# against this run's data, so it is refused like a damaged one.
+_CHECKPOINT_KEYS = ("recipe_hash", "dataset_sha256", "total_steps", "model", "optimizer")
+_CHECKPOINT_KEYS += ("scheduler", "step", "history", "torch_rng")
+
+
+def _damaged(path: Path, exc: BaseException | None = None) -> InputError:
+    why = f" ({type(exc).__name__})" if exc is not None else ""
+    return InputError(
+        f"{path} is not a checkpoint this faithgate can resume from (damaged, truncated or "
+        f"written by another version){why}: remove it to start afresh"
+    )
+
+
+def _load_checkpoint(path: Path, config: TrainConfig, device: str) -> dict[str, Any]:
+    """The checkpoint at ``path``, checked to be whole and of ``config``'s recipe."""
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, weights_only=False, map_location=device)
+    except (RuntimeError, ValueError, EOFError, pickle.UnpicklingError, AttributeError,
+            ImportError, IndexError, KeyError, TypeError, UnicodeDecodeError) as exc:  # fmt: skip
+        raise _damaged(path, exc) from None
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read ({exc.strerror})") from None
+    if not isinstance(state, dict) or not all(key in state for key in _CHECKPOINT_KEYS):
+        raise _damaged(path)
+    if state["recipe_hash"] != config.recipe_hash():
+        raise InputError(
+            f"{path} belongs to another recipe ({state['recipe_hash']}); "
+            "remove it or use another --out"
+        )
+    return state
+
+
 def evaluate(
     model: Any,
     tokenizer: Any,
@@ -385,6 +447,24 @@ def _init_checker(path: str) -> dict[str, Any]:
     return {"location": str(location), "meta": {"recipe_hash": recipe, "sha256": digest}}
 
 
+def check_output(config: TrainConfig) -> None:
+    """Refuse, before any work, an ``--out`` that publishing the model would wreck: the
+    current directory (or one above it), a directory of the user's that is not an earlier
+    ``faithgate train`` output, or one of the run's own inputs (or a directory holding one)."""
+    output = Path(config.output)
+    if output.name in ("", "..") or models.lies_inside(Path.cwd(), output):
+        raise InputError(
+            f"--out {config.output}: give a new directory (e.g. ./checker), not the current "
+            "directory or one above it"
+        )
+    models.refuse_foreign_dir(output, TRAINING_META)
+    inputs: list[tuple[str, str | None]] = [("--init-from model", config.init_from)]
+    inputs.append(("--base-model", config.base_model))
+    inputs += [("--documents file", d) for d in config.documents if d not in BUILTIN_CORPORA]
+    inputs += [("--labelled file", path) for path in config.labelled]
+    models.refuse_dir_over_inputs(output, inputs)
+
+
 def train(
     config: TrainConfig,
     log: Callable[[str], None] = print,
@@ -400,6 +480,9 @@ def train(
     deterministic on its own kind of hardware)."""
     if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
         raise InputError(f"--device {device!r}: expected cpu, cuda or cuda:N")
+    if not 0 <= config.seed < 2**32:  # numpy's seed range (the CLI's --seed checks it too)
+        raise InputError(f"--seed {config.seed}: expected 0 to {2**32 - 1}")
+    check_output(config)
     if device.startswith("cuda"):
         # cuBLAS is deterministic only with a fixed workspace; read when CUDA starts.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -434,7 +517,12 @@ def _train(
     output = Path(config.output)
     workdir = output.with_name(output.name + ".work")
     workdir.mkdir(parents=True, exist_ok=True)
+    ckpt_path = workdir / "checkpoint.pt"
+    # Read (and checked against the recipe) before the dataset is built: a damaged file or
+    # another recipe's is refused at once, not after minutes of synthesis.
+    state = _load_checkpoint(ckpt_path, config, device) if ckpt_path.exists() else None
     data = build_dataset(config, workdir, log, spacy_model)
+    data_digest = data.digest()
     log(f"training pairs: {len(data.train)}; held-out pairs: {len(data.dev)}")
 
     # Any encoder directory or hub id; the role only picks the offline fallbacks.
@@ -475,28 +563,34 @@ def _train(
         total = min(total, config.max_steps)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup * total), total)
 
-    ckpt_path = workdir / "checkpoint.pt"
     step, history = 0, []
-    if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False, map_location=device)
-        if state["recipe_hash"] != config.recipe_hash():
+    if state is not None:
+        # The recipe hash names the user's files by path, not content: the data itself (and
+        # so the number of steps) must be the checkpoint's, or the run would mix two datasets.
+        if state["dataset_sha256"] != data_digest or state["total_steps"] != total:
             raise InputError(
-                f"{ckpt_path} belongs to another recipe ({state['recipe_hash']}); "
-                "remove it or use another --out"
+                f"{ckpt_path} was trained on other data than this run's (a --documents or "
+                "--labelled file changed since); remove it to start afresh, or use another --out"
             )
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            torch.set_rng_state(state["torch_rng"].cpu())  # dropout masks continue as before
+            if "cuda_rng" in state:
+                torch.cuda.set_rng_state(state["cuda_rng"].cpu())
+        except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise _damaged(ckpt_path, exc) from None
         step, history = state["step"], state["history"]
-        torch.set_rng_state(state["torch_rng"].cpu())  # dropout masks continue as before
-        if "cuda_rng" in state:
-            torch.cuda.set_rng_state(state["cuda_rng"].cpu())
+        del state  # the weights are in the model now: do not hold a second copy
         log(f"resumed at step {step}/{total}")
 
     def checkpoint() -> None:
         _save_atomic(
             {
                 "recipe_hash": config.recipe_hash(),
+                "dataset_sha256": data_digest,
+                "total_steps": total,
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),
@@ -560,10 +654,6 @@ def _train(
             checkpoint()
 
     snli_eval = evaluate(model, tokenizer, data.snli_test, config.max_length, device=device)
-    tmp = output.with_name(output.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)  # safetensors: the default, and the only form in transformers 5
-    tokenizer.save_pretrained(tmp)
     meta = {
         "format": 1,
         "recipe": config.recipe(),
@@ -581,7 +671,16 @@ def _train(
         "versions": {"torch": torch.__version__, "python": platform.python_version()},
         "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
     }
-    (tmp / TRAINING_META).write_text(json.dumps(meta, indent=2) + "\n")
-    models.publish_dir(tmp, output)
+    # A fresh directory beside the output (never a fixed name: that could be the user's).
+    tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        model.save_pretrained(tmp)  # safetensors: the default, and the only form in transformers 5
+        tokenizer.save_pretrained(tmp)
+        (tmp / TRAINING_META).write_text(json.dumps(meta, indent=2) + "\n")
+        # Replaces only an earlier faithgate train output (refused otherwise, checked again).
+        models.publish_dir(tmp, output, manifest=TRAINING_META)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
     log(f"wrote {output} (held-out {history[-1]['held_out'] if history else {}}, SNLI {snli_eval})")
     return output

@@ -1019,3 +1019,92 @@ def test_cuda_provider_refused_cleanly_without_a_gpu(tiny, exports):
         OnnxBackend().load(
             models.resolve("embedder", str(exports["bert"])), "text-encoder", provider="cuda"
         )
+
+
+# --- what `faithgate export --out` must never do: delete the user's files or its input -------
+
+
+def _export_cli(*args: str):
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    return CliRunner().invoke(cli, ["export", *args])
+
+
+def test_export_refuses_an_out_it_did_not_write_and_its_own_model(tiny, tmp_path):
+    user = tmp_path / "userdir"
+    user.mkdir()
+    (user / "precious.txt").write_text("notes\n")
+    model = ["nli", "--model", str(tiny["nli"]), "--quantize", "none"]
+    res = _export_cli(*model, "--out", str(user))
+    assert res.exit_code == 2 and "holds no faithgate_onnx.json" in res.output, res.output
+    assert res.output.startswith("faithgate: --out ") and res.output.count("\n") == 1
+    assert (user / "precious.txt").read_text() == "notes\n"
+    # The model being exported, or a directory inside it, is never the output.
+    before = sorted(p.name for p in tiny["nli"].iterdir())
+    for out in (tiny["nli"], tiny["nli"] / "onnx"):
+        res = _export_cli(*model, "--out", str(out))
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "refusing to overwrite an input" in res.output
+    assert sorted(p.name for p in tiny["nli"].iterdir()) == before
+    spec = models.resolve("nli", str(tiny["nli"]))
+    with pytest.raises(InputError, match="refusing to overwrite an input"):
+        export_model(spec, out=tiny["nli"] / "onnx", quantize="none")
+    # Nor is a directory holding the calibration file.
+    old = tmp_path / "old"
+    export_model(spec, out=old, quantize="none")
+    calib = old / "calib.jsonl"
+    calib.write_text(_bump_rows())
+    res = _export_cli(*model, "--out", str(old), "--calibration", str(calib))
+    assert res.exit_code == 2 and "--calibration file" in res.output, res.output
+    assert calib.is_file()
+    # An earlier export is replaced as a whole, and an empty directory is fine.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for out in (old, empty):
+        res = _export_cli(*model, "--out", str(out))
+        assert res.exit_code == 0, res.output
+        assert load_manifest(out).task == "pair-classifier"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def _bump_rows(**edited: object) -> str:
+    rows = [
+        {"pair_id": "p0", "role": "reference", "source": "S.", "summary": "good"},
+        {"pair_id": "p0", "role": "edited", "source": "S.", "summary": "bad", **edited},
+    ]
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def test_a_malformed_calibration_file_is_an_input_error_naming_the_line(tmp_path, tiny):
+    from faithgate.backends.quantize import load_calibration
+
+    path = tmp_path / "calib.jsonl"
+    cases = {
+        _bump_rows().encode() + b'{"pair_id": "p1", "summary": "\xff"}\n': r"calib.jsonl:3: not valid UTF-8",
+        (_bump_rows() + "[1, 2]\n").encode(): r"calib.jsonl:3: expected a JSON object",
+        _bump_rows().replace('"source": "S.", ', "", 1).encode(): r"calib.jsonl:1: .*'source'",
+        _bump_rows(summary=None).encode(): r"calib.jsonl:2: .*'summary'",
+    }  # fmt: skip
+    for data, message in cases.items():
+        path.write_bytes(data)
+        with pytest.raises(InputError, match=message):
+            load_calibration(path)
+        res = _export_cli("nli", "--model", str(tiny["nli"]), "--calibration", str(path),
+                          "--out", str(tmp_path / "o"))  # fmt: skip
+        assert res.exit_code == 2 and "internal error" not in res.output, res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_export_threads_must_be_positive(tiny, tmp_path):
+    res = _export_cli("nli", "--model", str(tiny["nli"]), "--threads", "-1")
+    assert res.exit_code == 2 and "--threads" in res.output
+
+
+def test_export_prints_paths_as_safe_lines(tiny, tmp_path):
+    out = tmp_path / "e\x1b[2J\n::warning::forged"
+    res = _export_cli("nli", "--model", str(tiny["nli"]), "--quantize", "none", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.output and "\n::warning" not in res.output
+    assert "-> " in res.output and "\\x1b[2J\\n::warning::forged" in res.output

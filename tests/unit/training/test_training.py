@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -130,7 +131,7 @@ def test_user_files_are_validated_with_line_numbers(tmp_path):
     with pytest.raises(Exception, match=r"pairs.jsonl:2"):
         labelled_summaries(pairs)
     pairs.write_text('{"source": "s", "summary": "t", "label": 2}\n')
-    with pytest.raises(Exception, match=r"pairs.jsonl:1: .*label' \(0/1\)"):
+    with pytest.raises(Exception, match=r"pairs.jsonl:1: field 'label' must be 1, 0"):
         labelled_summaries(pairs)
 
 
@@ -460,3 +461,212 @@ def test_the_shipped_checkers_recipe_keeps_its_hash():
     # onnx_models/build_checker.sh: --snli-pairs 15000 --max-steps 1200 --seed 0
     built = TrainConfig(output="x", snli_pairs=15000, max_steps=1200, seed=0)
     assert built.recipe_hash() == manifest["recipe_hash"]
+
+
+# --- what `faithgate train` must never do: delete, overwrite, mix or crash -----------------
+
+
+def _quiet(line: str) -> None:
+    pass
+
+
+def _cli(args: list[str]):
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    return CliRunner().invoke(cli, ["train", *args])
+
+
+def test_an_out_directory_faithgate_did_not_write_is_refused_untouched(
+    tmp_path, tiny_base, tiny_docs
+):
+    from faithgate.errors import InputError
+    from faithgate.training.train import train
+
+    user = tmp_path / "userdir"
+    user.mkdir()
+    (user / "precious.txt").write_text("notes\n")
+    with pytest.raises(InputError, match="not empty and holds no faithgate_training.json"):
+        train(_config(user, tiny_base, tiny_docs), log=_quiet, threads=1)
+    res = _cli(["--out", str(user), "--documents", str(tiny_docs), "--base-model", str(tiny_base)])
+    assert res.exit_code == 2 and res.output.startswith("faithgate: --out ")
+    assert res.output.count("\n") == 1 and "Traceback" not in res.output
+    assert (user / "precious.txt").read_text() == "notes\n"
+    assert not (tmp_path / "userdir.work").exists()  # refused before any work
+    # An empty directory, and an earlier output of `faithgate train`, are replaced.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert (
+        train(_config(empty, tiny_base, tiny_docs), log=_quiet, threads=1) / "config.json"
+    ).is_file()
+    shutil.rmtree(tmp_path / "empty.work")  # a new recipe, not a resume
+    again = train(_config(empty, tiny_base, tiny_docs, seed=1), log=_quiet, threads=1)
+    meta = json.loads((again / "faithgate_training.json").read_text())
+    assert meta["recipe"]["seed"] == 1
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert leftovers == []  # the temporary and the replaced directories are gone
+
+
+def test_an_out_that_is_or_holds_an_input_is_refused(tmp_path, tiny_base, tiny_docs):
+    from faithgate.errors import InputError
+    from faithgate.training.train import train
+
+    first = train(_config(tmp_path / "m1", tiny_base, tiny_docs), log=_quiet, threads=1)
+    before = (first / "model.safetensors").read_bytes()
+    shutil.rmtree(tmp_path / "m1.work")  # no checkpoint of another recipe to stop the run
+    for out in (first, first / "inner", tmp_path / "x" / ".." / "m1"):
+        with pytest.raises(InputError, match="refusing to overwrite an input"):
+            train(_config(out, tiny_base, tiny_docs, init_from=str(first)), log=_quiet)
+    res = _cli(
+        ["--out", str(first), "--init-from", str(first), "--documents", str(tiny_docs),
+         "--base-model", str(tiny_base)]
+    )  # fmt: skip
+    assert res.exit_code == 2 and "refusing to overwrite an input" in res.output
+    assert (first / "model.safetensors").read_bytes() == before
+    # The base model and the data files are inputs too.
+    with pytest.raises(InputError, match="--base-model"):
+        train(_config(tiny_base / "out", tiny_base, tiny_docs), log=_quiet)
+    docs = first / "docs.jsonl"
+    docs.write_bytes(tiny_docs.read_bytes())
+    with pytest.raises(InputError, match="--documents file"):
+        train(_config(first, tiny_base, docs), log=_quiet)
+
+
+def test_a_resume_on_changed_documents_is_refused(tmp_path, tiny_base, tiny_docs):
+    from faithgate.errors import InputError
+    from faithgate.training.train import train
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_3(line: str) -> None:
+        if line.startswith("step 3/"):
+            raise Stop
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_bytes(tiny_docs.read_bytes())
+    with pytest.raises(Stop):
+        train(_config(tmp_path / "r", tiny_base, docs), log=stop_at_3, threads=1, log_every=1)
+    docs.write_text(docs.read_text().replace("Springfield", "Ogdenville"))
+    lines: list[str] = []
+    with pytest.raises(InputError, match="trained on other data .* remove it to start afresh"):
+        train(_config(tmp_path / "r", tiny_base, docs), log=lines.append, threads=1)
+    assert not any(line.startswith("resumed") for line in lines)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_damaged_checkpoint_is_an_input_error_naming_it(tmp_path, tiny_base, tiny_docs, torch):
+    from faithgate.errors import InputError
+    from faithgate.training.train import train
+
+    out = tmp_path / "c"
+    train(_config(out, tiny_base, tiny_docs), log=_quiet, threads=1)
+    ckpt = tmp_path / "c.work" / "checkpoint.pt"
+    whole = ckpt.read_bytes()
+    legacy = torch.load(ckpt, weights_only=False)
+    legacy.pop("dataset_sha256", None)  # as written before checkpoints recorded their data
+    buf = tmp_path / "legacy.pt"
+    torch.save(legacy, buf)
+    for damage in (whole[: len(whole) // 2], b"garbage", b"", buf.read_bytes()):
+        ckpt.write_bytes(damage)
+        with pytest.raises(InputError, match=r"checkpoint\.pt is not a checkpoint .* remove it"):
+            train(_config(out, tiny_base, tiny_docs), log=_quiet, threads=1)
+    ckpt.write_bytes(b"garbage")
+    res = _cli(["--out", str(out), "--documents", str(tiny_docs), "--base-model", str(tiny_base),
+                "--snli-pairs", "0", "--max-steps", "1"])  # fmt: skip
+    assert res.exit_code == 2 and "internal error" not in res.output
+    assert "checkpoint.pt" in res.output and "remove it to start afresh" in res.output
+
+
+def test_documents_with_the_same_ids_in_two_files_are_all_kept(tmp_path, tiny_base):
+    from faithgate.errors import InputError
+    from faithgate.training.train import build_dataset
+
+    towns = ["Springfield", "Shelbyville", "Ogdenville", "Brockway"]
+    files = []
+    for k in range(2):
+        path = tmp_path / f"part{k}.jsonl"
+        rows = [
+            {"id": str(i), "source": DOC.text.replace("Springfield", towns[2 * k + i])}
+            for i in range(2)
+        ]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        files.append(str(path))
+    cfg = _config(tmp_path / "m", tiny_base, tmp_path / "unused")
+    cfg.documents = files
+    data = build_dataset(cfg, tmp_path / "work", log=_quiet)
+    premises = " ".join(p.premise for p in data.train)
+    assert all(town in premises for town in towns)  # no document stood in for another
+    assert [d.id for d in user_documents(files[0])] == ["part0:0", "part0:1"]
+    # Same-named files without ids would still clash: refused, naming both.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for d in ("a", "b"):
+        (tmp_path / d / "docs.jsonl").write_text(json.dumps({"source": DOC.text}) + "\n")
+    cfg.documents = [str(tmp_path / "a" / "docs.jsonl"), str(tmp_path / "b" / "docs.jsonl")]
+    with pytest.raises(InputError, match=r"document id 'docs-1' is also a document of .*a/docs"):
+        build_dataset(cfg, tmp_path / "work2", log=_quiet)
+    # A repeated id within one file names its line.
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text("".join(json.dumps({"id": "x", "source": DOC.text}) + "\n" for _ in range(2)))
+    with pytest.raises(InputError, match=r"dup.jsonl:2: duplicate id 'x' \(first on line 1\)"):
+        user_documents(dup)
+
+
+def test_labelled_ids_must_be_unique_and_labels_read_as_bench_reads_them(tmp_path):
+    from faithgate.errors import InputError
+
+    path = tmp_path / "lab.jsonl"
+
+    def write(*labels, ids=None):
+        rows = [
+            {"id": (ids or [str(i) for i in range(len(labels))])[i], "source": DOC.text,
+             "summary": "s", "label": lab}
+            for i, lab in enumerate(labels)
+        ]  # fmt: skip
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    write(1, 0, ids=["a", "a"])
+    with pytest.raises(InputError, match=r"lab.jsonl:2: duplicate id 'a' \(first on line 1\)"):
+        labelled_summaries(path)
+    for bad in (0.6, 2, "yes"):
+        write(1, bad)
+        with pytest.raises(InputError, match=r"lab.jsonl:2: field 'label' must be 1, 0"):
+            labelled_summaries(path)
+    path.write_text('{"source": "s", "summary": "t", "label": Infinity}\n')
+    with pytest.raises(InputError, match=r"lab.jsonl:1: field 'label'"):
+        labelled_summaries(path)
+    write(1, 0, True, False, "1", "false", 1.0, None, "")
+    got = [item.faithful for item in labelled_summaries(path)]
+    assert got == [True, False, True, False, True, False, True]  # null and "" are skipped
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_a_seed_out_of_range_is_a_usage_error(seed, tmp_path):
+    res = _cli(["--out", str(tmp_path / "m"), "--seed", seed])
+    assert res.exit_code == 2 and "--seed" in res.output and "internal error" not in res.output
+
+
+@pytest.mark.parametrize("out", [".", "./", ".."])
+def test_the_current_directory_is_no_out(out, tmp_path, monkeypatch, tiny_base, tiny_docs):
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    res = _cli(["--out", out, "--documents", str(tiny_docs), "--base-model", str(tiny_base),
+                "--snli-pairs", "0", "--max-steps", "1"])  # fmt: skip
+    assert res.exit_code == 2 and "not the current directory" in res.output, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd"] and not any(work.iterdir())
+
+
+def test_train_prints_paths_as_safe_lines(tmp_path, tiny_base, tiny_docs):
+    out = tmp_path / "m\x1b[2J\n::warning::forged"
+    res = _cli(["--out", str(out), "--documents", str(tiny_docs), "--base-model", str(tiny_base),
+                "--snli-pairs", "0", "--max-steps", "1", "--dev-fraction", "0", "--threads", "1"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.output and "\n::warning" not in res.output
+    lines = res.output.splitlines()
+    assert lines[0].startswith("faithgate train: recipe ") and lines[0].endswith(
+        "\\n::warning::forged"
+    )
+    assert any(line.startswith("wrote ") and "\\x1b[2J" in line for line in lines)
