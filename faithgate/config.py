@@ -428,6 +428,14 @@ def _table_of(file: Path, required: bool) -> tuple[Mapping[str, Any] | None, str
         table = tool["faithgate"]
         if not isinstance(table, dict):
             raise ConfigError(f"{file}: tool.faithgate must be a table")
+        if file.name != "pyproject.toml":
+            # faithgate.toml holding both forms: the top-level keys would be dropped unread.
+            other = sorted(k for k in data if k != "tool")
+            if other:
+                raise ConfigError(
+                    f"{file}: has both [tool.faithgate] and top-level settings "
+                    f"({', '.join(other)}), which would be ignored: keep one form"
+                )
         return table, f"{file}: tool.faithgate"
     if file.name == "pyproject.toml":
         if required:

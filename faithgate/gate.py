@@ -375,6 +375,10 @@ class Gate:
             json_report = cfg.reports.json
             if json_report is None or not same_file(json_report, cfg.baseline):
                 writes.append(("baseline", cfg.baseline))
+        if self.use_cache:  # every run with a cache writes its result there too
+            writes.append(
+                ("last result in the cache directory", cfg.cache_path / "last-result.json")
+            )
         refuse_overwriting_inputs(writes, input_files(cfg, baseline=not self.update_baseline))
 
     def _load_baseline(self) -> tuple[GateResult | None, str | None, bool]:

@@ -264,7 +264,10 @@ def check_has_criterion(config: GateConfig) -> None:
     if (
         (thresholds_judge and any(m in config.thresholds for m in config.metrics))
         or config.rules.min_mean
-        or config.rules.pair_consistency is not None
+        # min_rate 0 holds for any ranking: like min_pass_rate 0, it judges nothing
+        or (
+            config.rules.pair_consistency is not None and config.rules.pair_consistency.min_rate > 0
+        )
         or config.rules.regression is not None
         or config.baseline is not None
     ):

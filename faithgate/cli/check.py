@@ -48,12 +48,24 @@ def _parse_thresholds(values: tuple[str, ...]) -> tuple[float | None, dict[str, 
             raise InputError(f"--threshold {raw!r}: expected a number or NAME=NUMBER") from None
         if not math.isfinite(value):  # -inf passes every summary; inf and NaN fail every one
             raise InputError(f"--threshold {raw!r}: expected a finite number")
+        # A second value for the same metric would silently win (or lose) over the first.
         if sep:
             if not name:
                 raise InputError(f"--threshold {raw!r}: metric name missing before '='")
+            if name in named:
+                raise InputError(f"--threshold for {name} given twice ({named[name]:g}, {value:g})")
             named[name] = value
         else:
+            if common is not None:
+                raise InputError(
+                    f"--threshold for every metric given twice ({common:g}, {value:g})"
+                )
             common = value
+    if common is not None and named:
+        raise InputError(
+            f"--threshold {common:g} (every metric) and --threshold NAME=X for "
+            f"{', '.join(sorted(named))}: give one form, so no threshold silently replaces another"
+        )
     return common, named
 
 

@@ -118,6 +118,10 @@ def test_a_summarizer_raising_keyboard_interrupt_exits_130_through_main(project,
         (["--min-pass-rate", "3"], "--min-pass-rate"),
         (["--threshold", "-inf"], "--threshold '-inf': expected a finite number"),
         (["--threshold", f"{NAME}=nan"], "expected a finite number"),
+        # a second value silently won over the first (the last, or the blanket one)
+        (["--threshold", f"{NAME}=0.99", "--threshold", f"{NAME}=0.1"], "given twice (0.99, 0.1)"),
+        (["--threshold", "0.99", "--threshold", "0.1"], "given twice (0.99, 0.1)"),
+        (["--threshold", "0.99", "--threshold", f"{NAME}=0.1"], "give one form"),
     ],
 )
 def test_usage_and_input_errors_exit_2_with_one_line(project, args, message):

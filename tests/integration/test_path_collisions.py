@@ -90,6 +90,20 @@ def test_a_report_on_the_summarizer_module_or_a_settings_file_is_refused(project
     assert snapshot(project) == before
 
 
+def test_a_baseline_kept_as_the_cache_directorys_last_result_is_not_overwritten(project):
+    """Every run with a cache writes .fg/last-result.json: a failing run replaced a baseline
+    kept there (without --update-baseline)."""
+    assert check("--json", "base.json").exit_code == 0
+    (project / ".fg").mkdir(exist_ok=True)
+    (project / ".fg" / "last-result.json").write_bytes((project / "base.json").read_bytes())
+    before = (project / ".fg" / "last-result.json").read_bytes()
+    res = check("--baseline", ".fg/last-result.json", "--threshold", "0.99")
+    assert res.exit_code == 2, res.output
+    assert "is the baseline of this run" in res.output
+    assert (project / ".fg" / "last-result.json").read_bytes() == before
+    assert check("--baseline", ".fg/last-result.json", "--no-cache").exit_code == 0
+
+
 def test_two_reports_on_one_file_are_refused(project):
     res = check("--json", "r.out", "--markdown", "sub/../r.out")
     assert res.exit_code == 2

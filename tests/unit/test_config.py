@@ -215,3 +215,18 @@ def test_per_example_drop_reads_one_number_or_a_table(tmp_path):
     )
     rule = load_config(start=tmp_path).rules.regression
     assert rule.per_example_drop == {"harim_plus": 0.05} and rule.max_changed_words == 3
+
+
+def test_a_faithgate_toml_with_both_forms_is_refused(tmp_path):
+    """Its top-level keys (a 0.99 threshold) were dropped unread beside [tool.faithgate]."""
+    path = tmp_path / "faithgate.toml"
+    path.write_text(
+        'metrics = ["overlap"]\n[thresholds]\noverlap = 0.99\n'
+        '[tool.faithgate]\nmetrics = ["overlap"]\n'
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"both \[tool.faithgate\] and top-level settings "
+        r"\(metrics, thresholds\), which would be ignored",
+    ):
+        load_config(path)

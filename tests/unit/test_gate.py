@@ -553,6 +553,10 @@ def test_a_gate_without_any_criterion_is_refused_before_scoring(tmp_path):
     never = {**bare, "thresholds": {NAME: 0.99}, "rules": {"min_pass_rate": 0.0}}
     with pytest.raises(ConfigError, match="min_pass_rate = 0 lets every example fail"):
         Gate(GateConfig.from_dict(never, root=tmp_path)).run()
+    # Nor does pair consistency at min_rate 0: any ranking holds it.
+    rate0 = {**bare, "rules": {"pair_consistency": {"min_rate": 0.0, "generate": True}}}
+    with pytest.raises(ConfigError, match="the gate has no criterion"):
+        Gate(GateConfig.from_dict(rate0, root=tmp_path)).run()
     # Beside a real criterion, an unselected metric's threshold is a warning, not ignored silently.
     cfg = GateConfig.from_dict({**bare, "thresholds": {NAME: 0.0, "other": 0.5}}, root=tmp_path)
     gate = Gate(cfg)
