@@ -29,6 +29,7 @@ metric rank the faithful summary higher?), not as ground truth.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import sys
@@ -628,8 +629,8 @@ def _number_value(text: str) -> float | None:
 def _new_numbers(ctx: _Context, text: str, year: bool = False) -> list[str]:
     """Other values for a number, formatted like it, none of which the source states."""
     value = _number_value(text)
-    if value is None:
-        return []
+    if value is None or not math.isfinite(value):
+        return []  # "1" and 400 zeros reads as inf: no edit of it, rather than an OverflowError
     lower = text.lower()
     if lower in _NUMBER_WORDS:
         options = [w for w, v in _NUMBER_WORDS.items() if v != value and w not in ctx.src_words]
@@ -643,8 +644,8 @@ def _new_numbers(ctx: _Context, text: str, year: bool = False) -> list[str]:
             steps.append(value - max(1.0, round(value * 0.4)))
     out = []
     for new in steps:
-        if new == value or new <= 0 or new in ctx.src_numbers:
-            continue
+        if new == value or new <= 0 or new in ctx.src_numbers or not math.isfinite(new):
+            continue  # 1e308 * 2 overflows to inf, which int() cannot take
         if decimals:
             rep = f"{new:.{decimals}f}"
         elif "," in text:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -50,8 +51,8 @@ class LazyGroup(click.Group):
         # a FaithgateError is one stderr line and its exit code, an unexpected error exit 1.
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort):
-            raise
+        except (click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
+            raise  # a closed stdout (``| head``) is no internal error: see main()
         except click.exceptions.ClickException as exc:  # usage errors: one line too
             click.echo(f"faithgate: {safe_line(exc.format_message())}", err=True)
             ctx.exit(exc.exit_code)
@@ -125,6 +126,14 @@ def _raise_interrupted(signum: int, frame: Any) -> None:
     raise Interrupted()
 
 
+def _stdout_to_devnull() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test's capture)
+        pass
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: user errors become one line on stderr and an exit code
     (0 success, 1 gate failed or internal error, 2 bad usage or input, 130 interrupted)."""
@@ -142,6 +151,13 @@ def main(argv: list[str] | None = None) -> Any:
             click.echo("faithgate: interrupted", err=True)
             sys.exit(130)
         click.echo("faithgate: aborted", err=True)
+        sys.exit(1)
+    except BrokenPipeError:
+        # The reader of stdout went away (``faithgate perturb ... | head -1``): exit quietly.
+        # Errors inside a command reach click first, which does the same (PacifyFlushWrapper,
+        # exit 1); this catches one raised outside it. As the Python docs' note on SIGPIPE
+        # says, stdout goes to devnull, or the interpreter's last flush fails a second time.
+        _stdout_to_devnull()
         sys.exit(1)
     except click.ClickException as exc:
         click.echo(f"faithgate: {safe_line(exc.format_message())}", err=True)

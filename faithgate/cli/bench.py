@@ -7,15 +7,21 @@ Argument handling and printing only: the work is in ``faithgate.evaluation.bench
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.execution_options import execution_options, execution_settings
-from faithgate.cli.score import parse_assignments, parse_settings, read_text_arg
+from faithgate.cli.score import (
+    json_for_terminal,
+    parse_assignments,
+    parse_settings,
+    read_text_arg,
+)
 from faithgate.errors import InputError
-from faithgate.escape import defuse_workflow_commands, printable
+from faithgate.escape import defuse_workflow_commands, printable, safe_line
 from faithgate.paths import refuse_overwriting_inputs
 
 _metric_option = click.option(
@@ -49,12 +55,31 @@ _cache_option = click.option(
     help="Score cache (SQLite); default: $FAITHGATE_HOME/bench/scores.sqlite.",
 )
 _no_cache_option = click.option("--no-cache", is_flag=True, help="Score without the cache.")
+# numpy's generators take seeds in [0, 2**32 - 1]; outside it they raise a ValueError.
+_seed_type = click.IntRange(0, 2**32 - 1)
 
 
 def _cache_arg(cache_path: str | None, no_cache: bool) -> str | None:
     if no_cache:
         return None
     return cache_path or "default"
+
+
+def _cache_outputs(cache_path: str | None, no_cache: bool) -> list[tuple[str, Path | None]]:
+    """The files the score cache writes (the SQLite file and its timings beside it), to be
+    checked against the run's inputs and other outputs: ``--output c.sqlite`` would replace
+    the cache with JSON, and ``--cache data.jsonl`` move the data aside as a corrupt cache."""
+    if no_cache:
+        return []
+    from faithgate.evaluation.bench import default_cache_path
+
+    cache = Path(cache_path) if cache_path else default_cache_path()
+    if cache.name in ("", ".", ".."):  # no file name (refused below as a directory)
+        return [("score cache", cache)]
+    return [
+        ("score cache", cache),
+        ("score cache's timings file", cache.with_suffix(".timings.json")),
+    ]
 
 
 @click.command("bench")
@@ -72,7 +97,7 @@ def _cache_arg(cache_path: str | None, no_cache: bool) -> str | None:
 @_backend_option
 @click.option(
     "--limit",
-    type=int,
+    type=click.IntRange(min=1),
     metavar="N",
     help="Score a reproducible sample of ~N rows per file (pairs kept whole).",
 )
@@ -88,12 +113,18 @@ def _cache_arg(cache_path: str | None, no_cache: bool) -> str | None:
 @click.option("--save-weights", metavar="FILE.json", help="Where to save the --combine weights.")
 @click.option(
     "--combine-limit",
-    type=int,
+    type=click.IntRange(min=0),
     metavar="N",
     help="Rows of the --combine file to fit on (default: --limit; 0 = all).",
 )
-@click.option("--resamples", type=int, default=1000, show_default=True, help="Bootstrap resamples.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples (0: no confidence intervals or tests).",
+)
+@click.option("--seed", type=_seed_type, default=0, show_default=True)
 @_cache_option
 @_no_cache_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
@@ -120,18 +151,40 @@ def bench_command(
     address: str | None,
     num_workers: int | None,
 ) -> None:
-    """Meta-evaluate metrics on labelled benchmark files (Markdown table, or --json)."""
-    from faithgate.evaluation.bench import json_ready, markdown_report, run_bench
+    """Meta-evaluate metrics on labelled benchmark files (Markdown table, or --json).
+
+    A 95% confidence interval needs at least 3 pairs (consistency) or 3 items of each class
+    (ROC AUC, balanced accuracy); below that it is shown as "n too small" (null in --json,
+    listed under ci_n_too_small) with a warning. Two --data files with the same name (a/d.jsonl,
+    b/d.jsonl) are refused: results and --plots files are named after the file."""
+    from faithgate.evaluation.bench import (
+        benchmark_files,
+        json_ready,
+        markdown_report,
+        refuse_same_names,
+        run_bench,
+    )
 
     if not metric_names:
         raise InputError("no metric selected: pass --metric NAME (repeatable)")
     if save_weights and not combine:
         raise InputError("--save-weights needs --combine TRAIN.jsonl")
-    if resamples < 0:
-        raise InputError("--resamples must be >= 0")
+    files = [f for d in data for f in benchmark_files(d)]  # a directory's files are inputs too
+    refuse_same_names(files)
+    plot_files: list[tuple[str, Path | None]] = []
+    if plots:  # every figure bench may draw, by its name (evaluation.bench.write_plots)
+        names = [*metric_names, *(["combined"] if combine else [])]
+        plot_files = [
+            ("--plots file", Path(plots) / f"{f.stem}__{m}__{kind}.png")
+            for f in files
+            for m in names
+            for kind in ("roc", "hist")
+        ]
     refuse_overwriting_inputs(
-        [("--output file", output), ("--save-weights file", save_weights)],
-        [("--data file", d) for d in data] + [("--combine file", combine)],
+        [("--output file", output), ("--save-weights file", save_weights)]
+        + _cache_outputs(cache_path, no_cache)
+        + plot_files,
+        [("--data file", f) for f in files] + [("--combine file", combine)],
     )
     result = run_bench(
         data,
@@ -181,9 +234,15 @@ def bench_command(
 @_set_option
 @_model_option
 @_backend_option
-@click.option("--limit", type=int, metavar="N")
-@click.option("--resamples", type=int, default=1000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), metavar="N")
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples for the threshold's 95% CI (0: no CI).",
+)
+@click.option("--seed", type=_seed_type, default=0, show_default=True)
 @_cache_option
 @_no_cache_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
@@ -207,19 +266,37 @@ def calibrate_command(
     address: str | None,
     num_workers: int | None,
 ) -> None:
-    """Pick a threshold for METRIC on labelled data and write it to the gate configuration."""
+    """Pick a threshold for METRIC on labelled data and write it to the gate configuration.
+
+    Needs at least 3 scored faithful (label 1) and 3 unfaithful (label 0) examples: fewer is
+    refused (exit 2), as a threshold between one or two scores would be noise."""
     from faithgate.evaluation.bench import Bench, json_ready, limit_examples
-    from faithgate.evaluation.calibrate import calibrate, default_config_path, write_calibration
+    from faithgate.evaluation.calibrate import (
+        MIN_PER_CLASS,
+        calibrate,
+        default_config_path,
+        write_calibration,
+    )
     from faithgate.io import load_examples
 
     target = None
     if not dry_run:
         target = Path(config_path) if config_path else default_config_path()
-        refuse_overwriting_inputs([("configuration to write", target)], [("--data file", data)])
+    refuse_overwriting_inputs(
+        [("configuration to write", target)] + _cache_outputs(cache_path, no_cache),
+        [("--data file", data)],
+    )
     examples = limit_examples(load_examples(data), limit, seed)
     labelled = [ex for ex in examples if ex.label is not None]
     if not labelled:
         raise InputError(f"{data}: no labelled examples (label 1 = faithful, 0 = unfaithful)")
+    n1 = sum(ex.label == 1 for ex in labelled)
+    if min(n1, len(labelled) - n1) < MIN_PER_CLASS:  # before scoring: nothing to wait for
+        raise InputError(
+            f"{data}: calibration needs at least {MIN_PER_CLASS} faithful (label 1) and "
+            f"{MIN_PER_CLASS} unfaithful (label 0) examples; got {n1} faithful and "
+            f"{len(labelled) - n1} unfaithful"
+        )
     bench = Bench(
         [metric_name],
         cache=_cache_arg(cache_path, no_cache),
@@ -236,6 +313,7 @@ def calibrate_command(
         target_precision=target_precision,
         n_resamples=resamples,
         seed=seed,
+        min_per_class=MIN_PER_CLASS,
     )
     cal.data = data
     cal.settings_hash = run.settings_hash
@@ -250,9 +328,15 @@ def calibrate_command(
         )
         return
     failed = len(labelled) - cal.n
+    ci = (
+        f"95% CI {cal.ci95[0]:.4f}-{cal.ci95[1]:.4f}"
+        if all(math.isfinite(v) for v in cal.ci95)
+        else "no 95% CI: --resamples 0"
+        if resamples == 0
+        else "no 95% CI: too few examples"
+    )
     click.echo(
-        f"{metric_name}: threshold {cal.threshold:.4f} (95% CI {cal.ci95[0]:.4f}-{cal.ci95[1]:.4f}), "
-        f"objective {cal.objective}"
+        f"{safe_line(metric_name)}: threshold {cal.threshold:.4f} ({ci}), objective {cal.objective}"
     )
     click.echo(
         f"  balanced accuracy {cal.balanced_accuracy:.3f}; 'unfaithful' precision "
@@ -262,7 +346,7 @@ def calibrate_command(
         + ")"
     )
     if target is not None:
-        click.echo(f"  written to {target}")
+        click.echo(f"  written to {safe_line(target)}")  # a path is user text
 
 
 @click.command("perturb")
@@ -272,13 +356,15 @@ def calibrate_command(
     "--input",
     "input_path",
     metavar="FILE.jsonl",
-    help="Perturb every (source, summary) row of a JSONL/CSV file instead.",
+    help="Perturb every (source, summary) row of a JSONL/CSV file instead (rows labelled 0 "
+    "are skipped with a warning).",
 )
 @click.option(
     "--output",
     metavar="FILE.jsonl",
     help="With --input: write benchmark-format rows (originals label 1 + edits label 0, "
-    "paired) for faithgate bench.",
+    "paired) for faithgate bench. Input rows labelled 0 (unfaithful) are skipped, with a "
+    "warning counting them: an unfaithful summary cannot be a pair's faithful half.",
 )
 @click.option(
     "--types",
@@ -328,7 +414,7 @@ def perturb_command(
     )
     variants = perturb(src, summ, types=types, seed=seed, max_per_type=max_per_type)
     if fmt == "json":
-        click.echo(json.dumps([v.to_dict() for v in variants], indent=1, ensure_ascii=False))
+        click.echo(json_for_terminal([v.to_dict() for v in variants], indent=1))
         return
     if not variants:
         click.echo("no safe edit found for the requested types")
@@ -351,7 +437,12 @@ def _perturb_file(
     refuse_overwriting_inputs([("--output file", output)], [("--input file", input_path)])
 
     rows = []
+    unfaithful = 0
     for ex in load_examples(input_path):
+        if ex.label == 0:
+            # Its original would be written as the faithful (label 1) half of a pair.
+            unfaithful += 1
+            continue
         variants = perturb(ex.source, ex.summary, types=types, seed=seed, max_per_type=max_per_type)
         if not variants:
             continue
@@ -379,11 +470,17 @@ def _perturb_file(
                     "meta": {"perturbation": v.to_dict() | {"summary": None}},
                 }
             )
+    if unfaithful:
+        click.echo(
+            f"faithgate: warning: skipped {unfaithful} input row(s) labelled 0 (unfaithful): "
+            "only faithful summaries are perturbed into pairs",
+            err=True,
+        )
     if output:
         write_jsonl(rows, output)
-        click.echo(f"wrote {len(rows)} rows to {output}", err=True)
+        click.echo(f"wrote {len(rows)} rows to {safe_line(output)}", err=True)
     elif fmt == "json":
-        click.echo(json.dumps(rows, indent=1, ensure_ascii=False))
+        click.echo(json_for_terminal(rows, indent=1))
     else:
         for r in rows:
-            click.echo(json.dumps(r, ensure_ascii=False))
+            click.echo(json_for_terminal(r))

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 import random
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,8 @@ import numpy as np
 from faithgate.atomic import atomic_write_bytes, atomic_write_text
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
-from faithgate.escape import printable
-from faithgate.evaluation.meta import Item, evaluate, items_from_examples, roc_auc
+from faithgate.escape import printable, safe_line
+from faithgate.evaluation.meta import MIN_CI_N, Item, evaluate, items_from_examples, roc_auc
 from faithgate.execution import (
     CachedExecutor,
     ExecutionSettings,
@@ -41,7 +42,7 @@ from faithgate.execution import (
     ScorerRecipe,
     make_executor,
 )
-from faithgate.io import load_examples
+from faithgate.io import load_examples, read_jsonl_rows
 
 # The weights file format belongs to the ``combined`` metric that reads it; re-exported here.
 from faithgate.metrics.combined import (  # noqa: F401
@@ -51,6 +52,8 @@ from faithgate.metrics.combined import (  # noqa: F401
 )
 from faithgate.scorer import lookup_cached
 from faithgate.types import Example
+
+logger = logging.getLogger(__name__)
 
 
 def default_cache_path() -> Path:
@@ -70,6 +73,35 @@ def benchmark_files(path: str | Path) -> list[Path]:
     if not p.is_file():
         raise InputError(f"{p}: no such file or directory")
     return [p]
+
+
+def refuse_same_names(files: Sequence[Path]) -> None:
+    """Results, the report's rows and ``--plots`` file names are keyed by a file's stem, so
+    two files named alike (``a/d.jsonl``, ``b/d.jsonl``, or one file given twice) would
+    overwrite each other's figures: refused, before any scoring, naming both."""
+    seen: dict[str, Path] = {}
+    for f in files:
+        if f.stem in seen:
+            raise InputError(
+                f"two --data files are both named {f.stem!r} ({seen[f.stem]}, {f}): results and "
+                "--plots files are named after the file, so one would overwrite the other; "
+                "rename or copy one of them (or give it once)"
+            )
+        seen[f.stem] = f
+
+
+def _locator(path: Path) -> Callable[[int], str]:
+    """``where(i)`` for ``items_from_examples``: ``file:line`` of the ``i``-th record, found by
+    reading the file again only when a record is refused (the error path)."""
+
+    def where(i: int) -> str:
+        if path.suffix.lower() != ".csv":
+            for k, (line, _) in enumerate(read_jsonl_rows(path)):
+                if k == i:
+                    return f"{path}:{line}"
+        return f"{path}: record {i + 1}"
+
+    return where
 
 
 def limit_examples(examples: Sequence[Example], limit: int | None, seed: int = 0) -> list[Example]:
@@ -417,6 +449,7 @@ def run_bench(
     ``combine_limit`` caps the training file of ``combine`` (default: the same as ``limit``;
     ``None``: the whole file)."""
     files = [f for d in data for f in benchmark_files(d)]
+    refuse_same_names(files)
     bench = Bench(
         metrics,
         cache=cache,
@@ -442,11 +475,14 @@ def run_bench(
         if progress:
             import click
 
-            click.echo(f"{name}: scoring", err=True)
+            click.echo(f"{safe_line(name)}: scoring", err=True)  # a file name is user text
         file_limit = limit
         if combine is not None and str(path.resolve()) == train_key and combine_limit != -1:
             file_limit = combine_limit
-        examples = limit_examples(load_examples(path), file_limit, seed)
+        everything = load_examples(path)
+        # Field types are checked on the whole file (file:line), not only on the sample.
+        items_from_examples(everything, _locator(path))
+        examples = limit_examples(everything, file_limit, seed)
         items = items_from_examples(examples)
         runs = bench.score(examples)
         loaded[str(path.resolve())] = (examples, items, runs)
@@ -494,6 +530,17 @@ def run_bench(
                 else f"fitted on {Path(str(combine)).name}"
             )
             entry["metrics"]["combined"] = {"seconds_per_item": None, **ev}
+        for mname, m in entry["metrics"].items():
+            small = m["overall"].get("ci_n_too_small")
+            if small and n_resamples > 0:
+                logger.warning(
+                    "%s: %s: no 95%% CI for %s: fewer than %d pairs / items of each class "
+                    "(by error type and origin too, where a group is that small)",
+                    name,
+                    mname,
+                    ", ".join(small),
+                    MIN_CI_N,
+                )
         if len(all_scores) > 1 and n_resamples > 0:
             entry["comparisons"] = compare_metrics(items, all_scores, n_resamples, seed)
         if plots:
@@ -566,12 +613,25 @@ def _f(x: Any, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
-def _with_ci(value: Any, ci: Any) -> str:
+def _with_ci(value: Any, ci: Any, group: Mapping[str, Any] | None = None, stat: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
+    if group is not None and stat in group.get("ci_n_too_small", ()):
+        return f"{_f(value)} [n too small]"  # not a degenerate [1.00, 1.00]
     if not ci or ci[0] is None:
         return _f(value)
     return f"{_f(value)} [{_f(ci[0], 2)}, {_f(ci[1], 2)}]"
+
+
+def _stat(group: Mapping[str, Any], stat: str) -> str:
+    """A statistic of ``group`` with its interval (``_with_ci``)."""
+    return _with_ci(group.get(stat), group.get(f"{stat}_ci95"), group, stat)
+
+
+def _md(text: Any) -> str:
+    """User text (file, error type, origin names) as one Markdown table cell: ``printable``,
+    and a pipe escaped so it cannot split the cell."""
+    return printable(text).replace("|", "\\|")
 
 
 def markdown_report(result: Mapping[str, Any]) -> str:
@@ -588,22 +648,22 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             o = m["overall"]
             n = f"{o['n']}" + (f" ({o['n_failed']} failed)" if o.get("n_failed") else "")
             lines.append(
-                f"| {printable(dname)} | {mname} | {n} | {_with_ci(o.get('consistency'), o.get('consistency_ci95'))} "
-                f"| {_with_ci(o.get('roc_auc'), o.get('roc_auc_ci95'))} "
-                f"| {_with_ci(o.get('balanced_accuracy'), o.get('balanced_accuracy_ci95'))} "
+                f"| {_md(dname)} | {_md(mname)} | {n} | {_stat(o, 'consistency')} "
+                f"| {_stat(o, 'roc_auc')} "
+                f"| {_stat(o, 'balanced_accuracy')} "
                 f"| {_f(o.get('pearson'))} | {_f(o.get('spearman'))} | {_f(o.get('kendall'))} "
                 f"| {_f(m.get('seconds_per_item'), 4)} |"
             )
             for t, g in m.get("by_error_type", {}).items():
                 by_type.append(
-                    f"| {printable(dname)} | {printable(t)} | {mname} | {g.get('n_pairs', g['n'])} "
-                    f"| {_with_ci(g.get('consistency'), g.get('consistency_ci95'))} "
-                    f"| {_with_ci(g.get('roc_auc'), g.get('roc_auc_ci95'))} |"
+                    f"| {_md(dname)} | {_md(t)} | {_md(mname)} | {g.get('n_pairs', g['n'])} "
+                    f"| {_stat(g, 'consistency')} "
+                    f"| {_stat(g, 'roc_auc')} |"
                 )
             for origin, g in m.get("by_origin", {}).items():
                 by_origin.append(
-                    f"| {printable(dname)} | {printable(origin)} | {mname} | {g['n']} "
-                    f"| {_with_ci(g.get('roc_auc'), g.get('roc_auc_ci95'))} "
+                    f"| {_md(dname)} | {_md(origin)} | {_md(mname)} | {g['n']} "
+                    f"| {_stat(g, 'roc_auc')} "
                     f"| {_f(g.get('pearson'))} | {_f(g.get('spearman'))} | {_f(g.get('kendall'))} |"
                 )
     if by_type:
@@ -625,7 +685,7 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             *by_origin,
         ]
     comparisons = [
-        f"| {d} | {c['statistic']} | {c['a']} | {c['b']} | {c['difference']:+.3f} "
+        f"| {_md(d)} | {c['statistic']} | {_md(c['a'])} | {_md(c['b'])} | {c['difference']:+.3f} "
         f"| {c['p_value']:.4f} |"
         for d, entry in result["datasets"].items()
         for c in entry.get("comparisons", [])
@@ -642,11 +702,12 @@ def markdown_report(result: Mapping[str, Any]) -> str:
     comb = result.get("combination")
     if comb:
         terms = ", ".join(
-            f"{m}: {w:+.3f}" for m, w in zip(comb["metrics"], comb["coef"], strict=True)
+            f"{printable(m)}: {w:+.3f}" for m, w in zip(comb["metrics"], comb["coef"], strict=True)
         )
         lines += [
             "",
-            f"Combination fitted on {comb['trained_on']} (n={comb['n_train']}, C={comb['C']}, "
+            f"Combination fitted on {printable(comb['trained_on'])} (n={comb['n_train']}, "
+            f"C={comb['C']}, "
             f"{comb['cv_folds']}-fold CV ROC AUC {comb['cv_roc_auc']:.3f}); standardised "
             f"weights: {terms}.",
         ]

@@ -9,7 +9,10 @@ A gate passes an example when ``score >= threshold``. ``calibrate`` picks the th
   least ``P``,
 
 and a percentile-bootstrap 95% interval of that threshold (re-running the same choice on
-resampled data). ``write_calibration`` stores it in ``faithgate.toml`` or ``pyproject.toml``
+resampled data; NaN, and not written, with fewer than ``MIN_CI_N`` examples of a class or no
+resamples). ``faithgate calibrate`` refuses data with fewer than ``MIN_PER_CLASS`` scored
+examples of either class: a threshold between one faithful and one unfaithful score says
+nothing about the next summary. ``write_calibration`` stores it in ``faithgate.toml`` or ``pyproject.toml``
 (``[tool.faithgate]``) with tomlkit, so comments and layout of the file survive.
 """
 
@@ -25,7 +28,15 @@ import numpy as np
 
 from faithgate.config import find_config_file
 from faithgate.errors import InputError
-from faithgate.evaluation.meta import balanced_accuracy, best_threshold, threshold_curve
+from faithgate.evaluation.meta import (
+    MIN_CI_N,
+    balanced_accuracy,
+    best_threshold,
+    threshold_curve,
+)
+
+# The fewest scored examples of each class ``faithgate calibrate`` writes a threshold from.
+MIN_PER_CLASS = MIN_CI_N
 
 
 @dataclass
@@ -77,21 +88,24 @@ def calibrate(
     target_precision: float | None = None,
     n_resamples: int = 1000,
     seed: int = 0,
+    min_per_class: int = 1,
 ) -> Calibration:
     """Choose a threshold on labelled scores (see the module docstring).
 
-    Unscored items (NaN) are left out. Raises ``InputError`` when a class is missing or no
-    threshold reaches the requested precision.
+    Unscored items (NaN) are left out. Raises ``InputError`` when a class has fewer than
+    ``min_per_class`` (at least one) scored items or no threshold reaches the requested
+    precision.
     """
     s = np.asarray(scores, dtype=float)
     y = np.asarray(labels, dtype=float)
     keep = ~np.isnan(s) & ~np.isnan(y)
     s, y = s[keep], y[keep].astype(int)
     n1, n0 = int((y == 1).sum()), int((y == 0).sum())
-    if n1 == 0 or n0 == 0:
+    need = max(1, min_per_class)
+    if n1 < need or n0 < need:
         raise InputError(
-            f"calibration needs faithful (label 1) and unfaithful (label 0) examples with "
-            f"scores; got {n1} faithful and {n0} unfaithful"
+            f"calibration needs at least {need} faithful (label 1) and {need} unfaithful "
+            f"(label 0) examples with scores; got {n1} faithful and {n0} unfaithful"
         )
     if target_precision is not None and not 0 < target_precision <= 1:
         raise InputError(f"--target-precision must be in (0, 1], got {target_precision}")
@@ -104,7 +118,8 @@ def calibrate(
         )
     rng = np.random.default_rng(seed)
     boot = []
-    for _ in range(n_resamples):
+    # Too few of a class: every resample repeats the same few scores (a degenerate interval).
+    for _ in range(n_resamples if min(n1, n0) >= MIN_CI_N else 0):
         idx = rng.integers(0, len(s), len(s))
         if len(set(y[idx].tolist())) < 2:
             continue
@@ -184,7 +199,8 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     calibration = root.setdefault("calibration", tomlkit.table(is_super_table=True))
     entry = tomlkit.table()
     entry["threshold"] = _r(cal.threshold)
-    entry["ci95"] = [_r(v) for v in cal.ci95]
+    if all(math.isfinite(v) for v in cal.ci95):  # no interval: no key (TOML has no null)
+        entry["ci95"] = [_r(v) for v in cal.ci95]
     entry["objective"] = cal.objective
     entry["balanced_accuracy"] = _r(cal.balanced_accuracy)
     if not math.isnan(cal.precision_unfaithful):

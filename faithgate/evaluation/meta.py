@@ -13,7 +13,9 @@ Statistics (all oriented so that a metric is better when they are higher):
   rest (SummaC protocol, Laban et al. 2022): ``BA = (TPR + TNR) / 2`` where "positive" means
   faithful and an item is predicted faithful when ``score >= threshold``.
 - **bootstrap 95% confidence intervals** (percentile method, resampling items or pairs) and a
-  **paired permutation test** between two metrics on the same items.
+  **paired permutation test** between two metrics on the same items. An interval needs at
+  least ``MIN_CI_N`` pairs (consistency) or items of each class (ROC AUC, balanced accuracy);
+  below that it is null and the statistic is named in ``ci_n_too_small``.
 
 ``evaluate`` computes all of them for one labelled set, overall and broken down by error type
 and by ``origin`` (cnndm / xsum).
@@ -29,7 +31,16 @@ from typing import Any
 
 import numpy as np
 
+from faithgate.errors import InputError
+from faithgate.numbers import is_finite_number
+
 NAN = float("nan")
+
+# A bootstrap interval needs this many pairs (consistency) or items of each class (ROC AUC,
+# balanced accuracy): below it the resamples can only repeat the one or two rows there are,
+# and a degenerate ``[1.00, 1.00]`` would read as certainty. Such intervals are reported as
+# null and listed under ``ci_n_too_small``.
+MIN_CI_N = 3
 
 
 # ---------------------------------------------------------------- single statistics
@@ -314,21 +325,51 @@ class Item:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def items_from_examples(examples: Sequence[Any]) -> list[Item]:
+def _field(meta: dict[str, Any], key: str, where: Callable[[], str]) -> str | None:
+    """A grouping field (``pair_id``, ``error_type``, ``origin``): text or null; ``pair_id``
+    may also be an integer (read as its string, as ``limit_examples`` groups it). Anything
+    else would be an unhashable group key or an unsortable mix, so it is refused."""
+    value = meta.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if key == "pair_id" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    allowed = "text, an integer or null" if key == "pair_id" else "text or null"
+    raise InputError(f"{where()}: field {key!r} must be {allowed}, got {type(value).__name__}")
+
+
+def items_from_examples(
+    examples: Sequence[Any], where: Callable[[int], str] | None = None
+) -> list[Item]:
     """``Item``s from ``faithgate.types.Example``s read from the benchmark format
-    (``score``, ``pair_id``, ``error_type``, ``origin`` are looked up in ``meta``)."""
+    (``score``, ``pair_id``, ``error_type``, ``origin`` are looked up in ``meta``).
+
+    A field of the wrong type is an ``InputError`` naming ``where(i)`` (e.g. ``file:line``
+    of the ``i``-th example; by default its id): a human ``score`` must be a finite number
+    (not a bool, not a string), never silently ignored or read as 1.0."""
+
+    def locate(i: int) -> Callable[[], str]:
+        return lambda: where(i) if where is not None else f"example {examples[i].id!r}"
+
     out = []
-    for ex in examples:
+    for i, ex in enumerate(examples):
         m = ex.meta or {}
         human = m.get("score")
+        if human is not None and not is_finite_number(human):
+            raise InputError(
+                f"{locate(i)()}: field 'score' (the human judgement) must be a finite number "
+                f"or null, got {human!r}"[:300]
+            )
         out.append(
             Item(
                 key=(ex.source, ex.summary),
                 label=ex.label,
-                human=float(human) if isinstance(human, int | float) else None,
-                pair_id=m.get("pair_id"),
-                error_type=m.get("error_type"),
-                origin=m.get("origin"),
+                human=None if human is None else float(human),
+                pair_id=_field(m, "pair_id", locate(i)),
+                error_type=_field(m, "error_type", locate(i)),
+                origin=_field(m, "origin", locate(i)),
             )
         )
     return out
@@ -365,13 +406,26 @@ def evaluate_group(
         "n": len(items),
         "n_failed": int(np.isnan(s).sum()),
     }
+    too_small: list[str] = []  # statistics whose interval is left out (see MIN_CI_N)
+
+    def ci(name: str, enough: bool, compute: Callable[[], tuple[float, float]]) -> None:
+        if enough:
+            out[f"{name}_ci95"] = _fmt_ci(compute())
+        else:
+            out[f"{name}_ci95"] = [None, None]
+            too_small.append(name)
+
     pr = pairs(items)
     if pr:
         wins = pair_wins(s[[p for p, _ in pr]], s[[n for _, n in pr]])
         out["n_pairs"] = len(pr)
         out["consistency"] = float(wins.mean())
-        out["consistency_ci95"] = _fmt_ci(
-            bootstrap_ci(lambda w: float(w.mean()), wins, n_resamples=n_resamples, seed=seed)
+        ci(
+            "consistency",
+            len(pr) >= MIN_CI_N,
+            lambda: bootstrap_ci(
+                lambda w: float(w.mean()), wins, n_resamples=n_resamples, seed=seed
+            ),
         )
     labelled = [i for i, it in enumerate(items) if it.label is not None]
     if labelled:
@@ -382,8 +436,12 @@ def evaluate_group(
         out["roc_auc"] = roc_auc(su, y)
         if not math.isnan(out["roc_auc"]):
             keep = ~np.isnan(su)
-            out["roc_auc_ci95"] = _fmt_ci(
-                bootstrap_ci(_fast_auc, su[keep], y[keep], n_resamples=n_resamples, seed=seed)
+            ci(
+                "roc_auc",
+                _min_class(y[keep]) >= MIN_CI_N,
+                lambda: bootstrap_ci(
+                    _fast_auc, su[keep], y[keep], n_resamples=n_resamples, seed=seed
+                ),
             )
             ba = summac_balanced_accuracy(su, y, seed=seed)
             out["balanced_accuracy"] = ba["balanced_accuracy"]
@@ -391,20 +449,29 @@ def evaluate_group(
             val, test = stratified_split(y, 0.5, seed)
             thr = ba["threshold"]
             if not math.isnan(thr):
-                out["balanced_accuracy_ci95"] = _fmt_ci(
-                    bootstrap_ci(
+                ci(
+                    "balanced_accuracy",
+                    _min_class(y[test]) >= MIN_CI_N,
+                    lambda: bootstrap_ci(
                         lambda a, b: balanced_accuracy(a, b, thr),
                         su[test],
                         y[test],
                         n_resamples=n_resamples,
                         seed=seed,
-                    )
+                    ),
                 )
     graded = [i for i, it in enumerate(items) if it.human is not None]
     if len(graded) >= 3:
         out.update(correlations(s[graded], [items[i].human for i in graded]))
         out["n_graded"] = len(graded)
+    if too_small:
+        out["ci_n_too_small"] = too_small
     return out
+
+
+def _min_class(labels: np.ndarray) -> int:
+    """Items in the smaller of the two classes (0 when one is missing)."""
+    return int(min((labels == 1).sum(), (labels == 0).sum()))
 
 
 def _error_type_groups(items: Sequence[Item]) -> dict[str, list[int]]:

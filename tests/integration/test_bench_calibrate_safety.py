@@ -1,0 +1,390 @@
+"""``bench``, ``calibrate`` and ``perturb`` on small and hostile inputs: nothing a user gave is
+overwritten, no figure from one or two rows reads as certain, bad fields and options are one
+line and exit 2 (never an internal error), user text reaches the terminal escaped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faithgate.cli import cli
+
+SRC = "The committee approved the budget of ten million after a long debate in Paris."
+FAITHFUL = [
+    "The committee approved the budget.",
+    "The budget of ten million was approved.",
+    "After a long debate the committee approved the budget.",
+    "The committee approved a budget in Paris.",
+    "A budget of ten million was approved after a debate.",
+]
+UNFAITHFUL = [
+    "The council rejected the tax plan of Berlin.",
+    "Senators vetoed a ninety billion dollar war chest.",
+    "The mayor resigned over a bribery scandal in Rome.",
+    "Voters elected a new king on Tuesday morning.",
+    "Police arrested twelve protesters outside the stadium.",
+]
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def labelled(n_per_class: int = 5, **extra: object) -> list[dict]:
+    rows = [
+        {"id": f"f{i}", "source": SRC, "summary": s, "label": 1, **extra}
+        for i, s in enumerate(FAITHFUL[:n_per_class])
+    ]
+    return rows + [
+        {"id": f"u{i}", "source": SRC, "summary": s, "label": 0, **extra}
+        for i, s in enumerate(UNFAITHFUL[:n_per_class])
+    ]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    write_rows(tmp_path / "l.jsonl", labelled())
+    return tmp_path
+
+
+def _bench(*args: str):
+    return invoke("bench", "--metric", "overlap", "-q", "--resamples", "20", *args)
+
+
+# ---------------------------------------------------------------- 1. outputs vs inputs/cache
+
+
+def test_bench_output_cannot_replace_the_score_cache(project):
+    assert _bench("--data", "l.jsonl", "--cache", "c.sqlite").exit_code == 0
+    before = (project / "c.sqlite").read_bytes()
+    res = _bench("--data", "l.jsonl", "--cache", "c.sqlite", "--output", "./c.sqlite")
+    assert res.exit_code == 2, res.output
+    assert "score cache" in res.stderr and "same file" in res.stderr
+    assert (project / "c.sqlite").read_bytes() == before
+
+
+def test_bench_default_cache_is_protected_too(project):
+    default = project / "home" / "bench" / "scores.sqlite"
+    res = _bench("--data", "l.jsonl", "--output", str(default))
+    assert res.exit_code == 2, res.output
+    assert not default.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--cache", "l.jsonl"],  # the cache would move the data aside as "corrupt"
+        ["--cache", "c.sqlite", "--output", "c.timings.json"],  # the cache's timings file
+        ["--combine", "l.jsonl", "--save-weights", "c.sqlite", "--cache", "c.sqlite"],
+        ["--plots", "figs", "--cache", "figs/l__overlap__roc.png"],  # a plot onto the cache
+        ["--plots", "figs", "--output", "figs/l__overlap__hist.png"],  # a plot onto a report
+    ],
+)
+def test_bench_outputs_never_land_on_inputs_or_the_cache(project, args):
+    before = (project / "l.jsonl").read_bytes()
+    res = _bench("--data", "l.jsonl", *args)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith("faithgate: ") and "Traceback" not in res.output
+    assert (project / "l.jsonl").read_bytes() == before
+    assert not (project / "c.sqlite").exists()  # refused before any scoring
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--cache", "c.sqlite", "--config", "c.sqlite"],
+        ["--cache", "l.jsonl", "--dry-run"],
+        ["--config", "adir", "--no-cache"],  # a directory: refused before scoring
+    ],
+)
+def test_calibrate_outputs_never_land_on_inputs_or_the_cache(project, args):
+    (project / "adir").mkdir()
+    (project / "c.sqlite").write_bytes(b"")
+    before = (project / "l.jsonl").read_bytes()
+    res = invoke("calibrate", "--data", "l.jsonl", "--metric", "overlap", *args)
+    assert res.exit_code == 2, res.output
+    assert "internal error" not in res.output
+    assert (project / "l.jsonl").read_bytes() == before
+    assert (project / "c.sqlite").read_bytes() == b""
+
+
+# ---------------------------------------------------------------- 2. too few rows for a CI
+
+
+def test_one_minimal_pair_has_no_confidence_interval(project):
+    write_rows(
+        project / "pair.jsonl",
+        [
+            {"id": "r", "source": SRC, "summary": FAITHFUL[0], "label": 1, "pair_id": "p"},
+            {"id": "e", "source": SRC, "summary": UNFAITHFUL[0], "label": 0, "pair_id": "p"},
+        ],
+    )
+    res = _bench("--data", "pair.jsonl", "--no-cache")
+    assert res.exit_code == 0, res.output
+    assert "1.000 [1.00, 1.00]" not in res.stdout
+    assert "[0.00, 0.00]" not in res.stdout
+    assert "1.000 [n too small]" in res.stdout  # consistency
+    assert "warning: pair: overlap: no 95% CI for consistency, roc_auc" in res.stderr
+    doc = json.loads(_bench("--data", "pair.jsonl", "--no-cache", "--json").stdout)
+    overall = doc["datasets"]["pair"]["metrics"]["overlap"]["overall"]
+    assert overall["consistency_ci95"] == [None, None]
+    assert overall["roc_auc_ci95"] == [None, None]
+    assert overall["ci_n_too_small"] == ["consistency", "roc_auc"]
+
+
+def test_enough_rows_keep_their_confidence_interval(project):
+    doc = json.loads(_bench("--data", "l.jsonl", "--no-cache", "--json").stdout)
+    overall = doc["datasets"]["l"]["metrics"]["overlap"]["overall"]
+    assert None not in overall["roc_auc_ci95"] and "ci_n_too_small" not in overall
+
+
+def test_calibrate_refuses_too_few_examples_per_class(project):
+    write_rows(project / "two.jsonl", labelled(1))
+    res = invoke("calibrate", "--data", "two.jsonl", "--metric", "overlap", "--config", "f.toml")
+    assert res.exit_code == 2, res.output
+    assert "at least 3 faithful" in res.stderr and "got 1 faithful and 1 unfaithful" in res.stderr
+    assert not (project / "f.toml").exists()
+
+
+def test_calibrate_without_resamples_writes_no_nan_interval(project):
+    res = invoke(
+        "calibrate", "--data", "l.jsonl", "--metric", "overlap", "--config", "f.toml",
+        "--resamples", "0", "--no-cache",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "nan" not in res.stdout and "no 95% CI: --resamples 0" in res.stdout
+    text = (project / "f.toml").read_text()
+    assert "nan" not in text and "ci95" not in text
+
+
+# ---------------------------------------------------------------- 3. same file names
+
+
+def test_two_data_files_with_one_name_are_refused(project):
+    for d in ("a", "b"):
+        (project / d).mkdir()
+        write_rows(project / d / "d.jsonl", labelled())
+    res = _bench("--data", "a/d.jsonl", "--data", "b", "--no-cache", "--plots", "figs")
+    assert res.exit_code == 2, res.output
+    assert "both named 'd'" in res.stderr
+    assert str(Path("a/d.jsonl")) in res.stderr and str(Path("b/d.jsonl")) in res.stderr
+    assert not (project / "figs").exists()
+
+
+# ---------------------------------------------------------------- 4. / 6. field types
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("score", "5", "field 'score' (the human judgement) must be a finite number"),
+        ("score", True, "field 'score'"),
+        ("score", float("inf"), "field 'score'"),
+        ("score", float("nan"), "field 'score'"),
+        ("pair_id", ["x"], "field 'pair_id' must be text, an integer or null, got list"),
+        ("origin", 3, "field 'origin' must be text or null, got int"),
+        ("error_type", 3, "field 'error_type' must be text or null, got int"),
+    ],
+)
+def test_benchmark_fields_of_the_wrong_type_name_file_and_line(project, field, value, message):
+    rows = labelled()
+    rows[3][field] = value
+    text = "".join(json.dumps(r) + "\n" for r in rows)  # Infinity / NaN as Python writes them
+    (project / "bad.jsonl").write_text("\n" + text)  # a blank first line: row 4 is line 5
+    res = _bench("--data", "bad.jsonl", "--no-cache")
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"faithgate: bad.jsonl:5: {message}"), res.stderr
+    assert "Warning" not in res.output and "internal error" not in res.output
+
+
+def test_integer_pair_ids_group_like_their_strings(project):
+    write_rows(
+        project / "p.jsonl",
+        [
+            {"id": f"{k}{t}", "source": SRC, "summary": s, "label": y, "pair_id": k}
+            for k in range(3)
+            for t, s, y in (("r", FAITHFUL[k], 1), ("e", UNFAITHFUL[k], 0))
+        ],
+    )
+    doc = json.loads(_bench("--data", "p.jsonl", "--no-cache", "--json").stdout)
+    assert doc["datasets"]["p"]["metrics"]["overlap"]["overall"]["n_pairs"] == 3
+
+
+# ---------------------------------------------------------------- 6. / 9. options
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["bench", "--data", "l.jsonl", "--metric", "overlap", "--seed", "-1"], "--seed"),
+        (["bench", "--data", "l.jsonl", "--metric", "overlap", "--seed", str(2**32)], "--seed"),
+        (["calibrate", "--data", "l.jsonl", "--metric", "overlap", "--seed", "-1"], "--seed"),
+        (["calibrate", "--data", "l.jsonl", "--metric", "overlap", "--resamples", "-3"],
+         "--resamples"),
+        (["bench", "--data", "l.jsonl", "--metric", "overlap", "--combine", "l.jsonl",
+          "--combine-limit", "-1"], "--combine-limit"),
+        (["bench", "--data", "l.jsonl", "--metric", "overlap", "--combine", "l.jsonl",
+          "--combine-limit", "-5"], "--combine-limit"),
+        (["bench", "--data", "l.jsonl", "--metric", "overlap", "--limit", "0"], "--limit"),
+    ],
+)  # fmt: skip
+def test_out_of_range_options_are_usage_errors(project, args, option):
+    res = invoke(*args, "--no-cache")
+    assert res.exit_code == 2, res.output
+    assert f"Invalid value for '{option}'" in res.stderr
+    assert "internal error" not in res.output
+
+
+# ---------------------------------------------------------------- 7. escaping
+
+
+FORGED = "x\n::error::forged"
+
+
+def test_file_names_reach_the_terminal_escaped(project):
+    write_rows(project / f"{FORGED}.jsonl", labelled())
+    res = invoke(
+        "bench", "--data", f"{FORGED}.jsonl", "--metric", "overlap", "--metric", "ner",
+        "--resamples", "20", "--no-cache", "--combine", f"{FORGED}.jsonl",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    for stream in (res.stdout, res.stderr):
+        assert not any(line.lstrip().startswith("::") for line in stream.splitlines()), stream
+    assert "x\\n::error::forged: scoring" in res.stderr  # progress
+    assert "| x\\n::error::forged | consistency |" in res.stdout or (
+        "| x\\n::error::forged | roc_auc |" in res.stdout  # the comparisons table
+    )
+    assert "Combination fitted on x\\n::error::forged.jsonl" in res.stdout
+
+
+def test_written_paths_are_escaped(project):
+    res = invoke(
+        "calibrate", "--data", "l.jsonl", "--metric", "overlap", "--config", f"{FORGED}.toml",
+        "--resamples", "0", "--no-cache",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "written to x\\n::error::forged.toml" in res.stdout
+    assert not any(line.startswith("::") for line in res.stdout.splitlines())
+
+
+# ---------------------------------------------------------------- perturb (spaCy)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_perturb_skips_input_rows_labelled_unfaithful(project):
+    src = "Obama met Merkel in Berlin with 12 aides on Monday."
+    write_rows(
+        project / "in.jsonl",
+        [
+            {"id": "good", "source": src, "summary": "Obama met Merkel with 12 aides.", "label": 1},
+            {"id": "bad", "source": src, "summary": "Obama met Putin with 12 aides.", "label": 0},
+            {"id": "plain", "source": src, "summary": "Obama met Merkel with 12 aides."},
+        ],
+    )
+    res = invoke("perturb", "--input", "in.jsonl", "--types", "number", "--output", f"{FORGED}.jl")
+    assert res.exit_code == 0, res.output
+    assert "skipped 1 input row(s) labelled 0 (unfaithful)" in res.stderr
+    assert "wrote" in res.stderr and "to x\\n::error::forged.jl" in res.stderr
+    rows = [json.loads(line) for line in (project / f"{FORGED}.jl").read_text().splitlines()]
+    assert {r["pair_id"] for r in rows} == {"good", "plain"}
+    assert all(r["label"] == 1 for r in rows if r["role"] == "reference")
+    assert "Obama met Putin with 12 aides." not in {r["summary"] for r in rows}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_perturb_a_huge_number_is_not_a_crash(project):
+    huge = "1" + "0" * 400
+    (project / "src.txt").write_text(f"They paid {huge} dollars and 3 more.")
+    res = invoke(
+        "perturb", "--source", "src.txt", "--summary", f"They paid {huge} dollars and 3 more.",
+        "--types", "number", "--per-type", "0",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "internal error" not in res.output
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_json_on_stdout_escapes_terminal_controls(project):
+    unsafe = "\u202e\u009b31m"
+    (project / "src.txt").write_text("Obama met Merkel in Berlin with 12 aides.")
+    summary = f"Obama met Merkel with 12 aides {unsafe}."
+    res = invoke(
+        "perturb", "--source", "src.txt", "--summary", summary, "--types", "number",
+        "--format", "json",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "\u202e" not in res.stdout and "\u009b" not in res.stdout
+    variants = json.loads(res.stdout)
+    assert variants and all(unsafe in v["summary"] for v in variants)
+    (project / "in.jsonl").write_text(
+        json.dumps({"id": "a", "source": "Obama met Merkel in Berlin.", "summary": summary}) + "\n"
+    )
+    for fmt in ("json", "text"):
+        res = invoke("perturb", "--input", "in.jsonl", "--types", "number", "--format", fmt)
+        assert res.exit_code == 0, res.output
+        assert "\u202e" not in res.stdout and "\u009b" not in res.stdout
+        rows = (
+            json.loads(res.stdout)
+            if fmt == "json"
+            else [json.loads(line) for line in res.stdout.splitlines()]
+        )
+        assert rows[0]["summary"] == summary
+
+
+def test_score_json_escapes_terminal_controls(project):
+    (project / "src.txt").write_text(SRC)
+    summary = "The committee approved \u202ethe budget\u009b2J."
+    res = invoke(
+        "score", "--source", "src.txt", "--summary", summary, "--metric", "overlap",
+        "--format", "json",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "\u202e" not in res.stdout and "\u009b" not in res.stdout
+    assert "\\u202e" in res.stdout
+    assert summary in json.dumps(json.loads(res.stdout), ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- BrokenPipe
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
+def test_stdout_closed_early_is_a_quiet_exit(project):
+    write_rows(
+        project / "big.jsonl",
+        [
+            {"id": f"r{i}", "source": "Obama met Merkel in Berlin with 12 aides.",
+             "summary": "Obama met Merkel with 12 aides."}
+            for i in range(600)
+        ],
+    )  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faithgate", "perturb", "--input", "big.jsonl", "--types", "number"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()  # like `| head -1`: read one line, then close the pipe
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert json.loads(first)["id"] == "r0-orig"
+    assert "internal error" not in err and "BrokenPipe" not in err and "Exception" not in err
+    assert proc.returncode == 1  # like click and the Python docs: 1, and nothing on stderr
