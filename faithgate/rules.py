@@ -242,17 +242,26 @@ def stale_calibrations(config: GateConfig, settings_hashes: Mapping[str, str]) -
 
 
 def unused_thresholds(config: GateConfig) -> list[str]:
-    """One line when ``thresholds`` name metrics that are not selected: they are not applied.
+    """One line when ``thresholds`` (and one when ``metric_settings``) name metrics that are not
+    selected: they are not applied.
     A warning, not an error: one configuration may hold thresholds for more metrics than a run
     selects (``--metric``); more often a metric was left out of ``metrics``, or the
     configuration relied on an older default metric."""
+    notes = []
     extra = sorted(m for m in config.thresholds if m not in config.metrics)
-    if not extra:
-        return []
-    return [
-        f"thresholds for {', '.join(extra)} are not applied: not selected metrics (metrics: "
-        f"{', '.join(config.metrics)}); add them to `metrics` to gate on them"
-    ]
+    if extra:
+        notes.append(
+            f"thresholds for {', '.join(extra)} are not applied: not selected metrics (metrics: "
+            f"{', '.join(config.metrics)}); add them to `metrics` to gate on them"
+        )
+    # Likewise settings (also a mistyped metric name, which would otherwise go unnoticed).
+    unset = sorted(m for m in config.metric_settings if m not in config.metrics)
+    if unset:
+        notes.append(
+            f"metric_settings for {', '.join(unset)} are not applied: not selected metrics "
+            f"(metrics: {', '.join(config.metrics)})"
+        )
+    return notes
 
 
 def check_has_criterion(config: GateConfig) -> None:

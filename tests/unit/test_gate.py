@@ -565,6 +565,16 @@ def test_a_gate_without_any_criterion_is_refused_before_scoring(tmp_path):
         f"thresholds for other are not applied: not selected metrics (metrics: {NAME}); add "
         "them to `metrics` to gate on them"
     ]
+    # Settings for a metric that is not selected (or a mistyped name) were dropped unsaid.
+    cfg = GateConfig.from_dict(
+        {**bare, "thresholds": {NAME: 0.0}, "metric_settings": {"overlapp": {"n": 2}}},
+        root=tmp_path,
+    )
+    gate = Gate(cfg)
+    gate.run()
+    assert gate.warnings == [
+        f"metric_settings for overlapp are not applied: not selected metrics (metrics: {NAME})"
+    ]
     for criterion in (
         {"thresholds": {NAME: 0.5}},
         {"rules": {"min_mean": {NAME: 0.5}}},
