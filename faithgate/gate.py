@@ -375,7 +375,9 @@ class Gate:
             json_report = cfg.reports.json
             if json_report is None or not same_file(json_report, cfg.baseline):
                 writes.append(("baseline", cfg.baseline))
-        if self.use_cache:  # every run with a cache writes its result there too
+        # Every run with a cache writes its result there too (a cache "directory" that is a
+        # file has its own error, from the cache).
+        if self.use_cache and not cfg.cache_path.is_file():
             writes.append(
                 ("last result in the cache directory", cfg.cache_path / "last-result.json")
             )
