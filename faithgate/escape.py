@@ -4,13 +4,15 @@ Example ids, summaries, sentences, file names and exception messages are user da
 raw, a newline in an id starts a new output line (on GitHub Actions a line ``::error::...``
 is a workflow command: a forged annotation, or ``::add-mask::`` / ``::stop-commands::``), a
 carriage return overwrites what a reader sees, and an ANSI escape sequence recolours or clears
-the terminal. Two functions, used by every printer:
+the terminal. Three functions, used by every printer:
 
 - ``printable(text)`` for one field: every line break (LF, CR, NEL U+0085, U+2028, U+2029),
   control character (C0, DEL, C1: this disarms ANSI escape sequences, which start with ESC or
   CSI), bidirectional override (the "Trojan Source" characters) and lone surrogate (which would
   crash the stream's encoder) becomes a visible backslash escape (``\\n``, ``\\x1b``,
   ``\\u2028``). Text without such characters is returned unchanged.
+- ``json_for_terminal(obj)`` for JSON printed to stdout: ``json.dumps`` with every character
+  ``printable`` would escape written as a ``\\uXXXX`` escape (still valid, equal JSON).
 - ``defuse_workflow_commands(block)`` for a whole block written to stdout/stderr: a line whose
   first non-blank characters are ``::`` is what GitHub's runner parses as a command, so its
   first colon is escaped (``\\::``). Once fields went through ``printable`` this can only
@@ -23,7 +25,10 @@ its text through ``printable`` first).
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+from typing import Any
 
 import regex
 
@@ -69,3 +74,22 @@ class PrintableFormatter(logging.Formatter):
         record = logging.makeLogRecord(record.__dict__)  # a copy: other handlers see the original
         record.levelname = record.levelname.lower()
         return safe_line(super().format(record))
+
+
+# Characters outside printable ASCII: each is checked against ``printable`` (the one list of
+# unsafe characters), the common ASCII text is not looked at.
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e\n]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    return ch if printable(ch) == ch else f"\\u{ord(ch):04x}"
+
+
+def json_for_terminal(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps(obj, ensure_ascii=False, **kwargs)`` safe to print: every character that
+    ``faithgate.escape.printable`` would escape (C1 controls such as U+009B CSI, DEL, U+2028,
+    bidi overrides, lone surrogates) becomes a ``\\uXXXX`` escape. Such characters occur only
+    inside JSON strings, so the text stays valid JSON and parses to the same value; other
+    non-ASCII text stays readable."""
+    return _NOT_PRINTABLE_ASCII.sub(_json_escape, json.dumps(obj, ensure_ascii=False, **kwargs))

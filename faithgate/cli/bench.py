@@ -14,14 +14,9 @@ import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.execution_options import execution_options, execution_settings
-from faithgate.cli.score import (
-    json_for_terminal,
-    parse_assignments,
-    parse_settings,
-    read_text_arg,
-)
+from faithgate.cli.score import parse_assignments, parse_settings, read_text_arg
 from faithgate.errors import InputError
-from faithgate.escape import defuse_workflow_commands, printable, safe_line
+from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.paths import refuse_overwriting_inputs
 
 _metric_option = click.option(

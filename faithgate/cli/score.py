@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import InputError
-from faithgate.escape import defuse_workflow_commands, printable
+from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable
 from faithgate.io import check_text
 from faithgate.types import Score, json_safe
 
@@ -460,25 +459,6 @@ def score_command(
     if failed:
         click.echo(f"faithgate: could not score with {printable('; '.join(failed))}", err=True)
         sys.exit(1)
-
-
-# Characters outside printable ASCII: each is checked against ``printable`` (the one list of
-# unsafe characters), the common ASCII text is not looked at.
-_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e\n]")
-
-
-def _json_escape(match: re.Match[str]) -> str:
-    ch = match.group()
-    return ch if printable(ch) == ch else f"\\u{ord(ch):04x}"
-
-
-def json_for_terminal(obj: Any, **kwargs: Any) -> str:
-    """``json.dumps(obj, ensure_ascii=False, **kwargs)`` safe to print: every character that
-    ``faithgate.escape.printable`` would escape (C1 controls such as U+009B CSI, DEL, U+2028,
-    bidi overrides, lone surrogates) becomes a ``\\uXXXX`` escape. Such characters occur only
-    inside JSON strings, so the text stays valid JSON and parses to the same value; other
-    non-ASCII text stays readable."""
-    return _NOT_PRINTABLE_ASCII.sub(_json_escape, json.dumps(obj, ensure_ascii=False, **kwargs))
 
 
 def _thresholds(

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from faithgate.cli.score import json_for_terminal
 from faithgate.errors import InputError
+from faithgate.escape import json_for_terminal
 from faithgate.evaluation.calibrate import calibrate, write_calibration
 from faithgate.evaluation.meta import MIN_CI_N, Item, evaluate_group, items_from_examples
 from faithgate.types import Example
