@@ -22,7 +22,6 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -361,41 +360,6 @@ def refuse_foreign_dir(target: Path, manifest: str, what: str = "--out") -> None
             f"{what} {target} is a directory that is not empty and holds no {manifest} (not an "
             "earlier faithgate output); refusing to replace it: give a new or empty directory"
         )
-
-
-def lies_inside(inner: Path, outer: Path) -> bool:
-    """Whether ``inner`` is ``outer`` or lies below it, after symlinks and ``..`` (compared by
-    device and inode, so a bind mount or a differently spelled path is caught too)."""
-    try:
-        st = os.stat(outer)
-    except OSError:
-        return False
-    real = Path(os.path.realpath(inner))
-    for path in (real, *real.parents):
-        try:
-            here = os.stat(path)
-        except OSError:
-            continue
-        if (here.st_dev, here.st_ino) == (st.st_dev, st.st_ino):
-            return True
-    return False
-
-
-def refuse_dir_over_inputs(
-    target: Path, inputs: Iterable[tuple[str, str | Path | None]], what: str = "--out"
-) -> None:
-    """Raise ``InputError`` (exit 2) when the output directory ``target`` is one of the run's
-    inputs (``(what, path)`` pairs: a model directory, a data file), lies inside one, or holds
-    one: publishing there would replace or delete what the run reads. Inputs that are not
-    local paths (hub ids, ``None``) are skipped."""
-    for name, path in inputs:
-        if path is None or not Path(path).exists():
-            continue
-        if lies_inside(target, Path(path)) or lies_inside(Path(path), target):
-            raise InputError(
-                f"{what} {target} is, holds or lies inside the {name} {path}; refusing to "
-                "overwrite an input: choose another directory"
-            )
 
 
 def publish_dir(tmp: Path, target: Path, manifest: str | None = None) -> None:

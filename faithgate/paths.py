@@ -5,7 +5,8 @@ own inputs (the outputs JSONL, the data JSONL, the configuration file, a baselin
 read). ``refuse_overwriting_inputs`` compares resolved paths, so ``./outputs.jsonl``,
 ``sub/../outputs.jsonl``, an absolute path and a symlink (or hard link) to the same file are
 all recognised; two outputs aimed at one file are refused too. It runs before any scoring, so
-a mistyped flag costs nothing and nothing is written.
+a mistyped flag costs nothing and nothing is written. ``refuse_dir_over_inputs`` is the same
+guard for a directory that is published whole (``train`` and ``export --out``).
 """
 
 from __future__ import annotations
@@ -73,3 +74,38 @@ def refuse_unwritable(what: str, path: str | Path) -> None:
                     f"the {what} ({path}) cannot be written: {ancestor} is a file, not a directory"
                 )
             return
+
+
+def lies_inside(inner: Path, outer: Path) -> bool:
+    """Whether ``inner`` is ``outer`` or lies below it, after symlinks and ``..`` (compared by
+    device and inode, so a bind mount or a differently spelled path is caught too)."""
+    try:
+        st = os.stat(outer)
+    except OSError:
+        return False
+    real = Path(os.path.realpath(inner))
+    for path in (real, *real.parents):
+        try:
+            here = os.stat(path)
+        except OSError:
+            continue
+        if (here.st_dev, here.st_ino) == (st.st_dev, st.st_ino):
+            return True
+    return False
+
+
+def refuse_dir_over_inputs(
+    target: Path, inputs: Iterable[tuple[str, str | Path | None]], what: str = "--out"
+) -> None:
+    """Raise ``InputError`` (exit 2) when the output directory ``target`` is one of the run's
+    inputs (``(what, path)`` pairs: a model directory, a data file), lies inside one, or holds
+    one: publishing there would replace or delete what the run reads. Inputs that are not
+    local paths (hub ids, ``None``) are skipped."""
+    for name, path in inputs:
+        if path is None or not Path(path).exists():
+            continue
+        if lies_inside(target, Path(path)) or lies_inside(Path(path), target):
+            raise InputError(
+                f"{what} {target} is, holds or lies inside the {name} {path}; refusing to "
+                "overwrite an input: choose another directory"
+            )

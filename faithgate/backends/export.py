@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from faithgate import models
+from faithgate import models, paths
 from faithgate.backends.lm_graph import add_score_from, drop_softmax_nan_guards
 from faithgate.backends.manifest import (
     MANIFEST_FORMAT,
@@ -440,7 +440,7 @@ def export_model(
         # The user's directory: replaced only when it is an earlier export (its manifest), and
         # never when it is (or holds, or lies in) the model being exported.
         models.refuse_foreign_dir(target, MANIFEST_NAME)
-    models.refuse_dir_over_inputs(target, [("--model directory", spec.location)])
+    paths.refuse_dir_over_inputs(target, [("--model directory", spec.location)])
     target.parent.mkdir(parents=True, exist_ok=True)
     from filelock import FileLock
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from faithgate import models
+from faithgate import models, paths
 from faithgate.cli.params import FiniteFloatRange
 from faithgate.errors import InputError
 from faithgate.escape import safe_line
@@ -118,7 +118,7 @@ def export_command(
         raise InputError("--min-agreement must be between 0 and 1")
     spec = models.resolve(role, model_name, allow_download=allow_download)
     if out is not None:  # the export replaces --out as a whole: it must not hold the data
-        models.refuse_dir_over_inputs(out, [("--calibration file", calibration)])
+        paths.refuse_dir_over_inputs(out, [("--calibration file", calibration)])
     calib_path = calibration
     triples = load_calibration(calib_path, calibration_pairs)
     # Progress lines quote paths and model names: the user's text, printed as one safe line.

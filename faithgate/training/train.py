@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from faithgate import models
+from faithgate import models, paths
 from faithgate.errors import InputError
 from faithgate.training import corpora, synth
 from faithgate.training.corpora import LABELS, NLIPair
@@ -452,7 +452,7 @@ def check_output(config: TrainConfig) -> None:
     current directory (or one above it), a directory of the user's that is not an earlier
     ``faithgate train`` output, or one of the run's own inputs (or a directory holding one)."""
     output = Path(config.output)
-    if output.name in ("", "..") or models.lies_inside(Path.cwd(), output):
+    if output.name in ("", "..") or paths.lies_inside(Path.cwd(), output):
         raise InputError(
             f"--out {config.output}: give a new directory (e.g. ./checker), not the current "
             "directory or one above it"
@@ -462,7 +462,7 @@ def check_output(config: TrainConfig) -> None:
     inputs.append(("--base-model", config.base_model))
     inputs += [("--documents file", d) for d in config.documents if d not in BUILTIN_CORPORA]
     inputs += [("--labelled file", path) for path in config.labelled]
-    models.refuse_dir_over_inputs(output, inputs)
+    paths.refuse_dir_over_inputs(output, inputs)
 
 
 def train(
