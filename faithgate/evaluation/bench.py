@@ -480,10 +480,13 @@ def run_bench(
         if combine is not None and str(path.resolve()) == train_key and combine_limit != -1:
             file_limit = combine_limit
         everything = load_examples(path)
-        # Field types are checked on the whole file (file:line), not only on the sample.
-        items_from_examples(everything, _locator(path))
+        # Items of the whole file, so a field of the wrong type is refused (file:line) even
+        # outside the sample; the sample's are picked from them (an item depends only on its
+        # own example, and the sample holds the same example objects).
+        all_items = items_from_examples(everything, _locator(path))
+        item_of = {id(ex): item for ex, item in zip(everything, all_items, strict=True)}
         examples = limit_examples(everything, file_limit, seed)
-        items = items_from_examples(examples)
+        items = [item_of[id(ex)] for ex in examples]
         runs = bench.score(examples)
         loaded[str(path.resolve())] = (examples, items, runs)
     combination = None
