@@ -8,7 +8,10 @@ A cache file that is not a SQLite database (a crashed copy, a file someone put t
 aside to ``scores.sqlite.corrupt-<time>`` with a one-line warning and a fresh cache is started:
 a cache only saves time, so losing it must not stop a gate, and nothing is deleted. A cache
 location that cannot be created or opened at all is an input error naming the path. A stored
-score that no longer parses is a miss (it is scored again and overwritten).
+score that no longer parses is a miss (it is scored again and overwritten). A file damaged beyond
+its first page is found when it is opened (SQLite's ``quick_check``) and moved aside too; damage
+or an SQLite failure met later in a run (a full disk) is one warning, and the run goes on without
+the cache.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ class ScoreCache:
             self.close()
             aside = self._move_aside()
             log.warning(
-                "score cache %s is not a SQLite database (%s); moved it to %s and started "
+                "score cache %s is damaged or not a SQLite database (%s); moved it to %s and started "
                 "a new one",
                 safe_line(self.path),
                 safe_line(exc),
@@ -64,6 +67,7 @@ class ScoreCache:
             ) from None
         self.hits = 0
         self.misses = 0
+        self._failed = False
 
     def _open(self, attempts: int = 20) -> None:
         for attempt in range(attempts):
@@ -71,6 +75,13 @@ class ScoreCache:
                 with self._connect() as conn:
                     conn.execute(_SCHEMA)
                     conn.execute("SELECT key, score FROM scores LIMIT 1").fetchall()
+                    # A damaged page past the first shows only when read: check every page now
+                    # (about 50 ms for 60 MB), not halfway through a run.
+                    verdict = conn.execute("PRAGMA quick_check").fetchone()
+                if verdict is None or verdict[0] != "ok":
+                    raise sqlite3.DatabaseError(
+                        f"damaged: {verdict[0] if verdict else 'no answer'}"
+                    )
                 return
             except sqlite3.OperationalError as exc:
                 if "no such column" in str(exc):  # a database, but not ours
@@ -105,15 +116,31 @@ class ScoreCache:
             self._local.conn = conn
         return conn
 
-    def get(self, settings_hash: str, source: str, summary: str) -> Score | None:
-        row = (
-            self._connect()
-            .execute(
-                "SELECT score FROM scores WHERE key = ?",
-                (cache_key(settings_hash, source, summary),),
+    def _give_up(self, exc: sqlite3.Error) -> None:
+        """Go on without the cache after an SQLite failure mid-run: a cache only saves time."""
+        if not self._failed:
+            log.warning(
+                "score cache %s failed (%s); scoring the rest of this run without it",
+                safe_line(self.path),
+                safe_line(exc),
             )
-            .fetchone()
-        )
+        self._failed = True
+        self.close()
+
+    def get(self, settings_hash: str, source: str, summary: str) -> Score | None:
+        row = None
+        if not self._failed:
+            try:
+                row = (
+                    self._connect()
+                    .execute(
+                        "SELECT score FROM scores WHERE key = ?",
+                        (cache_key(settings_hash, source, summary),),
+                    )
+                    .fetchone()
+                )
+            except sqlite3.Error as exc:
+                self._give_up(exc)
         if row is None:
             self.misses += 1
             return None
@@ -126,14 +153,7 @@ class ScoreCache:
         return score
 
     def put(self, settings_hash: str, source: str, summary: str, score: Score) -> None:
-        if not score.ok:
-            return
-        conn = self._connect()
-        with conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO scores (key, score) VALUES (?, ?)",
-                (cache_key(settings_hash, source, summary), json.dumps(score.to_dict())),
-            )
+        self.put_many([(settings_hash, source, summary, score)])
 
     def put_many(self, items: Iterable[tuple[str, str, str, Score]]) -> None:
         """``put`` for many ``(settings_hash, source, summary, score)`` in one transaction (one
@@ -143,11 +163,14 @@ class ScoreCache:
             for h, source, summary, score in items
             if score.ok
         ]
-        if not rows:
+        if not rows or self._failed:
             return
-        conn = self._connect()
-        with conn:
-            conn.executemany("INSERT OR REPLACE INTO scores (key, score) VALUES (?, ?)", rows)
+        try:
+            conn = self._connect()
+            with conn:
+                conn.executemany("INSERT OR REPLACE INTO scores (key, score) VALUES (?, ?)", rows)
+        except sqlite3.Error as exc:
+            self._give_up(exc)
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -179,7 +179,7 @@ def test_a_score_cache_that_is_not_a_database_is_moved_aside(project):
     res = check()
     assert res.exit_code == 0, res.output
     [warning] = res.stderr.strip().splitlines()
-    assert "is not a SQLite database" in warning and "moved it to scores.sqlite.corrupt-" in warning
+    assert "damaged or not a SQLite database" in warning and "moved it to scores.sqlite.corrupt-" in warning
     [aside] = cache.parent.glob("scores.sqlite.corrupt-*")
     assert aside.read_bytes() == junk  # nothing deleted
     assert sqlite3.connect(cache).execute("SELECT count(*) FROM scores").fetchone() == (1,)

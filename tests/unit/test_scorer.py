@@ -193,3 +193,58 @@ def test_wrong_argument_types_are_input_errors():
         Scorer([["overlap"]])  # type: ignore[list-item]
     with pytest.raises(InputError, match="cache must be a path or a ScoreCache, got int"):
         Scorer(["overlap"], cache=5)  # type: ignore[arg-type]
+
+
+def _fill_and_damage(path, rows=2000):
+    """A cache of ``rows`` scores whose middle pages are overwritten: the first page (the
+    schema) still reads, a lookup past the damage does not."""
+    import os
+    import sqlite3
+
+    cache = ScoreCache(path)
+    cache.put_many([("h", f"src {i} " * 50, f"sum {i}", Score("m", 0.5, "h")) for i in range(rows)])
+    cache.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(size // 2)
+        f.write(b"\xa5" * 8192)
+
+
+def test_a_cache_damaged_past_its_first_page_is_moved_aside_when_opened(tmp_path, caplog):
+    path = tmp_path / "scores.sqlite"
+    _fill_and_damage(path)
+    damaged = path.read_bytes()
+    cache = ScoreCache(path)  # was fine here, then "database disk image is malformed" mid-run
+    assert cache.get("h", "src 1000 " * 50, "sum 1000") is None
+    [aside] = [
+        p for p in tmp_path.glob("scores.sqlite.corrupt-*") if not p.name.endswith(("-wal", "-shm"))
+    ]
+    assert aside.read_bytes() == damaged  # kept, not deleted
+    assert "damaged or not a SQLite database" in caplog.text
+    cache.put("h", "s", "t", Score("m", 0.25, "h"))
+    assert cache.get("h", "s", "t").value == 0.25  # a fresh cache
+
+
+def test_an_sqlite_failure_mid_run_is_one_warning_and_the_run_goes_on(
+    tmp_path, caplog, monkeypatch
+):
+    import sqlite3
+
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    cache.put("h", "src", "sum", Score("m", 0.5, "h"))
+
+    def fail(self):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    cache.close()
+    with monkeypatch.context() as patch:
+        patch.setattr(ScoreCache, "_connect", fail)
+        cache.put("h", "src2", "sum2", Score("m", 0.5, "h"))
+        assert cache.get("h", "src", "sum") is None  # a miss: scored again, not an error
+        cache.put_many([("h", "src3", "sum3", Score("m", 0.5, "h"))])
+    assert caplog.text.count("database or disk is full") == 1
+    assert "scoring the rest of this run without it" in caplog.text
+    assert cache.get("h", "src", "sum") is None  # stays off for this run
+    assert ScoreCache(tmp_path / "scores.sqlite").get("h", "src", "sum").value == 0.5
