@@ -49,3 +49,12 @@ class ModelFileError(BackendError):
     input like any other file, so exit 2; the message names the file and what to do."""
 
     exit_code = 2
+
+
+def option_error(exc: TypeError, model: str, role: str) -> ConfigError | None:
+    """The configuration error a model class's ``TypeError`` stands for when it was made with
+    a role's loader options: an option that model does not take (exit 2). None for any other
+    ``TypeError``, a fault inside faithgate that the caller raises again."""
+    if "unexpected keyword argument" not in str(exc):
+        return None
+    return ConfigError(f"model_options.{role}: {model} does not take this option ({exc})")

@@ -12,6 +12,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from faithgate import models
 from faithgate.backends.base import Backend, RoleModel
 from faithgate.backends.manifest import find_export
 from faithgate.errors import InputError
+from faithgate.escape import printable
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,6 @@ def library_version(distribution: str) -> str | None:
     except importlib.metadata.PackageNotFoundError:
         return None
 
-    def missing(self) -> list[str]:
-        """The modules it needs that are not installed."""
-        return [m for m in self.requires if importlib.util.find_spec(m) is None]
-
 
 # The one dispatch table: choices of the CLI, the plugin and the configuration derive from it.
 BACKEND_TABLE: dict[str, BackendEntry] = {
@@ -88,6 +86,48 @@ def get_backend(name: str) -> Backend:
 # Every other option (an encoder's window ``stride``, ``max_length``, the execution
 # ``provider``) can move a score and is part of the model's identity.
 WORK_SPLIT_OPTIONS = frozenset({"batch_size", "batch_tokens", "threads"})
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _non_negative_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# Every loader option a role's ``model_options`` may set, with what its value must be. Checked
+# when the pool is made, so a typo or a wrong type is a configuration error before any model
+# loads (not a failure of every example); which options a backend takes for a task stays the
+# loader's own check.
+LOADER_OPTIONS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "batch_size": ("a positive integer", _positive_int),
+    "batch_tokens": ("a positive integer", _positive_int),
+    "threads": ("a positive integer", _positive_int),
+    "max_length": ("a positive integer", _positive_int),
+    "max_answer_tokens": ("a positive integer", _positive_int),
+    "stride": ("a non-negative integer", _non_negative_int),
+    "provider": ("an onnxruntime execution provider name", lambda v: isinstance(v, str) and v),
+}
+
+
+def check_model_options(role: str, options: Any) -> None:
+    """Raise ``InputError`` for loader options ``role`` cannot take: not a table, an unknown
+    name, or a value of the wrong type. spaCy models are loaded by spaCy and take none."""
+    where = f"model_options.{role}"
+    if not isinstance(options, dict):
+        raise InputError(f"{where} must be a table of loader options, got {type(options).__name__}")
+    if role == "spacy" and options:
+        raise InputError(f"{where}: the spacy role takes no loader options")
+    for name, value in options.items():
+        if name not in LOADER_OPTIONS:
+            raise InputError(
+                f"unknown loader option {where}.{printable(str(name))}; "
+                f"options are: {', '.join(sorted(LOADER_OPTIONS))}"
+            )
+        wanted, valid = LOADER_OPTIONS[name]
+        if not valid(value):
+            raise InputError(f"{where}.{name} must be {wanted}, got {printable(repr(value))}")
 
 
 def options_for(backend: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +170,8 @@ class ModelPool:
             raise InputError(
                 f"unknown backend {backend!r}; choose one of: {', '.join(BACKEND_CHOICES)}"
             )
+        for role, options in (model_options or {}).items():
+            check_model_options(role, options)
         self.model_names = dict(model_names or {})
         self.backend = backend
         self.allow_download = allow_download
@@ -223,8 +265,10 @@ __all__ = [
     "BACKENDS",
     "BACKEND_CHOICES",
     "BACKEND_TABLE",
+    "LOADER_OPTIONS",
     "BackendEntry",
     "ModelPool",
+    "check_model_options",
     "choose_backend",
     "get_backend",
     "options_for",

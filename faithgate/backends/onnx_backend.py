@@ -41,7 +41,7 @@ from faithgate.backends.windowing import (
     stitch_windows,
     token_windows,
 )
-from faithgate.errors import BackendError, ModelFileError
+from faithgate.errors import BackendError, ModelFileError, option_error
 from faithgate.models import ModelSpec
 from faithgate.threads import onnxruntime_spinning
 
@@ -656,5 +656,8 @@ class OnnxBackend(Backend):
             raise BackendError(f"the onnx backend has no task {manifest.task!r}")
         try:
             return cls(spec, manifest, **options)
-        except TypeError as exc:  # an option this task does not take
-            raise BackendError(f"bad option for the onnx {manifest.task} model: {exc}") from exc
+        except TypeError as exc:
+            error = option_error(exc, f"the onnx {manifest.task} model", spec.role)
+            if error is None:
+                raise
+            raise error from exc

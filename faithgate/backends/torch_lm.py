@@ -26,7 +26,7 @@ import numpy as np
 from faithgate.backends.base import LanguageModel
 from faithgate.backends.torch_common import import_torch, load_hf_model, load_tokenizer
 from faithgate.backends.windowing import batches_by_token_budget, bucket_width, split_by_sizes
-from faithgate.errors import BackendError
+from faithgate.errors import BackendError, ConfigError
 from faithgate.models import ModelSpec
 
 # model_type values whose CausalLM forward is lm_head(base_model(...)) with nothing else.
@@ -374,9 +374,9 @@ def load_language_model(spec: ModelSpec, task: str, **options: Any) -> LanguageM
     allowed = {"max_length", "batch_tokens", "threads"}
     unknown = set(options) - allowed
     if unknown:
-        raise BackendError(
-            f"unknown option(s) for the {spec.role} model: {', '.join(sorted(unknown))}; "
-            f"options: {', '.join(sorted(allowed))}"
+        raise ConfigError(
+            f"model_options.{spec.role}: the torch {task} model takes no option "
+            f"{', '.join(sorted(unknown))}; it takes: {', '.join(sorted(allowed))}"
         )
     if task == "causal-lm":
         return TorchCausalLM(spec, **options)

@@ -18,7 +18,7 @@ from typing import Any
 from faithgate.backends.base import Answer, ExtractiveQA, RoleModel, TextGenerator
 from faithgate.backends.torch_common import import_torch, load_hf_model, load_tokenizer
 from faithgate.backends.windowing import equal_length_batches
-from faithgate.errors import BackendError
+from faithgate.errors import BackendError, option_error
 from faithgate.models import ModelSpec
 
 
@@ -166,6 +166,9 @@ def load_qa_model(spec: ModelSpec, task: str, **options: Any) -> RoleModel:
             return TorchTextGenerator(spec, **options)
         if task == "extractive-qa":
             return TorchExtractiveQA(spec, **options)
-    except TypeError as exc:  # unknown option
-        raise BackendError(f"bad option for the {spec.role} model: {exc}") from exc
+    except TypeError as exc:
+        error = option_error(exc, f"the torch {task} model", spec.role)
+        if error is None:
+            raise
+        raise error from exc
     raise BackendError(f"the torch QA loader has no task {task!r}")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from faithgate.backends import ModelPool
-from faithgate.errors import InputError
+from faithgate.errors import ConfigError, InputError
 
 
 def test_unknown_backend_and_role_are_input_errors() -> None:
@@ -16,6 +16,35 @@ def test_unknown_backend_and_role_are_input_errors() -> None:
         ModelPool({"summarizer": "x"})
     with pytest.raises(InputError, match="unknown model role.s. embeder"):
         ModelPool(model_options={"embeder": {"stride": 8}})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"embedder": {"bogus": 1}}, "unknown loader option model_options.embedder.bogus; opt"),
+        ({"nli": {"batch_size": "8"}}, "model_options.nli.batch_size must be a positive integ"),
+        ({"lm": {"threads": 0}}, "model_options.lm.threads must be a positive integer, got 0"),
+        ({"lm": {"threads": True}}, "model_options.lm.threads must be a positive integer, go"),
+        ({"qa": {"stride": -1}}, "model_options.qa.stride must be a non-negative integer"),
+        ({"nli": {"provider": ""}}, "model_options.nli.provider must be an onnxruntime exec"),
+        ({"nli": 3}, "model_options.nli must be a table of loader options, got int"),
+        ({"spacy": {"batch_size": 8}}, "model_options.spacy: the spacy role takes no loader"),
+    ],
+)
+def test_bad_loader_options_are_configuration_errors_before_any_model_loads(
+    options: dict, message: str
+) -> None:
+    """They used to fail every example of the metric (exit 1, "unscorable"), or pass silently
+    (spaCy ignored them)."""
+    with pytest.raises(InputError, match=message.replace(".", r"\.")):
+        ModelPool(model_options=options)
+
+
+@pytest.mark.slow
+def test_an_option_the_model_class_does_not_take_is_a_configuration_error() -> None:
+    pool = ModelPool(backend="torch", model_options={"embedder": {"max_answer_tokens": 3}})
+    with pytest.raises(ConfigError, match="model_options.embedder: the torch text-encoder model"):
+        pool.get("embedder", "text-encoder")
 
 
 def test_loader_options_that_can_move_a_score_are_in_the_models_identity() -> None:
