@@ -101,19 +101,20 @@ class ExecutionSettings:
                 raise ConfigError(
                     f"{where}: unknown key 'execution.{key}'; allowed: {', '.join(EXECUTION_KEYS)}"
                 )
-        return cls().with_overrides(dict(data), where)
+        return cls().with_overrides(dict(data), where, numbers_as_text=False)
 
     def with_overrides(
-        self, changes: Mapping[str, Any], where: str = "option"
+        self, changes: Mapping[str, Any], where: str = "option", numbers_as_text: bool = True
     ) -> ExecutionSettings:
         """A copy with ``changes`` applied (``None`` values ignored), each one type-checked.
-        Command-line values arrive as text, so numbers written as strings are accepted."""
+        Command-line values arrive as text, so numbers written as strings are accepted unless
+        ``numbers_as_text`` is false (a configuration file, where ``"4"`` is a typing slip)."""
 
         def fail(key: str, problem: str) -> ConfigError:
             return ConfigError(f"{where}: execution.{key}: {problem}")
 
         def number(key: str, value: Any, minimum: float, integer: bool) -> Any:
-            if isinstance(value, str):
+            if isinstance(value, str) and numbers_as_text:
                 with contextlib.suppress(ValueError):
                     value = int(value) if integer else float(value)
             ok_type = int if integer else (int, float)

@@ -164,6 +164,9 @@ def test_execution_settings_parse_and_override() -> None:
         ({"batch_size": 1.5}, "execution.batch_size"),
         ({"num_gpus": -1}, "execution.num_gpus"),
         ({"workers": 2}, "execution.workers"),
+        # Text numbers are for command-line values; in a file "4" is a typing slip.
+        ({"num_workers": "4"}, "execution.num_workers: expected an integer, got '4'"),
+        ({"num_cpus": "0.5"}, "execution.num_cpus: expected a number, got '0.5'"),
     ):
         with pytest.raises(ConfigError, match=key):
             GateConfig.from_dict({"execution": bad})
