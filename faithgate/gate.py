@@ -43,6 +43,7 @@ from faithgate.execution import (
     make_executor,
 )
 from faithgate.io import load_examples
+from faithgate.metrics.base import get_metric
 from faithgate.paths import refuse_overwriting_inputs, same_file
 from faithgate.progress import terminal_progress
 from faithgate.result import (
@@ -63,6 +64,7 @@ from faithgate.rules import (
     describe_edit,
     evaluate,
     find_pairs,
+    limits_outside_range,
     paired_bootstrap_drop,
     stale_calibrations,
     unused_thresholds,
@@ -201,6 +203,14 @@ class Gate:
             "in [tool.faithgate], or pass --outputs / --summarizer and --data"
         )
 
+    def value_ranges(self) -> dict[str, tuple[float | None, float | None]]:
+        """Metric -> the range its scores can take under the configured settings (none
+        loads a model); a threshold outside it judges nothing or fails every run."""
+        return {
+            m: get_metric(m, **self.config.metric_settings.get(m, {})).value_range()
+            for m in self.config.metrics
+        }
+
     def score(self, examples: Sequence[Example]) -> list[dict[str, Score]]:
         """Scores of every metric for every example, through the executor, in chunks so
         progress is reported as they finish (see ``progress`` on the class)."""
@@ -291,7 +301,12 @@ class Gate:
         hits0, misses0 = (cache.hits, cache.misses) if cache is not None else (0, 0)
         try:
             hashes = self.executor.settings_hashes()  # once per run; they key the cache
-            self.warnings = unused_thresholds(self.config) + stale_calibrations(self.config, hashes)
+            ranges = self.value_ranges()
+            self.warnings = (
+                unused_thresholds(self.config)
+                + limits_outside_range(self.config, ranges)
+                + stale_calibrations(self.config, hashes)
+            )
             regression = self.config.rules.regression
             required = regression is not None and regression.require_baseline
             if baseline_missing and not self.update_baseline and not required:
@@ -300,7 +315,7 @@ class Gate:
                 self.warnings.append(f"{baseline_error}; the regression rule is skipped")
             # After the inputs are read and the metrics resolved (their errors name the bad
             # input first), before scoring: a gate that cannot fail must not pass a build.
-            check_has_criterion(self.config)
+            check_has_criterion(self.config, ranges)
             scores = self.score(examples)
         finally:
             self.close()  # a Ray run's actors (and a Ray runtime it started) end with scoring

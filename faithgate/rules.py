@@ -264,15 +264,69 @@ def unused_thresholds(config: GateConfig) -> list[str]:
     return notes
 
 
-def check_has_criterion(config: GateConfig) -> None:
+ValueRange = tuple[float | None, float | None]
+
+
+def _cannot_fail(limit: float, value_range: ValueRange | None) -> bool:
+    """Whether ``score >= limit`` holds for every score in ``value_range``."""
+    low = value_range[0] if value_range else None
+    return low is not None and limit <= low
+
+
+def _limits(config: GateConfig) -> list[tuple[str, str, float]]:
+    """``(what, metric, limit)`` for every per-example threshold and ``min_mean`` applied."""
+    found = [
+        (f"threshold {m}", m, config.thresholds[m])
+        for m in config.metrics
+        if m in config.thresholds
+    ]
+    means = per_metric(config.rules.min_mean, config.metrics)
+    found += [(f"rules.min_mean {m}", m, v) for m, v in means.items() if m in config.metrics]
+    return found
+
+
+def limits_outside_range(
+    config: GateConfig, value_ranges: Mapping[str, ValueRange] | None = None
+) -> list[str]:
+    """One line per threshold or ``min_mean`` outside the range its metric's scores can take
+    (``Metric.value_range``): one at or below the lowest score judges nothing, one above the
+    highest fails every example. Warnings: ``check_has_criterion`` refuses a gate whose only
+    limits judge nothing."""
+    notes = []
+    for what, metric, limit in _limits(config):
+        low, high = (value_ranges or {}).get(metric) or (None, None)
+        if _cannot_fail(limit, (low, high)):
+            notes.append(
+                f"{what} = {limit} cannot fail: {metric} scores are >= {low:g}, so it "
+                "judges nothing"
+            )
+        elif high is not None and limit > high:
+            notes.append(
+                f"{what} = {limit} cannot be met: {metric} scores are <= {high:g}, so it "
+                "fails every run"
+            )
+    return notes
+
+
+def check_has_criterion(
+    config: GateConfig, value_ranges: Mapping[str, ValueRange] | None = None
+) -> None:
     """Raise ``ConfigError`` when nothing in ``config`` can judge a score: no threshold for a
     selected metric, no ``min_mean``, ``pair_consistency`` or ``regression`` (nor a baseline,
     which turns the regression rule on). Such a gate would pass whatever the scores: it must
-    not pass a build by saying nothing."""
+    not pass a build by saying nothing. A threshold or ``min_mean`` at or below the lowest
+    score its metric can take (``value_ranges``: metric -> ``Metric.value_range()``) judges
+    nothing either."""
+    ranges = value_ranges or {}
     thresholds_judge = config.rules.min_pass_rate > 0  # at 0 every example may fail them
+    judging = [
+        (what, metric)
+        for what, metric, limit in _limits(config)
+        if not _cannot_fail(limit, ranges.get(metric))
+    ]
     if (
-        (thresholds_judge and any(m in config.thresholds for m in config.metrics))
-        or config.rules.min_mean
+        (thresholds_judge and any(what.startswith("threshold ") for what, _ in judging))
+        or any(what.startswith("rules.min_mean ") for what, _ in judging)
         # min_rate 0 holds for any ranking: like min_pass_rate 0, it judges nothing
         or (
             config.rules.pair_consistency is not None and config.rules.pair_consistency.min_rate > 0
@@ -282,8 +336,11 @@ def check_has_criterion(config: GateConfig) -> None:
     ):
         return
     held = set(config.metrics) & set(config.thresholds)
-    if held:  # thresholds for selected metrics, but min_pass_rate = 0
+    idle = limits_outside_range(config, ranges)
+    if held and config.rules.min_pass_rate <= 0:
         why = " (min_pass_rate = 0 lets every example fail its threshold)"
+    elif idle:  # limits at or below the lowest score: the first says why
+        why = f" ({idle[0]})"
     elif config.thresholds:
         why = (
             f" (the thresholds given are for {', '.join(sorted(config.thresholds))}, which "

@@ -102,6 +102,8 @@ class Metric(ABC):
     version: ClassVar[str] = "1"
     roles: ClassVar[dict[str, str]] = {}  # role -> task, e.g. {"embedder": "text-encoder"}
     defaults: ClassVar[dict[str, Any]] = {}
+    # The lowest and highest value a score can take (None: unbounded), from the formula.
+    bounds: ClassVar[tuple[float | None, float | None]] = (None, None)
 
     def __init__(self, **settings: Any) -> None:
         unknown = set(settings) - set(self.defaults)
@@ -117,6 +119,12 @@ class Metric(ABC):
     def validate_settings(self) -> None:
         """Raise ``InputError`` for an invalid setting value (override when needed)."""
         return None
+
+    def value_range(self) -> tuple[float | None, float | None]:
+        """The lowest and highest value a score of this metric can take under its settings
+        (None: unbounded). A threshold at or below the lowest can never fail: the gate does not
+        count it as a criterion (``faithgate.rules.check_has_criterion``)."""
+        return self.bounds
 
     def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
         """Optional: announce upcoming work to shared engines so passes can be planned once

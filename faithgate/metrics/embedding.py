@@ -35,6 +35,12 @@ def _f1(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p + r > 0 else 0.0
 
 
+def _component_range(component: str) -> tuple[float | None, float | None]:
+    """P and R are means of cosines, in [-1, 1]; their F1 ``2PR / (P + R)`` is at most 1 but
+    unbounded below when one of them is negative."""
+    return (None, 1.0) if component == "f1" else (-1.0, 1.0)
+
+
 def _check_component(name: str, value: Any, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise InputError(
@@ -146,6 +152,7 @@ class BERTScore(Metric):
     # spaCy splits sentences (per-sentence details; SentSim's value too): part of the hash.
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"component": "precision", "layer": None, "idf": False}
+    bounds = (-1.0, 1.0)  # (weighted) means of cosines
     # 2: idf over the example's source sentences (was: over the sources of the batch).
     version = "2"
 
@@ -156,6 +163,9 @@ class BERTScore(Metric):
             raise InputError(f"metric 'bertscore': layer must be an integer, got {layer!r}")
         if not isinstance(self.settings["idf"], bool):
             raise InputError("metric 'bertscore': idf must be true or false")
+
+    def value_range(self) -> tuple[float | None, float | None]:
+        return _component_range(self.settings["component"])
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         encoder = ctx.model("embedder", "text-encoder")
@@ -299,6 +309,7 @@ class SentSim(Metric):
     # spaCy splits sentences (per-sentence details; SentSim's value too): part of the hash.
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"sim": "cosine", "component": "precision"}
+    bounds = (-1.0, 1.0)  # means of cosines (token F1: 0..1)
     SIMS = ("cosine", "token_f1")
 
     def validate_settings(self) -> None:
@@ -312,6 +323,9 @@ class SentSim(Metric):
         self.roles = (
             {"spacy": "pipeline"} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
         )
+
+    def value_range(self) -> tuple[float | None, float | None]:
+        return _component_range(self.settings["component"])
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)

@@ -204,6 +204,7 @@ class LogLik(LikelihoodMetric):
 
     name = "loglik"
     description = "mean log p(summary token | source) (BARTScore-style)"
+    bounds = (None, 0.0)
     needs = ("y_s2s",)
 
     def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:

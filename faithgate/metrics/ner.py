@@ -164,6 +164,7 @@ class EntityOverlap(Metric):
     version = "4"
     roles = {"spacy": "pipeline"}
     defaults = {"match": "exact", "labels": None, "no_entity_value": 1.0}
+    bounds = (0.0, 1.0)  # a share (no_entity_value is in [0, 1] too)
     MATCHES = ("exact", "token_f1")
 
     def validate_settings(self) -> None:

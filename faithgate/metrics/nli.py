@@ -220,6 +220,7 @@ class EntailS2S(_NLIMetric):
     and Falke et al. 2019's re-ranking)."""
 
     name = "entail_s2s"
+    bounds = (0.0, 1.0)  # aggregates of probabilities
     description = "NLI: mean over summary sentences of the max entailment by one source sentence"
 
     def plan(self, ex, source, summary, engine, ctx):  # type: ignore[override]
@@ -240,6 +241,7 @@ class EntailD2S(_NLIMetric):
     summary sentence; the max over windows is taken and the windowing recorded in details."""
 
     name = "entail_d2s"
+    bounds = (0.0, 1.0)
     description = "NLI: mean over summary sentences of the entailment by the (windowed) source"
     defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "overlap": 1}
 
@@ -287,6 +289,7 @@ class EntailTopK(_NLIMetric):
     order so the premise reads as the source does."""
 
     name = "entail_topk"
+    bounds = (0.0, 1.0)
     description = (
         "NLI: mean entailment of each summary sentence by its k most similar source sentences"
     )
@@ -344,6 +347,7 @@ class SummaCZS(_NLIMetric):
     sentence. A two-class model (no contradiction class) uses p_contradict = 0."""
 
     name = "summac_zs"
+    bounds = (-1.0, 1.0)  # aggregates of p_e - p_c
     description = "SummaC-ZS: mean over summary sentences of max over source chunks of p_e - p_c"
     defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "chunk_sentences": 1}
     aggregates = ("mean", "min")  # p_e - p_c is not a probability: no product

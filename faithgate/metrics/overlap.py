@@ -127,6 +127,7 @@ class Overlap(Metric):
     family = "overlap"
     roles = {"spacy": "pipeline"}
     defaults = {"component": "rouge2", "use_stemmer": True}
+    bounds = (0.0, 1.0)  # a precision, or 1 - a novel-n-gram ratio
     # 2: Unicode word tokens (faithgate.words) instead of rouge-score's [a-z0-9]+ runs.
     version = "2"
 

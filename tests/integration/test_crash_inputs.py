@@ -179,7 +179,10 @@ def test_a_score_cache_that_is_not_a_database_is_moved_aside(project):
     res = check()
     assert res.exit_code == 0, res.output
     [warning] = res.stderr.strip().splitlines()
-    assert "damaged or not a SQLite database" in warning and "moved it to scores.sqlite.corrupt-" in warning
+    assert (
+        "damaged or not a SQLite database" in warning
+        and "moved it to scores.sqlite.corrupt-" in warning
+    )
     [aside] = cache.parent.glob("scores.sqlite.corrupt-*")
     assert aside.read_bytes() == junk  # nothing deleted
     assert sqlite3.connect(cache).execute("SELECT count(*) FROM scores").fetchone() == (1,)
@@ -275,7 +278,7 @@ def test_a_1_2_million_character_source_scores_without_spacy_noise(project):
         project, [{"id": "big", "source": source, "summary": "The committee approved it."}]
     )
     toml = project / "faithgate.toml"  # the real ner metric, with a threshold of its own
-    toml.write_text(toml.read_text().replace(NAME, "ner").replace("ner = 0.5", "ner = 0"))
+    toml.write_text(toml.read_text().replace(NAME, "ner").replace("ner = 0.5", "ner = 0.01"))
     res = check("--no-cache", "-q")
     assert res.exit_code in (0, 1), res.output
     assert res.stderr == "", res.stderr  # no E088 warning, no retry warning

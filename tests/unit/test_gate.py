@@ -585,6 +585,45 @@ def test_a_gate_without_any_criterion_is_refused_before_scoring(tmp_path):
         rules.check_has_criterion(GateConfig.from_dict({**bare, **criterion}, root=tmp_path))
 
 
+def test_limits_outside_a_metrics_range_are_no_criterion_and_are_warned(tmp_path):
+    """A threshold or min_mean at or below the lowest score a metric can take passes every
+    example: it used to count as the gate's criterion, so `overlap = -1` gated nothing."""
+    out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s", "summary": "0.1"}])
+    bare = {"metrics": [NAME], "outputs": str(out)}
+    unit = {NAME: (0.0, 1.0)}
+    for idle in (
+        {"thresholds": {NAME: -1}},
+        {"thresholds": {NAME: 0.0}},
+        {"rules": {"min_mean": 0}},
+    ):
+        cfg = GateConfig.from_dict({**bare, **idle}, root=tmp_path)
+        rules.check_has_criterion(cfg)  # an unbounded metric: every limit can fail
+        with pytest.raises(ConfigError, match=rf"cannot fail: {NAME} scores are >= 0, so it"):
+            rules.check_has_criterion(cfg, unit)
+    for judging in ({"thresholds": {NAME: 1e-9}}, {"rules": {"min_mean": {"*": 0.5}}}):
+        cfg = GateConfig.from_dict({**bare, **judging}, root=tmp_path)
+        rules.check_has_criterion(cfg, unit)
+        assert rules.limits_outside_range(cfg, unit) == []
+    cfg = GateConfig.from_dict(
+        {**bare, "thresholds": {NAME: 1.5}, "rules": {"min_mean": -2}}, root=tmp_path
+    )
+    rules.check_has_criterion(cfg, unit)  # a threshold no score meets fails the run: it judges
+    assert rules.limits_outside_range(cfg, unit) == [
+        f"threshold {NAME} = 1.5 cannot be met: {NAME} scores are <= 1, so it fails every run",
+        f"rules.min_mean {NAME} = -2.0 cannot fail: {NAME} scores are >= 0, so it judges nothing",
+    ]
+
+
+def test_a_real_metrics_range_refuses_an_idle_threshold_before_scoring(tmp_path):
+    out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s t", "summary": "s"}])
+    cfg = GateConfig.from_dict(
+        {"metrics": ["overlap"], "outputs": str(out), "thresholds": {"overlap": -1}},
+        root=tmp_path,
+    )
+    with pytest.raises(ConfigError, match="threshold overlap = -1.0 cannot fail: overlap scores"):
+        Gate(cfg).run()
+
+
 def test_generated_pairs_use_perturb(tmp_path, monkeypatch):
     def fake_perturb(source, summary_text, types=None, seed=0):
         # The "edit" lowers the first sentence's support, so the metric must rank it lower.

@@ -405,7 +405,16 @@ CASES: list[Case] = [
     ),
     Case(
         "check: ids forging commands, overlap",
-        ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--threshold", "0", "--no-cache"],
+        [
+            "check",
+            "--outputs",
+            "o.jsonl",
+            "--metric",
+            "overlap",
+            "--threshold",
+            "0.1",
+            "--no-cache",
+        ],
         {"o.jsonl": jl(row("a\n::error::forged", "The source text."))},
         codes=(0,),
         real=True,
