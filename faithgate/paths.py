@@ -7,15 +7,20 @@ read). ``refuse_overwriting_inputs`` compares resolved paths, so ``./outputs.jso
 all recognised; two outputs aimed at one file are refused too. It runs before any scoring, so
 a mistyped flag costs nothing and nothing is written. ``refuse_dir_over_inputs`` is the same
 guard for a directory that is published whole (``train`` and ``export --out``).
+``owned_lock`` is the lock file beside such a directory (``DIR.lock``): created only where no
+file is, so a lock never truncates, overwrites or deletes a file of the user's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from faithgate.errors import InputError
+from faithgate.escape import printable
 
 
 def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
@@ -109,3 +114,118 @@ def refuse_dir_over_inputs(
                 f"{what} {target} is, holds or lies inside the {name} {path}; refusing to "
                 "overwrite an input: choose another directory"
             )
+
+
+# What a lock file faithgate creates holds: how a later run knows the file is faithgate's (and
+# may lock it, and delete it once done) rather than a file of the user's that has the name.
+LOCK_MARKER = b"faithgate lock\n"
+
+
+def _foreign_lock(lock: Path, why: str, what: str) -> InputError:
+    return InputError(
+        f"the lock file {printable(lock)} {why}, not a faithgate lock; refusing to use it (it is "
+        f"left untouched): move it away or choose another {what}"
+    )
+
+
+def _head(fd: int) -> bytes:
+    """The first bytes of an open file: enough to tell ``LOCK_MARKER`` from anything else."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, len(LOCK_MARKER) + 1)
+
+
+def _open_lock(lock: Path, what: str) -> int | None:
+    """A descriptor of the lock file: created (holding ``LOCK_MARKER``) where no file is,
+    else the existing file opened without truncation once it is shown to be a lock (it holds
+    ``LOCK_MARKER``, or nothing: what earlier faithgate versions left). ``None`` when the file
+    vanished in between (its holder finished): the caller tries again."""
+    flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise InputError(
+            f"cannot create the lock file {printable(lock)} ({exc.strerror})"
+        ) from None
+    else:
+        try:
+            os.write(fd, LOCK_MARKER)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
+            raise
+        return fd
+    try:  # no O_CREAT, no O_TRUNC; O_NONBLOCK: a FIFO of that name must not hang the open
+        fd = os.open(lock, flags | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if os.path.islink(lock):
+            raise _foreign_lock(lock, "is a symbolic link", what) from None
+        if os.path.isdir(lock):
+            raise _foreign_lock(lock, "is a directory", what) from None
+        raise _foreign_lock(lock, f"cannot be opened ({exc.strerror})", what) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _foreign_lock(lock, "is not a regular file", what)
+        if _head(fd) not in (b"", LOCK_MARKER):
+            raise _foreign_lock(lock, "exists and holds data", what)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def owned_lock(lock: str | Path, what: str = "--out") -> Iterator[None]:
+    """Hold the lock file ``lock`` (``DIR.lock`` beside a directory faithgate publishes) for the
+    duration: one process at a time writes that directory.
+
+    The file is created with ``O_CREAT | O_EXCL`` (never truncating anything) and holds
+    ``LOCK_MARKER``; an existing file is used only when it is such a lock (or empty, as earlier
+    faithgate versions left theirs), and nothing is ever written into it. Anything else there
+    (a file with data, a symbolic link, a directory) is the user's: ``InputError`` (exit 2)
+    naming it, ``what`` (the option that chose the directory) in the advice. A lock faithgate
+    made is deleted when released; a waiter that then holds the deleted file sees that and
+    locks the new one."""
+    lock = Path(lock)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: filelock, on the file checked above
+        from filelock import FileLock
+
+        fd = _open_lock(lock, what)
+        if fd is not None:
+            os.close(fd)
+        with FileLock(str(lock)):
+            yield
+        return
+    while True:
+        fd = _open_lock(lock, what)
+        if fd is None:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                here = os.stat(lock, follow_symlinks=False)
+            except FileNotFoundError:
+                here = None
+            if here is not None and os.path.samestat(os.fstat(fd), here):
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # its holder deleted it while we waited: lock the file there now
+    try:
+        yield
+    finally:
+        try:
+            ours = os.path.samestat(os.fstat(fd), os.stat(lock, follow_symlinks=False))
+            if ours and _head(fd) == LOCK_MARKER:
+                os.unlink(lock)  # still held: nobody else can be using this file
+        except OSError:
+            pass
+        finally:
+            os.close(fd)

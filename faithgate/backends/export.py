@@ -442,9 +442,9 @@ def export_model(
         models.refuse_foreign_dir(target, MANIFEST_NAME)
     paths.refuse_dir_over_inputs(target, [("--model directory", spec.location)])
     target.parent.mkdir(parents=True, exist_ok=True)
-    from filelock import FileLock
-
-    with FileLock(str(target) + ".lock"):
+    # DIR.lock beside the directory: made by faithgate (O_EXCL, never truncating a file there);
+    # a file of the user's with that name is refused untouched.
+    with paths.owned_lock(str(target) + ".lock", "--out"):
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
         try:
             t0 = time.perf_counter()

@@ -60,7 +60,8 @@ EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
     type=click.Path(file_okay=False, path_type=Path),
     help="Export directory (default: the faithgate cache, where --backend auto finds it). An "
     "existing OUT must be empty or an earlier export (it holds faithgate_onnx.json), which is "
-    "replaced as a whole.",
+    "replaced as a whole. OUT.lock, beside it, is faithgate's lock while the export runs (a "
+    "file of the user's with that name is refused, never overwritten).",
 )
 @click.option("--opset", type=int, default=18, show_default=True)
 @click.option("--no-cache", is_flag=True, help="Causal LM without key/value cache inputs.")

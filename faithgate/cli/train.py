@@ -22,7 +22,9 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     type=click.Path(file_okay=False),
     help="Directory of the trained model (a transformers directory; checkpoints go to "
     "OUT.work/). An existing OUT must be empty or an earlier faithgate train output (it holds "
-    "faithgate_training.json), which is replaced as a whole.",
+    "faithgate_training.json), which is replaced as a whole; an existing OUT.work must be "
+    "empty or made by faithgate train (it holds faithgate_work.json), whose checkpoint is "
+    "resumed.",
 )
 @click.option(
     "--documents",

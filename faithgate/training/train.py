@@ -37,11 +37,21 @@ import numpy as np
 
 from faithgate import models, paths
 from faithgate.errors import InputError
+from faithgate.escape import printable
 from faithgate.training import corpora, synth
 from faithgate.training.corpora import LABELS, NLIPair
 
 BUILTIN_CORPORA = ("lee-news", "wikipedia")
 TRAINING_META = "faithgate_training.json"
+# The mark of a working directory (OUT.work: checkpoint, dataset, synthetic pairs) faithgate
+# made: only such a directory is written into.
+WORK_MARKER = "faithgate_work.json"
+# Every file a run writes into OUT.work. A working directory from before WORK_MARKER holds
+# nothing else (nor does one a user made for a dataset file copied in, to train elsewhere).
+_WORK_FILES = re.compile(
+    r"(checkpoint\.pt|dataset-[0-9a-f]{12}\.json\.gz|(synth|labelled)-[0-9a-f]{12}\.jsonl)"
+    r"(\.tmp)?"
+)
 
 
 @dataclass
@@ -357,11 +367,20 @@ _CHECKPOINT_KEYS = ("recipe_hash", "dataset_sha256", "total_steps", "model", "op
 _CHECKPOINT_KEYS += ("scheduler", "step", "history", "torch_rng")
 
 
+def _earlier_version(path: Path) -> InputError:
+    return InputError(
+        f"{printable(path)} is not a checkpoint this faithgate can resume from: an earlier "
+        "faithgate version wrote it, before checkpoints recorded their dataset and step count, "
+        "so this run's data cannot be checked against it; remove it (or the whole work "
+        f"directory {printable(path.parent)}) to start afresh"
+    )
+
+
 def _damaged(path: Path, exc: BaseException | None = None) -> InputError:
     why = f" ({type(exc).__name__})" if exc is not None else ""
     return InputError(
-        f"{path} is not a checkpoint this faithgate can resume from (damaged, truncated or "
-        f"written by another version){why}: remove it to start afresh"
+        f"{printable(path)} is not a checkpoint this faithgate can resume from (damaged, "
+        f"truncated or written by another version){why}: remove it to start afresh"
     )
 
 
@@ -377,12 +396,17 @@ def _load_checkpoint(path: Path, config: TrainConfig, device: str) -> dict[str, 
             ImportError, IndexError, KeyError, TypeError, UnicodeDecodeError) as exc:  # fmt: skip
         raise _damaged(path, exc) from None
     except OSError as exc:
-        raise InputError(f"{path} cannot be read ({exc.strerror})") from None
-    if not isinstance(state, dict) or not all(key in state for key in _CHECKPOINT_KEYS):
+        raise InputError(f"{printable(path)} cannot be read ({exc.strerror})") from None
+    if not isinstance(state, dict):
+        raise _damaged(path)
+    missing = {key for key in _CHECKPOINT_KEYS if key not in state}
+    if missing and missing <= {"dataset_sha256", "total_steps"}:
+        raise _earlier_version(path)  # whole, but its data cannot be verified: never resumed
+    if missing:
         raise _damaged(path)
     if state["recipe_hash"] != config.recipe_hash():
         raise InputError(
-            f"{path} belongs to another recipe ({state['recipe_hash']}); "
+            f"{printable(path)} belongs to another recipe ({printable(state['recipe_hash'])}); "
             "remove it or use another --out"
         )
     return state
@@ -447,10 +471,58 @@ def _init_checker(path: str) -> dict[str, Any]:
     return {"location": str(location), "meta": {"recipe_hash": recipe, "sha256": digest}}
 
 
+def work_dir(output: str | Path) -> Path:
+    """The run's working directory beside ``--out``: ``OUT.work``."""
+    output = Path(output)
+    return output.with_name(output.name + ".work")
+
+
+def check_work_dir(workdir: Path) -> None:
+    """Raise ``InputError`` (exit 2) unless a run may write into ``workdir``: nothing there,
+    an empty directory, or one faithgate made (it holds ``WORK_MARKER``, or only files a run
+    writes there: a working directory from an earlier version). A directory of the user's
+    with other files keeps them untouched."""
+    if not workdir.exists():
+        if workdir.is_symlink():
+            raise InputError(
+                f"{printable(workdir)} (the working directory of --out) is a broken symbolic "
+                "link; remove it or use another --out"
+            )
+        return
+    if not workdir.is_dir():
+        raise InputError(
+            f"{printable(workdir)} (the working directory of --out) is a file, not a "
+            "directory; move it away or use another --out"
+        )
+    if (workdir / WORK_MARKER).is_file():
+        return
+    try:
+        foreign = sorted(p.name for p in workdir.iterdir() if not _WORK_FILES.fullmatch(p.name))
+    except OSError as exc:
+        raise InputError(f"{printable(workdir)} cannot be read ({exc.strerror})") from None
+    if foreign:
+        raise InputError(
+            f"{printable(workdir)} (the working directory of --out) was not made by faithgate "
+            f"train (it holds {printable(foreign[0])} and no {WORK_MARKER}); refusing to write "
+            "into it: move it away or use another --out"
+        )
+
+
+def _open_work_dir(workdir: Path) -> None:
+    """Create (or adopt, once checked) the working directory and mark it as faithgate's."""
+    check_work_dir(workdir)  # again: the user may have put files there since check_output
+    workdir.mkdir(parents=True, exist_ok=True)
+    marker = workdir / WORK_MARKER
+    if not marker.is_file():
+        text = json.dumps({"format": 1, "made_by": "faithgate train"}) + "\n"
+        marker.write_text(text, encoding="utf-8")
+
+
 def check_output(config: TrainConfig) -> None:
     """Refuse, before any work, an ``--out`` that publishing the model would wreck: the
     current directory (or one above it), a directory of the user's that is not an earlier
-    ``faithgate train`` output, or one of the run's own inputs (or a directory holding one)."""
+    ``faithgate train`` output, or one of the run's own inputs (or a directory holding one);
+    and an ``OUT.work`` that faithgate did not make (``check_work_dir``)."""
     output = Path(config.output)
     if output.name in ("", "..") or paths.lies_inside(Path.cwd(), output):
         raise InputError(
@@ -458,6 +530,7 @@ def check_output(config: TrainConfig) -> None:
             "directory or one above it"
         )
     models.refuse_foreign_dir(output, TRAINING_META)
+    check_work_dir(work_dir(output))
     inputs: list[tuple[str, str | None]] = [("--init-from model", config.init_from)]
     inputs.append(("--base-model", config.base_model))
     inputs += [("--documents file", d) for d in config.documents if d not in BUILTIN_CORPORA]
@@ -515,8 +588,8 @@ def _train(
     if threads:
         torch.set_num_threads(threads)
     output = Path(config.output)
-    workdir = output.with_name(output.name + ".work")
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = work_dir(output)
+    _open_work_dir(workdir)
     ckpt_path = workdir / "checkpoint.pt"
     # Read (and checked against the recipe) before the dataset is built: a damaged file or
     # another recipe's is refused at once, not after minutes of synthesis.
@@ -569,7 +642,7 @@ def _train(
         # so the number of steps) must be the checkpoint's, or the run would mix two datasets.
         if state["dataset_sha256"] != data_digest or state["total_steps"] != total:
             raise InputError(
-                f"{ckpt_path} was trained on other data than this run's (a --documents or "
+                f"{printable(ckpt_path)} was trained on other data than this run's (a --documents or "
                 "--labelled file changed since); remove it to start afresh, or use another --out"
             )
         try:

@@ -1,0 +1,163 @@
+"""`faithgate train`'s working directory (OUT.work: checkpoint, dataset, synthetic pairs):
+written only when faithgate made it, resumed from when it did, and an earlier version's
+checkpoint refused with a message that says what to do."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from faithgate.errors import InputError
+from faithgate.training import synth
+
+SOURCE = (
+    "The mayor of Springfield, John Carter, opened a new public library on Monday. "
+    "The building cost 4 million dollars and holds 20,000 books. "
+    "Carter said the library would stay open until 9 pm every weekday."
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory, torch, transformers) -> Path:
+    from tiny_models import save_minilm_bert
+
+    torch.manual_seed(0)
+    path, _, _ = save_minilm_bert(
+        tmp_path_factory.mktemp("tiny-base"),
+        "BertModel",
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_docs(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("docs") / "docs.jsonl"
+    rows = [
+        {"id": "d1", "source": SOURCE},
+        {"id": "d2", "source": SOURCE.replace("Spring", "Ogden")},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _config(out: Path, base: Path, docs: Path):
+    from faithgate.training.train import TrainConfig
+
+    return TrainConfig(
+        output=str(out),
+        base_model=str(base),
+        documents=[str(docs)],
+        snli_pairs=0,
+        synth=synth.SynthConfig(claims_per_document=3, seed=0),
+        dev_fraction=0.0,
+        batch_size=4,
+        max_length=96,
+        max_steps=3,
+        checkpoint_every=1,
+    )
+
+
+def _cli(out: Path, base: Path, docs: Path):
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    args = ["train", "--out", str(out), "--documents", str(docs), "--base-model", str(base),
+            "--snli-pairs", "0", "--max-steps", "1", "--dev-fraction", "0", "--threads", "1"]  # fmt: skip
+    return CliRunner().invoke(cli, args)
+
+
+def _listing(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())}
+
+
+def test_an_out_work_the_user_made_is_refused_untouched(tmp_path, tiny_base, tiny_docs):
+    from faithgate.training.train import train
+
+    out = tmp_path / "m\x1b[2J"  # printed escaped, like every path the CLI prints
+    work = tmp_path / "m\x1b[2J.work"
+    work.mkdir()
+    (work / "notes.txt").write_text("mine\n")
+    before = _listing(work)
+    with pytest.raises(InputError, match=r"m\\x1b\[2J\.work .*not made by faithgate train"):
+        train(_config(out, tiny_base, tiny_docs), log=lambda _: None, threads=1)
+    res = _cli(out, tiny_base, tiny_docs)
+    assert res.exit_code == 2, res.output
+    assert res.output.count("\n") == 1 and res.output.startswith("faithgate: ")
+    assert "m\\x1b[2J.work" in res.output and "notes.txt" in res.output
+    assert "\x1b" not in res.output and "Traceback" not in res.output
+    assert _listing(work) == before and not out.exists()
+    # A file where the directory would be is refused too (it was an internal error).
+    (tmp_path / "f.work").write_text("mine\n")
+    with pytest.raises(InputError, match=r"f\.work .*is a file, not a directory"):
+        train(_config(tmp_path / "f", tiny_base, tiny_docs), log=lambda _: None, threads=1)
+    assert (tmp_path / "f.work").read_text() == "mine\n"
+
+
+def test_a_work_directory_faithgate_made_is_resumed(tmp_path, tiny_base, tiny_docs):
+    from faithgate.training.train import WORK_MARKER, train
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_2(line: str) -> None:
+        if line.startswith("step 2/"):
+            raise Stop
+
+    out = tmp_path / "r"
+    with pytest.raises(Stop):
+        train(_config(out, tiny_base, tiny_docs), log=stop_at_2, threads=1, log_every=1)
+    work = tmp_path / "r.work"
+    assert (work / WORK_MARKER).is_file() and (work / "checkpoint.pt").is_file()
+    lines: list[str] = []
+    train(_config(out, tiny_base, tiny_docs), log=lines.append, threads=1)
+    assert any(line.startswith("resumed at step 1/3") for line in lines), lines
+    # One from before the marker (only the files a run writes there) is faithgate's too, and
+    # so is one holding just a dataset file copied in to train on another machine.
+    (work / WORK_MARKER).unlink()
+    shutil.rmtree(out)
+    dataset = next(work.glob("dataset-*.json.gz"))
+    for name in [p.name for p in work.iterdir() if p != dataset]:
+        (work / name).unlink()
+    lines.clear()
+    train(_config(out, tiny_base, tiny_docs), log=lines.append, threads=1)
+    assert any(line.startswith("dataset: ") for line in lines)  # read back, not rebuilt
+    assert (work / WORK_MARKER).is_file()
+
+
+def test_an_earlier_versions_checkpoint_says_what_to_do(tmp_path, tiny_base, tiny_docs, torch):
+    from faithgate.training.train import train
+
+    out = tmp_path / "m\x1b[2J"
+    work = tmp_path / "m\x1b[2J.work"
+    work.mkdir()
+    cfg = _config(out, tiny_base, tiny_docs)
+    # As written before checkpoints recorded the dataset digest and the total step count.
+    legacy = {"recipe_hash": cfg.recipe_hash(), "model": {}, "optimizer": {}, "scheduler": {},
+              "step": 1, "history": [], "torch_rng": torch.get_rng_state()}  # fmt: skip
+    torch.save(legacy, work / "checkpoint.pt")
+    lines: list[str] = []
+    with pytest.raises(InputError) as err:
+        train(cfg, log=lines.append, threads=1)
+    message = str(err.value)
+    assert "\n" not in message and "earlier faithgate version" in message
+    assert "damaged" not in message  # it is whole: only its data cannot be checked
+    assert "remove it (or the whole work directory " in message and "to start afresh" in message
+    assert message.endswith(f"{tmp_path}/m\\x1b[2J.work) to start afresh")
+    assert not any(line.startswith("resumed") for line in lines)
+    res = _cli(out, tiny_base, tiny_docs)
+    assert res.exit_code == 2, res.output
+    last = res.output.splitlines()[-1]  # after the run's first line, "faithgate train: recipe"
+    assert (
+        res.output.count("\n") == 2 and last.startswith("faithgate: ") and "\x1b" not in res.output
+    )
+    assert "earlier faithgate version" in last and "m\\x1b[2J.work) to start afresh" in last
+    assert not out.exists() and (work / "checkpoint.pt").is_file()  # never resumed, never removed
