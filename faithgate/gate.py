@@ -43,7 +43,7 @@ from faithgate.execution import (
     make_executor,
 )
 from faithgate.io import load_examples
-from faithgate.metrics.base import get_metric
+from faithgate.metrics.base import metric_class
 from faithgate.paths import refuse_overwriting_inputs, same_file
 from faithgate.progress import terminal_progress
 from faithgate.result import (
@@ -207,7 +207,7 @@ class Gate:
         """Metric -> the range its scores can take under the configured settings (none
         loads a model); a threshold outside it judges nothing or fails every run."""
         return {
-            m: get_metric(m, **self.config.metric_settings.get(m, {})).value_range()
+            m: metric_class(m).value_range(self.config.metric_settings.get(m, {}))
             for m in self.config.metrics
         }
 

@@ -18,7 +18,7 @@ import json
 import pkgutil
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from faithgate.backends import ModelPool
@@ -120,11 +120,13 @@ class Metric(ABC):
         """Raise ``InputError`` for an invalid setting value (override when needed)."""
         return None
 
-    def value_range(self) -> tuple[float | None, float | None]:
-        """The lowest and highest value a score of this metric can take under its settings
-        (None: unbounded). A threshold at or below the lowest can never fail: the gate does not
-        count it as a criterion (``faithgate.rules.check_has_criterion``)."""
-        return self.bounds
+    @classmethod
+    def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        """The lowest and highest value a score of this metric can take under ``settings``
+        (None: unbounded); a class method, so a gate learns it without making a metric. A
+        threshold at or below the lowest can never fail: the gate does not count it as a
+        criterion (``faithgate.rules.check_has_criterion``)."""
+        return cls.bounds
 
     def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
         """Optional: announce upcoming work to shared engines so passes can be planned once

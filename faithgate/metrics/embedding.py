@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -164,8 +164,9 @@ class BERTScore(Metric):
         if not isinstance(self.settings["idf"], bool):
             raise InputError("metric 'bertscore': idf must be true or false")
 
-    def value_range(self) -> tuple[float | None, float | None]:
-        return _component_range(self.settings["component"])
+    @classmethod
+    def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        return _component_range(settings.get("component", cls.defaults["component"]))
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         encoder = ctx.model("embedder", "text-encoder")
@@ -324,8 +325,9 @@ class SentSim(Metric):
             {"spacy": "pipeline"} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
         )
 
-    def value_range(self) -> tuple[float | None, float | None]:
-        return _component_range(self.settings["component"])
+    @classmethod
+    def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        return _component_range(settings.get("component", cls.defaults["component"]))
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)
