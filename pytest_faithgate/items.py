@@ -154,8 +154,10 @@ def gate_items(session: pytest.Session, plugin_session: PluginSession) -> list[p
     the gate items like any other test instead of saying "collected 0 items"."""
     items: list[pytest.Item] = []
     for cfg in gate_configs(plugin_session):
-        path = cfg.source or (plugin_session.rootdir / "faithgate.toml")
-        parent = GateFile.from_parent(session, path=Path(path))
+        path = str(cfg.source or (plugin_session.rootdir / "faithgate.toml"))
+        # The node id starts with this path and pytest prints it as it is: a file name with a
+        # line break or an escape sequence is shown escaped (the file is never collected).
+        parent = GateFile.from_parent(session, path=Path(printable(path)))
         item = GateItem.from_parent(
             parent,
             name=f"faithgate[{dataset_name(cfg)}]",

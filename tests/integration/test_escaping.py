@@ -208,6 +208,26 @@ def test_plugin_escapes_a_file_name_and_a_logged_metric_error(pytester):
     assert "\x1b" not in out
 
 
+def test_plugin_escapes_a_configuration_file_name_in_the_gate_items_node_id(pytester):
+    """The gate item's node id starts with the configuration file's path, which pytest prints
+    as it is: a name with a line break and an escape sequence must reach it escaped."""
+    hostile = "c\x1b[31mfg\n::error::forged.toml"
+    row = {"id": "1", "source": "src", "summary": "A summary."}
+    (pytester.path / "o.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (pytester.path / hostile).write_text(
+        'metrics = ["boom"]\noutputs = "o.jsonl"\ncache_dir = ".fg"\n[thresholds]\nboom = 0.5\n'
+    )
+    pytester.makeconftest(BOOM_CONFTEST)
+    result = pytester.runpytest_subprocess(
+        "--faithgate", "--faithgate-config", hostile, "-rA", "-v", "-p", "no:cacheprovider"
+    )
+    out = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(failed=1)
+    assert "c\\x1b[31mfg\\n::error::forged.toml::faithgate[o.jsonl]" in out
+    assert parse_output(out) == [], out
+    assert "\x1b" not in out
+
+
 def test_plugin_refuses_non_finite_or_non_numeric_limits_in_one_line(pytester):
     """A marker's or a call's threshold, margin or min_rate must be a finite number: ``-inf``
     would pass anything (as the command line and the configuration already refuse), and a
