@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import numbers
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike
@@ -216,6 +218,12 @@ class Scorer:
                     [[computed[(h, i)] for i in idx] for h in hashes],
                     ctx,
                 )
+                if len(scored) != len(idx):
+                    raise FaithgateError(
+                        f"metric {metric.name!r} combined {len(scored)} scores for {len(idx)} "
+                        "examples"
+                    )
+                scored = [_checked(metric, one) for one in scored]
                 self.seconds[metric.name] += time.perf_counter() - t0
             else:
                 h = metric.settings_hash(ctx)
@@ -269,7 +277,28 @@ class Scorer:
             raise FaithgateError(
                 f"metric {metric.name!r} returned {len(scores)} scores for {len(examples)} examples"
             )
-        return scores
+        return [_checked(metric, score) for score in scores]
+
+
+def _checked(metric: Metric, score: Any) -> Score:
+    """``score`` as a metric must give it: a ``Score`` whose value is a real number (NaN and
+    inf then make it a failed score, ``Score.ok``). A value of another type is a failed score
+    naming it, not a crash of a later sum or a report (a project's own metric may return one)."""
+    if not isinstance(score, Score):
+        raise FaithgateError(
+            f"metric {metric.name!r} returned a {type(score).__name__}, not a faithgate Score"
+        )
+    value = score.value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return Score.failed(
+            score.metric,
+            score.settings_hash,
+            score.example_id,
+            f"metric returned a {type(value).__name__} value, not a number",
+        )
+    if not isinstance(value, float):  # a numpy or int value: reports and JSON want a float
+        score = dataclasses.replace(score, value=float(value))
+    return score
 
 
 def score(

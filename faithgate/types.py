@@ -121,14 +121,19 @@ class Score:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and not math.isnan(self.value)
+        """Scored: no error and a finite value (an infinite one would pass any threshold, or
+        fail every one, and a report cannot hold it)."""
+        return self.error is None and math.isfinite(self.value)
 
     @property
     def failure(self) -> str | None:
-        """Why the score is not ``ok`` (a metric may give NaN without an error), else None."""
+        """Why the score is not ``ok`` (a metric may give NaN or inf without an error), else
+        None."""
         if self.ok:
             return None
-        return self.error if self.error is not None else "metric returned NaN"
+        if self.error is not None:
+            return self.error
+        return "metric returned NaN" if math.isnan(self.value) else f"metric returned {self.value}"
 
     def least_supported(self) -> SentenceScore | None:
         """The summary sentence with the lowest support, if the metric scores sentences."""

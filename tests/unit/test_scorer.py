@@ -248,3 +248,40 @@ def test_an_sqlite_failure_mid_run_is_one_warning_and_the_run_goes_on(
     assert "scoring the rest of this run without it" in caplog.text
     assert cache.get("h", "src", "sum") is None  # stays off for this run
     assert ScoreCache(tmp_path / "scores.sqlite").get("h", "src", "sum").value == 0.5
+
+
+class OddValueMetric(Metric):
+    """Values as a project's own metric might return them: inf, -inf, numpy, text, a bool."""
+
+    name = "odd_value_test"
+    VALUES = {"inf": float("inf"), "-inf": float("-inf"), "np": None, "text": "0.9", "bool": True}
+
+    def score_batch(self, examples, ctx):
+        import numpy as np
+
+        h = self.settings_hash(ctx)
+        values = {**self.VALUES, "np": np.float32(0.5)}
+        return [Score(self.name, values[ex.id], h, ex.id) for ex in examples]
+
+
+def test_a_non_finite_or_non_numeric_value_is_a_failed_score_not_a_pass(tmp_path):
+    """An infinite score passed every threshold (the gate said PASS, mean inf) and broke the
+    reports; a text value crashed a later sum. Both are failed scores naming the value."""
+    examples = [Example(i, "src", "sum") for i in OddValueMetric.VALUES]
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    got = {
+        s.example_id: s
+        for s in (
+            r["odd_value_test"] for r in Scorer([OddValueMetric()], cache=cache).score(examples)
+        )
+    }
+    assert {i: s.failure for i, s in got.items()} == {
+        "inf": "metric returned inf",
+        "-inf": "metric returned -inf",
+        "np": None,
+        "text": "metric returned a str value, not a number",
+        "bool": "metric returned a bool value, not a number",
+    }
+    assert type(got["np"].value) is float and got["np"].value == 0.5
+    assert cache.get(got["inf"].settings_hash, "src", "sum").value == 0.5  # only np's cached
+    assert not Score("m", float("inf"), "h").ok and Score("m", 1e308, "h").ok
