@@ -34,6 +34,7 @@ from typing import Any
 from faithgate.cache import ScoreCache
 from faithgate.config import GateConfig
 from faithgate.errors import InputError
+from faithgate.escape import printable
 from faithgate.execution import (
     CachedExecutor,
     Executor,
@@ -256,6 +257,7 @@ class Gate:
         variants: list[Example] = []
         pairs: list[Pair] = []
         base = len(examples)
+        taken = {ex.id for ex in examples}  # a user's id may look like a variant's ("a~0")
         for i, ex in enumerate(examples):
             role = str(ex.meta.get("role") or "").lower()
             if role in UNFAITHFUL_ROLES:
@@ -263,6 +265,9 @@ class Gate:
             made = _call_perturb(perturb_module, ex, rule)
             for k, (text, etype) in enumerate(made[: rule.per_example]):
                 vid = f"{ex.id}~{k}"
+                while vid in taken:
+                    vid += "~"
+                taken.add(vid)
                 variants.append(
                     Example(
                         vid,
@@ -291,6 +296,7 @@ class Gate:
         examples = list(self.load_examples() if examples is None else examples)
         if not examples:
             raise InputError("no examples to gate")
+        _refuse_duplicate_ids(examples)  # a file's are refused as it is read; a caller's here
         pairs = find_pairs(examples)
         rule = self.config.rules.pair_consistency
         if rule is not None and rule.generate:
@@ -448,6 +454,16 @@ def _module_files(config: GateConfig) -> list[Path]:
             if module and candidate.is_file():
                 found.append(candidate)
     return found
+
+
+def _refuse_duplicate_ids(examples: Sequence[Example]) -> None:
+    """Raise ``InputError`` for two examples with one id: results, pairs and the regression
+    rule are keyed by id, so a later example would silently stand in for an earlier one."""
+    seen: set[str] = set()
+    for ex in examples:
+        if ex.id in seen:
+            raise InputError(f"duplicate example id {printable(repr(ex.id))}: ids must be unique")
+        seen.add(ex.id)
 
 
 def _call_perturb(module: Any, ex: Example, rule: Any) -> list[tuple[str, str | None]]:

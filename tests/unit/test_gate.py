@@ -530,6 +530,32 @@ def test_update_baseline_adds_a_newly_selected_metric(tmp_path):
     assert GateResult.load(tmp_path / "base.json").values(NAME) == {"a": pytest.approx(0.9)}
 
 
+def test_duplicate_ids_given_to_run_are_refused(tmp_path):
+    """load_examples refuses them in a file; a caller's list used to be gated with the last
+    example of an id standing in for the others (a failing summary hidden by a good twin)."""
+    cfg = GateConfig.from_dict({"metrics": [NAME], "thresholds": {NAME: 0.5}}, root=tmp_path)
+    rows = [Example("1", "s", summary(0.1)), Example("1", "s", summary(0.9))]
+    with pytest.raises(InputError, match="duplicate example id '1': ids must be unique"):
+        Gate(cfg).run(rows)
+
+
+def test_generated_variant_ids_never_take_a_users_id(tmp_path, monkeypatch):
+    fake = types.ModuleType("faithgate.perturb")
+    fake.perturb = lambda source, summary_text, types=None, seed=0: [
+        types_ns(summary="0.1" + summary_text[3:], error_type="Intrinsic Entity")
+    ]
+    types_ns = types.SimpleNamespace
+    monkeypatch.setitem(__import__("sys").modules, "faithgate.perturb", fake)
+    cfg = GateConfig.from_dict(
+        {"metrics": [NAME], "rules": {"pair_consistency": {"min_rate": 0.5, "generate": True}}},
+        root=tmp_path,
+    )
+    rows = [Example("a", "s", summary(0.9)), Example("a~0", "s", summary(0.8))]
+    result = Gate(cfg).run(rows)
+    ids = [e.id for e in result.examples]
+    assert len(ids) == len(set(ids)) == 4 and "a~0~" in ids
+
+
 def test_gate_needs_something_to_gate(tmp_path):
     with pytest.raises(InputError, match="nothing to gate"):
         Gate(GateConfig.from_dict({"metrics": [NAME]}, root=tmp_path)).run()
