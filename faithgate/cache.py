@@ -5,7 +5,8 @@ An unchanged example under an unchanged metric configuration is never rescored: 
 across processes (pytest-xdist workers, parallel CI jobs on one runner).
 
 A cache file that is not a SQLite database (a crashed copy, a file someone put there) is moved
-aside to ``scores.sqlite.corrupt-<time>`` with a one-line warning and a fresh cache is started:
+aside to ``scores.sqlite.corrupt-<time>`` with a one-line warning and a fresh cache is started
+(when it is named like a cache, ``*.sqlite``; any other file at the cache path is refused):
 a cache only saves time, so losing it must not stop a gate, and nothing is deleted. A cache
 location that cannot be created or opened at all is an input error naming the path. A stored
 score that no longer parses is a miss (it is scored again and overwritten). A file damaged beyond
@@ -16,6 +17,7 @@ the cache.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -29,6 +31,10 @@ from faithgate.errors import InputError
 from faithgate.escape import safe_line
 from faithgate.types import Score
 
+# The first bytes of every SQLite 3 database file, and the names a cache file may have when
+# it is not (yet) one: an empty file SQLite made, or a damaged copy to be moved aside.
+SQLITE_HEADER = b"SQLite format 3\x00"
+CACHE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 _SCHEMA = "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, score TEXT NOT NULL)"
 log = logging.getLogger(__name__)
 
@@ -44,6 +50,7 @@ class ScoreCache:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._local = threading.local()
+        self._refuse_a_users_file()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._open()
@@ -68,6 +75,48 @@ class ScoreCache:
         self.hits = 0
         self.misses = 0
         self._failed = False
+
+    def _refuse_a_users_file(self) -> None:
+        """Raise ``InputError`` when the cache path holds a file that is no cache of any kind:
+        not an SQLite database, and not named like one (``.sqlite``, ``.sqlite3``, ``.db``).
+        SQLite would take over an empty file and a damaged cache is moved aside; a test module
+        or an outputs file given as the cache path (``--faithgate-cache test_a.py``) must stay
+        as it is."""
+        try:
+            with self.path.open("rb") as f:
+                head = f.read(len(SQLITE_HEADER))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return  # created here, or an unusable path: _open's error names it
+        except OSError:
+            return
+        if head == SQLITE_HEADER:
+            self._refuse_a_users_database()
+            return
+        if self.path.suffix.lower() in CACHE_SUFFIXES:
+            return
+        raise InputError(
+            f"the score cache {safe_line(self.path)} is a file that is not a score cache (not "
+            f"an SQLite database, and not named *{', *'.join(CACHE_SUFFIXES)}); refusing to "
+            "replace it: choose another cache file"
+        )
+
+    def _refuse_a_users_database(self) -> None:
+        """Raise ``InputError`` when the SQLite database at the cache path holds tables other
+        than the cache's: someone's database, which adding a table (or switching it to WAL)
+        would change. Read only; a damaged file is left to ``_open`` (moved aside)."""
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
+                rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                others = sorted({name for (name,) in rows} - {"scores"})
+        except sqlite3.Error:
+            return
+        if others:
+            raise InputError(
+                f"the score cache {safe_line(self.path)} is an SQLite database with other "
+                f"tables ({safe_line(', '.join(others[:3]))}), not a score cache; refusing to "
+                "use it: choose another cache file"
+            )
 
     def _open(self, attempts: int = 20) -> None:
         for attempt in range(attempts):

@@ -285,3 +285,28 @@ def test_a_non_finite_or_non_numeric_value_is_a_failed_score_not_a_pass(tmp_path
     assert type(got["np"].value) is float and got["np"].value == 0.5
     assert cache.get(got["inf"].settings_hash, "src", "sum").value == 0.5  # only np's cached
     assert not Score("m", float("inf"), "h").ok and Score("m", 1e308, "h").ok
+
+
+def test_a_users_file_or_database_at_the_cache_path_is_refused_untouched(tmp_path):
+    """`--faithgate-cache test_a.py` moved the test module aside and put a database in its
+    place; an empty `__init__.py` became one; a user's SQLite database got a table added."""
+    import sqlite3
+
+    module = tmp_path / "test_a.py"
+    module.write_text("def test(): pass\n")
+    empty = tmp_path / "__init__.py"
+    empty.write_text("")
+    database = tmp_path / "app.db"
+    with sqlite3.connect(database) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    before = {p: p.read_bytes() for p in (module, empty, database)}
+    for path in (module, empty):
+        with pytest.raises(InputError, match="is a file that is not a score cache .not an SQLite"):
+            ScoreCache(path)
+    with pytest.raises(InputError, match=r"is an SQLite database with other tables \(users\)"):
+        ScoreCache(database)
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["__init__.py", "app.db", "test_a.py"]
+    # A file named like a cache is a cache: empty (SQLite made it) or damaged (moved aside).
+    (tmp_path / "new.sqlite").write_text("")
+    ScoreCache(tmp_path / "new.sqlite").put("h", "s", "t", Score("m", 0.5, "h"))
