@@ -99,6 +99,8 @@ __all__ = [
 # Runs with more examples than this show a progress bar on a terminal.
 PROGRESS_MIN_EXAMPLES = 50
 SCORE_CHUNK = 16
+# The score cache's file in ``cache_dir`` (shared with `pytest --faithgate`).
+CACHE_FILE = "scores.sqlite"
 
 
 class Gate:
@@ -162,7 +164,7 @@ class Gate:
         if not self.use_cache:
             return None
         if self._cache is None:
-            self._cache = ScoreCache(self.config.cache_path / "scores.sqlite")
+            self._cache = ScoreCache(self.config.cache_path / CACHE_FILE)
         return self._cache
 
     @property
@@ -398,11 +400,14 @@ class Gate:
                 writes.append(("baseline", cfg.baseline))
         # Every run with a cache writes its result there too (a cache "directory" that is a
         # file has its own error, from the cache).
+        inputs = input_files(cfg, baseline=not self.update_baseline)
         if self.use_cache and not cfg.cache_path.is_file():
             writes.append(
                 ("last result in the cache directory", cfg.cache_path / "last-result.json")
             )
-        refuse_overwriting_inputs(writes, input_files(cfg, baseline=not self.update_baseline))
+            # Read and written by the run in place: a report there would replace it.
+            inputs.append(("score cache", cfg.cache_path / CACHE_FILE))
+        refuse_overwriting_inputs(writes, inputs)
 
     def _load_baseline(self) -> tuple[GateResult | None, str | None, bool]:
         """(baseline, why there is none, whether the file is simply missing)."""

@@ -104,6 +104,17 @@ def test_a_baseline_kept_as_the_cache_directorys_last_result_is_not_overwritten(
     assert check("--baseline", ".fg/last-result.json", "--no-cache").exit_code == 0
 
 
+def test_a_report_at_the_score_cache_is_refused(project):
+    """`--markdown .fg/scores.sqlite` replaced the cache the run had just written to."""
+    assert check().exit_code == 0
+    cache = project / ".fg" / "scores.sqlite"
+    before = cache.read_bytes()
+    res = check("--markdown", ".fg/scores.sqlite")
+    assert res.exit_code == 2, res.output
+    assert "is the score cache of this run" in res.output
+    assert cache.read_bytes() == before
+
+
 def test_two_reports_on_one_file_are_refused(project):
     res = check("--json", "r.out", "--markdown", "sub/../r.out")
     assert res.exit_code == 2
