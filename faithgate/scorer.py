@@ -250,9 +250,11 @@ class Scorer:
     def _score_metric(self, metric: Metric, examples: list[Example]) -> list[Score]:
         try:
             scores = metric.score_batch(examples, self.context)
-        except FaithgateError:
+        except (FaithgateError, KeyboardInterrupt):
             raise
-        except Exception as exc:  # noqa: BLE001 - isolate the example that breaks the metric
+        # BaseException: sys.exit() or pytest.skip() in a project's metric would end the gate
+        # with its code (0 passes a build) or skip it; an example it cannot score fails instead.
+        except BaseException as exc:  # noqa: BLE001 - isolate the example that breaks the metric
             log.warning(
                 "%s failed on a batch (%s); retrying one example at a time",
                 metric.name,
@@ -262,9 +264,9 @@ class Scorer:
             for ex in examples:
                 try:
                     scores.extend(metric.score_batch([ex], self.context))
-                except FaithgateError:
+                except (FaithgateError, KeyboardInterrupt):
                     raise
-                except Exception as one_exc:  # noqa: BLE001
+                except BaseException as one_exc:  # noqa: BLE001
                     scores.append(
                         Score.failed(
                             metric.name,

@@ -45,6 +45,12 @@ def load_summarizer(ref: str, search_path: Iterable[str | Path] = ()) -> Summari
         raise InputError(
             f"summarizer {ref!r}: importing {module_name!r} called sys.exit({exc.code!r})"
         ) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # pytest.skip() and other outcomes: never a skipped gate
+        raise InputError(
+            f"summarizer {ref!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from None
     finally:
         for p in added:
             if p in sys.path:
@@ -93,6 +99,13 @@ def summarize(
             raise InputError(
                 f"{name} called sys.exit({exc.code!r}) on record {ex.id!r}; a summarizer must "
                 "return the summary"
+            ) from None
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # pytest.skip() / xfail(): a gate is never skipped
+            raise InputError(
+                f"{name} raised {type(exc).__name__} on record {ex.id!r}: {exc}; a summarizer "
+                "must return the summary"
             ) from None
         if not isinstance(summary, str):
             raise InputError(

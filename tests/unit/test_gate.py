@@ -685,9 +685,11 @@ def test_run_summarizer_and_its_errors(tmp_path):
         "def bad(source):\n    return 3\n"
         "def boom(source):\n    raise RuntimeError('no GPU')\n"
         "def bye(source):\n    import sys; sys.exit()\n"
+        "def skips(source):\n    import pytest; pytest.importorskip('no_such_module_xyz')\n"
         "NOT_CALLABLE = 1\n"
     )
     (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "skips_on_import.py").write_text("import pytest\npytest.skip('later')\n")
     data = write_outputs(
         tmp_path / "sources.jsonl",
         [{"id": "a", "source": "First. Second."}, {"source": "Only one.", "label": 1}],
@@ -704,6 +706,11 @@ def test_run_summarizer_and_its_errors(tmp_path):
         run_summarizer("mysumm:bye", data, search_path=[tmp_path])
     with pytest.raises(InputError, match=r"importing 'exits_on_import' called sys.exit\(0\)"):
         run_summarizer("exits_on_import:f", data, search_path=[tmp_path])
+    # pytest.skip() (a BaseException) skipped the gate item under the plugin: a passing build.
+    with pytest.raises(InputError, match="raised Skipped on record 'a': could not import 'no_"):
+        run_summarizer("mysumm:skips", data, search_path=[tmp_path])
+    with pytest.raises(InputError, match="importing 'skips_on_import' raised Skipped: later"):
+        run_summarizer("skips_on_import:f", data, search_path=[tmp_path])
     with pytest.raises(InputError, match="is not callable"):
         run_summarizer("mysumm:NOT_CALLABLE", data, search_path=[tmp_path])
     with pytest.raises(InputError, match="has no 'nope'"):

@@ -310,3 +310,27 @@ def test_a_users_file_or_database_at_the_cache_path_is_refused_untouched(tmp_pat
     # A file named like a cache is a cache: empty (SQLite made it) or damaged (moved aside).
     (tmp_path / "new.sqlite").write_text("")
     ScoreCache(tmp_path / "new.sqlite").put("h", "s", "t", Score("m", 0.5, "h"))
+
+
+class LeavingMetric(Metric):
+    """Calls sys.exit() or pytest.skip() on the summary that names it."""
+
+    name = "leaving_test"
+
+    def score_batch(self, examples, ctx):
+        import sys
+
+        for ex in examples:
+            if ex.summary == "exit":
+                sys.exit(0)
+            if ex.summary == "skip":
+                pytest.skip("no model here")
+        return [Score(self.name, 0.5, self.settings_hash(ctx), ex.id) for ex in examples]
+
+
+def test_a_metric_calling_sys_exit_or_pytest_skip_fails_its_examples_not_the_gate():
+    """sys.exit(0) in a project's metric ended a gate with exit 0 (a passing build) and
+    pytest.skip() skipped it; each is now that example's failed score."""
+    examples = [Example(i, "src", i) for i in ("exit", "skip", "fine")]
+    got = [r["leaving_test"] for r in Scorer([LeavingMetric()]).score(examples)]
+    assert [s.failure for s in got] == ["SystemExit: 0", "Skipped: no model here", None]
