@@ -70,15 +70,20 @@ def refuse_unwritable(what: str, path: str | Path) -> None:
     directory, or a file stands where one of its directories should be. Checked before any
     work, so a long scoring run does not end in a write that was bound to fail."""
     path = Path(path)
-    if path.is_dir():
-        raise InputError(f"the {what} ({path}) is a directory: give a file path")
-    for ancestor in Path(os.path.abspath(path)).parents:
-        if ancestor.exists():
-            if not ancestor.is_dir():
-                raise InputError(
-                    f"the {what} ({path}) cannot be written: {ancestor} is a file, not a directory"
-                )
-            return
+    shown = printable(path)
+    try:
+        if path.is_dir():
+            raise InputError(f"the {what} ({shown}) is a directory: give a file path")
+        for ancestor in Path(os.path.abspath(path)).parents:
+            if ancestor.exists():
+                if not ancestor.is_dir():
+                    raise InputError(
+                        f"the {what} ({shown}) cannot be written: {printable(ancestor)} is a "
+                        "file, not a directory"
+                    )
+                return
+    except OSError as exc:  # a name too long, a loop of links: no file can be written there
+        raise InputError(f"the {what} ({shown}) cannot be written: {exc.strerror or exc}") from None
 
 
 def lies_inside(inner: Path, outer: Path) -> bool:

@@ -163,6 +163,17 @@ def test_a_report_path_that_cannot_be_a_file_is_refused_before_scoring(project):
     assert res.exit_code == 2 and "sub) is a directory: give a file path" in res.output
 
 
+def test_a_report_name_too_long_for_the_file_system_is_one_line_exit_2(project):
+    """ENAMETOOLONG from the directory check was an internal error (exit 1, a traceback under
+    the plugin)."""
+    before = snapshot(project)
+    res = check("--markdown", "x" * 300 + ".md")
+    assert res.exit_code == 2, res.output
+    [line] = res.output.strip().splitlines()
+    assert line.endswith("cannot be written: File name too long"), line
+    assert snapshot(project) == before
+
+
 def test_the_verdict_is_printed_when_the_reports_cannot_be_written(project, monkeypatch):
     from faithgate.errors import WriteError
 
