@@ -377,6 +377,11 @@ def load_config(path: str | Path | None = None, *, start: str | Path | None = No
     """
     if path is not None:
         file = Path(path)
+        if file.is_dir():
+            raise ConfigError(
+                f"{file}: is a directory; give the configuration file (faithgate.toml or "
+                "pyproject.toml)"
+            )
         if not file.is_file():
             raise ConfigError(f"{file}: configuration file not found")
         table, where = _table_of(file, required=True)

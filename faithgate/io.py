@@ -140,6 +140,8 @@ def _read_text(name: str) -> str:
         data = sys.stdin.buffer.read()
     else:
         path = Path(name)
+        if path.is_dir():
+            raise InputError(f"{name}: is a directory, not a JSONL file")
         if not path.is_file():
             raise InputError(f"{name}: no such file")
         data = path.read_bytes()

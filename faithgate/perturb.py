@@ -681,6 +681,10 @@ def resolve_types(types: Iterable[str] | None) -> list[str]:
     ``predicate``) or a BUMP error type (``Intrinsic Entity``). ``None`` means all."""
     if types is None:
         return list(TYPES)
+    if isinstance(types, str):  # one type: "entity" is not e, n, t, ...
+        types = [types]
+    if not isinstance(types, Iterable):
+        raise InputError(f"perturbation types are a list of names, got {type(types).__name__}")
     out: list[str] = []
     for name in types:
         if not isinstance(name, str):

@@ -34,7 +34,7 @@ DEFAULT_METRICS = ("ensemble",)
 
 
 def resolve_metrics(
-    metrics: Iterable[str | Metric],
+    metrics: str | Metric | Iterable[str | Metric],
     metric_settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Metric]:
     """Metric instances for names (with their ``metric_settings``) or instances as given;
@@ -46,6 +46,11 @@ def resolve_metrics(
                 f"got {type(value).__name__}"
             )
     settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
+    if isinstance(metrics, str | Metric):  # one metric: "sentsim" is not s, e, n, t, ...
+        metrics = [metrics]
+    if not isinstance(metrics, Iterable):
+        raise InputError(f"metrics are names or Metrics, got {type(metrics).__name__}")
+    metrics = list(metrics)
     for m in metrics:
         if not isinstance(m, str | Metric):
             raise InputError(f"a metric is a name or a Metric, got {type(m).__name__}")
@@ -77,7 +82,7 @@ class Scorer:
 
     def __init__(
         self,
-        metrics: Iterable[str | Metric] = DEFAULT_METRICS,
+        metrics: str | Metric | Iterable[str | Metric] = DEFAULT_METRICS,
         *,
         models: Mapping[str, str] | None = None,
         backend: str = "auto",
@@ -126,6 +131,12 @@ class Scorer:
         Configuration problems (a missing model, a bad setting) are raised, not recorded.
         """
         examples = list(examples)
+        for ex in examples:
+            if not isinstance(ex, Example):
+                raise InputError(
+                    f"examples are faithgate.Example objects, got a {type(ex).__name__} (score "
+                    "one source and summary with faithgate.score(source, summary))"
+                )
         if self.cache is None:
             return self.compute(examples)
         hashes = self.settings_hashes()
@@ -306,7 +317,7 @@ def _checked(metric: Metric, score: Any) -> Score:
 def score(
     source: str,
     summary: str,
-    metrics: Iterable[str] = DEFAULT_METRICS,
+    metrics: str | Iterable[str] = DEFAULT_METRICS,
     **scorer_options: Any,
 ) -> dict[str, Score]:
     """Score one summary against its source: ``{metric name: Score}``.

@@ -334,3 +334,16 @@ def test_a_metric_calling_sys_exit_or_pytest_skip_fails_its_examples_not_the_gat
     examples = [Example(i, "src", i) for i in ("exit", "skip", "fine")]
     got = [r["leaving_test"] for r in Scorer([LeavingMetric()]).score(examples)]
     assert [s.failure for s in got] == ["SystemExit: 0", "Skipped: no model here", None]
+
+
+def test_one_metric_or_type_may_be_given_as_a_string_and_examples_must_be_examples():
+    """Scorer("overlap") selected metrics 'o', 'v', ...; perturb types="entity" likewise;
+    Scorer.score(["text"]) was an AttributeError."""
+    from faithgate.perturb import resolve_types
+
+    assert Scorer("overlap").metric_names == ["overlap"]
+    assert resolve_types("entity") == ["entity_intrinsic", "entity_extrinsic"]
+    with pytest.raises(InputError, match="metrics are names or Metrics, got int"):
+        Scorer(5)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="examples are faithgate.Example objects, got a str"):
+        Scorer([CountingMetric()]).score(["a summary"])  # type: ignore[list-item]
