@@ -66,6 +66,19 @@ def safe_line(text: object) -> str:
     return defuse_workflow_commands(printable(text))
 
 
+# Markdown punctuation a user's text could use to format, link, embed an image, open an HTML
+# tag or close a code span in a PR comment or job summary: shown literally, backslash-escaped.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
+
+
+def markdown_literal(text: object) -> str:
+    """``text`` as literal Markdown on one line (a table cell, a list item): ``printable``,
+    every formatting character backslash-escaped (a pipe would split a table's cell) and
+    mentions defused: "@user" and "@org/team" notify people on GitHub, so a zero-width space
+    follows each "@"."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", printable(text)).replace("@", "@\u200b")
+
+
 class PrintableFormatter(logging.Formatter):
     """A log formatter whose records come out as one safe line each (``safe_line``), for the
     handlers faithgate installs on its CLI (log messages quote exceptions, which quote input)."""

@@ -8,24 +8,15 @@ from __future__ import annotations
 
 import re
 
+from faithgate.escape import markdown_literal
 from faithgate.report.format import fmt_against, fmt_rate, fmt_value, one_line
 from faithgate.result import GateResult
-
-# Markdown punctuation a user's text could use to format, link, embed an image, open an HTML
-# tag or close a code span in a PR comment or job summary: shown literally, backslash-escaped.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
-
-
-def _defuse_mentions(text: str) -> str:
-    # "@user" and "@org/team" notify people on GitHub: a zero-width space after "@" keeps the
-    # text readable but no longer a mention.
-    return text.replace("@", "@\u200b")
 
 
 def _cell(text: str, limit: int = 200) -> str:
     """User text as literal Markdown in one table cell: whitespace collapsed (a newline ends
-    the row), every formatting character escaped (a pipe splits cells), mentions defused."""
-    return _defuse_mentions(_MARKDOWN_SPECIAL.sub(r"\\\1", one_line(text, limit)))
+    the row), then ``markdown_literal``."""
+    return markdown_literal(one_line(text, limit))
 
 
 def _code(text: str, limit: int = 200) -> str:
