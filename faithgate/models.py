@@ -148,7 +148,9 @@ def resolve(
     # 1. An explicit local path.
     expanded = Path(os.path.expanduser(requested))
     if expanded.exists():
-        return ModelSpec(role, requested, str(expanded.resolve()), "path", **spec_args)
+        # "./emb", "emb" and "emb/" name one model (one settings hash): spelled normally.
+        shown = os.path.normpath(requested)
+        return ModelSpec(role, shown, str(expanded.resolve()), "path", **spec_args)
     if name and (name.startswith((".", "/", "~")) or os.sep + os.sep in name):
         raise ModelNotFoundError(f"{role} model path {name!r} does not exist")
 
@@ -392,25 +394,67 @@ def _is_model_dir(path: Path) -> bool:
     return path.is_dir() and (path / "config.json").is_file()
 
 
+# Files of a model directory that are not part of the model: provenance faithgate writes
+# (``faithgate_source.json`` names the absolute path a GGUF file was converted from, which
+# differs between machines), Python's byte code, locks and hidden files.
+_NOT_WEIGHTS = frozenset({"faithgate_source.json"})
+_NOT_WEIGHTS_SUFFIXES = (".pyc", ".lock")
+FINGERPRINT_MEMO = "fingerprints.json"
+_memo: dict[str, str] | None = None
+
+
+def _file_digest(path: Path) -> str:
+    """SHA-256 of a file's content, remembered by (real path, size, mtime, inode) in
+    ``<faithgate home>/fingerprints.json``: a 540 MB model is read once (about 0.4 s), not
+    on every run, and a file rewritten in place (new weights of the same size) is read again.
+    The memo is best effort: unreadable or unwritable, every file is hashed."""
+    global _memo
+    st = path.stat()
+    key = f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+    memo_path = faithgate_home() / FINGERPRINT_MEMO
+    if _memo is None:
+        try:
+            loaded = json.loads(memo_path.read_text(encoding="utf-8"))
+            _memo = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            _memo = {}
+    if key in _memo:
+        return _memo[key]
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    _memo[key] = digest.hexdigest()
+    try:  # another process may write it at the same time: the last writer wins, both valid
+        from faithgate.atomic import atomic_write_text
+
+        atomic_write_text(memo_path, json.dumps(_memo, sort_keys=True))
+    except (OSError, InputError):
+        pass
+    return _memo[key]
+
+
 def _fingerprint(spec: ModelSpec) -> str:
-    """Cheap identity of the weights: config and weight file sizes, not a full-file hash."""
+    """Identity of the weights: the SHA-256 of every file of the model directory (its
+    relative names and contents; ``_NOT_WEIGHTS`` aside), so new weights of the same size are
+    a new model and a copy of the model elsewhere (another machine, another install path) is
+    the same one. A hub id not downloaded yet is its name and revision."""
     digest = hashlib.sha256(f"{spec.name}|{spec.revision}|{spec.origin}".encode())
     path = Path(spec.location)
     if spec.role == "spacy" and not path.exists():
         pkg = package_dir(spec.location)
         path = pkg if pkg is not None else path
-    if path.is_dir():
+    if path.is_file():
+        digest.update(_file_digest(path).encode())
+    elif path.is_dir():
         for child in sorted(path.rglob("*")):
-            if child.is_file() and child.suffix in {
-                ".json",
-                ".safetensors",
-                ".bin",
-                ".onnx",
-                ".cfg",
-            }:
-                rel = child.relative_to(path).as_posix()
-                size = child.stat().st_size
-                digest.update(f"{rel}:{size}".encode())
-                if child.suffix in {".json", ".cfg"} and size < 1_000_000:
-                    digest.update(child.read_bytes())
+            rel = child.relative_to(path)
+            if (
+                not child.is_file()
+                or child.name in _NOT_WEIGHTS
+                or child.suffix in _NOT_WEIGHTS_SUFFIXES
+                or any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
+            ):
+                continue
+            digest.update(f"{rel.as_posix()}:{_file_digest(child)}\n".encode())
     return digest.hexdigest()[:12]

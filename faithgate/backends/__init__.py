@@ -60,7 +60,9 @@ BACKEND_TABLE: dict[str, BackendEntry] = {
     entry.name: entry
     for entry in (
         BackendEntry(
-            "torch", "faithgate.backends.torch_backend:TorchBackend", ("torch", "transformers")
+            "torch",
+            "faithgate.backends.torch_backend:TorchBackend",
+            ("torch", "transformers", "tokenizers"),
         ),
         BackendEntry(
             "onnx",

@@ -177,7 +177,11 @@ class Metric(ABC):
             "faithgate": __version__,
             "metric": self.name,
             "version": self.version,
-            "settings": self.settings,
+            # 7 and 7.0 for a float setting are one setting (TOML writes either): one hash.
+            "settings": {
+                k: float(v) if isinstance(self.defaults.get(k), float) and type(v) is int else v
+                for k, v in self.settings.items()
+            },
             "models": identities,
         }
         return readable_hash(self.name, identities, payload)

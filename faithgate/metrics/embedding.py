@@ -153,8 +153,9 @@ class BERTScore(Metric):
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"component": "precision", "layer": None, "idf": False}
     bounds = (-1.0, 1.0)  # (weighted) means of cosines
-    # 2: idf over the example's source sentences (was: over the sources of the batch).
-    version = "2"
+    # 2: idf over the example's source sentences (was: over the sources of the batch);
+    # 3: a text the embedder cannot read at all fails (its unknown tokens matched each other).
+    version = "3"
 
     def validate_settings(self) -> None:
         _check_component(self.name, self.settings["component"], COMPONENTS)
@@ -311,6 +312,8 @@ class SentSim(Metric):
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"sim": "cosine", "component": "precision"}
     bounds = (-1.0, 1.0)  # means of cosines (token F1: 0..1)
+    # 2: a text the embedder cannot read at all fails (its unknown tokens matched each other).
+    version = "2"
     SIMS = ("cosine", "token_f1")
 
     def validate_settings(self) -> None:

@@ -4,6 +4,7 @@ one-line errors; GGUF conversion happens once under a file lock."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import threading
 import types
@@ -93,6 +94,34 @@ def test_fingerprint_follows_config(tmp_path):
     (d / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8}))
     after = models.resolve("embedder", str(d)).fingerprint
     assert before != after and len(after) == 12
+
+
+def test_fingerprint_is_the_weights_content_not_their_size_or_place(tmp_path, monkeypatch):
+    """Weights rewritten in place at the same size (a fine-tune saved over its directory) kept
+    the old fingerprint, so cached scores and ONNX exports of the old weights were reused; and
+    faithgate_source.json's absolute GGUF path gave the same model another fingerprint on
+    every machine (the example gate's regression rule: "not comparable")."""
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    d = fake_model_dir(tmp_path / "m")
+    weights = d / "model.safetensors"
+    weights.write_bytes(b"\x00" * 64)
+    before = models.resolve("embedder", "m").fingerprint
+    weights.write_bytes(b"\x01" * 64)  # same size, new content (and a new mtime)
+    assert models.resolve("embedder", "m").fingerprint != before
+    weights.write_bytes(b"\x00" * 64)
+    assert models.resolve("embedder", "m").fingerprint == before
+    (d / "faithgate_source.json").write_text('{"gguf": "/somewhere/on/this/machine.gguf"}')
+    (d / "__pycache__").mkdir()
+    (d / "__pycache__" / "x.pyc").write_bytes(b"compiled")
+    assert models.resolve("embedder", "m").fingerprint == before
+    # A copy elsewhere is the same model; "./m", "m" and "m/" are one name (one hash).
+    shutil.copytree(d, tmp_path / "copy" / "m")
+    monkeypatch.chdir(tmp_path / "copy")
+    specs = [models.resolve("embedder", n) for n in ("./m", "m", "m/")]
+    assert {(s.name, s.fingerprint) for s in specs} == {("m", before)}
+    # The content digests are remembered (by path, size, mtime, inode) in the faithgate home.
+    assert (tmp_path / "home" / models.FINGERPRINT_MEMO).is_file()
 
 
 def test_trust_remote_code_off_unless_asked(tmp_path):

@@ -347,3 +347,19 @@ def test_one_metric_or_type_may_be_given_as_a_string_and_examples_must_be_exampl
         Scorer(5)  # type: ignore[arg-type]
     with pytest.raises(InputError, match="examples are faithgate.Example objects, got a str"):
         Scorer([CountingMetric()]).score(["a summary"])  # type: ignore[list-item]
+
+
+def test_an_integer_for_a_float_setting_is_the_same_settings_hash():
+    """`lambda = 7` and the default 7.0 made two hashes: a baseline "not comparable"."""
+    default = Scorer(["overlap", CountingMetric()]).settings_hashes()
+
+    class Scaled(CountingMetric):
+        name = "scaled_test"
+        defaults = {"scale": 100.0}
+
+    assert (
+        Scorer([Scaled(scale=100)]).settings_hashes()
+        == Scorer([Scaled()]).settings_hashes()
+        != Scorer([Scaled(scale=100.5)]).settings_hashes()
+    )
+    assert default == Scorer(["overlap", CountingMetric(scale=100)]).settings_hashes()
