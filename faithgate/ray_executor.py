@@ -17,6 +17,12 @@ and keeps it for the run. The driver
   and the batches queued behind it are re-sent without being charged; a batch that keeps
   failing is split and each of its examples tried once alone, so a poisoned example fails
   alone, as a ``Score.failed`` naming the reason (the gate then fails closed on it);
+- sends batches only to actors that run (each answers a ping once Ray has placed it), so an
+  actor waiting for resources holds nothing up; a run in which no actor can start for
+  ``placement_timeout_s`` stops with one line instead of waiting forever, and a local Ray
+  started for the run gets no more actors than it has room for;
+- before ``ray.init`` opens a TCP connection to the address it will use, so an address nothing
+  answers at fails in seconds (Ray's own retries take ~14 minutes);
 - on Ctrl-C (or any error) kills its actors, and stops the Ray runtime if it started it. Ray
   only notices a Ctrl-C during its blocking calls as a ``KeyboardInterrupt``, so around them
   SIGINT raises that, and the caller's own SIGINT handler (the CLI's) is run afterwards.
@@ -36,7 +42,9 @@ import logging
 import os
 import re
 import signal
+import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +59,10 @@ log = logging.getLogger(__name__)
 
 IN_FLIGHT = 2  # batches queued per actor: one running, one ready, so actors never wait
 WAIT_SLICE_S = 1.0  # the driver waits for results in slices, so Ctrl-C is never stuck in Ray
+PROBE_TIMEOUT_S = 5.0  # to resolve a cluster's host, and again to open a TCP connection to it
+GCS_CONNECT_ATTEMPTS = "3"  # Ray's tries (~40 s each) at a GCS port that answers (default 20)
+PLACEMENT_TIMEOUT_S = 600.0  # the longest a run waits with no worker able to start
+RAY_CLIENT_PORT = 10001  # Ray Client's default port (``ray://host`` without one)
 
 
 def _import_ray() -> Any:
@@ -142,6 +154,7 @@ class RayExecutor:
     ``nodes`` the Ray node ids that returned scores."""
 
     name = "ray"
+    placement_timeout_s = PLACEMENT_TIMEOUT_S
 
     def __init__(
         self,
@@ -156,7 +169,11 @@ class RayExecutor:
         self.actors: list[Any] = []
         self._generation: list[int] = []
         self._owns_ray = False
+        self._local = False  # this executor started the Ray instance (not a cluster's)
         self._actor_class: Any = None
+        self._placed: list[bool] = []  # per slot: its actor has answered a ping (it runs)
+        self._pings: dict[Any, tuple[int, int]] = {}  # ping ref -> (slot, generation)
+        self._stalled_since: float | None = None  # since when no worker has been running
         self.nodes: set[str] = set()
         self.stats: dict[str, int] = {
             "batches": 0,
@@ -177,6 +194,17 @@ class RayExecutor:
         ray = _import_ray()
         s = self.settings
         if not ray.is_initialized():
+            # Where ray.init will go, found as Ray finds it: an address that takes no connection
+            # fails here in seconds (Ray itself retries for ~14 minutes before it gives up).
+            target = _connection(s.address)
+            if target.endpoint is not None:
+                reason = _unreachable(target.endpoint, PROBE_TIMEOUT_S)
+                if reason is not None:
+                    raise InputError(
+                        f"cannot connect to the Ray cluster at {target.name}: {reason}; check "
+                        "the address (--address, execution.address or $RAY_ADDRESS; "
+                        "docs/scale-out.md)"
+                    )
             kwargs: dict[str, Any] = {
                 "address": s.address,
                 "include_dashboard": False,
@@ -190,7 +218,12 @@ class RayExecutor:
             os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
             os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
             try:
-                ray.init(**kwargs)
+                # A port that takes connections but is no GCS (another service): Ray tries 20
+                # times, ~40 s each; a few tries bound that (unless the user set the variable).
+                with _env_default(
+                    "RAY_gcs_server_port_wait_time_s", GCS_CONNECT_ATTEMPTS, target.kind == "gcs"
+                ):
+                    ray.init(**kwargs)
             except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception on startup
                 # No cluster at that address, or a local Ray that did not come up ("The
                 # current node timed out during startup" on an overloaded machine): one line.
@@ -204,6 +237,7 @@ class RayExecutor:
                     ray.shutdown()
                 raise
             self._owns_ray = True
+            self._local = target.kind == "local"
         total = ray.cluster_resources()
         if s.num_gpus and total.get("GPU", 0) < s.num_gpus:
             self._stop_ray()
@@ -218,23 +252,41 @@ class RayExecutor:
                 f"{total.get('CPU', 0):g} CPU(s)"
             )
         n = s.num_workers or self._auto_workers(ray)
+        if self._local:
+            # A Ray started for this run has only this machine's CPUs (GPUs), and nothing will
+            # ever add more: actors beyond them could never start. Use the workers that fit.
+            fit = _room(total, s.num_cpus, s.num_gpus, n)
+            if fit < n:
+                log.warning(
+                    "execution.num_workers = %d, but the local Ray started for this run has "
+                    "room for %d (%g CPU(s), %g GPU(s); each worker needs %g CPU(s), %g GPU(s)): "
+                    "using %d worker(s) (pass --address to use a cluster)",
+                    n,
+                    fit,
+                    total.get("CPU", 0),
+                    total.get("GPU", 0),
+                    s.num_cpus,
+                    s.num_gpus,
+                    fit,
+                )
+                n = fit
         free = ray.available_resources()
-        room = int(free.get("CPU", 0) // s.num_cpus) if s.num_cpus else n
-        if s.num_gpus:
-            room = min(room, int(free.get("GPU", 0) // s.num_gpus))
+        room = _room(free, s.num_cpus, s.num_gpus, n)
         if room < n:
-            # Not an error (an autoscaler may add nodes, another job may finish), but a run
-            # that seems to hang must say why: actors without resources wait, and so does
-            # every batch sent to them.
+            # Not an error (an autoscaler may add nodes, another job may finish): batches go
+            # to the workers that started, the others join when resources free up. If none can
+            # start within ``placement_timeout_s`` the run stops (see ``_check_placement``).
             log.warning(
                 "the Ray cluster has room for %d of %d workers now (%g CPU(s), %g GPU(s) free; "
-                "each needs %g CPU(s), %g GPU(s)); the others wait for resources",
+                "each needs %g CPU(s), %g GPU(s)); the others wait for resources, and the run "
+                "stops if no worker can start within %g s",
                 room,
                 n,
                 free.get("CPU", 0),
                 free.get("GPU", 0),
                 s.num_cpus,
                 s.num_gpus,
+                self.placement_timeout_s,
             )
         # Restarts are done here, not by Ray (max_restarts=0): the driver then knows which
         # batch was lost with the actor and retries exactly that one, a bounded number of times.
@@ -243,6 +295,39 @@ class RayExecutor:
         )(ScoringWorker)
         self.actors = [self._actor_class.remote(self.recipe) for _ in range(n)]
         self._generation = [0] * n
+        self._placed = [False] * n
+        self._pings = {}
+        self._stalled_since = None
+        for slot in range(n):
+            self._ping(slot)
+
+    def _ping(self, slot: int) -> None:
+        """Ask the actor in ``slot`` to answer once it runs: until it does (it may wait for
+        resources that never come), no batch is sent to it."""
+        self._placed[slot] = False
+        self._pings[self.actors[slot].ping.remote()] = (slot, self._generation[slot])
+
+    def _check_placement(self, ray: Any) -> None:
+        """Stop the run when no worker has been able to start for ``placement_timeout_s``
+        (the cluster lacks the resources they ask for and nothing frees them): waiting longer
+        would hang, and a run that cannot score must fail."""
+        if any(self._placed):
+            self._stalled_since = None
+            return
+        now = time.monotonic()
+        if self._stalled_since is None:
+            self._stalled_since = now
+            return
+        if now - self._stalled_since < self.placement_timeout_s:
+            return
+        s = self.settings
+        free = ray.available_resources()
+        raise InputError(
+            f"no Ray worker could start within {self.placement_timeout_s:g} s: each needs "
+            f"{s.num_cpus:g} CPU(s), {s.num_gpus:g} GPU(s) and the cluster has "
+            f"{free.get('CPU', 0):g} CPU(s), {free.get('GPU', 0):g} GPU(s) free; free or add "
+            "resources, or lower execution.num_cpus / num_gpus"
+        )
 
     def _auto_workers(self, ray: Any) -> int:
         free = ray.available_resources()
@@ -262,12 +347,14 @@ class RayExecutor:
                 except Exception:  # noqa: BLE001 - already gone, or the runtime is down
                     log.debug("actor already gone", exc_info=True)
             self.actors = []
+        self._placed, self._pings, self._stalled_since = [], {}, None
         self._stop_ray()
 
     def _stop_ray(self) -> None:
         if self._owns_ray:
             _import_ray().shutdown()
             self._owns_ray = False
+            self._local = False
 
     def settings_hashes(self) -> dict[str, str]:
         if self._hashes is None:
@@ -302,6 +389,7 @@ class RayExecutor:
         holds no more than the chunks being scored (plus what the caller keeps)."""
         source = iter(chunks)
         exhausted = False
+        self._stalled_since = None
         order: deque[_Chunk] = deque()  # chunks not yet yielded, in input order
         queue: deque[tuple[_Chunk, list[int], int]] = deque()  # (chunk, indices, failures)
         inflight: dict[Any, _Task] = {}
@@ -329,8 +417,23 @@ class RayExecutor:
                     ray = _import_ray()
                     self.start()
                     load = [0] * len(self.actors)
-                while queue and min(load) < IN_FLIGHT:
-                    slot = load.index(min(load))
+                while queue:
+                    # Only to workers that run: one still waiting for resources may never start.
+                    # While some wait, the others take one batch at a time, so the work spreads
+                    # over the pool as its workers come up (instead of queueing on the first).
+                    # An example on its last try goes to an idle worker and nothing is queued
+                    # behind it: when a worker dies, the reply of the task it had just finished
+                    # can be lost with it, and that task would be blamed for the crash.
+                    depth = IN_FLIGHT if all(self._placed) else 1
+                    cost = self._cost(queue[0][2])
+                    open_slots = [
+                        k
+                        for k, up in enumerate(self._placed)
+                        if up and (load[k] == 0 if cost == IN_FLIGHT else load[k] < depth)
+                    ]
+                    if not open_slots:
+                        break
+                    slot = min(open_slots, key=load.__getitem__)
                     chunk, idx, failures = queue.popleft()
                     batch = [chunk.examples[i] for i in idx]
                     batch_todo = {
@@ -341,16 +444,25 @@ class RayExecutor:
                     inflight[ref] = _Task(
                         ref, slot, self._generation[slot], seq, chunk, idx, failures
                     )
-                    load[slot] += 1
+                    load[slot] += cost
                 ready: list[Any] = []
                 while not ready:
+                    self._check_placement(ray)
                     # In slices of a second: a Ctrl-C is then acted on promptly even while no
                     # batch returns (actors waiting for resources, a hung node).
                     with _sigint_as_keyboard_interrupt():
-                        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=WAIT_SLICE_S)
+                        ready, _ = ray.wait(
+                            [*inflight, *self._pings], num_returns=1, timeout=WAIT_SLICE_S
+                        )
                 [ref] = ready
+                if ref in self._pings:
+                    # A worker runs (or could not be created: its batches then say why).
+                    slot, generation = self._pings.pop(ref)
+                    if generation == self._generation[slot]:
+                        self._placed[slot] = True
+                    continue
                 task = inflight.pop(ref)
-                load[task.slot] -= 1
+                load[task.slot] -= self._cost(task.failures)
                 outcome = self._fetch(ray, ref)
                 if not isinstance(outcome, ray.exceptions.RayError):
                     self._accept(task, outcome, progress)
@@ -377,7 +489,7 @@ class RayExecutor:
                 held = [task]
                 for other in [t for t in inflight.values() if t.slot == task.slot]:
                     del inflight[other.ref]
-                    load[task.slot] -= 1
+                    load[task.slot] -= self._cost(other.failures)
                     held.append(other)
                 self._replace_actor(ray, task.slot)
                 charged = False
@@ -396,6 +508,11 @@ class RayExecutor:
             # abandoning the stream: nothing keeps running on the cluster.
             self.close()
             raise
+
+    def _cost(self, failures: int) -> int:
+        """A task's share of its worker's queue: a whole queue for an example on its last
+        try (it runs alone on an idle worker), else one of ``IN_FLIGHT`` places."""
+        return IN_FLIGHT if failures > self.settings.max_retries else 1
 
     @staticmethod
     def _fetch(ray: Any, ref: Any) -> Any:
@@ -426,6 +543,7 @@ class RayExecutor:
             log.debug("dead actor could not be killed", exc_info=True)
         self.actors[slot] = self._actor_class.remote(self.recipe)
         self._generation[slot] += 1
+        self._ping(slot)
         self.stats["restarts"] += 1
 
     def _chunk(
@@ -521,6 +639,122 @@ def _last_line(exc: BaseException) -> str:
     lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()]
     lines = [ln for ln in lines if ln]
     return lines[-1] if lines else type(exc).__name__
+
+
+def _room(resources: Mapping[str, float], num_cpus: float, num_gpus: float, n: int) -> int:
+    """How many workers of ``num_cpus`` CPUs and ``num_gpus`` GPUs fit in ``resources`` (at
+    most ``n``, which is also the answer when a worker asks for nothing)."""
+    room = int(resources.get("CPU", 0) // num_cpus) if num_cpus else n
+    if num_gpus:
+        room = min(room, int(resources.get("GPU", 0) // num_gpus))
+    return min(room, n)
+
+
+@dataclass(frozen=True)
+class _Connection:
+    """Where ``ray.init(address=...)`` will go: ``kind`` is ``"local"`` (it starts a Ray),
+    ``"gcs"`` (a cluster's GCS), ``"client"`` (a Ray Client server, ``ray://``) or
+    ``"unknown"`` (left to Ray); ``endpoint`` the ``host:port`` it opens, ``name`` how an
+    error names the cluster."""
+
+    kind: str
+    endpoint: str | None
+    name: str
+
+
+def _connection(address: str | None) -> _Connection:
+    """Resolve ``address`` as ``ray.init`` will: ``$RAY_ADDRESS`` for none or ``"auto"``, then
+    the cluster last started with ``ray start`` on this machine; none found (or ``"local"``): a
+    local Ray. Ray's own resolver is used for GCS addresses (it maps ``localhost`` to the node's
+    address as ``ray.init`` does); where it is not available the probe is skipped."""
+    name = address
+    env = os.environ.get("RAY_ADDRESS")
+    if address in (None, "auto") and env:
+        address, name = env, f"{env} ($RAY_ADDRESS)"
+    if address is not None and "://" in address:
+        scheme, _, rest = address.partition("://")
+        host_port = rest.split("/")[0]
+        if scheme != "ray" or not host_port:
+            return _Connection("unknown", None, str(name))
+        if not _split_endpoint(host_port):
+            host_port = f"{host_port}:{RAY_CLIENT_PORT}"
+        return _Connection("client", host_port, str(name))
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        endpoint = canonicalize_bootstrap_address(address)
+    except ConnectionError as exc:  # "auto" and no cluster running: Ray's own one line
+        raise InputError(
+            f"cannot connect to the Ray cluster at {name}: {str(exc).splitlines()[0]}"
+        ) from None
+    except Exception:  # noqa: BLE001 - a malformed address (ray.init says so), a newer Ray
+        return _Connection("unknown", None, str(name))
+    if endpoint is None:
+        return _Connection("local", None, "a local Ray")
+    if address is None:
+        name = f"{endpoint} (the cluster last started with `ray start` here; `ray stop` forgets it)"
+    return _Connection("gcs", endpoint, str(name))
+
+
+def _split_endpoint(endpoint: str) -> tuple[str, int] | None:
+    host, sep, port = endpoint.rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
+    if not sep or not host or not port.isdigit():
+        return None
+    return host, int(port)
+
+
+def _unreachable(endpoint: str, timeout: float) -> str | None:
+    """Why ``endpoint`` (``host:port``) takes no TCP connection, or ``None`` when it does (or
+    is not a ``host:port``: ``ray.init`` then says what is wrong). The host name is resolved
+    in a thread, so a resolver that does not answer costs ``timeout`` too, not minutes."""
+    split = _split_endpoint(endpoint)
+    if split is None:
+        return None
+    host, port = split
+    found: dict[str, Any] = {}
+
+    def lookup() -> None:
+        try:
+            found["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            found["error"] = exc
+
+    resolver = threading.Thread(target=lookup, name="faithgate-ray-probe", daemon=True)
+    resolver.start()
+    resolver.join(timeout)
+    if resolver.is_alive():
+        return f"the host name {host!r} did not resolve within {timeout:g} s"
+    if "error" in found:
+        return f"unknown host {host!r} ({found['error'].strerror or found['error']})"
+    last: OSError | None = None
+    for family, kind, proto, _, sockaddr in found["infos"]:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.settimeout(timeout)
+                sock.connect(sockaddr)
+            return None
+        except OSError as exc:
+            last = exc
+    if isinstance(last, ConnectionRefusedError):
+        return "connection refused (nothing listens on that port)"
+    if isinstance(last, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    return f"no connection ({last.strerror if last and last.strerror else last})"
+
+
+@contextlib.contextmanager
+def _env_default(name: str, value: str, when: bool) -> Iterator[None]:
+    """Set the environment variable ``name`` for the block, if ``when`` and the user has not
+    set it; then remove it again."""
+    if not when or name in os.environ:
+        yield
+        return
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
 
 
 @contextlib.contextmanager

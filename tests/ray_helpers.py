@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Sequence
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -33,6 +36,25 @@ def start_with_retries(start: Callable[[], T], stop: Callable[[], None], attempt
             if attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def fails_after(seconds: float) -> Iterator[None]:
+    """Fail the block with ``TimeoutError`` once it has run ``seconds`` (main thread only),
+    instead of hanging the suite: SIGALRM raises at the next of the Ray executor's one-second
+    waits (raised inside Ray's ``wait`` it surfaces as a ``SystemError``), and the executor then
+    closes its pool as on any error."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds:g} s: it would wait forever")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def bump_sample(shared_data: Path, sources: int = 3, per_source: int = 4) -> list[Example]:
@@ -74,7 +96,12 @@ class PoisonMetric(Metric):
                 raise ValueError(f"poisoned summary in example {ex.id}")
             if "CRASH" in ex.summary:
                 if in_ray_worker():
-                    os._exit(3)  # the worker process dies mid-batch, as on a segfault
+                    # The worker process dies mid-batch, as on a segfault: after working a
+                    # moment, as a real batch does (a process that dies the instant a task
+                    # starts can take the unsent reply of the task before it along; Ray then
+                    # reports that finished task as failed too, and blames it for the crash).
+                    time.sleep(0.5)
+                    os._exit(3)
                 raise RuntimeError(f"example {ex.id} would crash a worker")
             words = ex.summary.lower().split()
             source = set(ex.source.lower().split())

@@ -1,7 +1,8 @@
 """The Ray executor on a local Ray runtime (``ray.init(num_cpus=2)``, shared by this module):
 bit-identical scores vs the local executor, prefix caching on workers, a killed actor, a
 poisoned example failing alone (and the gate failing closed on it), the driver-side cache
-filled by a Ray run and hit by a local rerun, chunks streamed through the actor pool."""
+filled by a Ray run and hit by a local rerun, chunks streamed through the actor pool, and a
+pool larger than the cluster's room (never a hang)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ray_helpers import (  # noqa: E402
     PoisonMetric,
     as_data,
     bump_sample,
+    fails_after,
     patient_ray_start,
     poison_examples,
     start_with_retries,
@@ -239,3 +241,54 @@ def test_stream_pulls_chunks_lazily_and_yields_them_in_order(ray_runtime: None) 
         ex.close()
     assert len(pulled) == len(chunks)
     assert as_data(got) == want
+
+
+@pytest.mark.usefixtures("helpers_by_value", "free_cpus")
+def test_workers_the_cluster_has_no_room_for_never_hold_up_the_run(
+    ray_runtime: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three workers on a cluster (this module's Ray, not started by the executor) with room
+    for two: a warning, and batches go only to the workers that run, so the run completes
+    (the third, waiting for a CPU that never frees, is dropped at close)."""
+    examples = [e for e in poison_examples() if e.id not in ("c1", "p1")]
+    recipe = ScorerRecipe((PoisonMetric(),))
+    want = as_data(LocalExecutor(recipe).score(examples))
+    ex = RayExecutor(recipe, ExecutionSettings(executor="ray", num_workers=3, batch_size=2))
+    try:
+        with fails_after(60):
+            got = ex.score(examples)
+    finally:
+        ex.close()
+    assert as_data(got) == want
+    assert "of 3 workers now" in caplog.text and "the others wait for resources" in caplog.text
+
+
+@pytest.mark.usefixtures("helpers_by_value", "free_cpus")
+def test_a_pool_the_cluster_cannot_start_fails_after_a_bounded_wait(ray_runtime: None) -> None:
+    """Every CPU of the cluster held by another job: no worker can start, so after
+    ``placement_timeout_s`` the run stops with one line (exit 2), instead of waiting forever."""
+
+    @ray.remote(num_cpus=2)
+    class Hog:
+        def ping(self) -> int:
+            return 1
+
+    hog = Hog.remote()
+    ray.get(hog.ping.remote(), timeout=120)
+    ex = RayExecutor(
+        ScorerRecipe((PoisonMetric(),)), ExecutionSettings(executor="ray", num_workers=1)
+    )
+    ex.placement_timeout_s = 2
+    try:
+        with (
+            fails_after(60),
+            pytest.raises(InputError, match="no Ray worker could start within 2 s") as err,
+        ):
+            ex.score(poison_examples())
+    finally:
+        ex.close()
+        ray.kill(hog)
+    message = str(err.value)
+    assert "\n" not in message and "each needs 1 CPU(s), 0 GPU(s)" in message, message
+    assert "the cluster has 0 CPU(s), 0 GPU(s) free" in message, message
+    assert not ex.actors
