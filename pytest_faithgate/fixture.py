@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from faithgate.errors import FaithgateError
-from faithgate.escape import printable
+from faithgate.escape import printable, safe_line
 from faithgate.types import Example, Score
-from pytest_faithgate.session import PluginSession
+from pytest_faithgate.messages import plugin_line, skip_exceptions, skip_message
+from pytest_faithgate.session import PluginSession, is_type_list, marker_names
 
 CHECKS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 
@@ -31,9 +32,10 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _finite(value: Any, what: str) -> float:
-    """``value`` as a float when it is a finite number; else the test fails in one line (a
-    ``-inf`` threshold would pass anything, ``nan`` would fail everything without saying why,
+def _finite(value: Any, what: str, low: float | None = None, high: float | None = None) -> float:
+    """``value`` as a float when it is a finite number (within ``low`` .. ``high`` when
+    given); else the test fails in one line (a ``-inf`` threshold, a negative margin or a
+    negative min_rate would pass anything, ``nan`` would fail everything without saying why,
     exactly as the command line and the configuration refuse them)."""
     __tracebackhide__ = True
     try:
@@ -41,8 +43,27 @@ def _finite(value: Any, what: str) -> float:
     except (TypeError, ValueError):
         number = math.nan
     if isinstance(value, bool) or not math.isfinite(number):
-        pytest.fail(f"faithgate: {what} must be a finite number, got {value!r}", pytrace=False)
+        pytest.fail(
+            safe_line(f"faithgate: {what} must be a finite number, got {value!r}"), pytrace=False
+        )
+    if (low is not None and number < low) or (high is not None and number > high):
+        bounds = f">= {low:g}" if high is None else f"between {low:g} and {high:g}"
+        pytest.fail(f"faithgate: {what} must be {bounds}, got {number:g}", pytrace=False)
     return number
+
+
+def _metric_arg(metric: Any) -> str | None:
+    """A call's ``metric=``: a metric name or None; else the test fails in one line."""
+    __tracebackhide__ = True
+    if metric is not None and not isinstance(metric, str):
+        pytest.fail(
+            safe_line(
+                f"faithgate: metric= must be a metric name (str), got "
+                f"{type(metric).__name__} {metric!r}"
+            ),
+            pytrace=False,
+        )
+    return metric
 
 
 def _why_not_scored(result: Score) -> str:
@@ -77,52 +98,51 @@ class FaithgateFixture:
 
     # -- scoring -------------------------------------------------------------------------
     def _executor(self, metric: str) -> Any:
+        # Marker settings belong to the marker's metric (or the default one when it names none).
         marker_settings = self._marker.get("settings")
-        if marker_settings is not None and not isinstance(marker_settings, dict):
-            raise pytest.fail.Exception(
-                f"faithgate: marker settings= must be a dict of metric settings, "
-                f"got {type(marker_settings).__name__}",
-                pytrace=False,
-            )
-        use = marker_settings if marker_settings and self._uses_marker_metric(metric) else None
+        use = marker_settings if marker_settings and marker_names(self._marker, metric) else None
         return self._session.executor(
             [metric],
-            settings={metric: use} if use else None,
+            settings={metric: dict(use)} if use else None,
             models=self._marker.get("models"),
             backend=self._marker.get("backend"),
         )
 
-    def _uses_marker_metric(self, metric: str) -> bool:
-        # Marker settings belong to the marker's metric (or the default one when it names none).
-        named = self._marker.get("metric")
-        return named is None or named == metric
+    def _metric(self, metric: Any) -> str:
+        __tracebackhide__ = True
+        return self._session.metric_for(_metric_arg(metric), self._marker)
 
     def _score_many(self, metric: str | None, pairs: Sequence[tuple[str, str]]) -> list[Score]:
         __tracebackhide__ = True
-        name = self._session.metric_for(metric, self._marker)
+        name = self._metric(metric)
         examples = []
         for source, summary in pairs:
             for field_name, value in (("source", source), ("summary", summary)):
                 if not isinstance(value, str) or not value.strip():
                     pytest.fail(
-                        f"faithgate: {field_name} must be non-empty text, got {value!r}",
+                        safe_line(f"faithgate: {field_name} must be non-empty text, got {value!r}"),
                         pytrace=False,
                     )
             self._counter += 1
             examples.append(Example(f"{self._node.nodeid}#{self._counter}", source, summary))
+        executor = None
         try:
             # Inside the try: a marker's unknown metric or backend is a one-line failure too.
             executor = self._executor(name)
-        except FaithgateError as exc:
-            raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
-        try:
             rows = executor.score(examples)
         except FaithgateError as exc:
-            raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
+            # The message quotes user text (settings keys, model roles, configuration keys).
+            raise pytest.fail.Exception(f"faithgate: {plugin_line(exc)}", pytrace=False) from None
+        except skip_exceptions() as exc:
+            # pytest.importorskip in a metric must not turn a check into a skipped test.
+            raise pytest.fail.Exception(
+                skip_message(f"metric {name!r}", exc, "check"), pytrace=False
+            ) from None
         finally:
             # One call is one run: the session's scorer keeps its models, not every input's
             # engine state, so a long pytest session does not grow with each test.
-            getattr(executor, "inner", executor).scorer.release()
+            if executor is not None:
+                getattr(executor, "inner", executor).scorer.release()
         return [row[name] for row in rows]
 
     def score(self, source: str, summary: str, metric: str | None = None) -> Score:
@@ -149,16 +169,11 @@ class FaithgateFixture:
         The failure message shows the metric, score, threshold and least supported sentence.
         """
         __tracebackhide__ = True
-        name = self._session.metric_for(metric, self._marker)
+        name = self._metric(metric)
         given = self._session.threshold_for(name, threshold, self._marker)
         limit = None if given is None else _finite(given, "threshold")
         if limit is None:
-            pytest.fail(
-                f"faithgate: no threshold for metric {name!r}: pass threshold=, use "
-                "@pytest.mark.faithgate(threshold=...), --faithgate-threshold, or set it in "
-                "[tool.faithgate]",
-                pytrace=False,
-            )
+            pytest.fail(self._no_threshold(name), pytrace=False)
         result = self._score_many(name, [(source, summary)])[0]
         passed = result.ok and result.value >= limit
         self._record("assert_faithful", result, limit, passed)
@@ -176,6 +191,23 @@ class FaithgateFixture:
             )
         return result
 
+    def _no_threshold(self, name: str) -> str:
+        """Where a threshold for ``name`` can come from (``--faithgate-threshold`` is one only
+        for the selected metrics: ``metrics`` or ``--faithgate-metric``)."""
+        selected = self._session.gate_config.metrics
+        where = f"thresholds.{name} in [tool.faithgate]"
+        if name in selected:
+            where = f"--faithgate-threshold, or {where}"
+        else:
+            where += (
+                f" (--faithgate-threshold applies to the selected metrics only: "
+                f"{', '.join(selected)})"
+            )
+        return safe_line(
+            f"faithgate: no threshold for metric {name!r}: pass threshold=, use "
+            f"@pytest.mark.faithgate(metric={name!r}, threshold=...), or set {where}"
+        )
+
     def assert_consistent(
         self,
         source: str,
@@ -187,8 +219,11 @@ class FaithgateFixture:
         """Fail unless the faithful summary outscores the unfaithful one (by more than
         ``margin``, default 0): the minimal-pair consistency test of BUMP (Ma et al., 2023)."""
         __tracebackhide__ = True
-        name = self._session.metric_for(metric, self._marker)
-        gap = _finite(margin if margin is not None else self._marker.get("margin", 0.0), "margin")
+        name = self._metric(metric)
+        # A negative margin passes an unfaithful summary that scores higher.
+        gap = _finite(
+            margin if margin is not None else self._marker.get("margin", 0.0), "margin", low=0.0
+        )
         good, bad = self._score_many(name, [(source, faithful), (source, unfaithful)])
         passed = good.ok and bad.ok and good.value - bad.value > gap
         # Recorded as "faithful score must exceed unfaithful score + margin".
@@ -230,19 +265,33 @@ class FaithgateFixture:
         __tracebackhide__ = True
         from faithgate.perturb import perturb  # lazy: spaCy loads only when asked
 
-        name = self._session.metric_for(metric, self._marker)
+        name = self._metric(metric)
         wanted = types if types is not None else self._marker.get("types")
+        if wanted is not None and not is_type_list(wanted):
+            pytest.fail(
+                safe_line(
+                    "faithgate: types= must be a perturbation type name or a list of them (str), "
+                    f"got {type(wanted).__name__} {wanted!r}"
+                ),
+                pytrace=False,
+            )
+        wanted = (wanted,) if isinstance(wanted, str) else wanted
         rate_limit = _finite(
-            min_rate if min_rate is not None else self._marker.get("min_rate", 1.0), "min_rate"
+            min_rate if min_rate is not None else self._marker.get("min_rate", 1.0),
+            "min_rate",
+            low=0.0,
+            high=1.0,
         )
         try:
             edits = perturb(source, summary, types=tuple(wanted) if wanted else None, seed=seed)
         except FaithgateError as exc:
-            raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
+            raise pytest.fail.Exception(f"faithgate: {plugin_line(exc)}", pytrace=False) from None
         if not edits:
             pytest.fail(
-                "faithgate: the perturbation engine produced no edit of this summary "
-                f"(types: {', '.join(wanted) if wanted else 'all'})",
+                safe_line(
+                    "faithgate: the perturbation engine produced no edit of this summary "
+                    f"(types: {', '.join(wanted) if wanted else 'all'})"
+                ),
                 pytrace=False,
             )
         scores = self._score_many(name, [(source, summary)] + [(source, e.summary) for e in edits])

@@ -1,14 +1,18 @@
 """Hooks active only under ``pytest --faithgate``: gate items, result transport, summary.
 
-Results reach the process that prints the summary on the test reports themselves: the call
-report of a test carries ``faithgate_checks`` (the fixture's checks) and that of a gate item
-``faithgate_gate`` (the gate result as JSON). pytest-xdist serialises extra report attributes,
-so the same ``pytest_runtest_logreport`` hook collects them in-process and on the xdist
-controller; workers never print the table or write reports.
+Results reach the process that prints the summary on the test reports themselves: each
+report of a test (setup, call, teardown: a fixture may check in its setup or teardown) carries
+``faithgate_checks`` (the fixture's checks made in that phase), the call report of a gate item
+``faithgate_gate`` (the gate result as JSON), and any report ``faithgate_logged`` (the
+``faithgate`` logger's warnings in that phase, which pytest's log capture would keep to
+itself). pytest-xdist serialises extra report attributes, so the same
+``pytest_runtest_logreport`` hook collects them in-process and on the xdist controller;
+workers never print the table or write reports.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from typing import Any
 
@@ -17,8 +21,31 @@ import pytest
 from faithgate.errors import FaithgateError
 from faithgate.escape import safe_line
 from pytest_faithgate.fixture import CHECKS_KEY
+from pytest_faithgate.messages import plugin_line
 from pytest_faithgate.session import PluginSession
 from pytest_faithgate.summary import write_terminal_summary
+
+# Log records shown in the summary, at most (a metric failing on every example logs each).
+MAX_LOGGED = 20
+
+
+class LogCollector(logging.Handler):
+    """Keeps the ``faithgate`` logger's warnings (e.g. "score cache ... moved it aside") as
+    escaped lines: under pytest the log capture would show them only beside a failing test."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.append(f"{record.levelname.lower()}: {plugin_line(record.getMessage())}")
+        except Exception:  # pragma: no cover - logging's own convention
+            self.handleError(record)
+
+    def take(self) -> list[str]:
+        lines, self.lines = self.lines, []
+        return lines
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -34,6 +61,12 @@ class GatePlugin:
         self.checks: list[dict[str, Any]] = []
         self.gates: list[dict[str, Any]] = []
         self.report_lines: list[str] = []
+        self.logged: list[str] = []
+        self.log_collector = LogCollector()
+        logging.getLogger("faithgate").addHandler(self.log_collector)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        logging.getLogger("faithgate").removeHandler(self.log_collector)
 
     # -- header ---------------------------------------------------------------------------
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -58,10 +91,15 @@ class GatePlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        # The checks made since the previous phase's report (setup, call or teardown).
+        checks = item.stash.get(CHECKS_KEY, None)
+        if checks:
+            report.faithgate_checks = list(checks)  # type: ignore[attr-defined]
+            checks.clear()
+        logged = self.log_collector.take()
+        if logged:
+            report.faithgate_logged = logged  # type: ignore[attr-defined]
         if call.when == "call":
-            checks = item.stash.get(CHECKS_KEY, None)
-            if checks:
-                report.faithgate_checks = list(checks)  # type: ignore[attr-defined]
             gate = getattr(item, "faithgate_result", None)
             if gate is not None:
                 report.faithgate_gate = gate  # type: ignore[attr-defined]
@@ -71,6 +109,7 @@ class GatePlugin:
         if is_xdist_worker(self.config):
             return
         self.checks.extend(getattr(report, "faithgate_checks", None) or [])
+        self.logged.extend(getattr(report, "faithgate_logged", None) or [])
         gate = getattr(report, "faithgate_gate", None)
         if gate is not None:
             self.gates.append(gate)
@@ -79,7 +118,11 @@ class GatePlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if is_xdist_worker(self.config):
             return
-        write_terminal_summary(terminalreporter, self.checks, self.gates, render_gate)
+        # Each worker logs the same warning once: show it once (first seen first).
+        logged = list(dict.fromkeys(self.logged + self.log_collector.take()))
+        write_terminal_summary(
+            terminalreporter, self.checks, self.gates, render_gate, logged_lines(logged)
+        )
         for line in self.report_lines:
             terminalreporter.write_line(line)
 
@@ -92,10 +135,18 @@ class GatePlugin:
         try:
             paths = write_gate_outputs(self.session, self.gates)
         except FaithgateError as exc:
-            self.report_lines.append(f"faithgate: {safe_line(exc)}")
+            self.report_lines.append(f"faithgate: {plugin_line(exc)}")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         self.report_lines.extend(f"faithgate report: {safe_line(p)}" for p in paths)
+
+
+def logged_lines(logged: list[str]) -> list[str]:
+    """The collected log lines for the summary, at most ``MAX_LOGGED`` of them."""
+    lines = [f"faithgate: {line}" for line in logged[:MAX_LOGGED]]
+    if len(logged) > MAX_LOGGED:
+        lines.append(f"faithgate: ... and {len(logged) - MAX_LOGGED} more logged warnings")
+    return lines
 
 
 def render_gate(data: dict[str, Any]) -> list[str]:
@@ -107,14 +158,15 @@ def render_gate(data: dict[str, Any]) -> list[str]:
     from faithgate.report import render
     from faithgate.report.terminal import headline
     from faithgate.result import GateResult
+    from pytest_faithgate.items import in_plugin_words
 
     result = GateResult.from_dict(data)
     if result.passed:
-        lines = render("terminal", result).rstrip("\n").splitlines()
+        lines = render("terminal", in_plugin_words(result)).rstrip("\n").splitlines()
     else:
         lines = [headline(result), "(rule table and failing examples: see FAILURES above)"]
     note = data.get("baseline_note")
     if note:
-        lines.append(safe_line(note))
-    lines.extend(f"faithgate: warning: {safe_line(w)}" for w in data.get("warnings", ()))
+        lines.append(plugin_line(note))
+    lines.extend(f"faithgate: warning: {plugin_line(w)}" for w in data.get("warnings", ()))
     return lines

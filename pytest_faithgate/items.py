@@ -13,6 +13,7 @@ where the summary is printed and the configured reports are written.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebac
 from faithgate.config import GateConfig
 from faithgate.errors import FaithgateError
 from faithgate.escape import printable
+from pytest_faithgate.messages import plugin_line, plugin_text, skip_exceptions, skip_message
 from pytest_faithgate.session import PluginSession
 
 
@@ -32,6 +34,10 @@ class GateFailed(Exception):
     def __init__(self, result: Any) -> None:
         super().__init__(f"faithgate: gate failed ({len(result.failed_rules)} rules)")
         self.result = result
+
+
+class GateSkipped(Exception):
+    """A summarizer or a metric raised pytest's skip / xfail while the gate ran."""
 
 
 class GateFile(pytest.File):
@@ -56,6 +62,13 @@ def one_line_crash(path: Path, text: str) -> ReprExceptionInfo:
     )
 
 
+def in_plugin_words(result: Any) -> Any:
+    """A copy of a ``GateResult`` whose rule messages name the plugin's options (the
+    regression rule says "update it with --update-baseline"), for the terminal only."""
+    rules = [dataclasses.replace(r, message=plugin_text(r.message)) for r in result.rules]
+    return dataclasses.replace(result, rules=rules)
+
+
 def dataset_name(config: GateConfig) -> str:
     """A short, stable label of the configured input for the item's name: one printable line
     (a file name may hold line breaks or escape sequences; pytest prints the name as is)."""
@@ -78,19 +91,13 @@ class GateItem(pytest.Item):
         self.add_marker(pytest.mark.faithgate_gate)
 
     def runtest(self) -> None:
-        from faithgate.gate import Gate
-
-        opts = self.plugin_session.options
-        gate = Gate(
-            self.gate_config,
-            scorer=self.plugin_session.gate_scorer(),
-            cache=self.plugin_session.cache,
-            progress=False,
-            update_baseline=opts.update_baseline,
-            force_baseline=opts.force_baseline,
-            use_cache=not opts.no_cache,
-        )
-        result = gate.run()
+        try:
+            gate, result = self._run_gate()
+        except skip_exceptions() as exc:
+            # pytest.skip / importorskip / xfail in a summarizer or a metric (its constructor,
+            # say) would report the gate as skipped and the session would pass: a gate that
+            # cannot score fails.
+            raise GateSkipped(skip_message("a summarizer or metric", exc, "gate")) from None
         self.faithgate_result = result.to_dict()
         if gate.baseline_note:
             # Travels with the result to the controller, which prints it in the summary.
@@ -105,6 +112,21 @@ class GateItem(pytest.Item):
         self._record_properties(result)
         if not result.passed:
             raise GateFailed(result)
+
+    def _run_gate(self) -> tuple[Any, Any]:
+        from faithgate.gate import Gate
+
+        opts = self.plugin_session.options
+        gate = Gate(
+            self.gate_config,
+            scorer=self.plugin_session.gate_scorer(),
+            cache=self.plugin_session.cache,
+            progress=False,
+            update_baseline=opts.update_baseline,
+            force_baseline=opts.force_baseline,
+            use_cache=not opts.no_cache,
+        )
+        return gate, gate.run()
 
     def _record_properties(self, result: Any) -> None:
         """Headline numbers for pytest's own JUnit XML (``--junitxml``)."""
@@ -127,11 +149,12 @@ class GateItem(pytest.Item):
         if isinstance(excinfo.value, GateFailed):
             from faithgate.report import render
 
-            return one_line_crash(self.path, render("terminal", excinfo.value.result))
+            text = render("terminal", in_plugin_words(excinfo.value.result))
+            return one_line_crash(self.path, text)
         if isinstance(excinfo.value, FaithgateError):
-            from faithgate.escape import safe_line
-
-            return f"faithgate: {safe_line(excinfo.value)}"
+            return f"faithgate: {plugin_line(excinfo.value)}"
+        if isinstance(excinfo.value, GateSkipped):
+            return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

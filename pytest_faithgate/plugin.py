@@ -19,6 +19,8 @@ With ``--faithgate``:
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -27,9 +29,11 @@ import pytest
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import FaithgateError
+from faithgate.escape import safe_line
 from faithgate.execution import EXECUTOR_CHOICES
 from faithgate.formats import file_report_kinds
 from pytest_faithgate.fixture import FaithgateFixture
+from pytest_faithgate.messages import plugin_line
 from pytest_faithgate.session import (
     Options,
     PluginSession,
@@ -139,14 +143,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# The names this module is registered under: the ``pytest11`` entry point's, or its module
+# name (``-p pytest_faithgate.plugin``, ``pytest_plugins = ["pytest_faithgate.plugin"]``).
+PLUGIN_NAMES = ("faithgate", __name__)
+
+
+def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager) -> None:
+    """Once registered under one name, block the other: pluggy refuses to register one module
+    twice (a ValueError traceback), and pytest skips a blocked name silently."""
+    if plugin is not sys.modules[__name__]:
+        return
+    name = manager.get_name(plugin)
+    for other in PLUGIN_NAMES:
+        if other != name and not manager.is_blocked(other):
+            manager.set_blocked(other)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Always: a registered marker keeps --strict-markers happy with or without the flag.
     config.addinivalue_line("markers", MARKER_HELP)
     config.addinivalue_line("markers", GATE_MARKER_HELP)
     options = Options.from_config(config)
     if not options.enabled:
+        ignored = options.gate_only_given()
+        if ignored and not hasattr(config, "workerinput"):  # the xdist controller says it
+            message = (
+                f"faithgate: {', '.join(ignored)} given without --faithgate: the gate does not "
+                "run, so they have no effect (the faithgate fixture does not use them)"
+            )
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(safe_line(message)), stacklevel=2
+            )
         return
     session = _build_session(config, options)
+    try:
+        check_paths(config, session)
+    except FaithgateError as exc:
+        raise pytest.UsageError(f"faithgate: {plugin_line(exc)}") from None
     config.stash[SESSION_KEY] = session
     from pytest_faithgate.gate_plugin import GatePlugin
 
@@ -163,8 +196,34 @@ def _build_session(config: pytest.Config, options: Options) -> PluginSession:
     try:
         gate_config = load_session_config(Path(config.rootpath), options)
     except FaithgateError as exc:
-        raise pytest.UsageError(f"faithgate: {exc}") from None
+        raise pytest.UsageError(f"faithgate: {plugin_line(exc)}") from None
     return PluginSession(Path(config.rootpath), options, gate_config)
+
+
+def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True) -> None:
+    """Raise ``InputError`` when a file the plugin writes (the gate's reports and the baseline
+    it updates, with ``gate``; the score cache) or pytest's ``--junitxml`` file is one of the
+    gate's inputs or the same file as another of them: the last writer would silently replace
+    the other's content (a faithgate JUnit file saying failures="0" in place of pytest's)."""
+    from faithgate.gate import input_files
+    from faithgate.paths import refuse_overwriting_inputs, same_file
+
+    cfg = session.gate_config
+    opts = session.options
+    writes: list[tuple[str, Any]] = []
+    xmlpath = config.getoption("xmlpath", None)
+    if xmlpath:
+        # pytest resolves it so (``_pytest.junitxml``), against the current directory.
+        writes.append(("pytest --junitxml file", os.path.expanduser(os.path.expandvars(xmlpath))))
+    if gate:  # without --faithgate neither reports nor a baseline are written
+        writes += [(f"faithgate {kind} report", path) for kind, path in cfg.reports.items()]
+    if gate and opts.update_baseline and cfg.baseline is not None:
+        json_report = cfg.reports.json  # the json report at the baseline is allowed
+        if json_report is None or not same_file(json_report, cfg.baseline):
+            writes.append(("baseline", cfg.baseline))
+    if not opts.no_cache:
+        writes.append(("score cache", session.cache_path()))
+    refuse_overwriting_inputs(writes, input_files(cfg, baseline=not opts.update_baseline))
 
 
 def _session(config: pytest.Config) -> PluginSession:
@@ -174,9 +233,10 @@ def _session(config: pytest.Config) -> PluginSession:
         options = Options.from_config(config)
         try:
             gate_config = load_session_config(Path(config.rootpath), options)
+            session = PluginSession(Path(config.rootpath), options, gate_config)
+            check_paths(config, session, gate=False)
         except FaithgateError as exc:
-            raise pytest.fail.Exception(f"faithgate: {exc}", pytrace=False) from None
-        session = PluginSession(Path(config.rootpath), options, gate_config)
+            raise pytest.fail.Exception(f"faithgate: {plugin_line(exc)}", pytrace=False) from None
         config.stash[SESSION_KEY] = session
     return session
 
@@ -188,15 +248,17 @@ def marker_settings(node: pytest.Item) -> dict[str, Any]:
     for mark in reversed(list(node.iter_markers("faithgate"))):
         if mark.args:
             pytest.fail(
-                f"{node.nodeid}: @pytest.mark.faithgate takes keyword arguments only "
-                f"(got {mark.args!r})",
+                safe_line(
+                    f"{node.nodeid}: @pytest.mark.faithgate takes keyword arguments only "
+                    f"(got {mark.args!r})"
+                ),
                 pytrace=False,
             )
         merged.update(mark.kwargs)
     try:
         check_marker_kwargs(merged, node.nodeid)
-    except FaithgateError as exc:
-        raise pytest.fail.Exception(str(exc), pytrace=False) from None
+    except FaithgateError as exc:  # keys and values are the user's: one escaped line
+        raise pytest.fail.Exception(safe_line(exc), pytrace=False) from None
     return merged
 
 

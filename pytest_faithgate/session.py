@@ -74,6 +74,19 @@ class Options:
             no_cache=bool(get("faithgate_no_cache")),
         )
 
+    def gate_only_given(self) -> list[str]:
+        """The options given that only the gate uses (``--faithgate``): without the flag they
+        change nothing (the fixture uses the others: metric, threshold, backend, cache ...)."""
+        given = [
+            ("--faithgate-min-pass-rate", self.min_pass_rate is not None),
+            ("--faithgate-baseline", self.baseline is not None),
+            ("--faithgate-update-baseline", self.update_baseline),
+            ("--faithgate-force-baseline", self.force_baseline),
+            ("--faithgate-executor", self.executor is not None),
+        ]
+        given += [(f"--faithgate-{kind}", True) for kind in self.reports]
+        return [name for name, on in given if on]
+
 
 def _freeze(value: Any) -> str:
     """A hashable, order-independent key for settings dicts."""
@@ -191,10 +204,13 @@ class PluginSession:
 
     def threshold_for(self, metric: str, call: Any, marker: Mapping[str, Any]) -> Any:
         """The first threshold given, as given (the fixture checks that it is a finite
-        number: a marker's value is not validated anywhere else)."""
-        for value in (call, marker.get("threshold")):
-            if value is not None:
-                return value
+        number: a marker's value is not validated anywhere else). A marker's threshold is its
+        metric's (as its ``settings`` are): a call on another metric does not get it.
+        ``--faithgate-threshold`` is in ``gate_config.thresholds`` for the selected metrics."""
+        if call is not None:
+            return call
+        if marker.get("threshold") is not None and marker_names(marker, metric):
+            return marker["threshold"]
         return self.gate_config.thresholds.get(metric)
 
     def close(self) -> None:
@@ -217,11 +233,50 @@ def load_session_config(rootdir: Path, options: Options) -> GateConfig:
     )
 
 
+def marker_names(marker: Mapping[str, Any], metric: str) -> bool:
+    """Whether the marker's ``threshold`` and ``settings`` belong to ``metric``: the marker
+    names that metric, or none (then they are the default metric's, whichever it is)."""
+    named = marker.get("metric")
+    return named is None or named == metric
+
+
+def is_type_list(value: Any) -> bool:
+    """Perturbation ``types``: one name, or a list / tuple of names."""
+    return isinstance(value, str) or (
+        isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+    )
+
+
+def _is_str_map(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+# Marker key -> (check, what it must be). Numbers (threshold, margin, min_rate) are checked
+# where they are used, with their ranges.
+_MARKER_TYPES = {
+    "metric": (lambda v: isinstance(v, str), "a metric name (str)"),
+    "backend": (lambda v: isinstance(v, str), "a backend name (str)"),
+    "types": (is_type_list, "a perturbation type name or a list of them (str)"),
+    "settings": (lambda v: isinstance(v, Mapping), "a dict of the metric's settings"),
+    "models": (_is_str_map, "a dict of model role (str) -> model name (str)"),
+}
+
+
 def check_marker_kwargs(kwargs: Mapping[str, Any], where: str) -> None:
-    """Unknown marker keys are an error naming the key (a typo must not be ignored)."""
+    """Unknown marker keys are an error naming the key (a typo must not be ignored); so is a
+    value of the wrong type, naming the key and the type it takes."""
     unknown = sorted(set(kwargs) - set(MARKER_KEYS))
     if unknown:
         raise ConfigError(
             f"{where}: @pytest.mark.faithgate got unknown argument(s) {', '.join(unknown)}; "
             f"allowed: {', '.join(MARKER_KEYS)}"
         )
+    for key, (ok, what) in _MARKER_TYPES.items():
+        value = kwargs.get(key)
+        if value is not None and not ok(value):
+            raise ConfigError(
+                f"{where}: @pytest.mark.faithgate {key}= must be {what}, "
+                f"got {type(value).__name__} {value!r}"
+            )

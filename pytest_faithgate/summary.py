@@ -45,13 +45,19 @@ def write_terminal_summary(
     checks: Sequence[dict[str, Any]],
     gates: Sequence[dict[str, Any]],
     render_gate: Callable[[dict[str, Any]], list[str]],
+    logged: Sequence[str] = (),
 ) -> None:
-    """Write the gate tables and the fixture checks table; nothing when there is neither."""
-    if not checks and not gates:
+    """Write the gate tables, the faithgate log warnings (escaped lines) and the fixture
+    checks table; nothing when there is none of them."""
+    if not checks and not gates and not logged:
         return
     tr.write_sep("=", "faithgate")
     for gate in gates:
         for line in render_gate(gate):
+            tr.write_line(line)
+        tr.write_line("")
+    if logged:
+        for line in logged:
             tr.write_line(line)
         tr.write_line("")
     if checks:
