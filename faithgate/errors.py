@@ -7,6 +7,14 @@ traceback; ``exit_code`` is 2 for bad usage or input, 1 for failures inside fait
 from __future__ import annotations
 
 
+class Interrupted(BaseException):
+    """Ctrl-C / SIGINT, as the CLI raises it from its signal handler. Not a
+    ``KeyboardInterrupt``: click turns that into a blank line and "Aborted!"; this one reaches
+    the CLI's ``main``, which prints one line and exits 130 (128 + SIGINT, the shell
+    convention). Library code that isolates a user's failures (a summarizer's, a metric's)
+    lets it through, as it does ``KeyboardInterrupt``."""
+
+
 class FaithgateError(Exception):
     """Base class: the message is a complete, user-facing sentence."""
 

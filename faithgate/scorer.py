@@ -14,11 +14,11 @@ from typing import Any
 
 from faithgate.backends import ModelPool
 from faithgate.cache import ScoreCache
-from faithgate.errors import FaithgateError, InputError
+from faithgate.errors import FaithgateError, InputError, Interrupted
 from faithgate.escape import safe_line
 from faithgate.metrics.base import Metric, ScoringContext, get_metric
 from faithgate.threads import metric_blas_threads
-from faithgate.types import Example, Score
+from faithgate.types import Example, Score, is_blank
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,9 @@ def resolve_metrics(
 def blank_text(example: Example) -> str | None:
     """Why ``example`` cannot be scored by any metric (its source or summary is empty or only
     whitespace), or None."""
-    if not example.source.strip():
+    if is_blank(example.source):
         return "empty source"
-    if not example.summary.strip():
+    if is_blank(example.summary):
         return "empty summary"
     return None
 
@@ -261,7 +261,7 @@ class Scorer:
     def _score_metric(self, metric: Metric, examples: list[Example]) -> list[Score]:
         try:
             scores = metric.score_batch(examples, self.context)
-        except (FaithgateError, KeyboardInterrupt):
+        except (FaithgateError, KeyboardInterrupt, Interrupted):
             raise
         # BaseException: sys.exit() or pytest.skip() in a project's metric would end the gate
         # with its code (0 passes a build) or skip it; an example it cannot score fails instead.
@@ -275,7 +275,7 @@ class Scorer:
             for ex in examples:
                 try:
                     scores.extend(metric.score_batch([ex], self.context))
-                except (FaithgateError, KeyboardInterrupt):
+                except (FaithgateError, KeyboardInterrupt, Interrupted):
                     raise
                 except BaseException as one_exc:  # noqa: BLE001
                     scores.append(

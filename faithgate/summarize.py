@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from faithgate.errors import InputError
+from faithgate.errors import InputError, Interrupted
 from faithgate.io import _jsonl_rows, _read_text, check_text, record_to_example
-from faithgate.types import Example
+from faithgate.types import Example, is_blank
 
 Summarizer = Callable[[str], str]
 
@@ -45,7 +45,7 @@ def load_summarizer(ref: str, search_path: Iterable[str | Path] = ()) -> Summari
         raise InputError(
             f"summarizer {ref!r}: importing {module_name!r} called sys.exit({exc.code!r})"
         ) from None
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         raise
     except BaseException as exc:  # pytest.skip() and other outcomes: never a skipped gate
         raise InputError(
@@ -100,7 +100,7 @@ def summarize(
                 f"{name} called sys.exit({exc.code!r}) on record {ex.id!r}; a summarizer must "
                 "return the summary"
             ) from None
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted):
             raise
         except BaseException as exc:  # pytest.skip() / xfail(): a gate is never skipped
             raise InputError(
@@ -113,7 +113,7 @@ def summarize(
                 "expected the summary as a string"
             )
         check_text(summary, f"the summary {name} returned for record {ex.id!r}")
-        if not summary.strip():
+        if is_blank(summary):
             raise InputError(f"{name} returned an empty summary for record {ex.id!r}")
         out.append(Example(ex.id, ex.source, summary, ex.reference, ex.label, dict(ex.meta)))
     return out

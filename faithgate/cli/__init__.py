@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from faithgate import __version__
-from faithgate.errors import FaithgateError
+from faithgate.errors import FaithgateError, Interrupted
 from faithgate.escape import PrintableFormatter, safe_line
 
 # command name -> "module:attribute" of its click command
@@ -113,13 +113,6 @@ class _StderrHandler(logging.StreamHandler):
     @stream.setter
     def stream(self, value: Any) -> None:
         pass
-
-
-class Interrupted(BaseException):
-    """Ctrl-C / SIGINT. Not a ``KeyboardInterrupt``: click turns that into a blank line and
-    "Aborted!"; this one reaches ``main``, which prints one line and exits 130 (128 + SIGINT,
-    the shell convention). Writes are atomic and the score cache is transactional, so an
-    interrupted run leaves every file as it was or complete."""
 
 
 def _raise_interrupted(signum: int, frame: Any) -> None:
