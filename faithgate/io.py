@@ -31,7 +31,7 @@ from typing import Any
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
-from faithgate.types import Example, check_text
+from faithgate.types import Example, check_text, is_blank
 
 KNOWN_FIELDS = ("id", "source", "summary", "reference", "label", "meta")
 
@@ -90,7 +90,7 @@ def record_to_example(record: Any, where: str, default_id: str) -> Example:
         if not isinstance(value, str):
             raise InputError(f"{where}: field {key!r} must be text, got {type(value).__name__}")
         check_text(value, f"{where}: field {key!r}")
-        if not value.strip():
+        if is_blank(value):
             raise InputError(f"{where}: field {key!r} is empty")
     reference = record.get("reference")
     if reference is not None and not isinstance(reference, str):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,6 +30,21 @@ def check_text(value: str, where: str) -> str:
             "valid Unicode text"
         )
     return value
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` has nothing to read: only whitespace and invisible format characters
+    (byte-order mark, zero-width space and joiners, word joiner, soft hyphen: Unicode's Cf),
+    which ``str.strip`` keeps. A summary of one BOM scored better than a faithful one."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
+
+
+def normalized(text: str) -> str:
+    """The form every text is scored in: Unicode NFC (an accent written as a letter plus a
+    combining mark is the accented letter, as sources usually write it; "José" in NFD was an
+    unsupported entity and a lower overlap) and no surrounding whitespace (a summarizer's
+    trailing newline moved an LM's log-likelihood by more than a wrong fact did)."""
+    return unicodedata.normalize("NFC", text).strip()
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,11 @@ class Example:
             value = getattr(self, name)
             if value is not None:
                 check_text(value, f"Example {self.id!r}: {name}" if name != "id" else "Example id")
+        # Scored (and cached, and reported) in one form, whichever way the text arrived.
+        for name in ("source", "summary", "reference"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, normalized(value))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

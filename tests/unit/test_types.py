@@ -57,3 +57,28 @@ def test_failed_score_is_not_ok_and_never_a_number():
 
 def test_json_safe_plain_values_untouched():
     assert json_safe({"a": [1, "x", None, True, 2.5]}) == {"a": [1, "x", None, True, 2.5]}
+
+
+def test_texts_are_scored_in_one_form_nfc_without_surrounding_whitespace():
+    """A trailing "\\r\\n" moved loglik from -2.33 to -4.05 (and `faithgate score`, which
+    stripped, disagreed with `check`); "José" in NFD was an entity the NFC source lacked."""
+    from faithgate.types import Example
+
+    nfd = "Jose\u0301 Mu\u0308ller won.\r\n"
+    ex = Example("1", "  Jos\u00e9 M\u00fcller won the race.\n", nfd, reference=" r ")
+    assert (ex.source, ex.summary, ex.reference) == (
+        "Jos\u00e9 M\u00fcller won the race.",
+        "Jos\u00e9 M\u00fcller won.",
+        "r",
+    )
+
+
+def test_invisible_characters_alone_are_a_blank_text():
+    """A summary of one byte-order mark passed the empty check and outscored a faithful one."""
+    from faithgate.scorer import blank_text
+    from faithgate.types import Example, is_blank
+
+    for text in ("\ufeff", "\u200b\u200b", " \u2060\u00ad\t", ""):
+        assert is_blank(text)
+        assert blank_text(Example("1", "A source.", text)) == "empty summary"
+    assert not is_blank("a\u200b")
