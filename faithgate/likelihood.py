@@ -27,12 +27,14 @@ Context cut policy. Every pass of one pair uses the same kept tokens of X and Y,
 the pair alone (never from which metrics were asked), so scores do not depend on the metric
 mix or the batch. The window must hold the largest pass, ``[bos Y sep_x X sep_y Y]``: when it
 does not, the summary keeps at most a quarter of the window (from its start) and the source
-keeps the rest: its sentences most relevant to the summary, in source order (``select``, the
-default; ``faithgate.text.relevant_sentences``), or its first tokens (``keep_start``) or its
-last (``keep_end``). Tokens outside the window are never scored; the cut is recorded in
-``PairLogprobs.context``. The likelihood metrics cap the window at 2,048 tokens by default
-(``max_length``): past about that, SmolLM2's log-probs of a summary fall with the source's
-length alone, and time and memory grow quadratically (docs/metrics/likelihood.md).
+keeps the rest: its sentences most relevant to the summary, whole and in source order
+(``select``, the default; ``faithgate.text.relevant_sentences``), or its first tokens
+(``keep_start``) or its last (``keep_end``). Tokens outside the window are never scored; the
+cut is recorded in ``PairLogprobs.context``, and a summary that was cut (``summary_kept <
+summary_tokens``) is failed by the likelihood metrics, never scored in part
+(``faithgate.metrics.likelihood.summary_cut``). The likelihood metrics cap the window at 2,048
+tokens by default (``max_length``): past about that, SmolLM2's log-probs of a summary fall with
+the source's length alone, and time and memory grow quadratically (docs/metrics/likelihood.md).
 """
 
 from __future__ import annotations
@@ -240,20 +242,33 @@ class LikelihoodEngine:
     ) -> tuple[tuple[int, ...], dict[str, Any]]:
         """The source's sentences most relevant to the summary that fit ``budget`` tokens, in
         source order: adjacent ones joined by a space, gaps by a paragraph break. Its first
-        ``budget`` tokens when no sentence fits (one long run-on sentence)."""
+        ``budget`` tokens when no sentence fits (one long run-on sentence).
+
+        Selected sentences are kept whole. Sentences are chosen by their token counts apart,
+        but the joined text also holds the separators (a paragraph break is a token of its
+        own) and may tokenise differently at the joins; when it comes out longer than
+        ``budget``, the sentences are chosen again for a budget smaller by the excess, until
+        the joined text fits. (Cutting the joined tokens to ``budget`` chopped the end of the
+        last selected sentence, often the one the summary needed.)"""
         sentences = textmod.split_sentences(source, self.spacy_model)
         queries = textmod.split_sentences(summary, self.spacy_model)
-        keep = textmod.relevant_sentences(sentences, queries, budget, lambda s: len(self._ids(s)))
-        if not keep:
-            return self._ids(source)[:budget], {"sentences": len(sentences), "sentences_kept": 0}
-        parts: list[str] = []
-        for a, k in enumerate(keep):
-            if a:
-                parts.append(" " if k == keep[a - 1] + 1 else "\n\n")
-            parts.append(sentences[k])
-        # Joined text may tokenise a little longer than its sentences did apart.
-        kept = tuple(self.model.tokenize("".join(parts)))[:budget]
-        return kept, {"sentences": len(sentences), "sentences_kept": len(keep)}
+        limit = budget
+        while limit > 0:
+            keep = textmod.relevant_sentences(
+                sentences, queries, limit, lambda s: len(self._ids(s))
+            )
+            if not keep:
+                break
+            parts: list[str] = []
+            for a, k in enumerate(keep):
+                if a:
+                    parts.append(" " if k == keep[a - 1] + 1 else "\n\n")
+                parts.append(sentences[k])
+            kept = tuple(self.model.tokenize("".join(parts)))
+            if len(kept) <= budget:
+                return kept, {"sentences": len(sentences), "sentences_kept": len(keep)}
+            limit -= len(kept) - budget
+        return self._ids(source)[:budget], {"sentences": len(sentences), "sentences_kept": 0}
 
     def run(self) -> None:
         """Run every pending pass, each distinct one once."""

@@ -110,9 +110,19 @@ class PairClassifier(RoleModel):
     def labels(self) -> list[str]:
         """Lower-cased class names in output order, read from ``config.id2label``."""
 
+    @property
+    def pair_special_tokens(self) -> int:
+        """Special tokens a (premise, hypothesis) pair adds: 3 for [CLS] a [SEP] b [SEP], 4
+        for <s> a </s></s> b </s>. A pair fits the window whole when ``count_tokens(premise)
+        + count_tokens(hypothesis) + pair_special_tokens <= max_length``. Backends read it from
+        their tokenizer; this default, 4, is an upper bound."""
+        return 4
+
     @abstractmethod
     def predict_proba(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
-        """Softmax probabilities, shape (n, len(labels)). Premises are truncated to fit."""
+        """Softmax probabilities, shape (n, len(labels)). Premises are truncated to fit; a
+        hypothesis alone longer than the window is cut too, and the model never sees its end:
+        callers that must judge all of it split it first (``faithgate.metrics.nli`` does)."""
 
 
 @dataclass

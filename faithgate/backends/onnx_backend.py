@@ -308,6 +308,13 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
         self.pair_tokenizer.enable_truncation(self.max_length, strategy="only_first")
 
     @property
+    def pair_special_tokens(self) -> int:
+        processor = self.pair_tokenizer.post_processor
+        if processor is None:
+            return 0
+        return int(processor.num_special_tokens_to_add(True))
+
+    @property
     def labels(self) -> list[str]:
         return list(self.config["labels"])
 
@@ -316,7 +323,8 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
         try:
             encs = self.pair_tokenizer.encode_batch(batch)
         except Exception:  # noqa: BLE001 - a hypothesis alone longer than the window
-            # only_first cannot fit it; cut both sides instead of failing the batch.
+            # only_first cannot fit it; cut both sides instead of failing the batch (the NLI
+            # metrics split such a hypothesis into pieces first, so they never reach this).
             self.pair_tokenizer.enable_truncation(self.max_length, strategy="longest_first")
             try:
                 encs = self.pair_tokenizer.encode_batch(batch)

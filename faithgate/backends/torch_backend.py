@@ -138,13 +138,18 @@ class TorchPairClassifier(_TokenizedModel, PairClassifier):
         self.batch_size = batch_size
 
     @property
+    def pair_special_tokens(self) -> int:
+        return int(self.tokenizer.num_special_tokens_to_add(pair=True))
+
+    @property
     def labels(self) -> list[str]:
         id2label = self.model.config.id2label
         return [str(id2label[i]).lower() for i in range(len(id2label))]
 
     def _encode(self, premises: list[str], hypotheses: list[str], tensors: bool = True) -> Any:
         """Cut the premise (the source side) to fit; when a hypothesis alone is longer than the
-        window, only_first cannot fit it, so cut both sides (as the onnxruntime backend does).
+        window, only_first cannot fit it, so cut both sides (as the onnxruntime backend does;
+        the NLI metrics split such a hypothesis first, so they never reach this).
         ``tensors=False``: plain id lists, unpadded (to read the lengths)."""
         kwargs: dict[str, Any] = {"max_length": self.max_length}
         if tensors:

@@ -55,8 +55,10 @@ class LikelihoodMetric(Metric):
 
     family: ClassVar[str] = "likelihood"
     # 2: per-sentence support in Score.sentences; 3: a long source is cut to its sentences
-    # most relevant to the summary within a 2,048-token window (was its first 8,192 tokens).
-    version: ClassVar[str] = "3"
+    # most relevant to the summary within a 2,048-token window (was its first 8,192 tokens);
+    # 4: the selected sentences kept whole (the last was chopped), and a summary the window
+    # cannot hold whole fails (its tail was left unscored).
+    version: ClassVar[str] = "4"
     roles: ClassVar[dict[str, str]] = {"lm": "causal-lm"}
     defaults: ClassVar[dict[str, Any]] = dict(_COMMON_DEFAULTS)
     needs: ClassVar[tuple[str, ...]] = ("y_s2s",)
@@ -103,6 +105,13 @@ class LikelihoodMetric(Metric):
             lp = engine.get(ex.source, ex.summary)
             if not lp.y_tokens:
                 scores.append(Score.failed(self.name, settings_hash, ex.id, "empty summary"))
+                continue
+            cut = summary_cut(lp.context)
+            if cut is not None:
+                # Scoring the kept start would pass a summary whose end no one read.
+                failed = Score.failed(self.name, settings_hash, ex.id, cut)
+                failed.details = {"context": lp.context}
+                scores.append(failed)
                 continue
             try:
                 value, components = self.formula(lp)
@@ -151,6 +160,25 @@ class LikelihoodMetric(Metric):
 
 class _CannotScore(Exception):
     pass
+
+
+def summary_cut(context: dict[str, Any]) -> str | None:
+    """Why a summary could not be scored whole (``None`` when it was). When source and
+    summary do not fit the window together, the engine keeps at most the summary's first
+    quarter-window of tokens (decoder-only: the largest pass ``[bos Y sep_x X sep_y Y]`` holds
+    it twice) or half the encoder window and the decoder's own limit (encoder-decoder). The
+    tail past that was never scored and must not count as supported, so the metrics fail such
+    a summary instead of scoring its start."""
+    kept, total = context.get("summary_kept", 0), context.get("summary_tokens", 0)
+    if kept >= total:
+        return None
+    window = context.get("window")
+    return (
+        f"summary too long for the LM window: {kept} of {total} tokens could be scored "
+        f"beside the source in a {window}-token window, and a summary is never scored in "
+        "part (raise the metric's max_length setting, up to the model's own window, or "
+        "shorten the summary)"
+    )
 
 
 def sentence_support(

@@ -19,11 +19,21 @@ casing). No NLI weights ship offline: without a configured model the role resolu
 one line saying how to configure one. All (premise, hypothesis) pairs of a batch are
 deduplicated, sorted by length and classified in one batched call; probabilities are cached per
 run, so several NLI metrics (or several summaries of one source) never classify a pair twice.
+
+Limits. A pair that does not fit the model's window is cut by the tokenizer from the premise
+side only. A hypothesis is never cut: a summary sentence longer than ``hypothesis_limit``
+tokens (the window less the pair's special tokens and a quarter of the window kept for the
+premise) is split at word boundaries into consecutive pieces that fit, each piece is judged as
+its own hypothesis, and the sentence's support is its weakest piece's (a hallucination at the
+end of a long sentence is judged like one at its start). ``details["hypothesis_pieces"]``
+records a split; ``details["premises_cut"]`` counts the (premise, hypothesis) pairs whose
+premise the model saw cut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -63,6 +73,56 @@ def contradiction_index(labels: Sequence[str]) -> int | None:
     return None
 
 
+# Special tokens a pair takes at most: [CLS] a [SEP] b [SEP] (3) or <s> a </s></s> b </s> (4).
+PAIR_SPECIALS = 4
+
+
+def hypothesis_limit(max_length: int) -> int:
+    """Longest hypothesis, in tokens, judged whole: the window less the pair's special tokens
+    and a quarter of the window kept for the premise (entail_d2s's smallest premise window)."""
+    return max(1, max_length - PAIR_SPECIALS - max_length // 4)
+
+
+def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``k`` in ``[lo, hi]`` with ``fits(k)`` (``fits`` true up to some point,
+    false after it); ``lo`` when none fits, so a caller always makes progress."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def split_hypothesis(text: str, limit: int, count_tokens: Callable[[str], int]) -> list[str]:
+    """``text`` whole when it takes at most ``limit`` tokens, else consecutive pieces of it
+    that each do, cut between words (a single word longer than the limit, between
+    characters). Every character of ``text`` but the whitespace between pieces is in a
+    piece, in order, so every part of a long summary sentence is judged."""
+    if count_tokens(text) <= limit:
+        return [text]
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    pieces: list[str] = []
+    i = 0
+    while i < len(words):
+        start = words[i][0]
+        word = text[start : words[i][1]]
+        if count_tokens(word) > limit:
+            while word:
+                k = _largest(1, len(word), lambda k, w=word: count_tokens(w[:k]) <= limit)
+                pieces.append(word[:k])
+                word = word[k:]
+            i += 1
+            continue
+        j = _largest(
+            i + 1, len(words), lambda j, a=start: count_tokens(text[a : words[j - 1][1]]) <= limit
+        )
+        pieces.append(text[start : words[j - 1][1]])
+        i = j
+    return pieces
+
+
 class NLIEngine:
     """Deduplicating, caching front of a ``PairClassifier`` shared by all NLI metrics of a run."""
 
@@ -72,7 +132,47 @@ class NLIEngine:
         self.entail = entailment_index(self.labels, model.spec.name)
         self.contradict = contradiction_index(self.labels)
         self._cache: dict[tuple[str, str], np.ndarray] = {}
+        self._tokens: dict[str, int] = {}
         self.n_classified = 0  # pairs actually sent to the model (for tests and benchmarks)
+
+    def n_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes in the model's tokenizer (memoised)."""
+        n = self._tokens.get(text)
+        if n is None:
+            n = self._tokens[text] = int(self.model.count_tokens(text))
+        return n
+
+    @property
+    def hypothesis_limit(self) -> int:
+        return hypothesis_limit(self.model.max_length)
+
+    def split(self, sentences: Sequence[str]) -> tuple[list[str], list[int], list[dict[str, Any]]]:
+        """Hypotheses for summary ``sentences``: each sentence whole, or its pieces when it is
+        longer than ``hypothesis_limit`` (``split_hypothesis``). Returns the hypotheses, the
+        sentence index of each, and one record per split sentence."""
+        hyps: list[str] = []
+        owner: list[int] = []
+        splits: list[dict[str, Any]] = []
+        for i, sentence in enumerate(sentences):
+            parts = split_hypothesis(sentence, self.hypothesis_limit, self.n_tokens)
+            if len(parts) > 1:
+                splits.append(
+                    {"sentence": i, "tokens": self.n_tokens(sentence), "pieces": len(parts)}
+                )
+            hyps.extend(parts)
+            owner.extend([i] * len(parts))
+        return hyps, owner, splits
+
+    def premises_cut(self, pairs: Sequence[tuple[str, str]]) -> int:
+        """How many distinct (premise, hypothesis) pairs do not fit the window whole: the
+        model sees their premise cut (only_first truncation)."""
+        specials = int(getattr(self.model, "pair_special_tokens", PAIR_SPECIALS))
+        limit = self.model.max_length
+        return sum(
+            1
+            for p, h in dict.fromkeys(pairs)
+            if self.n_tokens(p) + self.n_tokens(h) + specials > limit
+        )
 
     def probs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Class probabilities of each (premise, hypothesis), shape (len(pairs), n_labels)."""
@@ -150,6 +250,8 @@ class _NLIMetric(Metric):
     scores become the summary's score)."""
 
     family = "nli"
+    # 2: a summary sentence too long for the model is judged in pieces (it was cut silently).
+    version = "2"
     roles = {"nli": "pair-classifier", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {"aggregate": "mean"}
     aggregates: ClassVar[tuple[str, ...]] = AGGREGATES
@@ -171,7 +273,10 @@ class _NLIMetric(Metric):
             if not source or not summary:
                 plans.append(None)
                 continue
-            plan = self.plan(ex, source, summary, engine, ctx)
+            # Hypotheses: the summary sentences, a long one as pieces that fit the window.
+            hyps, owner, splits = engine.split(summary)
+            plan = self.plan(ex, source, hyps, engine, ctx)
+            plan.update(sentences=summary, owner=owner, splits=splits)
             plans.append(plan)
             all_pairs.extend(plan["pairs"])
         engine.probs(all_pairs)  # one batched, deduplicated pass; aggregation reads the cache
@@ -181,8 +286,45 @@ class _NLIMetric(Metric):
                 scores.append(Score.failed(self.name, settings_hash, ex.id, "no sentence to score"))
                 continue
             value, sentences, details = self.aggregate(plan, engine)
+            if plan["splits"]:
+                value, sentences, details = self._join_pieces(plan, engine, sentences, details)
+            details["premises_cut"] = engine.premises_cut(plan["pairs"])
             scores.append(Score(self.name, value, settings_hash, ex.id, sentences, details))
         return scores
+
+    def _join_pieces(
+        self,
+        plan: dict[str, Any],
+        engine: NLIEngine,
+        pieces: list[SentenceScore],
+        details: dict[str, Any],
+    ) -> tuple[float, list[SentenceScore], dict[str, Any]]:
+        """Per-piece scores back to summary sentences: a split sentence is supported as much
+        as its weakest piece (every part of it must be entailed)."""
+        owner = plan["owner"]
+        sentences = []
+        for i, text in enumerate(plan["sentences"]):
+            weakest = min(
+                (p for p, o in zip(pieces, owner, strict=True) if o == i), key=lambda p: p.value
+            )
+            sentences.append(SentenceScore(i, text, weakest.value, evidence=weakest.evidence))
+        value = combine_sentences([s.value for s in sentences], self.settings["aggregate"])
+        split = {r["sentence"] for r in plan["splits"]}
+        details = {
+            **details,
+            "hypothesis_pieces": {
+                "limit_tokens": engine.hypothesis_limit,
+                "split": plan["splits"],
+                # Per-piece results (best_premise, a matrix's columns) follow this order.
+                "piece_sentence": owner,
+                "pieces": [
+                    {"sentence": o, "text": p.text, "value": p.value}
+                    for p, o in zip(pieces, owner, strict=True)
+                    if o in split
+                ],
+            },
+        }
+        return value, sentences, details
 
     def plan(
         self,
@@ -252,10 +394,12 @@ class EntailD2S(_NLIMetric):
 
     def plan(self, ex, source, summary, engine, ctx):  # type: ignore[override]
         model = engine.model
-        longest = max(model.count_tokens(s) for s in summary)
+        # ``summary``: hypotheses, each at most ``hypothesis_limit`` tokens (long sentences
+        # come split), so every window below fits with every hypothesis uncut.
+        longest = max(engine.n_tokens(s) for s in summary)
         # Room for the pair's special tokens ([CLS] a [SEP] b [SEP] or <s> a </s></s> b </s>).
-        budget = model.max_length - longest - 4
-        # A huge summary sentence: keep a usable premise (the tokenizer then truncates it).
+        budget = model.max_length - longest - PAIR_SPECIALS
+        # Never below the quarter of the window ``hypothesis_limit`` keeps for the premise.
         budget = max(budget, model.max_length // 4, 1)
         windows = window_sentences(
             source, budget, model.count_tokens, overlap=self.settings["overlap"]
@@ -305,10 +449,11 @@ class EntailTopK(_NLIMetric):
         # Embed every distinct sentence of the batch once (a source's sentences once for all
         # its summaries) before planning.
         sents = _Sentences(ctx.spacy_model)
+        engine = nli_engine(ctx)
         texts: list[str] = []
         for ex in examples:
             texts.extend(sents(ex.source))
-            texts.extend(sents(ex.summary))
+            texts.extend(engine.split(sents(ex.summary))[0])  # hypotheses: pieces of long ones
         unique = list(dict.fromkeys(texts))
         self._vectors: dict[str, np.ndarray] = {}
         if unique:

@@ -516,3 +516,23 @@ def test_pmi_mink_names_its_lowest_tokens_and_validates_k(tiny_llama: Path) -> N
     assert score.value == pytest.approx((lowest[0]["pmi"] + lowest[1]["pmi"]) / 2)
     with pytest.raises(InputError, match="k must be an integer >= 1"):
         Scorer(["pmi_mink"], metric_settings={"pmi_mink": {"k": 0}})
+
+
+def test_a_summary_cut_to_fit_the_window_is_failed_not_scored_in_part(tiny_llama: Path) -> None:
+    """Window 36: the 22-token source and a 9-token summary do not fit [bos Y X sep Y], and the
+    summary keeps at most (36 - 5) // 4 = 7 tokens. Its last two tokens were never scored, so
+    every likelihood metric fails it (it used to score the first 7 and pass); a 7-token summary
+    beside the same source is scored whole (only the source is cut)."""
+    settings = {m: {"model": "lm", "max_length": 36} for m in METRICS}
+    scorer = Scorer(METRICS, models={"lm": str(tiny_llama)}, metric_settings=settings)
+    too_long, fits = scorer.score([EXAMPLES[1], EXAMPLES[0]])
+    for name in METRICS:
+        assert not too_long[name].ok, name
+        assert too_long[name].error.startswith(
+            "summary too long for the LM window: 7 of 9 tokens could be scored"
+        )
+        context = too_long[name].details["context"]
+        assert context["summary_kept"] == 7 and context["summary_tokens"] == 9
+        assert fits[name].ok, fits[name].error
+        context = fits[name].details["context"]
+        assert context["cut"] is True and context["summary_kept"] == context["summary_tokens"]

@@ -183,6 +183,17 @@ def test_classifier_probabilities_equal_the_reference_and_ignore_padding(load, r
     np.testing.assert_allclose(model.predict_proba([SHORT], [hyp[0]])[0], probs[0], atol=1e-5)
 
 
+def test_classifier_counts_a_pairs_tokens_like_the_reference(load, reference) -> None:
+    """What the NLI metrics measure to keep a hypothesis whole: the tokens of premise and
+    hypothesis plus the pair's special tokens are the pair's length, untruncated."""
+    model, ref = load("pair-classifier"), reference("pair-classifier")
+    assert model.pair_special_tokens == ref.pair_special_tokens == 3  # [CLS] a [SEP] b [SEP]
+    for premise, hypothesis in [(SHORT, MEDIUM), (MEDIUM, "Rain fell."), (SHORT, LONG)]:
+        n = len(ref.tokenizer(premise, hypothesis)["input_ids"])
+        got = model.count_tokens(premise) + model.count_tokens(hypothesis)
+        assert got + model.pair_special_tokens == n
+
+
 # --- language model -------------------------------------------------------------------------------
 
 

@@ -307,3 +307,121 @@ def test_topk_embeds_each_distinct_sentence_once_per_batch():
     run("entail_topk", examples, FakeNLI(TABLE), encoder)
     assert len(encoder.calls) == 1
     assert sorted(encoder.calls[0]) == sorted([S1, S2, S3, H1, H2])
+
+
+# --- a summary sentence longer than the window: every part is judged ------------------------------
+
+NLI_METRICS = ["entail_s2s", "entail_d2s", "entail_topk", "summac_zs"]
+LONG_SOURCE = "The council approved the budget on Tuesday. The mayor praised the staff."
+CLAUSE = "the council approved the budget on Tuesday"
+# One 37-word sentence; its last clause is invented.
+LONG_FAITHFUL = "In a busy week, " + ", ".join([CLAUSE] * 4) + ", and the mayor praised the staff."
+LONG_HALLUC = "In a busy week, " + ", ".join([CLAUSE] * 4) + ", and the mayor was arrested."
+
+
+class TruncatingNLI(FakeNLI):
+    """Sees a pair as a window-bound model does: [CLS] p [SEP] h [SEP] in ``max_len`` words,
+    the premise cut first (only_first), both sides when the hypothesis alone does not fit
+    (longest_first, the backends' fallback). Entails anything but "arrested"."""
+
+    hypotheses_cut = 0
+
+    @property
+    def pair_special_tokens(self) -> int:
+        return 3
+
+    def probs_for(self, premise: str, hypothesis: str) -> tuple[float, float]:
+        p, h = premise.split(), hypothesis.split()
+        room = self.max_length - self.pair_special_tokens
+        if len(h) < room:
+            p = p[: room - len(h)]
+        while len(p) + len(h) > room:  # longest_first: cut the longer side's end
+            if len(p) > len(h):
+                p.pop()
+            else:
+                h.pop()
+        self.hypotheses_cut += h != hypothesis.split()
+        return (0.02, 0.9) if "arrested" in " ".join(h) else (0.95, 0.01)
+
+
+def _vectors_for(*texts: str) -> FakeEncoder:
+    return FakeEncoder({t: [1.0, 0.5, 0.2] for t in texts})
+
+
+@pytest.mark.parametrize("metric", NLI_METRICS)
+def test_a_hallucination_at_the_end_of_a_long_sentence_is_judged(metric):
+    """A 37-word sentence, a 24-word window: the invented last clause used to be cut off by
+    the backend's fallback truncation and the sentence scored as entailed."""
+    nli = TruncatingNLI(max_len=24)
+    examples = [Example("f", LONG_SOURCE, LONG_FAITHFUL), Example("h", LONG_SOURCE, LONG_HALLUC)]
+    faithful, halluc = run(metric, examples, nli, FakeEncoder({}))
+    assert faithful.ok and halluc.ok
+    assert faithful.value > 0.9  # every piece entailed
+    assert halluc.value < 0.05, halluc.details  # the weakest piece decides
+    # No hypothesis the model saw was cut (the whole sentence was judged, in pieces).
+    assert nli.hypotheses_cut == 0
+    pieces = halluc.details["hypothesis_pieces"]
+    limit = 24 - 4 - 24 // 4
+    assert pieces["limit_tokens"] == limit == 14
+    assert pieces["split"] == [{"sentence": 0, "tokens": 37, "pieces": 3}]
+    texts = [p["text"] for p in pieces["pieces"]]
+    assert " ".join(texts) == LONG_HALLUC and all(len(t.split()) <= limit for t in texts)
+    assert [p["sentence"] for p in pieces["pieces"]] == [0, 0, 0] == pieces["piece_sentence"]
+    # The summary's sentence is reported whole, with its weakest piece's support.
+    [sentence] = halluc.sentences
+    assert sentence.text == LONG_HALLUC and sentence.value == min(
+        p["value"] for p in pieces["pieces"]
+    )
+
+
+def test_a_sentence_that_fits_is_not_split_and_premise_cuts_are_counted():
+    nli = TruncatingNLI(max_len=24)
+    long_premise = " ".join(["The council approved the budget on Tuesday"] * 3) + "."
+    [score] = run("entail_s2s", [Example("e", f"{long_premise} {S2}", SUMMARY)], nli)
+    assert "hypothesis_pieces" not in score.details
+    # 22-word premise + 3-word hypothesis + 3 special tokens > 24: cut, for both hypotheses.
+    assert score.details["premises_cut"] == 2
+    [fits] = run("entail_s2s", [Example("e", SOURCE, SUMMARY)], FakeNLI(TABLE))
+    assert fits.details["premises_cut"] == 0
+
+
+def test_split_hypothesis_cuts_between_words_and_inside_an_overlong_word():
+    from faithgate.metrics.nli import hypothesis_limit, split_hypothesis
+
+    words = len
+    assert split_hypothesis("a b c", 3, lambda t: words(t.split())) == ["a b c"]
+    assert split_hypothesis("a  b c d e", 2, lambda t: words(t.split())) == ["a  b", "c d", "e"]
+    # Characters as tokens: an 11-character word in pieces of 4.
+    assert split_hypothesis("abcdefghijk xy", 4, len) == ["abcd", "efgh", "ijk", "xy"]
+    assert hypothesis_limit(256) == 188 and hypothesis_limit(512) == 380
+
+
+def test_a_long_sentence_through_the_torch_backend_is_judged_in_fitting_pieces(tiny_nli_dir):
+    """The real tokenizer measures the pieces: each fits beside a premise uncut, and the
+    sentence's support is the weakest piece's entailment as the model gives it."""
+    import torch
+
+    path, model, tokenizer = tiny_nli_dir
+    long_sentence = ", ".join(["the cat sat on the mat in Paris on Monday"] * 6) + "."
+    scorer = Scorer(["entail_s2s"], models={"nli": str(path)}, backend="torch")
+    [result] = scorer.score([Example("a", SOURCE, long_sentence)])
+    score = result["entail_s2s"]
+    pieces = [p["text"] for p in score.details["hypothesis_pieces"]["pieces"]]
+    assert len(pieces) > 1 and " ".join(pieces) == long_sentence
+
+    def n(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    assert all(n(p) <= 64 - 4 - 16 for p in pieces)
+
+    def entail(premise: str, hypothesis: str) -> float:
+        enc = tokenizer(premise, hypothesis, truncation="only_first", max_length=64)
+        assert len(enc["input_ids"]) <= 64 and n(hypothesis) + n(premise) + 3 >= len(
+            enc["input_ids"]
+        )
+        with torch.inference_mode():
+            logits = model(**{k: torch.tensor([v]) for k, v in enc.items()}).logits
+        return float(torch.softmax(logits, -1)[0, 2])
+
+    want = min(max(entail(d, p) for d in (S1, S2, S3)) for p in pieces)
+    assert score.value == pytest.approx(want, abs=1e-5)
