@@ -22,6 +22,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -401,6 +402,7 @@ _NOT_WEIGHTS = frozenset({"faithgate_source.json"})
 _NOT_WEIGHTS_SUFFIXES = (".pyc", ".lock")
 FINGERPRINT_MEMO = "fingerprints.json"
 _memo: dict[str, str] | None = None
+_memo_lock = threading.Lock()
 
 
 def _file_digest(path: Path) -> str:
@@ -424,14 +426,16 @@ def _file_digest(path: Path) -> str:
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
-    _memo[key] = digest.hexdigest()
+    with _memo_lock:  # threads of one process share the memo; dumping it must not race
+        _memo[key] = digest.hexdigest()
+        text = json.dumps(_memo, sort_keys=True)
     try:  # another process may write it at the same time: the last writer wins, both valid
         from faithgate.atomic import atomic_write_text
 
-        atomic_write_text(memo_path, json.dumps(_memo, sort_keys=True))
+        atomic_write_text(memo_path, text)
     except (OSError, InputError):
         pass
-    return _memo[key]
+    return digest.hexdigest()
 
 
 def _fingerprint(spec: ModelSpec) -> str:
