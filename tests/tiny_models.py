@@ -16,6 +16,14 @@ BERT = dict(
     max_position_embeddings=64,
 )
 NLI_LABELS = {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}
+# A hand-made news paragraph: the documents the training tests synthesise pairs from.
+MAYOR_TEXT = (
+    "The mayor of Springfield, John Carter, opened a new public library on Monday. "
+    "The building cost 4 million dollars and holds 20,000 books. "
+    "Carter said the library would stay open until 9 pm every weekday. "
+    "Local students had campaigned for the library since 2015. "
+    "The old library, which was built in 1952, will become a museum."
+)
 
 
 def corpus_words(corpus: Sequence[str]) -> list[str]:

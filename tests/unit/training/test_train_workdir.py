@@ -4,7 +4,6 @@ checkpoint refused with a message that says what to do."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -12,40 +11,6 @@ import pytest
 
 from faithgate.errors import InputError
 from faithgate.training import synth
-
-SOURCE = (
-    "The mayor of Springfield, John Carter, opened a new public library on Monday. "
-    "The building cost 4 million dollars and holds 20,000 books. "
-    "Carter said the library would stay open until 9 pm every weekday."
-)
-
-
-@pytest.fixture(scope="module")
-def tiny_base(tmp_path_factory, torch, transformers) -> Path:
-    from tiny_models import save_minilm_bert
-
-    torch.manual_seed(0)
-    path, _, _ = save_minilm_bert(
-        tmp_path_factory.mktemp("tiny-base"),
-        "BertModel",
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
-    )
-    return path
-
-
-@pytest.fixture(scope="module")
-def tiny_docs(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("docs") / "docs.jsonl"
-    rows = [
-        {"id": "d1", "source": SOURCE},
-        {"id": "d2", "source": SOURCE.replace("Spring", "Ogden")},
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def _config(out: Path, base: Path, docs: Path):

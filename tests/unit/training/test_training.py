@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tiny_models import MAYOR_TEXT
 
 from faithgate.training import synth
 from faithgate.training.corpora import (
@@ -16,15 +17,7 @@ from faithgate.training.corpora import (
     user_documents,
 )
 
-DOC = Document(
-    "hand-1",
-    "The mayor of Springfield, John Carter, opened a new public library on Monday. "
-    "The building cost 4 million dollars and holds 20,000 books. "
-    "Carter said the library would stay open until 9 pm every weekday. "
-    "Local students had campaigned for the library since 2015. "
-    "The old library, which was built in 1952, will become a museum.",
-    "hand",
-)
+DOC = Document("hand-1", MAYOR_TEXT, "hand")
 
 
 @pytest.fixture(scope="module")
@@ -206,35 +199,6 @@ def test_an_unfaithful_summary_is_one_unsupported_pair():
 
 
 # --- training ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny_base(tmp_path_factory, torch, transformers) -> Path:
-    """A random 2-layer BERT with MiniLM's tokenizer, saved like a hub checkpoint."""
-    from tiny_models import save_minilm_bert
-
-    torch.manual_seed(0)
-    path, _, _ = save_minilm_bert(
-        tmp_path_factory.mktemp("tiny-base"),
-        "BertModel",
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
-    )
-    return path
-
-
-@pytest.fixture(scope="module")
-def tiny_docs(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("docs") / "docs.jsonl"
-    rows = [
-        {"id": "d1", "source": DOC.text},
-        {"id": "d2", "source": DOC.text.replace("Springfield", "Shelbyville")},
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def _config(out: Path, base: Path, docs: Path, seed: int = 0, **kw):
