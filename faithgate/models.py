@@ -405,14 +405,13 @@ _memo: dict[str, str] | None = None
 _memo_lock = threading.Lock()
 
 
-def _file_digest(path: Path) -> str:
-    """SHA-256 of a file's content, remembered by (real path, size, mtime, inode) in
-    ``<faithgate home>/fingerprints.json``: a 540 MB model is read once (about 0.4 s), not
-    on every run, and a file rewritten in place (new weights of the same size) is read again.
-    The memo is best effort: unreadable or unwritable, every file is hashed."""
+def _file_digests(paths: list[Path]) -> list[str]:
+    """SHA-256 of each file's content, remembered by (real path, size, mtime, inode) in
+    ``<faithgate home>/fingerprints.json`` (written once per call, when a file was new): a
+    540 MB model is read once (about 0.4 s), not on every run, and a file rewritten in place
+    (new weights of the same size) is read again. The memo is best effort: unreadable or
+    unwritable, every file is hashed."""
     global _memo
-    st = path.stat()
-    key = f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
     memo_path = faithgate_home() / FINGERPRINT_MEMO
     if _memo is None:
         try:
@@ -420,22 +419,28 @@ def _file_digest(path: Path) -> str:
             _memo = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
         except (OSError, ValueError):
             _memo = {}
-    if key in _memo:
-        return _memo[key]
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    with _memo_lock:  # threads of one process share the memo; dumping it must not race
-        _memo[key] = digest.hexdigest()
-        text = json.dumps(_memo, sort_keys=True)
-    try:  # another process may write it at the same time: the last writer wins, both valid
-        from faithgate.atomic import atomic_write_text
+    digests, new = [], {}
+    for path in paths:
+        st = path.stat()
+        key = f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+        if key not in _memo:
+            digest = hashlib.sha256()
+            with path.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            new[key] = digest.hexdigest()
+        digests.append(new.get(key) or _memo[key])
+    if new:
+        with _memo_lock:  # threads of one process share the memo; dumping it must not race
+            _memo.update(new)
+            text = json.dumps(_memo, sort_keys=True)
+        try:  # another process may write it at the same time: the last writer wins, both valid
+            from faithgate.atomic import atomic_write_text
 
-        atomic_write_text(memo_path, text)
-    except (OSError, InputError):
-        pass
-    return digest.hexdigest()
+            atomic_write_text(memo_path, text)
+        except (OSError, InputError):
+            pass
+    return digests
 
 
 def _fingerprint(spec: ModelSpec) -> str:
@@ -449,16 +454,19 @@ def _fingerprint(spec: ModelSpec) -> str:
         pkg = package_dir(spec.location)
         path = pkg if pkg is not None else path
     if path.is_file():
-        digest.update(_file_digest(path).encode())
+        digest.update(_file_digests([path])[0].encode())
     elif path.is_dir():
-        for child in sorted(path.rglob("*")):
-            rel = child.relative_to(path)
-            if (
-                not child.is_file()
-                or child.name in _NOT_WEIGHTS
-                or child.suffix in _NOT_WEIGHTS_SUFFIXES
-                or any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
-            ):
-                continue
-            digest.update(f"{rel.as_posix()}:{_file_digest(child)}\n".encode())
+        files = [
+            child
+            for child in sorted(path.rglob("*"))
+            if child.is_file()
+            and child.name not in _NOT_WEIGHTS
+            and child.suffix not in _NOT_WEIGHTS_SUFFIXES
+            and not any(
+                part.startswith(".") or part == "__pycache__"
+                for part in child.relative_to(path).parts
+            )
+        ]
+        for child, file_digest in zip(files, _file_digests(files), strict=True):
+            digest.update(f"{child.relative_to(path).as_posix()}:{file_digest}\n".encode())
     return digest.hexdigest()[:12]
