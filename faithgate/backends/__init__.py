@@ -19,7 +19,7 @@ from typing import Any
 from faithgate import models
 from faithgate.backends.base import Backend, RoleModel
 from faithgate.backends.manifest import find_export
-from faithgate.errors import InputError
+from faithgate.errors import InputError, option_error
 from faithgate.escape import printable
 
 
@@ -258,7 +258,13 @@ class ModelPool:
         with self._lock:
             model = self._loaded.get(key)
             if model is None:
-                model = get_backend(backend).load(spec, task, **merged)
+                try:
+                    model = get_backend(backend).load(spec, task, **merged)
+                except TypeError as exc:  # a model class made with an option it does not take
+                    error = option_error(exc, f"the {backend} {task} model", role)
+                    if error is None:
+                        raise
+                    raise error from exc
                 self._loaded[key] = model
             return model
 

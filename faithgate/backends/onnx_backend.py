@@ -41,7 +41,7 @@ from faithgate.backends.windowing import (
     stitch_windows,
     token_windows,
 )
-from faithgate.errors import BackendError, ModelFileError, option_error
+from faithgate.errors import BackendError, ModelFileError
 from faithgate.models import ModelSpec
 from faithgate.threads import onnxruntime_spinning
 
@@ -662,10 +662,4 @@ class OnnxBackend(Backend):
         cls = classes.get(manifest.task)
         if cls is None:
             raise BackendError(f"the onnx backend has no task {manifest.task!r}")
-        try:
-            return cls(spec, manifest, **options)
-        except TypeError as exc:
-            error = option_error(exc, f"the onnx {manifest.task} model", spec.role)
-            if error is None:
-                raise
-            raise error from exc
+        return cls(spec, manifest, **options)

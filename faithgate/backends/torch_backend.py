@@ -31,7 +31,7 @@ from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old i
     stitch_windows,
     token_windows,
 )
-from faithgate.errors import BackendError, option_error
+from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
 
@@ -183,15 +183,10 @@ class TorchBackend(Backend):
         # Options only another backend understands (onnxruntime's threads/provider) are
         # dropped by the dispatch table, ``faithgate.backends.options_for``.
         options = options_for(self.name, options)
-        classes = {"text-encoder": TorchTextEncoder, "pair-classifier": TorchPairClassifier}
-        if task in classes:
-            try:
-                return classes[task](spec, **options)
-            except TypeError as exc:
-                error = option_error(exc, f"the torch {task} model", spec.role)
-                if error is None:
-                    raise
-                raise error from exc
+        if task == "text-encoder":
+            return TorchTextEncoder(spec, **options)
+        if task == "pair-classifier":
+            return TorchPairClassifier(spec, **options)
         if task in ("causal-lm", "seq2seq-lm"):
             return load_language_model(spec, task, **options)
         if task in ("text-generator", "extractive-qa"):

@@ -18,7 +18,7 @@ from typing import Any
 from faithgate.backends.base import Answer, ExtractiveQA, RoleModel, TextGenerator
 from faithgate.backends.torch_common import import_torch, load_hf_model, load_tokenizer
 from faithgate.backends.windowing import equal_length_batches
-from faithgate.errors import BackendError, option_error
+from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
 
@@ -161,14 +161,8 @@ class TorchExtractiveQA(ExtractiveQA):
 
 def load_qa_model(spec: ModelSpec, task: str, **options: Any) -> RoleModel:
     """Load ``spec`` as a question generator (``text-generator``) or extractive QA model."""
-    try:
-        if task == "text-generator":
-            return TorchTextGenerator(spec, **options)
-        if task == "extractive-qa":
-            return TorchExtractiveQA(spec, **options)
-    except TypeError as exc:
-        error = option_error(exc, f"the torch {task} model", spec.role)
-        if error is None:
-            raise
-        raise error from exc
+    if task == "text-generator":
+        return TorchTextGenerator(spec, **options)
+    if task == "extractive-qa":
+        return TorchExtractiveQA(spec, **options)
     raise BackendError(f"the torch QA loader has no task {task!r}")
