@@ -85,10 +85,8 @@ class ScoreCache:
         try:
             with self.path.open("rb") as f:
                 head = f.read(len(SQLITE_HEADER))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return  # created here, or an unusable path: _open's error names it
         except OSError:
-            return
+            return  # created here, or an unusable path: _open's error names it
         if head == SQLITE_HEADER:
             self._refuse_a_users_database()
             return
