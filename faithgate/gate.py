@@ -392,12 +392,7 @@ class Gate:
         """Refuse (``InputError``, exit 2) a report or baseline path that is one of this run's
         inputs (outputs, data, configuration, a baseline only read), before anything runs."""
         cfg = self.config
-        writes = [(f"{kind} report", path) for kind, path in cfg.reports.items()]
-        if self.update_baseline and cfg.baseline is not None:
-            # ``--json`` at the baseline path writes the same result twice: allowed.
-            json_report = cfg.reports.json
-            if json_report is None or not same_file(json_report, cfg.baseline):
-                writes.append(("baseline", cfg.baseline))
+        writes = output_files(cfg, update_baseline=self.update_baseline)
         # Every run with a cache writes its result there too (a cache "directory" that is a
         # file has its own error, from the cache).
         inputs = input_files(cfg, baseline=not self.update_baseline)
@@ -427,6 +422,20 @@ class Gate:
                 True,
             )
         return GateResult.load(path), None, False
+
+
+def output_files(config: GateConfig, *, update_baseline: bool) -> list[tuple[str, Any]]:
+    """The reports a gate run of ``config`` writes and, with ``update_baseline``, the baseline,
+    as ``(what, path)`` for ``faithgate.paths.refuse_overwriting_inputs``. A json report at
+    the baseline path writes the same result twice: allowed, so the baseline is not listed."""
+    files: list[tuple[str, Any]] = [
+        (f"{kind} report", path) for kind, path in config.reports.items()
+    ]
+    if update_baseline and config.baseline is not None:
+        json_report = config.reports.json
+        if json_report is None or not same_file(json_report, config.baseline):
+            files.append(("baseline", config.baseline))
+    return files
 
 
 def input_files(config: GateConfig, *, baseline: bool = True) -> list[tuple[str, Any]]:

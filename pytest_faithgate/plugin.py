@@ -205,8 +205,8 @@ def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True
     it updates, with ``gate``; the score cache) or pytest's ``--junitxml`` file is one of the
     gate's inputs or the same file as another of them: the last writer would silently replace
     the other's content (a faithgate JUnit file saying failures="0" in place of pytest's)."""
-    from faithgate.gate import input_files
-    from faithgate.paths import refuse_overwriting_inputs, same_file
+    from faithgate.gate import input_files, output_files
+    from faithgate.paths import refuse_overwriting_inputs
 
     cfg = session.gate_config
     opts = session.options
@@ -216,11 +216,10 @@ def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True
         # pytest resolves it so (``_pytest.junitxml``), against the current directory.
         writes.append(("pytest --junitxml file", os.path.expanduser(os.path.expandvars(xmlpath))))
     if gate:  # without --faithgate neither reports nor a baseline are written
-        writes += [(f"faithgate {kind} report", path) for kind, path in cfg.reports.items()]
-    if gate and opts.update_baseline and cfg.baseline is not None:
-        json_report = cfg.reports.json  # the json report at the baseline is allowed
-        if json_report is None or not same_file(json_report, cfg.baseline):
-            writes.append(("baseline", cfg.baseline))
+        writes += [
+            (f"faithgate {what}" if what.endswith(" report") else what, path)
+            for what, path in output_files(cfg, update_baseline=opts.update_baseline)
+        ]
     if not opts.no_cache:
         writes.append(("score cache", session.cache_path()))
     refuse_overwriting_inputs(writes, input_files(cfg, baseline=not opts.update_baseline))
