@@ -27,6 +27,12 @@ _ASCII_WORD = regex.compile(r"[a-z0-9]+")
 UNSEGMENTED_SCRIPTS = ("Thai", "Lao", "Khmer", "Myanmar", "Tibetan")
 _UNSEGMENTED = regex.compile("|".join(rf"\p{{Script={s}}}" for s in UNSEGMENTED_SCRIPTS))
 _LETTER = regex.compile(r"\p{L}")
+# Scripts ``main_script`` can name: the common ones of written languages.
+NAMED_SCRIPTS = (
+    "Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Devanagari", "Bengali", "Tamil", "Han",
+    "Hiragana", "Katakana", "Hangul", "Thai", "Georgian", "Armenian", "Ethiopic",
+)  # fmt: skip
+_SCRIPT = {name: regex.compile(rf"\p{{Script={name}}}") for name in NAMED_SCRIPTS}
 
 
 def words(text: str) -> list[str]:
@@ -50,6 +56,19 @@ def _porter():  # noqa: ANN202 - a bound method
     from nltk.stem import porter
 
     return porter.PorterStemmer().stem
+
+
+def main_script(text: str) -> str | None:
+    """The script most of the letters of ``text`` are in (more than half of them; e.g.
+    ``"Latin"``, ``"Han"``), None when it has no letters, no script holds a majority, or the
+    majority is a script not in ``NAMED_SCRIPTS``."""
+    letters = len(_LETTER.findall(text))
+    if not letters:
+        return None
+    for name, pattern in _SCRIPT.items():
+        if len(pattern.findall(text)) * 2 > letters:
+            return name
+    return None
 
 
 def unsupported_script(text: str) -> str | None:

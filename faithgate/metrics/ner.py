@@ -21,6 +21,7 @@ from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.metrics.embedding import token_f1
 from faithgate.types import Example, Score, SentenceScore
+from faithgate.words import main_script
 
 _LEADING = re.compile(r"^(the|a|an)\s+")
 _POSSESSIVE = re.compile(r"['\u2019]s$")
@@ -40,6 +41,20 @@ _WORD = re.compile(r"\w+(?:(?:[-.'\u2019&]|(?<=\d),(?=\d))\w+)*")
 _SPLIT_WORD = re.compile(r"\d+(?:,\s?\d{3}(?!\d)|\.\s?\d+)*|[^\W\d_]+")
 _SPACE = re.compile(r"\s+")
 _ARTICLES = frozenset({"the", "a", "an"})
+# The script of the languages spaCy ships trained pipelines for, where it is one script. A
+# summary mostly in another script has no entity such a pipeline can find, and scoring it
+# no_entity_value (1.0) would pass any text in that script.
+PIPELINE_SCRIPTS = {
+    **dict.fromkeys(
+        ("en", "de", "fr", "es", "it", "pt", "nl", "ca", "da", "fi", "hr", "lt", "nb", "pl",
+         "ro", "sl", "sv"),
+        "Latin",
+    ),
+    **dict.fromkeys(("ru", "uk", "mk"), "Cyrillic"),
+    "el": "Greek",
+    "zh": "Han",
+    "ko": "Hangul",
+}  # fmt: skip
 
 
 def normalise_entity(text: str) -> str:
@@ -153,6 +168,10 @@ class EntityOverlap(Metric):
     then fails them) or ``0.0`` to count them against the summary. Per summary sentence: the
     mean of its entities' s(e) (NaN for a sentence without entities), with the matched source
     entities as evidence.
+
+    A summary mostly written in a script other than the pipeline's language's (Chinese or
+    Arabic text under the default English pipeline) is a failed score, not "no entity": the
+    pipeline cannot find entities there (``PIPELINE_SCRIPTS``; version 5).
     """
 
     name = "ner"
@@ -161,7 +180,9 @@ class EntityOverlap(Metric):
     # 2: entities are also found in the source's full text; 3: also with words cut at inner
     # punctuation (tokenised sources), and a decimal point is kept; 4: numbers are not cut
     # (3 found "100" in "1,100"), letters and digits are ("1,100ft")
-    version = "4"
+    # 5: a summary mostly in a script the pipeline's language is not written in fails (it
+    # scored no_entity_value, 1.0)
+    version = "5"
     roles = {"spacy": "pipeline"}
     defaults = {"match": "exact", "labels": None, "no_entity_value": 1.0}
     bounds = (0.0, 1.0)  # a share (no_entity_value is in [0, 1] too)
@@ -208,6 +229,17 @@ class EntityOverlap(Metric):
 
     def _one(self, ex: Example, ctx: ScoringContext, shash: str) -> Score:
         summary_doc = textmod.parse(ex.summary, ctx.spacy_model)
+        expected = PIPELINE_SCRIPTS.get(summary_doc.lang_)
+        script = main_script(ex.summary)
+        if expected is not None and script is not None and script != expected:
+            return Score.failed(
+                self.name,
+                shash,
+                ex.id,
+                f"the summary is mostly in {script} script, but the spaCy pipeline "
+                f"({summary_doc.lang_!r}) reads {expected} script and cannot find its "
+                "entities; give the spacy role a pipeline for its language",
+            )
         source_doc = textmod.parse(ex.source, ctx.spacy_model)
         by_label: dict[str, dict[str, str]] = {}  # label -> normalised -> first surface form
         for ent in self._entities(source_doc):

@@ -23,7 +23,7 @@ from gate_fakes import NAME, summary
 from faithgate.cli import cli
 from faithgate.metrics.base import ScoringContext, get_metric
 from faithgate.types import Example
-from faithgate.words import unsupported_script, words
+from faithgate.words import main_script, unsupported_script, words
 
 
 @pytest.fixture
@@ -116,6 +116,14 @@ def test_word_tokens_by_hand():
     assert words("ذهب الولد ١٢٣") == ["ذهب", "الولد", "١٢٣"]
     assert words("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]  # combining marks stay in the word
     assert words("The U.S. cat's mat!") == ["the", "u", "s", "cat", "s", "mat"]  # as rouge-score
+
+
+def test_main_script_by_hand():
+    assert main_script("Café au lait") == "Latin"
+    assert main_script("北京是中国的首都") == "Han"
+    assert main_script("Москва (Mosc)") == "Cyrillic"  # 6 of 10 letters
+    assert main_script("Moskva Москва") is None  # half and half is no majority
+    assert main_script("123 !!") is None and main_script("") is None
 
 
 def test_unsupported_language_is_said_plainly():

@@ -109,6 +109,32 @@ def test_no_entities_is_reported_not_silent(fake_parse):
     assert zero.value == 0.0
 
 
+@pytest.mark.parametrize(
+    ("summary", "script"),
+    [("北京是中国的首都。", "Han"), ("مرحبا بالعالم", "Arabic"), ("Москва — столица.", "Cyrillic")],
+)
+def test_text_the_pipeline_cannot_read_fails_instead_of_scoring_no_entity(
+    fake_parse, summary, script
+):
+    # Under the English pipeline such a summary has no entity it can find: it scored
+    # no_entity_value (1.0) and passed any gate.
+    s = run(get_metric("ner"), summary=summary)
+    assert not s.ok and s.value != s.value
+    assert f"mostly in {script} script" in s.error and "'en'" in s.error
+
+
+def test_a_pipeline_for_the_summarys_script_scores_it(fake_parse, monkeypatch):
+    import spacy as spacy_mod
+
+    ru = spacy_mod.blank("ru")
+    ru.add_pipe("sentencizer")
+    monkeypatch.setattr(textmod, "parse", lambda text, spacy_model=None: ru(text))
+    s = run(get_metric("ner"), summary="Москва — столица.")
+    assert s.ok and s.details["no_entities"] is True
+    # A Latin summary under a Cyrillic pipeline is refused the same way.
+    assert "mostly in Latin script" in run(get_metric("ner"), summary="He left.").error
+
+
 def test_bad_settings():
     with pytest.raises(InputError, match="match"):
         get_metric("ner", match="fuzzy")
