@@ -106,6 +106,12 @@ def summarize_details(score: Score) -> str:
             + "/".join(_fmt(nov.get(f"novel{n}"), 2) for n in range(1, 5))
             + (f" | sentences: {top}" if top else "")
         )
+    if score.metric == "repetition":
+        text = f"{d.get('distinct')}/{d.get('ngrams')} word {d.get('n')}-grams distinct"
+        top = d.get("most_repeated")
+        if top:
+            text += f"; most repeated: {top['ngram']!r} x{top['count']}"
+        return text
     if isinstance(d.get("votes"), dict):
         # lowest first: the view of support that pulled the score down leads
         votes = sorted(d["votes"].items(), key=lambda kv: kv[1])

@@ -212,3 +212,13 @@ def test_a_cut_source_is_said_in_the_likelihood_details() -> None:
         "scored the first 500 of 900 summary tokens"
     )
     assert "read" not in line({**base, "policy": "select", "cut": False, "source_kept": 6700})
+
+
+def test_the_repetition_details_line_names_the_most_repeated_ngram(tmp_path) -> None:
+    src = tmp_path / "src.txt"
+    src.write_text("The actor died in Connecticut.", encoding="utf-8")
+    looped = " ".join(["The actor was arrested \x1b[31min New York."] * 3)
+    r = invoke(["score", "--source", str(src), "--summary", looped, "--metric", "repetition"])
+    assert r.exit_code == 0, r.output
+    assert "7/18 word 4-grams distinct; most repeated: 'the actor was arrested' x3" in r.output
+    assert "\x1b" not in r.output
