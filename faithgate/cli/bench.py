@@ -216,7 +216,8 @@ def bench_command(
     "--target-precision",
     type=float,
     metavar="P",
-    help="Instead of maximising balanced accuracy, reach precision P for 'unfaithful'.",
+    help="Instead of maximising balanced accuracy, reach precision P for 'unfaithful' (refused "
+    "when only flagging every summary reaches it).",
 )
 @click.option(
     "--config",
@@ -264,12 +265,21 @@ def calibrate_command(
     """Pick a threshold for METRIC on labelled data and write it to the gate configuration.
 
     Needs at least 3 scored faithful (label 1) and 3 unfaithful (label 0) examples: fewer is
-    refused (exit 2), as a threshold between one or two scores would be noise."""
+    refused (exit 2), as a threshold between one or two scores would be noise. Rows are
+    deduplicated by (source, summary) as in `faithgate bench` (a reference repeated per edit
+    counts once; one labelled both ways is left out), and the counts are shown.
+
+    Balanced accuracy, precision and recall are in-sample (the threshold is chosen and scored
+    on the same items, which flatters it); the cross-validated balanced accuracy (seeded
+    stratified 5-fold, fewer folds when a class is small: each fold scored at the threshold
+    chosen on the others) estimates how the threshold does on new data. The written threshold
+    classifies these items exactly as reported."""
     from faithgate.evaluation.bench import Bench, json_ready, limit_examples
     from faithgate.evaluation.calibrate import (
         MIN_PER_CLASS,
         calibrate,
         default_config_path,
+        distinct_rows,
         write_calibration,
     )
     from faithgate.io import load_examples
@@ -285,12 +295,14 @@ def calibrate_command(
     labelled = [ex for ex in examples if ex.label is not None]
     if not labelled:
         raise InputError(f"{data}: no labelled examples (label 1 = faithful, 0 = unfaithful)")
-    n1 = sum(ex.label == 1 for ex in labelled)
-    if min(n1, len(labelled) - n1) < MIN_PER_CLASS:  # before scoring: nothing to wait for
+    keys = [(ex.source, ex.summary) for ex in labelled]
+    kept, _, _ = distinct_rows(keys, [ex.label for ex in labelled])
+    n1 = sum(labelled[i].label == 1 for i in kept)
+    if min(n1, len(kept) - n1) < MIN_PER_CLASS:  # before scoring: nothing to wait for
         raise InputError(
-            f"{data}: calibration needs at least {MIN_PER_CLASS} faithful (label 1) and "
-            f"{MIN_PER_CLASS} unfaithful (label 0) examples; got {n1} faithful and "
-            f"{len(labelled) - n1} unfaithful"
+            f"{data}: calibration needs at least {MIN_PER_CLASS} faithful (label 1) "
+            f"and {MIN_PER_CLASS} unfaithful (label 0) distinct examples; got {n1} faithful and "
+            f"{len(kept) - n1} unfaithful"
         )
     bench = Bench(
         [metric_name],
@@ -309,6 +321,7 @@ def calibrate_command(
         n_resamples=resamples,
         seed=seed,
         min_per_class=MIN_PER_CLASS,
+        keys=keys,
     )
     cal.data = data
     cal.settings_hash = run.settings_hash
@@ -322,7 +335,6 @@ def calibrate_command(
             )
         )
         return
-    failed = len(labelled) - cal.n
     ci = (
         f"95% CI {cal.ci95[0]:.4f}-{cal.ci95[1]:.4f}"
         if all(math.isfinite(v) for v in cal.ci95)
@@ -330,15 +342,29 @@ def calibrate_command(
         if resamples == 0
         else "no 95% CI: too few examples"
     )
-    click.echo(
-        f"{safe_line(metric_name)}: threshold {cal.threshold:.4f} ({ci}), objective {cal.objective}"
+    # Shown as written: 4 places, or the few more that keep the reported classification.
+    shown = (
+        f"{cal.threshold:.4f}" if round(cal.threshold, 4) == cal.threshold else f"{cal.threshold!r}"
     )
+    click.echo(f"{safe_line(metric_name)}: threshold {shown} ({ci}), objective {cal.objective}")
+    cv = (
+        f"cross-validated ({cal.cv_folds}-fold) {cal.cv_balanced_accuracy:.3f}"
+        if cal.cv_folds
+        else "not cross-validated"
+    )
+    counts = [f"{cal.n_merged} repeated rows merged"] if cal.n_merged else []
+    left_out = [
+        f"{k} {what}"
+        for k, what in ((cal.n_conflicting, "labelled both ways"), (cal.n_unscored, "unscored"))
+        if k
+    ]
+    if left_out:
+        counts.append(" and ".join(left_out) + " left out")
     click.echo(
-        f"  balanced accuracy {cal.balanced_accuracy:.3f}; 'unfaithful' precision "
-        f"{cal.precision_unfaithful:.3f}, recall {cal.recall_unfaithful:.3f}; "
-        f"n={cal.n} ({cal.n_faithful} faithful, {cal.n_unfaithful} unfaithful"
-        + (f", {failed} unscored left out" if failed else "")
-        + ")"
+        f"  balanced accuracy {cal.balanced_accuracy:.3f} in-sample, {cv}; in-sample "
+        f"'unfaithful' precision {cal.precision_unfaithful:.3f}, recall "
+        f"{cal.recall_unfaithful:.3f}; n={cal.n} distinct ({cal.n_faithful} faithful, "
+        f"{cal.n_unfaithful} unfaithful" + "".join(f"; {c}" for c in counts) + ")"
     )
     if target is not None:
         click.echo(f"  written to {safe_line(target)}")  # a path is user text

@@ -33,7 +33,14 @@ from faithgate.atomic import atomic_write_bytes, atomic_write_text
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
 from faithgate.escape import printable, safe_line
-from faithgate.evaluation.meta import MIN_CI_N, Item, evaluate, items_from_examples, roc_auc
+from faithgate.evaluation.meta import (
+    MIN_CI_N,
+    MIN_ZERO_WIDTH_CI_N,
+    Item,
+    evaluate,
+    items_from_examples,
+    roc_auc,
+)
 from faithgate.execution import (
     CachedExecutor,
     ExecutionSettings,
@@ -372,7 +379,7 @@ def fit_combination(
 
     x = _features(runs, names)
     y = np.asarray(labels, dtype=float)
-    idx = np.arange(len(y)) if keys is None else _first_indices(keys)
+    idx = np.arange(len(y)) if keys is None else _first_indices(keys, y.tolist())
     x, y = x[idx], y[idx]
     keep = ~np.isnan(x).any(axis=1) & ~np.isnan(y)
     x, y = x[keep], y[keep].astype(int)
@@ -409,10 +416,11 @@ def fit_combination(
     }
 
 
-def _first_indices(keys: Sequence[Any]) -> np.ndarray:
-    from faithgate.evaluation.meta import dedupe
+def _first_indices(keys: Sequence[Any], labels: Sequence[Any]) -> np.ndarray:
+    """First row of each key, keys labelled both ways left out (as in the statistics)."""
+    from faithgate.evaluation.meta import dedupe_labelled
 
-    return dedupe(keys)
+    return dedupe_labelled(keys, labels)[0]
 
 
 def apply_combination(weights: Mapping[str, Any], runs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -522,30 +530,37 @@ def run_bench(
                 "errors": run.errors,
                 **evaluate(items, run.scores, n_resamples=n_resamples, seed=seed),
             }
+        compared = dict(all_scores)
         if combination is not None:
             cscores = apply_combination(combination, all_scores)
             all_scores["combined"] = cscores
+            in_sample = str(path.resolve()) == train_key
             ev = evaluate(items, cscores, n_resamples=n_resamples, seed=seed)
             ev["note"] = (
                 "training set: cross-validated ROC AUC "
                 f"{combination['cv_roc_auc']:.3f}; other figures are in-sample"
-                if str(path.resolve()) == train_key
+                if in_sample
                 else f"fitted on {Path(str(combine)).name}"
             )
+            ev["in_sample"] = in_sample
             entry["metrics"]["combined"] = {"seconds_per_item": None, **ev}
+            if not in_sample:  # fitted on these items, it would win any test against them
+                compared["combined"] = cscores
         for mname, m in entry["metrics"].items():
             small = m["overall"].get("ci_n_too_small")
             if small and n_resamples > 0:
                 logger.warning(
-                    "%s: %s: no 95%% CI for %s: fewer than %d pairs / items of each class "
-                    "(by error type and origin too, where a group is that small)",
+                    "%s: %s: no 95%% CI for %s: fewer than %d pairs / items of each class, or "
+                    "a zero-width interval from fewer than %d of a class (by error type and "
+                    "origin too, where a group is that small)",
                     name,
                     mname,
                     ", ".join(small),
                     MIN_CI_N,
+                    MIN_ZERO_WIDTH_CI_N,
                 )
-        if len(all_scores) > 1 and n_resamples > 0:
-            entry["comparisons"] = compare_metrics(items, all_scores, n_resamples, seed)
+        if len(compared) > 1 and n_resamples > 0:
+            entry["comparisons"] = compare_metrics(items, compared, n_resamples, seed)
         if plots:
             entry["plots"] = write_plots(plots, name, items, all_scores)
         result["datasets"][name] = entry
@@ -558,12 +573,16 @@ def compare_metrics(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """Paired permutation tests of the best metric against each other one on the same items:
-    consistency (per-pair wins) on paired data, else ROC AUC on deduplicated items with scores
-    mapped to ranks so that two metrics' scales can be swapped."""
+    """Paired permutation tests of the best metric against each other one on the same items.
+
+    Paired data: consistency (per-pair wins) over every pair, an unscored member failing as in
+    the main table. Else ROC AUC over the distinct labelled items (labelled both ways: left out,
+    as in the main table) that *every* compared metric scored, scores mapped to ranks so two
+    metrics' scales can be swapped: the difference is the difference of the metrics' ROC AUCs
+    on those ``n`` items (equal to the main table's when no metric failed on any item)."""
     from faithgate.evaluation.meta import (
         _fast_auc,
-        dedupe,
+        dedupe_labelled,
         pair_wins,
         paired_permutation_test,
         pairs,
@@ -573,10 +592,12 @@ def compare_metrics(
     pr = pairs(items)
     if pr:
         stat = "consistency"
+        basis = "pairs; an unscored member fails"
         values = {
             m: pair_wins(np.asarray(s)[[a for a, _ in pr]], np.asarray(s)[[b for _, b in pr]])
             for m, s in scores.items()
         }
+        n = len(pr)
 
         def fn(v: np.ndarray) -> float:
             return float(v.mean())
@@ -584,15 +605,22 @@ def compare_metrics(
         labelled = [i for i, it in enumerate(items) if it.label is not None]
         if not labelled:
             return []
-        idx = [labelled[j] for j in dedupe([items[i].key for i in labelled])]
+        kept, _ = dedupe_labelled(
+            [items[i].key for i in labelled], [items[i].label for i in labelled]
+        )
+        idx = np.asarray([labelled[j] for j in kept], dtype=int)
+        # Only the items every compared metric scored: no policy for failures to disagree on.
+        scored = np.ones(len(idx), dtype=bool)
+        for s in scores.values():
+            scored &= ~np.isnan(np.asarray(s, dtype=float)[idx])
+        idx = idx[scored]
         y = np.asarray([items[i].label for i in idx], dtype=int)
         if len(set(y.tolist())) < 2:
             return []
         stat = "roc_auc"
-        values = {}
-        for m, s in scores.items():
-            r = rank_normalize(np.asarray(s, dtype=float)[idx])
-            values[m] = np.nan_to_num(r, nan=-1.0)  # unscored items rank lowest
+        basis = "distinct items every compared metric scored"
+        values = {m: rank_normalize(np.asarray(s, dtype=float)[idx]) for m, s in scores.items()}
+        n = len(idx)
 
         def fn(v: np.ndarray) -> float:
             return _fast_auc(v, y)
@@ -603,7 +631,7 @@ def compare_metrics(
         if m == best:
             continue
         res = paired_permutation_test(values[best], values[m], fn, n_resamples, seed)
-        out.append({"statistic": stat, "a": best, "b": m, **res})
+        out.append({"statistic": stat, "a": best, "b": m, **res, "n": n, "items": basis})
     return out
 
 
@@ -637,6 +665,32 @@ def _md(text: Any) -> str:
     return printable(text).replace("|", "\\|")
 
 
+def _n_cell(o: Mapping[str, Any]) -> str:
+    """The n behind a row's figures, compact: distinct scored items behind ROC AUC (else the
+    graded items behind the correlations, else rows), then what it leaves out, e.g. ``785
+    distinct (1386 rows)``, ``470 (474 rows, 4 failed)``, ``1244 distinct (1268 rows, 1
+    conflicting)``."""
+    if "n_roc_auc" in o:
+        n = o["n_roc_auc"]
+        text = f"{n}" + (" distinct" if o.get("n_distinct", o["n"]) != o["n"] else "")
+        failed = o.get("n_distinct_failed", 0)
+    elif "n_graded" in o:
+        n, text, failed = o["n_graded"], f"{o['n_graded']}", o.get("n_failed", 0)
+    else:
+        n, text, failed = o["n"], f"{o['n']}", o.get("n_failed", 0)
+    parts = [f"{o['n']} rows"] if n != o["n"] else []
+    if failed:
+        parts.append(f"{failed} failed")
+    if o.get("n_conflicting"):
+        parts.append(f"{o['n_conflicting']} conflicting")
+    return text + (f" ({', '.join(parts)})" if parts else "")
+
+
+def _metric_cell(name: str, m: Mapping[str, Any]) -> str:
+    """A metric's name; a combination scored on its own training file is marked in-sample."""
+    return _md(name) + (" (in-sample)" if m.get("in_sample") else "")
+
+
 def markdown_report(result: Mapping[str, Any]) -> str:
     """Main table (one row per dataset x metric) plus breakdowns by error type and origin."""
     lines = [
@@ -649,9 +703,9 @@ def markdown_report(result: Mapping[str, Any]) -> str:
     for dname, entry in result["datasets"].items():
         for mname, m in entry["metrics"].items():
             o = m["overall"]
-            n = f"{o['n']}" + (f" ({o['n_failed']} failed)" if o.get("n_failed") else "")
+            metric = _metric_cell(mname, m)
             lines.append(
-                f"| {_md(dname)} | {_md(mname)} | {n} | {_stat(o, 'consistency')} "
+                f"| {_md(dname)} | {metric} | {_n_cell(o)} | {_stat(o, 'consistency')} "
                 f"| {_stat(o, 'roc_auc')} "
                 f"| {_stat(o, 'balanced_accuracy')} "
                 f"| {_f(o.get('pearson'))} | {_f(o.get('spearman'))} | {_f(o.get('kendall'))} "
@@ -659,13 +713,15 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             )
             for t, g in m.get("by_error_type", {}).items():
                 by_type.append(
-                    f"| {_md(dname)} | {_md(t)} | {_md(mname)} | {g.get('n_pairs', g['n'])} "
+                    f"| {_md(dname)} | {_md(t)} | {metric} "
+                    f"| {g.get('n_pairs', g.get('n_roc_auc', g['n']))} "
                     f"| {_stat(g, 'consistency')} "
                     f"| {_stat(g, 'roc_auc')} |"
                 )
             for origin, g in m.get("by_origin", {}).items():
                 by_origin.append(
-                    f"| {_md(dname)} | {_md(origin)} | {_md(mname)} | {g['n']} "
+                    f"| {_md(dname)} | {_md(origin)} | {metric} "
+                    f"| {g.get('n_roc_auc', g.get('n_graded', g['n']))} "
                     f"| {_stat(g, 'roc_auc')} "
                     f"| {_f(g.get('pearson'))} | {_f(g.get('spearman'))} | {_f(g.get('kendall'))} |"
                 )
@@ -688,18 +744,20 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             *by_origin,
         ]
     comparisons = [
-        f"| {_md(d)} | {c['statistic']} | {_md(c['a'])} | {_md(c['b'])} | {c['difference']:+.3f} "
-        f"| {c['p_value']:.4f} |"
+        f"| {_md(d)} | {c['statistic']} | {_md(c['a'])} | {_md(c['b'])} | {c.get('n', '–')} "
+        f"| {c['difference']:+.3f} | {c['p_value']:.4f} |"
         for d, entry in result["datasets"].items()
         for c in entry.get("comparisons", [])
     ]
     if comparisons:
         lines += [
             "",
-            "Paired permutation tests (best metric vs each other one):",
+            "Paired permutation tests (best metric vs each other one; consistency over every "
+            "pair, an unscored member failing; ROC AUC over the n distinct items every compared "
+            "metric scored):",
             "",
-            "| dataset | statistic | best | other | difference | p |",
-            "|---|---|---|---|---:|---:|",
+            "| dataset | statistic | best | other | n | difference | p |",
+            "|---|---|---|---|---:|---:|---:|",
             *comparisons,
         ]
     comb = result.get("combination")
@@ -714,6 +772,16 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             f"{comb['cv_folds']}-fold CV ROC AUC {comb['cv_roc_auc']:.3f}); standardised "
             f"weights: {terms}.",
         ]
+        if any(
+            m.get("in_sample")
+            for entry in result["datasets"].values()
+            for m in entry["metrics"].values()
+        ):
+            lines.append(
+                "Rows marked combined (in-sample) are its training file: their figures are "
+                "in-sample (the cross-validated ROC AUC above is not), and it is left out of "
+                "that file's permutation tests."
+            )
     return "\n".join(lines)
 
 
@@ -734,7 +802,7 @@ def write_plots(
         raise InputError("--plots needs matplotlib: pip install 'faithgate[full]'") from None
     from sklearn.metrics import roc_curve
 
-    from faithgate.evaluation.meta import _error_type_groups, dedupe
+    from faithgate.evaluation.meta import _error_type_groups, conflicting_keys, dedupe_labelled
 
     out_dir = Path(directory)  # created by the first atomic write
     written: list[str] = []
@@ -746,12 +814,19 @@ def write_plots(
         written.append(str(path))
 
     groups = {"all": list(range(len(items))), **_error_type_groups(items)}
+    # As in the statistics: each item once, one labelled both ways left out.
+    bad = conflicting_keys([it.key for it in items], [it.label for it in items])
+
+    def distinct(idx: Sequence[int]) -> list[int]:
+        kept, _ = dedupe_labelled([items[i].key for i in idx], [items[i].label for i in idx], bad)
+        return [idx[j] for j in kept]
+
     for mname, s in scores.items():
         s = np.asarray(s, dtype=float)
         fig, ax = plt.subplots(figsize=(5.5, 5))
         drew = False
         for gname, idx in groups.items():
-            idx = [idx[j] for j in dedupe([items[i].key for i in idx])]
+            idx = distinct(idx)
             y = np.asarray([items[i].label if items[i].label is not None else -1 for i in idx])
             sv = s[idx]
             keep = (y >= 0) & ~np.isnan(sv)
@@ -770,7 +845,7 @@ def write_plots(
             fig.tight_layout()
             save(fig, out_dir / f"{dataset}__{mname}__roc.png")
         plt.close(fig)
-        uniq = dedupe([it.key for it in items])
+        uniq = distinct(list(range(len(items))))
         y = np.asarray([items[i].label if items[i].label is not None else -1 for i in uniq])
         sv = s[uniq]
         if (y == 1).any() and (y == 0).any():

@@ -9,11 +9,27 @@ A gate passes an example when ``score >= threshold``. ``calibrate`` picks the th
   least ``P``,
 
 and a percentile-bootstrap 95% interval of that threshold (re-running the same choice on
-resampled data; NaN, and not written, with fewer than ``MIN_CI_N`` examples of a class or no
-resamples). ``faithgate calibrate`` refuses data with fewer than ``MIN_PER_CLASS`` scored
+resampled data; NaN, and not written, with fewer than ``MIN_CI_N`` examples of a class, no
+resamples, or a zero-width interval with fewer than ``MIN_ZERO_WIDTH_CI_N`` of a class).
+``faithgate calibrate`` refuses data with fewer than ``MIN_PER_CLASS`` scored
 examples of either class: a threshold between one faithful and one unfaithful score says
-nothing about the next summary. ``write_calibration`` stores it in ``faithgate.toml`` or ``pyproject.toml``
-(``[tool.faithgate]``) with tomlkit, so comments and layout of the file survive.
+nothing about the next summary. A threshold above every score (a gate failing every summary) is
+refused too: a target precision at or below the share of unfaithful items, or a metric whose
+best balanced accuracy is only reached so.
+
+Items are deduplicated by ``keys`` (``(source, summary)``) as ``faithgate bench`` does: a
+reference repeated once per edit counts once (``n_merged`` rows merged), and a key labelled
+both ways is left out (``n_conflicting``). The written threshold is the shortest decimal (at
+least 4 places) that splits these items exactly as the chosen one does, so the gate
+(``score >= threshold`` passes) classifies them as the reported figures say.
+
+Balanced accuracy, precision and recall are **in-sample**: the threshold is chosen and scored
+on the same items, which flatters it (about 0.6 balanced accuracy on 30 items of pure noise).
+``cv_balanced_accuracy`` is the balanced accuracy of thresholds chosen on the other folds of a
+seeded stratified k-fold split (``CV_FOLDS``, fewer when a class has fewer items), pooled over
+the held-out predictions. ``write_calibration`` stores it in ``faithgate.toml`` or
+``pyproject.toml`` (``[tool.faithgate]``) with tomlkit, so comments and layout of the file
+survive.
 """
 
 from __future__ import annotations
@@ -30,13 +46,22 @@ from faithgate.config import find_config_file
 from faithgate.errors import InputError
 from faithgate.evaluation.meta import (
     MIN_CI_N,
+    MIN_ZERO_WIDTH_CI_N,
     balanced_accuracy,
     best_threshold,
+    conflicting_keys,
+    dedupe,
     threshold_curve,
 )
 
 # The fewest scored examples of each class ``faithgate calibrate`` writes a threshold from.
 MIN_PER_CLASS = MIN_CI_N
+
+# Folds of the cross-validated balanced accuracy (fewer when a class has fewer items).
+CV_FOLDS = 5
+
+# The figures computed on the items the threshold was chosen on.
+IN_SAMPLE = ("balanced_accuracy", "precision_unfaithful", "recall_unfaithful")
 
 
 @dataclass
@@ -55,9 +80,14 @@ class Calibration:
     n_unfaithful: int
     data: str = ""
     settings_hash: str = ""
+    cv_balanced_accuracy: float = float("nan")  # out-of-fold: see the module docstring
+    cv_folds: int = 0  # 0: not cross-validated (a class has fewer than 2 items)
+    n_merged: int = 0  # rows merged into an earlier row with the same key and label
+    n_conflicting: int = 0  # keys labelled both ways, left out
+    n_unscored: int = 0  # distinct items the metric could not score, left out
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "in_sample": list(IN_SAMPLE)}
 
 
 def precision_threshold(
@@ -80,6 +110,48 @@ def _choose(scores: np.ndarray, labels: np.ndarray, target_precision: float | No
     return precision_threshold(scores, labels, target_precision)
 
 
+def distinct_rows(keys: Sequence[Any], labels: Sequence[Any]) -> tuple[np.ndarray, int, int]:
+    """The labelled rows calibration uses, deduplicated as ``faithgate bench`` does: indices of
+    the first row of each key whose rows agree on the label; the number of rows merged into
+    such a first row, and of keys left out because their rows are labelled both ways."""
+    keys = list(keys)
+    bad = conflicting_keys(keys, labels)
+    first = dedupe(keys)
+    kept = np.asarray([int(i) for i in first if keys[i] not in bad], dtype=int)
+    n_merged = sum(k not in bad for k in keys) - len(kept)
+    return kept, n_merged, len(first) - len(kept)
+
+
+def _exact_threshold(threshold: float, scores: np.ndarray, digits: int = 4) -> float:
+    """The shortest decimal, ``digits`` places or more, that splits ``scores`` exactly as
+    ``threshold`` does (``score >= t``), so a written, readable threshold gives the gate the
+    classification calibrate reported; ``threshold`` itself when none is shorter."""
+    for d in range(digits, 18):
+        t = round(threshold, d)
+        if np.array_equal(scores >= t, scores >= threshold):
+            return float(t)
+    return float(threshold)
+
+
+def _cv_balanced_accuracy(
+    s: np.ndarray, y: np.ndarray, target_precision: float | None, seed: int
+) -> tuple[float, int]:
+    """Balanced accuracy of out-of-fold predictions, each fold's threshold chosen on the
+    other folds (stratified, shuffled with ``seed``); ``(NaN, 0)`` when a class has fewer
+    than 2 items. A fold whose training part reaches no target precision flags nothing."""
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = min(CV_FOLDS, int((y == 1).sum()), int((y == 0).sum()))
+    if folds < 2:
+        return float("nan"), 0
+    pred = np.zeros(len(y), dtype=bool)  # predicted faithful
+    for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(s, y):
+        t = _choose(s[train], y[train], target_precision)
+        pred[test] = True if math.isnan(t) else s[test] >= t
+    pos, neg = y == 1, y == 0
+    return float((pred[pos].mean() + (~pred[neg]).mean()) / 2), folds
+
+
 def calibrate(
     scores: Sequence[float],
     labels: Sequence[int],
@@ -89,23 +161,42 @@ def calibrate(
     n_resamples: int = 1000,
     seed: int = 0,
     min_per_class: int = 1,
+    keys: Sequence[Any] | None = None,
 ) -> Calibration:
     """Choose a threshold on labelled scores (see the module docstring).
 
-    Unscored items (NaN) are left out. Raises ``InputError`` when a class has fewer than
-    ``min_per_class`` (at least one) scored items or no threshold reaches the requested
-    precision.
+    With ``keys`` (e.g. ``(source, summary)`` per row), rows are deduplicated as by
+    ``faithgate bench``: the first row of each key, keys labelled both ways left out. Unscored
+    items (NaN) are left out. Raises ``InputError`` when a class has fewer than
+    ``min_per_class`` (at least one) scored items, no threshold reaches the requested
+    precision, or the chosen threshold would flag every item.
     """
     s = np.asarray(scores, dtype=float)
     y = np.asarray(labels, dtype=float)
-    keep = ~np.isnan(s) & ~np.isnan(y)
-    s, y = s[keep], y[keep].astype(int)
+    if len(s) != len(y) or (keys is not None and len(keys) != len(y)):
+        raise ValueError("one score, label (and key) per row is required")
+    labelled = np.flatnonzero(~np.isnan(y))
+    n_merged = n_conflicting = 0
+    if keys is not None:
+        kept, n_merged, n_conflicting = distinct_rows(
+            [keys[i] for i in labelled], y[labelled].tolist()
+        )
+        labelled = labelled[kept]
+    s, y = s[labelled], y[labelled].astype(int)
+    n_unscored = int(np.isnan(s).sum())
+    s, y = s[~np.isnan(s)], y[~np.isnan(s)]
     n1, n0 = int((y == 1).sum()), int((y == 0).sum())
     need = max(1, min_per_class)
     if n1 < need or n0 < need:
+        merged = (
+            f" (after merging {n_merged} repeated rows and leaving out {n_conflicting} "
+            "labelled both ways)"
+            if n_merged or n_conflicting
+            else ""
+        )
         raise InputError(
             f"calibration needs at least {need} faithful (label 1) and {need} unfaithful "
-            f"(label 0) examples with scores; got {n1} faithful and {n0} unfaithful"
+            f"(label 0) examples with scores; got {n1} faithful and {n0} unfaithful{merged}"
         )
     if target_precision is not None and not 0 < target_precision <= 1:
         raise InputError(f"--target-precision must be in (0, 1], got {target_precision}")
@@ -116,6 +207,20 @@ def calibrate(
             f"no threshold of {metric or 'this metric'} reaches precision {target_precision} "
             f"for 'unfaithful' on this data (best {best:.3f})"
         )
+    if bool((s < threshold).all()):  # a gate failing every summary: never what was asked
+        if target_precision is not None:
+            raise InputError(
+                f"--target-precision {target_precision:g} is reached only by flagging every "
+                f"summary: {n0} of {len(s)} ({n0 / len(s):.3f}) are unfaithful, so a gate that "
+                f"fails everything already has that precision; ask for more than "
+                f"{n0 / len(s):.3f}"
+            )
+        raise InputError(
+            f"the best balanced accuracy of {metric or 'this metric'} on this data is reached "
+            "only by flagging every summary: its scores do not separate faithful from "
+            "unfaithful ones"
+        )
+    threshold = _exact_threshold(threshold, s)
     rng = np.random.default_rng(seed)
     boot = []
     # Too few of a class: every resample repeats the same few scores (a degenerate interval).
@@ -125,12 +230,14 @@ def calibrate(
             continue
         t = _choose(s[idx], y[idx], target_precision)
         if not math.isnan(t):
-            boot.append(t)
+            boot.append(_exact_threshold(t, s))  # on the threshold's own scale
     ci = (
         (float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)))
         if boot
         else (float("nan"), float("nan"))
     )
+    if ci[0] == ci[1] and min(n1, n0) < MIN_ZERO_WIDTH_CI_N:
+        ci = (float("nan"), float("nan"))  # zero width from few items: not certainty
     flagged = s < threshold
     tp = int((flagged & (y == 0)).sum())
     objective = (
@@ -138,6 +245,7 @@ def calibrate(
         if target_precision is None
         else f"precision_unfaithful>={target_precision:g}"
     )
+    cv_ba, cv_folds = _cv_balanced_accuracy(s, y, target_precision, seed)
     return Calibration(
         metric=metric,
         threshold=threshold,
@@ -149,6 +257,11 @@ def calibrate(
         n=len(s),
         n_faithful=n1,
         n_unfaithful=n0,
+        cv_balanced_accuracy=cv_ba,
+        cv_folds=cv_folds,
+        n_merged=n_merged,
+        n_conflicting=n_conflicting,
+        n_unscored=n_unscored,
     )
 
 
@@ -195,10 +308,12 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     elif isinstance(metrics, list) and cal.metric not in metrics:
         metrics.append(cal.metric)
     thresholds = root.setdefault("thresholds", tomlkit.table())
-    thresholds[cal.metric] = _r(cal.threshold)
+    # Exactly the threshold the figures were computed at (``calibrate`` makes it short): a
+    # rounded one could move items across it (0.99991 vs 0.99996 both round to 0.9999).
+    thresholds[cal.metric] = float(cal.threshold)
     calibration = root.setdefault("calibration", tomlkit.table(is_super_table=True))
     entry = tomlkit.table()
-    entry["threshold"] = _r(cal.threshold)
+    entry["threshold"] = float(cal.threshold)
     if all(math.isfinite(v) for v in cal.ci95):  # no interval: no key (TOML has no null)
         entry["ci95"] = [_r(v) for v in cal.ci95]
     entry["objective"] = cal.objective
@@ -206,6 +321,10 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     if not math.isnan(cal.precision_unfaithful):
         entry["precision_unfaithful"] = _r(cal.precision_unfaithful)
     entry["recall_unfaithful"] = _r(cal.recall_unfaithful)
+    entry["in_sample"] = list(IN_SAMPLE)
+    if not math.isnan(cal.cv_balanced_accuracy):
+        entry["cv_balanced_accuracy"] = _r(cal.cv_balanced_accuracy)
+        entry["cv_folds"] = cal.cv_folds
     entry["data"] = cal.data
     entry["n"] = cal.n
     entry["settings_hash"] = cal.settings_hash

@@ -6,7 +6,9 @@ Statistics (all oriented so that a metric is better when they are higher):
   *strictly* higher than the unfaithful one; a tie or an unscored member counts as a failure.
 - **ROC AUC** (scikit-learn) of the scores against binary labels, on items deduplicated by
   (source, summary): BUMP repeats each reference summary once per edit, and counting it several
-  times would weight some references more than others.
+  times would weight some references more than others. A (source, summary) that occurs with
+  both labels has no label to keep (keeping the first row's would make the figure depend on the
+  file's order): it is left out of the label-based statistics and counted (``n_conflicting``).
 - **Pearson / Spearman / Kendall** correlations with graded human scores (scipy), as in
   SummEval (Fabbri et al. 2021) and QAGS (Wang et al. 2020).
 - **balanced accuracy** at a threshold tuned on a validation split and applied to the held-out
@@ -15,7 +17,9 @@ Statistics (all oriented so that a metric is better when they are higher):
 - **bootstrap 95% confidence intervals** (percentile method, resampling items or pairs) and a
   **paired permutation test** between two metrics on the same items. An interval needs at
   least ``MIN_CI_N`` pairs (consistency) or items of each class (ROC AUC, balanced accuracy);
-  below that it is null and the statistic is named in ``ci_n_too_small``.
+  below that it is null and the statistic is named in ``ci_n_too_small``; so is a zero-width
+  ROC AUC or balanced-accuracy interval when the smaller class has fewer than
+  ``MIN_ZERO_WIDTH_CI_N`` items (every resample agreeing on so few items is not certainty).
 
 ``evaluate`` computes all of them for one labelled set, overall and broken down by error type
 and by ``origin`` (cnndm / xsum).
@@ -41,6 +45,11 @@ NAN = float("nan")
 # and a degenerate ``[1.00, 1.00]`` would read as certainty. Such intervals are reported as
 # null and listed under ``ci_n_too_small``.
 MIN_CI_N = 3
+
+# A zero-width ROC AUC / balanced-accuracy interval (e.g. ``[1.00, 1.00]`` with 3 vs 7 items)
+# is reported as too small, like the intervals below ``MIN_CI_N``, when the smaller class has
+# fewer items than this.
+MIN_ZERO_WIDTH_CI_N = 10
 
 
 # ---------------------------------------------------------------- single statistics
@@ -80,20 +89,53 @@ def dedupe(keys: Sequence[Any]) -> np.ndarray:
     return np.asarray(out, dtype=int)
 
 
+def _unlabelled(label: Any) -> bool:
+    return label is None or (isinstance(label, float | np.floating) and math.isnan(label))
+
+
+def conflicting_keys(keys: Sequence[Any], labels: Sequence[Any]) -> set[Any]:
+    """Keys that occur with two different labels (unlabelled rows, None or NaN, ignored)."""
+    seen: dict[Any, Any] = {}
+    out: set[Any] = set()
+    for k, label in zip(keys, labels, strict=True):
+        if _unlabelled(label):
+            continue
+        if seen.setdefault(k, label) != label:
+            out.add(k)
+    return out
+
+
+def dedupe_labelled(
+    keys: Sequence[Any], labels: Sequence[Any], conflicting: set[Any] | None = None
+) -> tuple[np.ndarray, int]:
+    """Indices of the first occurrence of each key, leaving out keys with conflicting labels
+    (``conflicting``, by default ``conflicting_keys(keys, labels)``), and how many distinct
+    keys were left out. Which label a conflicting key would keep depends on the rows' order,
+    so no label-based statistic uses it."""
+    keys = list(keys)
+    bad = conflicting_keys(keys, labels) if conflicting is None else conflicting
+    idx = dedupe(keys)
+    kept = [int(i) for i in idx if keys[i] not in bad]
+    return np.asarray(kept, dtype=int), len(idx) - len(kept)
+
+
 def roc_auc(
     scores: Sequence[float], labels: Sequence[int], keys: Sequence[Any] | None = None
 ) -> float:
     """ROC AUC of ``scores`` for label 1 (faithful), via ``sklearn.metrics.roc_auc_score``.
 
-    With ``keys`` (e.g. ``(source, summary)``), duplicated items are counted once. Unscored
-    (NaN) items are left out; NaN when one class is missing.
+    With ``keys`` (e.g. ``(source, summary)``), duplicated items are counted once and keys
+    labelled both ways are left out (``dedupe_labelled``). Unscored (NaN) items are left out;
+    NaN when one class is missing.
     """
     from sklearn.metrics import roc_auc_score
 
     s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
     if keys is not None:
-        idx = dedupe(keys)
-        s, y = s[idx], y[idx]
+        keys = list(keys)
+        pos = np.flatnonzero(~np.isnan(y))
+        idx, _ = dedupe_labelled([keys[i] for i in pos], y[pos].tolist())
+        s, y = s[pos[idx]], y[pos[idx]]
     s, y = _clean(s, y)
     if len(set(y.tolist())) < 2:
         return NAN
@@ -399,18 +441,44 @@ def evaluate_group(
     *,
     n_resamples: int = 1000,
     seed: int = 0,
+    conflicting: set[Any] | None = None,
 ) -> dict[str, Any]:
-    """All statistics for one group of items (see the module docstring)."""
+    """All statistics for one group of items (see the module docstring).
+
+    Counts: ``n`` rows (``n_failed`` of them unscored); ``n_distinct`` distinct (source,
+    summary) items, ``n_distinct_scored`` / ``n_distinct_failed`` of them scored / not;
+    ``n_unique`` distinct labelled items the label-based statistics use, after leaving out
+    ``n_conflicting`` items labelled both ways (``conflicting``: keys to treat so, by default
+    those of ``items``); ``n_roc_auc`` of them scored (the n behind ROC AUC); ``n_graded``
+    items with a human score and a metric score (the n behind the correlations)."""
     s = np.asarray(scores, dtype=float)
+    keys = [it.key for it in items]
+    distinct = dedupe(keys)
     out: dict[str, Any] = {
         "n": len(items),
         "n_failed": int(np.isnan(s).sum()),
+        "n_distinct": int(len(distinct)),
+        "n_distinct_scored": int((~np.isnan(s[distinct])).sum()),
+        "n_distinct_failed": int(np.isnan(s[distinct]).sum()),
     }
     too_small: list[str] = []  # statistics whose interval is left out (see MIN_CI_N)
 
-    def ci(name: str, enough: bool, compute: Callable[[], tuple[float, float]]) -> None:
+    def ci(
+        name: str,
+        enough: bool,
+        compute: Callable[[], tuple[float, float]],
+        smaller_class: int | None = None,
+    ) -> None:
+        interval = compute() if enough else (NAN, NAN)
+        if (
+            enough
+            and smaller_class is not None
+            and smaller_class < MIN_ZERO_WIDTH_CI_N
+            and interval[0] == interval[1]  # zero width from few items: not certainty
+        ):
+            enough = False
         if enough:
-            out[f"{name}_ci95"] = _fmt_ci(compute())
+            out[f"{name}_ci95"] = _fmt_ci(interval)
         else:
             out[f"{name}_ci95"] = [None, None]
             too_small.append(name)
@@ -429,10 +497,15 @@ def evaluate_group(
         )
     labelled = [i for i, it in enumerate(items) if it.label is not None]
     if labelled:
-        uniq = [labelled[j] for j in dedupe([items[i].key for i in labelled])]
+        kept, n_conflicting = dedupe_labelled(
+            [keys[i] for i in labelled], [items[i].label for i in labelled], conflicting
+        )
+        uniq = [labelled[j] for j in kept]
         y = np.asarray([items[i].label for i in uniq], dtype=int)
         su = s[uniq]
         out["n_unique"] = len(uniq)
+        out["n_conflicting"] = n_conflicting
+        out["n_roc_auc"] = int((~np.isnan(su)).sum())
         out["roc_auc"] = roc_auc(su, y)
         if not math.isnan(out["roc_auc"]):
             keep = ~np.isnan(su)
@@ -442,6 +515,7 @@ def evaluate_group(
                 lambda: bootstrap_ci(
                     _fast_auc, su[keep], y[keep], n_resamples=n_resamples, seed=seed
                 ),
+                _min_class(y[keep]),
             )
             ba = summac_balanced_accuracy(su, y, seed=seed)
             out["balanced_accuracy"] = ba["balanced_accuracy"]
@@ -459,11 +533,12 @@ def evaluate_group(
                         n_resamples=n_resamples,
                         seed=seed,
                     ),
+                    _min_class(y[test]),
                 )
     graded = [i for i, it in enumerate(items) if it.human is not None]
     if len(graded) >= 3:
         out.update(correlations(s[graded], [items[i].human for i in graded]))
-        out["n_graded"] = len(graded)
+        out["n_graded"] = int((~np.isnan(s[graded])).sum())  # NaN pairs are dropped
     if too_small:
         out["ci_n_too_small"] = too_small
     return out
@@ -507,12 +582,14 @@ def evaluate(
     s = np.asarray(scores, dtype=float)
     if len(s) != len(items):
         raise ValueError("one score per item is required")
-    result: dict[str, Any] = {
-        "overall": evaluate_group(items, s, n_resamples=n_resamples, seed=seed)
-    }
+    # Labelled both ways anywhere in the set: left out of every group, not only where both
+    # rows happen to fall into the same group.
+    conflicting = conflicting_keys([it.key for it in items], [it.label for it in items])
+    kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "conflicting": conflicting}
+    result: dict[str, Any] = {"overall": evaluate_group(items, s, **kw)}
     if breakdown:
         result["by_error_type"] = {
-            t: evaluate_group([items[i] for i in idx], s[idx], n_resamples=n_resamples, seed=seed)
+            t: evaluate_group([items[i] for i in idx], s[idx], **kw)
             for t, idx in _error_type_groups(items).items()
         }
         origins: dict[str, list[int]] = defaultdict(list)
@@ -521,9 +598,7 @@ def evaluate(
                 origins[it.origin].append(i)
         result["by_origin"] = (
             {
-                o: evaluate_group(
-                    [items[i] for i in idx], s[idx], n_resamples=n_resamples, seed=seed
-                )
+                o: evaluate_group([items[i] for i in idx], s[idx], **kw)
                 for o, idx in sorted(origins.items())
             }
             if len(origins) > 1

@@ -146,9 +146,25 @@ def test_one_minimal_pair_has_no_confidence_interval(project):
 
 
 def test_enough_rows_keep_their_confidence_interval(project):
+    rows = labelled()
+    rows[0]["label"] = 0  # 4 vs 6, not separable: an interval with a width
+    write_rows(project / "mixed.jsonl", rows)
+    doc = json.loads(_bench("--data", "mixed.jsonl", "--no-cache", "--json").stdout)
+    overall = doc["datasets"]["mixed"]["metrics"]["overlap"]["overall"]
+    assert None not in overall["roc_auc_ci95"]
+    assert "roc_auc" not in overall.get("ci_n_too_small", [])
+
+
+def test_zero_width_interval_from_few_items_is_not_shown_as_certain(project):
+    """5 vs 5 separable items: every resample gives ROC AUC 1.0; [1.00, 1.00] from so few
+    items would read as certainty (fewer than 10 of the smaller class: "n too small")."""
+    res = _bench("--data", "l.jsonl", "--no-cache")
+    assert res.exit_code == 0, res.output
+    assert "1.000 [1.00, 1.00]" not in res.stdout and "1.000 [n too small]" in res.stdout
     doc = json.loads(_bench("--data", "l.jsonl", "--no-cache", "--json").stdout)
     overall = doc["datasets"]["l"]["metrics"]["overlap"]["overall"]
-    assert None not in overall["roc_auc_ci95"] and "ci_n_too_small" not in overall
+    assert overall["roc_auc"] == 1.0 and overall["roc_auc_ci95"] == [None, None]
+    assert "roc_auc" in overall["ci_n_too_small"]
 
 
 def test_calibrate_refuses_too_few_examples_per_class(project):

@@ -234,8 +234,8 @@ def test_bench_and_calibrate_take_the_executor_from_the_configuration(
         {"id": f"{k}{tag}", "source": SRC_A, "summary": text, "label": label, "pair_id": str(k)}
         for k in range(3)
         for tag, text, label in (
-            ("g", "The mayor opened the new bridge.", 1),
-            ("b", "The king closed an old tunnel.", 0),
+            ("g", f"The mayor opened the new bridge {k}.", 1),
+            ("b", f"The king closed an old tunnel {k}.", 0),
         )
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))

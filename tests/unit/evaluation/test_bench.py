@@ -161,7 +161,9 @@ def test_bench_figures_by_hand(data_file, tmp_path) -> None:
     assert by_type["Extrinsic Entity"]["consistency"] == 1.0
     assert set(m["by_origin"]) == {"cnndm", "xsum"}
     table = markdown_report(res)
-    assert "| tiny | test_word_support | 6 | 0.667 [" in table
+    # n: the 5 distinct scored items behind ROC AUC, out of 6 rows
+    assert "| tiny | test_word_support | 5 distinct (6 rows) | 0.667 [" in table
+    assert o["n_distinct"] == 5 and o["n_distinct_scored"] == 5 and o["n_roc_auc"] == 5
     assert "Intrinsic Entity" in table and "By origin" in table
 
 
@@ -284,6 +286,32 @@ def test_combine_fits_and_becomes_a_metric(tmp_path) -> None:
         "test_word_support",
         "test_shortness",
     }
+
+
+def test_combined_on_its_training_file_is_marked_in_sample(tmp_path) -> None:
+    """On the file it was fitted on, the combination's figures are in-sample: the row says so
+    and the combination is left out of that file's permutation tests (not of the others')."""
+    train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    write_jsonl(_labelled(40, 1), train)
+    write_jsonl(_labelled(20, 2), test)
+    res = run_bench(
+        [train, test],
+        ["test_word_support", "test_shortness"],
+        combine=train,
+        cache=None,
+        n_resamples=20,
+    )
+    assert res["datasets"]["train"]["metrics"]["combined"]["in_sample"] is True
+    assert res["datasets"]["test"]["metrics"]["combined"]["in_sample"] is False
+    named = {
+        d: {c[k] for c in entry["comparisons"] for k in ("a", "b")}
+        for d, entry in res["datasets"].items()
+    }
+    assert "combined" not in named["train"] and "combined" in named["test"]
+    table = markdown_report(res)
+    assert "| train | combined (in-sample) |" in table
+    assert "| test | combined |" in table and "| test | combined (in-sample)" not in table
+    assert "figures are in-sample" in table
 
 
 def test_combined_without_weights_is_an_input_error() -> None:

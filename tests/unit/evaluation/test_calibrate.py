@@ -98,10 +98,10 @@ def test_write_into_pyproject_preserves_comments(tmp_path) -> None:
     text = path.read_text()
     assert "# keep me" in text and "# my comment" in text
     cfg = load_config(path)
-    assert cfg.thresholds == {"ner": 0.3, "bertscore": 0.5512}
+    assert cfg.thresholds == {"ner": 0.3, "bertscore": 0.55123}
     assert list(cfg.metrics) == ["ner", "bertscore"]
     prov = cfg.calibration["bertscore"]
-    assert prov["threshold"] == 0.5512 and prov["ci95"] == [0.51, 0.58]
+    assert prov["threshold"] == 0.55123 and prov["ci95"] == [0.51, 0.58]
     assert prov["n"] == 400 and prov["settings_hash"] == "bertscore:abc"
     # re-calibrating replaces, never duplicates
     write_calibration(path, _cal())
@@ -118,14 +118,14 @@ def test_write_keeps_the_files_line_endings(tmp_path) -> None:
         raw = path.read_bytes().decode()
         assert f"[thresholds]{eol}ner = 0.3{eol}" in raw
         assert raw.count(eol) == raw.count("\n") and raw.count("\n") > 3
-        assert load_config(path).thresholds == {"ner": 0.3, "bertscore": 0.5512}
+        assert load_config(path).thresholds == {"ner": 0.3, "bertscore": 0.55123}
 
 
 def test_write_new_faithgate_toml(tmp_path) -> None:
     assert default_config_path(tmp_path) == tmp_path / "faithgate.toml"
     path = write_calibration(default_config_path(tmp_path), _cal())
     cfg = load_config(path)
-    assert cfg.thresholds == {"bertscore": 0.5512}
+    assert cfg.thresholds == {"bertscore": 0.55123}
     assert cfg.calibration["bertscore"]["objective"] == "balanced_accuracy"
     assert not math.isnan(cfg.thresholds["bertscore"])
     (tmp_path / "pyproject.toml").write_text("")
@@ -167,7 +167,7 @@ def test_calibrate_writes_where_load_config_reads(tmp_path, files, cwd, expected
     write_calibration(target, _cal())
     config = load_config(start=start)
     assert config.source == target.resolve()
-    assert config.thresholds["bertscore"] == 0.5512
+    assert config.thresholds["bertscore"] == 0.55123
     assert config.calibration["bertscore"]["settings_hash"] == "bertscore:abc"
 
 

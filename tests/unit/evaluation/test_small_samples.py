@@ -37,8 +37,13 @@ def test_enough_pairs_keep_their_intervals() -> None:
     items, scores = _pairs(MIN_CI_N)
     out = evaluate_group(items, scores, n_resamples=50)
     assert out["consistency_ci95"] == [1.0, 1.0]  # every pair won: a real, tight interval
-    assert None not in out["roc_auc_ci95"]
     assert "consistency" not in out.get("ci_n_too_small", [])
+    # ROC AUC's [1.0, 1.0] from 3 items a class reads as certainty: too small (the rule is
+    # MIN_ZERO_WIDTH_CI_N); an interval with a width is kept from as few as MIN_CI_N a class.
+    assert out["roc_auc_ci95"] == [None, None] and "roc_auc" in out["ci_n_too_small"]
+    scores[1], scores[2] = scores[2], scores[1]  # pair 0's unfaithful now above a faithful
+    out = evaluate_group(items, scores, n_resamples=50)
+    assert None not in out["roc_auc_ci95"] and out["roc_auc_ci95"][0] < out["roc_auc_ci95"][1]
 
 
 @pytest.mark.parametrize("bad", ["5", True, math.inf, -math.inf, math.nan, [1]])
