@@ -51,3 +51,12 @@ def torch():
 def transformers(torch):
     """The ``transformers`` module; skips the test where it (or torch) is not installed."""
     return pytest.importorskip("transformers", reason="needs transformers (faithgate[full])")
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """Inner pytest runs with a wide terminal: off CI, pytest cuts each line of its short test
+    summary at the terminal width (80 in a subprocess), and the plugin's tests read those lines
+    whole. With the CI variable set, pytest never cuts them; ``make test`` may run without it."""
+    monkeypatch.setenv("COLUMNS", "300")
+    return pytester
