@@ -24,6 +24,19 @@ a source sentence of the same polarity already holds every content word of the e
 sentence ("No one was injured" makes "Nobody was injured" true, whatever verb it replaced).
 These are heuristics: the edits are meant for meta-evaluation (does a
 metric rank the faithful summary higher?), not as ground truth.
+
+``rules=1`` gives the edits the first shipped checker was trained on. ``rules=2`` (the default)
+also: moves a bounded number past its bound ("more than 105" -> "more than 210", never "more
+than 63"; "up to 200" only lower); does not negate a sentence that already holds a negation
+("Nobody was hurt"); leaves numbers in names ("Apollo 11", "Boeing 737") and lone multipliers
+("hundred") alone; points no pronoun at a person named in its own sentence; swaps no part of a
+longer name ("Rosie the [Riveter]", "[Dalian] Wanda") and drops a pool mention's trailing
+"'s"; keeps an article single ("The BBC" -> "The World Bank"), a sentence-final period after
+"U.S." and a thousands separator in "1,200.5"; takes aliases and initialisms for the same
+referent ("the U.S." / "America", "NASA" / its expansion); swaps no verb inside a hyphenated
+word or a name, swaps an intrinsic verb only for one the source uses with the same subject or
+object, and an extrinsic one only when the original is itself one of the listed event verbs;
+and gives each edit the same type whichever types are asked for.
 """
 
 from __future__ import annotations
@@ -35,12 +48,17 @@ import re
 import sys
 import types as _pytypes
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from faithgate.errors import InputError
+
+# Revisions of the edit rules (``perturb(..., rules=...)``): 1 = the rules the first shipped
+# checker's contradiction pairs were made with (kept so that its build reproduces), 2 = this
+# revision (see the module docstring). New code gets the latest.
+RULES = 2
 
 # variant type -> BUMP error type (intrinsic/extrinsic predicate edits are decided per edit)
 TYPES: dict[str, str] = {
@@ -187,9 +205,12 @@ def _is_content(tok: Any) -> bool:
 class _Context:
     """Parsed source and summary plus the lookups every rule needs."""
 
-    def __init__(self, source: str, summary: str, spacy_model: str | None) -> None:
+    def __init__(
+        self, source: str, summary: str, spacy_model: str | None, rules: int = RULES
+    ) -> None:
         from faithgate.text import parse
 
+        self.rules = rules
         self.source = source
         self.summary = summary
         self.src = parse(source, spacy_model)
@@ -205,6 +226,20 @@ class _Context:
             for e in (*self.src.ents, *self.doc.ents)
             if e.label_ in _PARTICIPANT_LABELS
         ]
+        self._src_sent_forms: list[tuple[bool, frozenset[str]]] | None = None
+
+    def src_sent_forms(self) -> list[tuple[bool, frozenset[str]]]:
+        """Polarity and word forms (texts and lemmas) of each source sentence, computed once:
+        ``_still_true`` asks for them for every predicate candidate."""
+        if self._src_sent_forms is None:
+            self._src_sent_forms = [
+                (
+                    _negated(sent),
+                    frozenset({t.text.lower() for t in sent} | {t.lemma_.lower() for t in sent}),
+                )
+                for sent in self.src.sents
+            ]
+        return self._src_sent_forms
 
     def src_ents(self, labels: set[str]) -> list[Any]:
         return [e for e in self.src.ents if e.label_ in labels]
@@ -222,6 +257,8 @@ def _negation(ctx: _Context) -> Iterator[_Candidate]:
         root = sent.root
         if root.pos_ not in ("VERB", "AUX") or any(c.dep_ == "neg" for c in root.children):
             continue
+        if ctx.rules >= 2 and _negated_anywhere(sent):
+            continue  # 'Nobody was hurt' -> 'Nobody was not hurt' is no contradiction
         auxes = [c for c in root.children if c.dep_ in ("aux", "auxpass") and c.i < root.i]
         finite = [a for a in auxes if a.tag_ in ("MD", "VBD", "VBZ", "VBP")]
         if finite:
@@ -247,6 +284,11 @@ def _negation(ctx: _Context) -> Iterator[_Candidate]:
             yield _Candidate(
                 "predicate_negation", root.idx, root.idx + len(root.text), rep, "negation"
             )
+
+
+def _negated_anywhere(sent: Any) -> bool:
+    """A negation anywhere in the sentence: 'not', 'never', 'no one', 'nothing', ..."""
+    return any(t.dep_ == "neg" or t.lower_ in _NEGATORS for t in sent)
 
 
 def _antonym(ctx: _Context) -> Iterator[_Candidate]:
@@ -307,9 +349,14 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
     (extrinsic), in the same inflection and with the same transitivity."""
     src_verbs = _content_verbs(ctx.src)
     forms = _data("verb_forms.json")["verbs"]
+    v2 = ctx.rules >= 2
+    names = {t.lower_ for t in ctx.src if t.pos_ == "PROPN" or t.ent_type_} if v2 else set()
     for tok in _content_verbs(ctx.doc):
+        if v2 and _not_a_verb(tok, names):
+            continue
         sent_lemmas = {t.lemma_.lower() for t in tok.sent}
         transitive = _has_object(tok)
+        args = _arguments(tok)
         seen: set[str] = set()
         for sv in src_verbs:
             lemma = sv.lemma_.lower()
@@ -320,6 +367,8 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
                 or _has_object(sv) != transitive
             ):
                 continue
+            if v2 and not args & _arguments(sv):
+                continue  # only a verb the source uses with the same subject or object
             seen.add(lemma)
             yield _Candidate(
                 "predicate_verb_intrinsic",
@@ -329,6 +378,8 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
                 "verb",
                 lemma=lemma,
             )
+        if v2 and tok.lemma_.lower() not in forms:
+            continue  # 'tear' -> 'admit': only swap one common event verb for another
         for lemma, info in forms.items():
             if lemma in ctx.src_lemmas or lemma in sent_lemmas or info["transitive"] != transitive:
                 continue
@@ -342,6 +393,28 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
                     "verb",
                     lemma=lemma,
                 )
+
+
+def _not_a_verb(tok: Any, names: set[str]) -> bool:
+    """Tokens that a verb swap turns into garbage: part of a hyphenated word ('table-topping'),
+    of a name ('Loganair Aberdeen to Shetland'), or a name in lower-cased text."""
+    doc = tok.doc
+    return bool(
+        _in_compound(tok)
+        or tok.ent_type_
+        or tok.dep_ in ("compound", "flat", "amod")
+        or any(0 <= i < len(doc) and doc[i].pos_ == "PROPN" for i in (tok.i - 1, tok.i + 1))
+        or tok.lower_ in names
+    )
+
+
+def _arguments(tok: Any) -> set[str]:
+    """Lemmas of a verb's subject and object heads (pronouns left out: 'it' fits anything)."""
+    return {
+        c.lemma_.lower()
+        for c in tok.children
+        if c.dep_ in ("nsubj", "nsubjpass", "dobj", "obj") and c.pos_ in ("NOUN", "PROPN")
+    }
 
 
 def _is_location(ent: Any) -> bool:
@@ -429,11 +502,72 @@ def _different_referent(a: str, b: str, ctx: _Context | None = None) -> bool:
     wa, wb = _content_words(a), _content_words(b)
     if not wa or not wb or _words_overlap(wa, wb):
         return False
+    if ctx is not None and ctx.rules >= 2 and _same_by_alias(a, b):
+        return False
     if ctx is not None:
         for mention in ctx.mention_words:
             if _words_overlap(mention, wa) and _words_overlap(mention, wb):
                 return False
     return True
+
+
+# Names of one referent that share no word ('The U.S.' is not another country than 'America').
+_ALIASES = (
+    {"us", "usa", "america", "united states", "united states of america"},
+    {"uk", "britain", "great britain", "united kingdom"},
+    {"un", "united nations"},
+    {"eu", "european union"},
+)
+
+
+def _alias_key(name: str) -> str:
+    words = re.findall(r"[\w']+", name.replace(".", "").lower())
+    words = [w.removesuffix("'s") for w in words]
+    return " ".join(words[1:] if words[:1] == ["the"] else words)
+
+
+def _same_by_alias(a: str, b: str) -> bool:
+    """'U.S.' / 'the United States' / 'America'; an initialism and its expansion
+    ('NASA' / 'National Aeronautics and Space Administration')."""
+    ka, kb = _alias_key(a), _alias_key(b)
+    if any(ka in group and kb in group for group in _ALIASES):
+        return True
+    for short, full in ((a, b), (b, a)):
+        letters = re.sub(r"[.\s]", "", short.removesuffix("'s"))
+        if 2 <= len(letters) <= 6 and letters.isalpha() and letters.isupper():
+            initials = "".join(w[0] for w in _alias_key(full).split() if w not in _STOP)
+            if initials == letters.lower():
+                return True
+    return False
+
+
+def _partial_name(ent: Any) -> bool:
+    """A mention that is only part of a longer name: a proper noun right beside it or tied
+    to it ('Jodi [Arias]', '[Dalian] Wanda', 'Rosie the [Riveter]'), so that a swap would make
+    a half-name ('Rosie the Rockwell') rather than another referent."""
+    doc = ent.doc
+    inside = range(ent.start, ent.end)
+    neighbours = [doc[i] for i in (ent.start - 1, ent.end) if 0 <= i < len(doc)]
+    if any(t.pos_ == "PROPN" for t in neighbours):
+        return True
+    for tok in ent:
+        if tok.head.i not in inside and tok.head.pos_ == "PROPN" and tok.dep_ != "pobj":
+            return True
+        if any(
+            c.i not in inside and c.pos_ == "PROPN" and c.dep_ in ("compound", "flat", "dobj")
+            for c in tok.children
+        ):
+            return True
+    return False
+
+
+def _mention_text(ctx: _Context, ent: Any) -> str:
+    """A pool mention as a replacement: rules 2 drop a trailing possessive ('Travis
+    Alexander's' would make "Jodi Travis Alexander's is sentenced")."""
+    text = ent.text.strip()
+    if ctx.rules >= 2:
+        text = re.sub(r"\s*['’]s$", "", text)
+    return text
 
 
 def _swap_candidates(
@@ -444,8 +578,12 @@ def _swap_candidates(
     # 'Newman admired Terrill Newman'
     others = set().union(*(_content_words(e.text) for e in ent.sent.ents if e != ent))
     seen: set[str] = set()
+    if ctx.rules >= 2 and _partial_name(ent):
+        return
     for other in pool:
-        text = other.text.strip()
+        text = _mention_text(ctx, other)
+        if ctx.rules >= 2 and (not text or _partial_name(other)):
+            continue
         key = _norm(text)
         if ctx.cased and other.label_ in _PARTICIPANT_LABELS and not text[:1].isupper():
             continue  # a lower-case "name" in cased text is an NER error
@@ -466,6 +604,8 @@ def _extrinsic_candidates(
     ctx: _Context, ent: Any, names: Iterable[str], kind: str, detail: str
 ) -> Iterator[_Candidate]:
     summary_lower = _norm(ctx.summary)
+    if ctx.rules >= 2 and _partial_name(ent):
+        return
     for name in names:
         words = _content_words(name)
         if not words or any(
@@ -571,6 +711,7 @@ def _coreference(ctx: _Context) -> Iterator[_Candidate]:
         subjects = [e for e in before if e.root.dep_ in ("nsubj", "nsubjpass")]
         antecedent = (subjects or before)[-1].text if before else None
         possessive = tok.tag_ == "PRP$"
+        sent_words = _content_words(tok.sent.text)
         seen: set[str] = set()
         for person in people:
             name = person.text.strip()
@@ -582,6 +723,8 @@ def _coreference(ctx: _Context) -> Iterator[_Candidate]:
             if antecedent is None:
                 continue
             seen.add(_norm(name))
+            if ctx.rules >= 2 and _words_overlap(_content_words(name), sent_words):
+                continue  # 'Guardiola tore his trousers' -> 'tore Guardiola's trousers' is true
             if possessive and (name.endswith("'s") or name.endswith("’s")):
                 continue
             rep = (f"{name}'" if name.endswith("s") else f"{name}'s") if possessive else name
@@ -647,7 +790,9 @@ def _new_numbers(ctx: _Context, text: str, year: bool = False) -> list[str]:
         if new == value or new <= 0 or new in ctx.src_numbers or not math.isfinite(new):
             continue  # 1e308 * 2 overflows to inf, which int() cannot take
         if decimals:
-            rep = f"{new:.{decimals}f}"
+            # rules 1 dropped the thousands separator: '1,200.5' -> '2401.0'
+            sep = "," if "," in text and ctx.rules >= 2 else ""
+            rep = f"{new:{sep}.{decimals}f}"
         elif "," in text:
             rep = f"{int(new):,}"
         else:
@@ -666,11 +811,79 @@ def _number(ctx: _Context) -> Iterator[_Candidate]:
             ent = next((e for e in ctx.doc.ents if e.start <= tok.i < e.end), None)
             if ent is None or not _is_age(ent):
                 continue  # dates and durations are circumstance edits
+        bound = 0
+        if ctx.rules >= 2:
+            if tok.lower_ in _MULTIPLIERS or _in_name(tok):
+                continue
+            bound = _bound(ctx, tok)
+        value = _number_value(tok.text)
         for rep in _new_numbers(ctx, tok.text):
+            new = _number_value(rep)
+            if bound and (new is None or value is None or (new - value) * bound <= 0):
+                continue  # 'more than 105' is not falsified by 'more than 63'
             yield _Candidate("number", tok.idx, tok.idx + len(tok.text), rep, "number")
 
 
+# 'Two hundred' -> 'Two three': a multiplier is no number on its own
+_MULTIPLIERS = {"hundred", "thousand", "million", "billion", "trillion", "dozen"}
+_NAME_LABELS = {"PRODUCT", "ORG", "EVENT", "WORK_OF_ART", "FAC", "LAW"}
+_LOWER_BOUND = re.compile(
+    r"\b(more than|over|at least|above|upwards of|greater than|in excess of|exceeding|"
+    r"no fewer than|no less than|not less than)\s*$"
+)
+_UPPER_BOUND = re.compile(
+    r"\b(less than|fewer than|under|up to|at most|below|no more than|not more than|"
+    r"a maximum of)\s*$"
+)
+
+
+def _in_name(tok: Any) -> bool:
+    """A number that is part of a name ('Apollo 11', 'Boeing 737', 'Formula 1')."""
+    doc = tok.doc
+    if tok.ent_type_ in _NAME_LABELS and tok.i > next(
+        e.start for e in doc.ents if e.start <= tok.i < e.end
+    ):
+        return True
+    if (
+        tok.i > 0
+        and doc[tok.i - 1].pos_ == "PROPN"
+        and doc[tok.i - 1].ent_type_ not in _TIME_LABELS
+    ):
+        return True
+    return tok.dep_ in ("nummod", "compound") and tok.head.pos_ == "PROPN" and tok.head.i < tok.i
+
+
+def _bound(ctx: _Context, tok: Any) -> int:
+    """+1 when the number is a lower bound ('more than $105 million'): only a larger value
+    makes the claim false; -1 for an upper bound ('up to 200'); 0 otherwise."""
+    before = ctx.summary[tok.sent.start_char : tok.idx].lower()
+    before = re.sub(r"[$€£¥]\s*$", "", before.rstrip()).rstrip()
+    if _UPPER_BOUND.search(before):
+        return -1
+    if _LOWER_BOUND.search(before):
+        return 1
+    return 0
+
+
 _RULES = (_negation, _antonym, _changed_verb, _entity, _circumstance, _coreference, _number)
+# The types each rule makes: a later rule's edit is dropped when an earlier rule made the same
+# text, so the rules after the last one that makes a wanted type need not run.
+_RULE_TYPES = {
+    rule.__name__: {t for t in TYPES if t.startswith(prefix)}
+    for rule, prefix in zip(
+        _RULES,
+        (
+            "predicate_negation",
+            "predicate_antonym",
+            "predicate_verb",
+            "entity",
+            "circumstance",
+            "coreference",
+            "number",
+        ),
+        strict=True,
+    )
+}
 
 
 # ---------------------------------------------------------------- public API
@@ -708,12 +921,18 @@ def perturb(
     seed: int = 0,
     max_per_type: int | None = 1,
     spacy_model: str | None = None,
+    *,
+    rules: int = RULES,
 ) -> list[Perturbation]:
     """Minimal unfaithful variants of ``summary`` given ``source`` (BUMP taxonomy).
 
     Returns at most ``max_per_type`` variants per type (``None``: all candidates), chosen with
     a ``random.Random`` seeded by ``seed`` and the type, so the output is reproducible. Types
     for which no safe edit exists are simply absent. Raises ``InputError`` for empty input.
+
+    ``rules`` picks the revision of the edit rules: 1 reproduces the edits the first shipped
+    checker was trained on (``SynthConfig.perturb_rules``), 2 (the default, ``RULES``) adds the
+    fixes listed in the module docstring. The same ``rules`` and ``seed`` give the same edits.
     """
     if not isinstance(source, str) or not source.strip():
         raise InputError("perturb: the source is empty")
@@ -725,19 +944,25 @@ def perturb(
         raise InputError(
             f"perturb: max_per_type must be an integer >= 1 or None, not {max_per_type!r}"
         )
+    if isinstance(rules, bool) or rules not in (1, 2):
+        raise InputError(f"perturb: rules must be 1 or 2, not {rules!r}")
     wanted = resolve_types(types)
-    ctx = _Context(source, summary, spacy_model)
+    ctx = _Context(source, summary, spacy_model, rules)
     by_type: dict[str, list[Perturbation]] = {t: [] for t in wanted}
     seen: set[str] = set()
-    for rule in _RULES:
+    last = max(i for i, rule in enumerate(_RULES) if _RULE_TYPES[rule.__name__] & set(wanted))
+    for rule in _RULES if rules == 1 else _RULES[: last + 1]:
         for cand in rule(ctx):
-            if cand.type not in by_type:
+            # rules 1 skipped unrequested types before deduplicating, so an edit's type
+            # depended on which types were asked for; rules 2 assigns it from all of them.
+            if cand.type not in by_type and rules == 1:
                 continue
             variant = _apply(ctx, cand)
             if variant is None or variant.summary in seen:
                 continue
             seen.add(variant.summary)
-            by_type[cand.type].append(variant)
+            if cand.type in by_type:
+                by_type[cand.type].append(variant)
     out: list[Perturbation] = []
     for t in wanted:
         cands = by_type[t]
@@ -769,19 +994,64 @@ def _still_true(ctx: _Context, cand: _Candidate) -> bool:
         if w.lower() not in _NEGATORS
     }
     polarity = _negated(sent)
-    for src_sent in ctx.src.sents:
-        if _negated(src_sent) != polarity:
+    for negated, forms in ctx.src_sent_forms():
+        if negated != polarity:
             continue
-        forms = {t.text.lower() for t in src_sent} | {t.lemma_.lower() for t in src_sent}
         if all(text in forms or lemma in forms for text, lemma in words):
             return True
     return False
+
+
+def _tidy(ctx: _Context, cand: _Candidate, original: str) -> _Candidate:
+    """Keep the text around a name swap intact (rules 2): the sentence's final period that
+    ends 'U.S.', one article ('The BBC' -> 'The World Bank', not 'The the World Bank') and a
+    lower-case 'the' inside a sentence ('on the United States')."""
+    rep, start = cand.replacement, cand.start
+    if cand.type.startswith(("entity", "circumstance")):
+        det = next(
+            (
+                t
+                for t in ctx.doc
+                if t.idx + len(t.text) < cand.start
+                and t.lower_ == "the"
+                and t.dep_ == "det"
+                and cand.start <= t.head.idx < cand.end
+                and not ctx.summary[t.idx + len(t.text) : cand.start].strip()
+            ),
+            None,
+        )
+        if det is not None and not re.match(r"the\s", rep, flags=re.IGNORECASE):
+            # 'in the U.S.' -> 'in Mumbai', not 'in the Mumbai': the article goes with the name
+            start = det.idx
+            if rep[:1].islower() and det.text[:1].isupper():
+                rep = rep[:1].upper() + rep[1:]
+        before = ctx.summary[:start]
+        sentence_start = not before.strip() or before.rstrip()[-1:] in ".!?\"'"
+        if re.match(r"the\s", rep, flags=re.IGNORECASE):
+            if re.search(r"\b(the|a|an|this|that|these|those)\s+$", before, flags=re.I):
+                rep = rep[4:].lstrip()
+            elif not sentence_start:
+                rep = "t" + rep[1:]
+            else:
+                rep = "T" + rep[1:]
+        if original.endswith(".") and not rep.endswith("."):
+            rest = ctx.summary[cand.end :]
+            if not rest.strip() or re.match(r"\s+[A-Z\"'“‘(]", rest):
+                rep += "."  # 'in the U.S.' ends the sentence: its period is the sentence's
+    if rep == cand.replacement and start == cand.start:
+        return cand
+    return replace(cand, replacement=rep, start=start)
 
 
 def _apply(ctx: _Context, cand: _Candidate) -> Perturbation | None:
     original = ctx.summary[cand.start : cand.end]
     if not original or cand.replacement == original:
         return None
+    if ctx.rules >= 2:
+        cand = _tidy(ctx, cand, original)
+        original = ctx.summary[cand.start : cand.end]
+        if cand.replacement == original:
+            return None
     if _still_true(ctx, cand):
         return None
     edited = ctx.summary[: cand.start] + cand.replacement + ctx.summary[cand.end :]

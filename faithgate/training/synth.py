@@ -55,6 +55,9 @@ class SynthConfig:
     # Share of claims that also get a rewritten, still supported form and an edit of that form
     # (``faithgate.training.paraphrase``). 0 reproduces the recipe of the first shipped checker.
     paraphrase_probability: float = 0.0
+    # Revision of ``faithgate.perturb``'s edit rules for the contradiction pairs
+    # (``perturb(..., rules=...)``). 1 reproduces the recipe of the first shipped checker.
+    perturb_rules: int = 1
 
     def recipe(self) -> dict[str, Any]:
         """The settings as recorded and hashed; a setting added later is left out at its
@@ -62,15 +65,17 @@ class SynthConfig:
         data = asdict(self)
         if not self.paraphrase_probability:
             data.pop("paraphrase_probability")
+        if self.perturb_rules == 1:
+            data.pop("perturb_rules")
         return data
 
 
-def _edits(premise: str, claim: str, rng: random.Random) -> list[Any]:
+def _edits(premise: str, claim: str, rng: random.Random, rules: int = 1) -> list[Any]:
     """``faithgate.perturb``'s edits of ``claim`` (at most one per type), seeded from ``rng``;
     none when the parse hits a corner case, which costs that claim its edits, not the corpus."""
     seed = rng.randrange(1 << 30)
     try:
-        return perturb(premise, claim, seed=seed, max_per_type=1)
+        return perturb(premise, claim, seed=seed, max_per_type=1, rules=rules)
     except Exception:  # noqa: BLE001 - see the docstring
         return []
 
@@ -145,7 +150,7 @@ def document_pairs(
         out.append(NLIPair(premise, verbatim, 0, "supported:verbatim"))
         if claim != verbatim:
             out.append(NLIPair(premise, claim, 0, "supported:compressed"))
-        edits = _edits(premise, claim, rng)
+        edits = _edits(premise, claim, rng, config.perturb_rules)
         rng.shuffle(edits)
         for edit in edits[: config.edits_per_claim]:
             out.append(NLIPair(premise, edit.summary, CONTRADICTION, edit.type))
@@ -176,7 +181,7 @@ def _paraphrased_pairs(
     text, lo, hi, kind = found
     premise = " ".join(s.text.strip() for s in sents[min(first, lo) : max(last, hi)])
     out = [NLIPair(premise, text, ENTAILMENT, f"supported:paraphrase:{kind}")]
-    edits = _edits(premise, text, rng)
+    edits = _edits(premise, text, rng, config.perturb_rules)
     if edits:
         edit = rng.choice(edits)
         out.append(NLIPair(premise, edit.summary, CONTRADICTION, f"paraphrased:{edit.type}"))
@@ -349,7 +354,7 @@ def labelled_summary_pairs(
     out: list[NLIPair] = []
     for premise, sent in zip(premises, sents, strict=True):
         out.append(NLIPair(premise, sent, ENTAILMENT, "labelled:faithful"))
-        edits = _edits(premise, sent, rng)
+        edits = _edits(premise, sent, rng, config.perturb_rules)
         rng.shuffle(edits)
         for edit in edits[: config.edits_per_claim]:
             out.append(NLIPair(premise, edit.summary, CONTRADICTION, f"labelled:{edit.type}"))

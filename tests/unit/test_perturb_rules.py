@@ -1,0 +1,267 @@
+"""``perturb(..., rules=...)``: rules 1 reproduces the edits the shipped checker was trained
+on; rules 2 fixes the defects found by review (each test below fails under rules 1)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from faithgate.errors import InputError
+from faithgate.perturb import perturb
+
+perturb_module = sys.modules["faithgate.perturb"]  # the module, not the callable
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spacy")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def edits(source: str, summary: str, types, rules: int = 2, **kw) -> list[str]:
+    return [
+        p.summary
+        for p in perturb(source, summary, types=types, max_per_type=None, rules=rules, **kw)
+    ]
+
+
+# --- rules 1: exactly the edits of the first shipped checker ------------------------------
+
+
+def test_rules_1_gives_the_first_checkers_edits_on_the_example_project() -> None:
+    """Digest of the edits the rules made before ``rules`` existed (computed with that
+    code) on examples/news/outputs.jsonl: all types, and some type subsets."""
+    rows = [json.loads(line) for line in (ROOT / "examples/news/outputs.jsonl").open()]
+    out = []
+    for r in rows:
+        out.append(
+            [p.to_dict() for p in perturb(r["source"], r["summary"], max_per_type=None, rules=1)]
+        )
+        for t in (["entity"], ["predicate"], ["number", "circumstance"], ["coreference"]):
+            found = perturb(r["source"], r["summary"], types=t, max_per_type=2, seed=3, rules=1)
+            out.append([p.to_dict() for p in found])
+    digest = hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()
+    assert (digest, sum(map(len, out))) == (
+        "256667f7699ebe8604a54fa619420315100708314fde4585e18fe9a548c679d4",
+        1161,
+    )
+
+
+def test_rules_1_keeps_the_reviewed_defects() -> None:
+    assert "Police seized cocaine worth more than $63 million." in edits(
+        "Police seized cocaine worth more than $105 million.",
+        "Police seized cocaine worth more than $105 million.",
+        ["number"],
+        rules=1,
+    )
+    assert edits(
+        "Nobody was hurt in the blaze, firefighters said.",
+        "Nobody was hurt in the blaze.",
+        ["predicate_negation"],
+        rules=1,
+    ) == ["Nobody was not hurt in the blaze."]
+
+
+def test_rules_must_be_a_known_revision() -> None:
+    for bad in (0, 3, True, "2"):
+        with pytest.raises(InputError):
+            perturb("A man ate.", "A man ate.", rules=bad)
+
+
+def test_the_shipped_synth_recipe_keeps_its_hash() -> None:
+    from faithgate.training.synth import SynthConfig
+    from faithgate.training.train import TrainConfig
+
+    assert "perturb_rules" not in SynthConfig().recipe()
+    assert SynthConfig(perturb_rules=2).recipe()["perturb_rules"] == 2
+    built = TrainConfig(output="x", snli_pairs=15000, max_steps=1200, seed=0)
+    assert built.recipe_hash() == "9a2ffc29a8d5"
+    newer = TrainConfig(
+        output="x", snli_pairs=15000, max_steps=1200, seed=0, synth=SynthConfig(perturb_rules=2)
+    )
+    assert newer.recipe_hash() != "9a2ffc29a8d5"
+
+
+def test_synth_passes_its_perturb_rules(monkeypatch) -> None:
+    import random
+
+    from faithgate.training import synth
+
+    seen = []
+    monkeypatch.setattr(synth, "perturb", lambda *a, **kw: seen.append(kw["rules"]) or [])
+    synth._edits("p", "c", random.Random(0))
+    synth._edits("p", "c", random.Random(0), 2)
+    assert seen == [1, 2]
+
+
+# --- 1. speed: source sentences are analysed once -----------------------------------------
+
+
+def test_source_sentences_are_analysed_once_per_call(monkeypatch) -> None:
+    source = " ".join(f"Team {i} beat rival {i + 1} at home and won the cup." for i in range(60))
+    calls = []
+    real = perturb_module._negated
+    monkeypatch.setattr(perturb_module, "_negated", lambda toks: calls.append(toks) or real(toks))
+    perturb(source, "Team 3 beat rival 4 at home.", types=["predicate"], max_per_type=None)
+    on_source = [c for c in calls if getattr(c, "doc", None) is not None and c.doc.text == source]
+    assert 0 < len(on_source) <= 60
+
+
+# --- 2. numbers under a bound ---------------------------------------------------------------
+
+
+def test_a_bounded_number_moves_past_its_bound() -> None:
+    src = "Police seized cocaine worth more than $105 million. Up to 200 jobs may go."
+    lower = edits(src, "Police seized cocaine worth more than $105 million.", ["number"])
+    assert lower and all(float(e.split("$")[1].split()[0].replace(",", "")) > 105 for e in lower)
+    upper = edits(src, "Up to 200 jobs may go.", ["number"])
+    assert upper and all(int(e.split()[2]) < 200 for e in upper)
+
+
+# --- 3. double negation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "summary", ["Nobody was hurt in the blaze.", "No one was hurt.", "The fire never spread."]
+)
+def test_a_negated_sentence_is_not_negated_again(summary) -> None:
+    src = "Nobody was hurt in the blaze, firefighters said. The fire never spread."
+    assert edits(src, summary, ["predicate_negation"]) == []
+
+
+# --- 4. numbers inside names ----------------------------------------------------------------
+
+
+def test_numbers_in_names_are_left_alone() -> None:
+    found = edits(
+        "NASA celebrated Apollo 11 and Boeing 737 jets.", "NASA celebrated Apollo 11.", ["number"]
+    )
+    assert found == []
+    found = edits("Three Britons died in the crash.", "Three Britons died.", ["number"])
+    assert found  # a count before a name is still a number
+
+
+# --- 5. coreference to the true referent ----------------------------------------------------
+
+
+def test_a_pronoun_is_not_pointed_at_a_person_of_its_own_sentence() -> None:
+    src = (
+        "Bayern Munich manager Pep Guardiola tore his trousers. Porto lost 6-1 in Munich. "
+        "Jerome Boateng scored. Thomas Muller scored twice."
+    )
+    found = edits(
+        src,
+        "Thomas Muller scored twice as manager Pep Guardiola tore his trousers.",
+        ["coreference"],
+    )
+    assert not any("Guardiola tore Pep Guardiola's" in e for e in found)
+    assert any("Jerome Boateng's trousers" in e for e in found)
+
+
+# --- 6. partial names -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("row", "original"), [("news-5", "Arias"), ("news-1", "Riveter"), ("news-3", "Wanda")]
+)
+def test_no_half_names(row, original) -> None:
+    rows = {
+        json.loads(line)["id"]: json.loads(line)
+        for line in (ROOT / "examples/news/outputs.jsonl").open()
+    }
+    r = rows[row]
+    found = [
+        p
+        for p in perturb(r["source"], r["summary"], types=["entity"], max_per_type=None)
+        if p.original == original
+    ]
+    assert not any(p.replacement.endswith(("'s", "’s")) for p in found)
+    if row != "news-5":  # 'Jodi [Arias]', 'Rosie the [Riveter]', '[Dalian] Wanda'
+        assert found == []
+
+
+# --- 7. text corruption ---------------------------------------------------------------------
+
+
+def test_name_and_number_swaps_keep_the_text_intact() -> None:
+    src = "Revenue rose 3.5% to 1,200.5 million euros in the U.S. last year."
+    summ = "Revenue rose 3.5% to 1,200.5 million euros in the U.S."
+    found = perturb(src, summ, types=["number", "circumstance_extrinsic"], max_per_type=None)
+    assert "Revenue rose 3.5% to 2,401.0 million euros in the U.S." in [p.summary for p in found]
+    places = [p.summary for p in found if p.type == "circumstance_extrinsic"]
+    assert places and all(e.endswith(".") and " the " not in e.split("euros")[1] for e in places)
+    hundred = edits(
+        "About two hundred people attended the rally in the town.",
+        "Two hundred people attended the rally.",
+        ["number"],
+    )
+    assert hundred and not any(e.startswith("Two ") for e in hundred)
+    bbc = edits(
+        "The BBC reported the strike. Workers walked out on Monday.",
+        "The BBC reported the strike.",
+        ["entity_extrinsic"],
+    )
+    assert bbc and not any("the the" in e.lower() for e in bbc)
+
+
+# --- 8. verb swaps --------------------------------------------------------------------------
+
+
+def test_no_verb_swaps_inside_words_or_names() -> None:
+    found = perturb(
+        "The table-topping side won again. Fans celebrated and sang.",
+        "The table-topping side won again.",
+        types=["predicate_verb"],
+        max_per_type=None,
+    )
+    assert found and all(p.original == "won" for p in found)
+    text = "Loganair Aberdeen to Shetland flight struck by lightning on approach."
+    found = perturb(text, text, types=["predicate_verb"], max_per_type=None)
+    assert not any(p.original == "Shetland" for p in found)
+
+
+def test_an_intrinsic_verb_is_one_the_source_uses_with_the_same_argument() -> None:
+    src = "The police arrested a man. The police questioned a woman. Fans bought tickets."
+    summ = "The police arrested a man."
+    old = perturb(src, summ, types=["predicate_verb_intrinsic"], max_per_type=None, rules=1)
+    assert "bought" in [p.replacement for p in old]
+    found = perturb(src, summ, types=["predicate_verb_intrinsic"], max_per_type=None)
+    assert [p.replacement for p in found] == ["questioned"]
+
+
+# --- 9. aliases -----------------------------------------------------------------------------
+
+
+def test_an_alias_is_not_another_referent() -> None:
+    found = edits(
+        "The United States imposed new tariffs on China. America's trade deficit widened.",
+        "The U.S. imposed new tariffs on China.",
+        ["entity_intrinsic"],
+    )
+    assert not any(
+        e.startswith(("The America", "The The", "America imposed", "The United")) for e in found
+    )
+    assert perturb_module._same_by_alias("NASA", "National Aeronautics and Space Administration")
+    assert perturb_module._same_by_alias("the U.K.", "Britain")
+    assert not perturb_module._same_by_alias("France", "Britain")
+
+
+# --- 10. an edit's type does not depend on the types asked for ------------------------------
+
+
+def test_types_asked_for_do_not_change_an_edits_type() -> None:
+    rows = [json.loads(line) for line in (ROOT / "examples/news/outputs.jsonl").open()]
+    for r in rows[:3]:
+        everything = perturb(r["source"], r["summary"], max_per_type=None)
+        for t in (
+            "predicate_antonym",
+            "predicate_verb_intrinsic",
+            "predicate_verb_extrinsic",
+            "number",
+        ):
+            alone = perturb(r["source"], r["summary"], types=[t], max_per_type=None)
+            assert sorted(p.summary for p in alone) == sorted(
+                p.summary for p in everything if p.type == t
+            )
