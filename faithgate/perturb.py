@@ -397,13 +397,18 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
 
 def _not_a_verb(tok: Any, names: set[str]) -> bool:
     """Tokens that a verb swap turns into garbage: part of a hyphenated word ('table-topping'),
-    of a name ('Loganair Aberdeen to Shetland'), or a name in lower-cased text."""
+    of a name ('Loganair Aberdeen to Shetland': a word between two proper nouns that takes no
+    subject or object of its own), or a name in lower-cased text. Proper nouns on both sides
+    of a verb are usually its subject and object ('Smith met Jones')."""
     doc = tok.doc
     return bool(
         _in_compound(tok)
         or tok.ent_type_
         or tok.dep_ in ("compound", "flat", "amod")
-        or any(0 <= i < len(doc) and doc[i].pos_ == "PROPN" for i in (tok.i - 1, tok.i + 1))
+        or (
+            all(0 <= i < len(doc) and doc[i].pos_ == "PROPN" for i in (tok.i - 1, tok.i + 1))
+            and not _arguments(tok)
+        )
         or tok.lower_ in names
     )
 

@@ -229,6 +229,10 @@ def test_an_intrinsic_verb_is_one_the_source_uses_with_the_same_argument() -> No
     assert "bought" in [p.replacement for p in old]
     found = perturb(src, summ, types=["predicate_verb_intrinsic"], max_per_type=None)
     assert [p.replacement for p in found] == ["questioned"]
+    # A verb between two names is a verb when they are its subject and object.
+    src = "Alice Smith met Bob Jones in Paris on Monday. Alice Smith attended the summit."
+    found = perturb(src, "Alice Smith met Bob Jones in Paris.", types=["predicate_verb_intrinsic"])
+    assert [(p.original, p.replacement) for p in found] == [("met", "attended")]
 
 
 # --- 9. aliases -----------------------------------------------------------------------------
