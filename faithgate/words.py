@@ -71,6 +71,15 @@ def main_script(text: str) -> str | None:
     return None
 
 
+def script_share(text: str, script: str) -> float | None:
+    """The share of the letters of ``text`` in ``script`` (a Unicode script name, e.g.
+    ``"Latin"``), None when it has no letters."""
+    letters = len(_LETTER.findall(text))
+    if not letters:
+        return None
+    return len(regex.findall(rf"\p{{Script={script}}}", text)) / letters
+
+
 def unsupported_script(text: str) -> str | None:
     """The name of a script ``words`` cannot split when most of the letters of ``text`` are
     in it (e.g. ``"Thai"``), else None."""

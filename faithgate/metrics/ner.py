@@ -21,7 +21,7 @@ from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.metrics.embedding import token_f1
 from faithgate.types import Example, Score, SentenceScore
-from faithgate.words import main_script
+from faithgate.words import main_script, script_share
 
 _LEADING = re.compile(r"^(the|a|an)\s+")
 _POSSESSIVE = re.compile(r"['\u2019]s$")
@@ -169,9 +169,9 @@ class EntityOverlap(Metric):
     mean of its entities' s(e) (NaN for a sentence without entities), with the matched source
     entities as evidence.
 
-    A summary mostly written in a script other than the pipeline's language's (Chinese or
-    Arabic text under the default English pipeline) is a failed score, not "no entity": the
-    pipeline cannot find entities there (``PIPELINE_SCRIPTS``; version 5).
+    A summary at most half of whose letters are in the script of the pipeline's language
+    (Chinese, Japanese or Arabic text under the default English pipeline) is a failed score, not
+    "no entity": the pipeline cannot find entities there (``PIPELINE_SCRIPTS``; version 5).
     """
 
     name = "ner"
@@ -230,15 +230,19 @@ class EntityOverlap(Metric):
     def _one(self, ex: Example, ctx: ScoringContext, shash: str) -> Score:
         summary_doc = textmod.parse(ex.summary, ctx.spacy_model)
         expected = PIPELINE_SCRIPTS.get(summary_doc.lang_)
-        script = main_script(ex.summary)
-        if expected is not None and script is not None and script != expected:
+        share = script_share(ex.summary, expected) if expected is not None else None
+        if share is not None and share <= 0.5:
+            # Whatever the other script is (mixed Japanese, Gujarati ...), the pipeline reads
+            # at most half of the summary.
+            script = main_script(ex.summary)
+            what = f"mostly in {script} script" if script else f"not mostly in {expected} script"
             return Score.failed(
                 self.name,
                 shash,
                 ex.id,
-                f"the summary is mostly in {script} script, but the spaCy pipeline "
-                f"({summary_doc.lang_!r}) reads {expected} script and cannot find its "
-                "entities; give the spacy role a pipeline for its language",
+                f"the summary is {what}, but the spaCy pipeline ({summary_doc.lang_!r}) reads "
+                f"{expected} script and cannot find its entities; give the spacy role a "
+                "pipeline for its language",
             )
         source_doc = textmod.parse(ex.source, ctx.spacy_model)
         by_label: dict[str, dict[str, str]] = {}  # label -> normalised -> first surface form

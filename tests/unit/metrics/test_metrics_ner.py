@@ -123,6 +123,13 @@ def test_text_the_pipeline_cannot_read_fails_instead_of_scoring_no_entity(
     assert f"mostly in {script} script" in s.error and "'en'" in s.error
 
 
+@pytest.mark.parametrize("summary", ["社長は四月にトヨタをやめる", "ગુજરાતી ભાષામાં સારાંશ"])
+def test_text_with_no_majority_script_or_an_unnamed_one_fails_too(fake_parse, summary):
+    # Japanese mixes three scripts (none holds a majority); Gujarati is not a named script.
+    s = run(get_metric("ner"), summary=summary)
+    assert not s.ok and "not mostly in Latin script" in s.error
+
+
 def test_a_pipeline_for_the_summarys_script_scores_it(fake_parse, monkeypatch):
     import spacy as spacy_mod
 
