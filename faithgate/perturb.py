@@ -367,8 +367,11 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
                 or _has_object(sv) != transitive
             ):
                 continue
-            if v2 and not args & _arguments(sv):
-                continue  # only a verb the source uses with the same subject or object
+            if v2 and (not args & _arguments(sv) or args <= _arguments(sv)):
+                # Only a verb the source uses with the same subject or object (else garbage),
+                # and not with all of the summary verb's arguments: there it is the source's
+                # own wording of the claim ('influence the election' / 'sway the election').
+                continue
             seen.add(lemma)
             yield _Candidate(
                 "predicate_verb_intrinsic",

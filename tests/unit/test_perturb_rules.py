@@ -235,6 +235,15 @@ def test_an_intrinsic_verb_is_one_the_source_uses_with_the_same_argument() -> No
     assert [(p.original, p.replacement) for p in found] == [("met", "attended")]
 
 
+def test_an_intrinsic_verb_the_source_uses_with_all_the_same_arguments_is_no_edit() -> None:
+    # The source's own wording of the claim: the swap would still be true.
+    src = "Branson converted the old chapel into a home. He sold it in 2010."
+    summ = "Branson brought the old chapel back to life."
+    old = perturb(src, summ, types=["predicate_verb_intrinsic"], max_per_type=None, rules=1)
+    assert ("brought", "converted") in [(p.original, p.replacement) for p in old]
+    assert perturb(src, summ, types=["predicate_verb_intrinsic"], max_per_type=None) == []
+
+
 # --- 9. aliases -----------------------------------------------------------------------------
 
 
