@@ -213,12 +213,13 @@ def sentence_rows(sentences: list[str], scores: dict[str, Score]) -> list[dict[s
 def threshold_verdicts(
     scores: dict[str, Score], thresholds: dict[str, float]
 ) -> dict[str, bool | None]:
-    """Per metric: True/False against its threshold, None without one (or unscored)."""
+    """Per metric: True/False against its threshold, None without one. A metric with a
+    threshold that could not score fails it, as in the gate: nothing unscored passes."""
     out: dict[str, bool | None] = {}
     for name, score in scores.items():
         limit = thresholds.get(name)
         ok = score.value is not None and not math.isnan(score.value)
-        out[name] = None if limit is None or not ok else bool(score.value >= limit)
+        out[name] = None if limit is None else ok and bool(score.value >= limit)
     return out
 
 
@@ -287,7 +288,10 @@ def render_text(
         where = f" (thresholds from {threshold_source})" if threshold_source else ""
         if failed:
             detail = ", ".join(
-                f"{n} {_fmt(scores[n].value)} < {_fmt(thresholds[n])}" for n in failed
+                f"{n} {_fmt(scores[n].value)} < {_fmt(thresholds[n])}"
+                if scores[n].ok
+                else f"{n} could not be scored"
+                for n in failed
             )
             lines.append(f"verdict: FAIL: {detail}{where}")
         else:

@@ -222,3 +222,15 @@ def test_the_repetition_details_line_names_the_most_repeated_ngram(tmp_path) -> 
     assert r.exit_code == 0, r.output
     assert "7/18 word 4-grams distinct; most repeated: 'the actor was arrested' x3" in r.output
     assert "\x1b" not in r.output
+
+
+def test_a_metric_that_could_not_score_fails_its_threshold_in_the_verdict(tmp_path) -> None:
+    # The verdict line ignored it: "verdict: PASS: repetition" (or "none") beside a failed ner.
+    src = tmp_path / "src.txt"
+    src.write_text("Toyota said on Tuesday its chief executive will step down.", encoding="utf-8")
+    summary = "丰田汽车公司周二表示其首席执行官将于四月卸任。"
+    args = ["score", "--source", str(src), "--summary", summary, "--threshold", "0.8"]
+    r = invoke([*args, "--metric", "ner", "--metric", "repetition"])
+    assert "verdict: FAIL: ner could not be scored (thresholds from --threshold)" in r.output
+    data = json.loads(invoke([*args, "--metric", "ner", "--format", "json"]).stdout)
+    assert data["metrics"]["ner"]["passed"] is False
