@@ -558,6 +558,10 @@ def _partial_name(ent: Any) -> bool:
     neighbours = [doc[i] for i in (ent.start - 1, ent.end) if 0 <= i < len(doc)]
     if any(t.pos_ == "PROPN" for t in neighbours):
         return True
+    # A capitalised word beside it mid-sentence is part of a title the parser did not tag
+    # ('Made In [Chelsea]', '[Burger King] Bacon and Cheese Whopper').
+    if any(t.is_title and t.is_alpha and not t.is_sent_start for t in neighbours):
+        return True
     for tok in ent:
         if tok.head.i not in inside and tok.head.pos_ == "PROPN" and tok.dep_ != "pobj":
             return True

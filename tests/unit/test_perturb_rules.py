@@ -278,3 +278,13 @@ def test_types_asked_for_do_not_change_an_edits_type() -> None:
             assert sorted(p.summary for p in alone) == sorted(
                 p.summary for p in everything if p.type == t
             )
+
+
+def test_no_swaps_inside_a_capitalised_title() -> None:
+    src = "The Made In Chelsea star left the show. The United Nations said nothing."
+    summary = "The Made In Chelsea star left the show."
+    old = perturb(src, summary, types=["entity"], max_per_type=None, rules=1)
+    assert any(p.original == "Chelsea" for p in old)
+    assert not any(
+        p.original == "Chelsea" for p in perturb(src, summary, types=["entity"], max_per_type=None)
+    )
