@@ -149,9 +149,10 @@ def bench_command(
     """Meta-evaluate metrics on labelled benchmark files (Markdown table, or --json).
 
     A 95% confidence interval needs at least 3 pairs (consistency) or 3 items of each class
-    (ROC AUC, balanced accuracy); below that it is shown as "n too small" (null in --json,
-    listed under ci_n_too_small) with a warning. Two --data files with the same name (a/d.jsonl,
-    b/d.jsonl) are refused: results and --plots files are named after the file."""
+    (ROC AUC, balanced accuracy), and a zero-width one at least 10; below that it is shown as
+    "n too small" (null in --json, listed under ci_n_too_small) with a warning. Two --data
+    files with the same name (a/d.jsonl, b/d.jsonl) are refused: results and --plots files are
+    named after the file."""
     from faithgate.evaluation.bench import (
         benchmark_files,
         json_ready,
@@ -216,8 +217,8 @@ def bench_command(
     "--target-precision",
     type=float,
     metavar="P",
-    help="Instead of maximising balanced accuracy, reach precision P for 'unfaithful' (refused "
-    "when only flagging every summary reaches it).",
+    help="Instead of maximising balanced accuracy, reach precision P for 'unfaithful': the "
+    "highest threshold that does so and passes at least one summary (refused when none does).",
 )
 @click.option(
     "--config",
@@ -278,6 +279,7 @@ def calibrate_command(
     from faithgate.evaluation.calibrate import (
         MIN_PER_CLASS,
         calibrate,
+        decimal_places,
         default_config_path,
         distinct_rows,
         write_calibration,
@@ -335,17 +337,17 @@ def calibrate_command(
             )
         )
         return
+    # Shown as written: 4 places, or the few more that keep the reported classification; the
+    # CI (rounded outward by calibrate) at the same places, so it reads as it is written.
+    places = decimal_places(cal.threshold)
     ci = (
-        f"95% CI {cal.ci95[0]:.4f}-{cal.ci95[1]:.4f}"
+        f"95% CI {cal.ci95[0]:.{places}f}-{cal.ci95[1]:.{places}f}"
         if all(math.isfinite(v) for v in cal.ci95)
         else "no 95% CI: --resamples 0"
         if resamples == 0
         else "no 95% CI: too few examples"
     )
-    # Shown as written: 4 places, or the few more that keep the reported classification.
-    shown = (
-        f"{cal.threshold:.4f}" if round(cal.threshold, 4) == cal.threshold else f"{cal.threshold!r}"
-    )
+    shown = f"{cal.threshold:.{places}f}"
     click.echo(f"{safe_line(metric_name)}: threshold {shown} ({ci}), objective {cal.objective}")
     cv = (
         f"cross-validated ({cal.cv_folds}-fold) {cal.cv_balanced_accuracy:.3f}"

@@ -5,17 +5,20 @@ A gate passes an example when ``score >= threshold``. ``calibrate`` picks the th
 - that maximises balanced accuracy ``(TPR + TNR) / 2`` (the SummaC threshold, Laban et al.
   2022), or
 - with ``target_precision=P``: the highest threshold (catching the most unfaithful summaries)
-  whose precision for the "unfaithful" prediction, ``P(label 0 | score < threshold)``, is at
-  least ``P``,
+  that passes at least one summary and whose precision for the "unfaithful" prediction,
+  ``P(label 0 | score < threshold)``, is at least ``P`` (flagging every summary always reaches
+  the share of unfaithful items, and is never what was asked),
 
 and a percentile-bootstrap 95% interval of that threshold (re-running the same choice on
-resampled data; NaN, and not written, with fewer than ``MIN_CI_N`` examples of a class, no
-resamples, or a zero-width interval with fewer than ``MIN_ZERO_WIDTH_CI_N`` of a class).
+resampled data), rounded outward (low end down, high end up) to the decimal places of the
+written threshold (at least 4), so the written interval contains what the bootstrap found; NaN,
+and not written, with fewer than ``MIN_CI_N`` examples of a class, no resamples, or an interval
+of zero width after rounding with fewer than ``MIN_ZERO_WIDTH_CI_N`` of a class).
 ``faithgate calibrate`` refuses data with fewer than ``MIN_PER_CLASS`` scored
 examples of either class: a threshold between one faithful and one unfaithful score says
 nothing about the next summary. A threshold above every score (a gate failing every summary) is
-refused too: a target precision at or below the share of unfaithful items, or a metric whose
-best balanced accuracy is only reached so.
+refused too: a target precision that no threshold reaches without flagging every summary, or a
+metric whose best balanced accuracy is only reached so.
 
 Items are deduplicated by ``keys`` (``(source, summary)``) as ``faithgate bench`` does: a
 reference repeated once per edit counts once (``n_merged`` rows merged), and a key labelled
@@ -37,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +99,14 @@ def precision_threshold(
 ) -> float:
     """Highest threshold whose "unfaithful" precision reaches ``target_precision`` (NaN if none).
 
-    Only thresholds that flag at least one item qualify.
+    Only thresholds that flag at least one item and pass at least one qualify: flagging every
+    item reaches any precision up to the share of unfaithful items, whatever the scores.
     """
     curve = threshold_curve(scores, labels)
-    ok = (curve["flagged"] > 0) & (np.nan_to_num(curve["precision_unfaithful"]) >= target_precision)
+    flagged = curve["flagged"]
+    n = int(flagged[-1])  # the last candidate lies above every score: it flags them all
+    reached = np.nan_to_num(curve["precision_unfaithful"]) >= target_precision
+    ok = (flagged > 0) & (flagged < n) & reached
     if not ok.any():
         return float("nan")
     return float(curve["threshold"][np.flatnonzero(ok)[-1]])
@@ -131,6 +139,26 @@ def _exact_threshold(threshold: float, scores: np.ndarray, digits: int = 4) -> f
         if np.array_equal(scores >= t, scores >= threshold):
             return float(t)
     return float(threshold)
+
+
+def decimal_places(x: float, minimum: int = 4) -> int:
+    """Decimal places of the shortest decimal that reads back as ``x``, at least ``minimum``:
+    the places a threshold from ``calibrate`` is shown and written with."""
+    if not math.isfinite(x):
+        return minimum
+    exponent = Decimal(repr(float(x))).as_tuple().exponent
+    return max(minimum, -int(exponent))
+
+
+def outward_ci(ci: tuple[float, float], threshold: float) -> tuple[float, float]:
+    """``ci`` rounded outward (low end down, high end up) to ``threshold``'s decimal places
+    (``decimal_places``), so the rounded interval contains the unrounded one; NaN stays NaN."""
+    q = Decimal(1).scaleb(-decimal_places(threshold))
+    lo, hi = ci
+    return (
+        lo if math.isnan(lo) else float(Decimal(repr(float(lo))).quantize(q, ROUND_FLOOR)),
+        hi if math.isnan(hi) else float(Decimal(repr(float(hi))).quantize(q, ROUND_CEILING)),
+    )
 
 
 def _cv_balanced_accuracy(
@@ -201,20 +229,22 @@ def calibrate(
     if target_precision is not None and not 0 < target_precision <= 1:
         raise InputError(f"--target-precision must be in (0, 1], got {target_precision}")
     threshold = _choose(s, y, target_precision)
-    if math.isnan(threshold):
-        best = float(np.nanmax(threshold_curve(s, y)["precision_unfaithful"]))
+    if math.isnan(threshold):  # only with a target precision
+        curve = threshold_curve(s, y)
+        partial = (curve["flagged"] > 0) & (curve["flagged"] < len(s))
+        best = float(np.nanmax(curve["precision_unfaithful"][partial], initial=0.0))
+        if target_precision is not None and n0 / len(s) >= target_precision:
+            raise InputError(
+                f"--target-precision {target_precision:g} is reached only by flagging every "
+                f"summary: {n0} of {len(s)} ({n0 / len(s):.3f}) are unfaithful, so a gate that "
+                f"fails everything has that precision, and no threshold that passes a summary "
+                f"reaches it (best {best:.3f})"
+            )
         raise InputError(
             f"no threshold of {metric or 'this metric'} reaches precision {target_precision} "
             f"for 'unfaithful' on this data (best {best:.3f})"
         )
     if bool((s < threshold).all()):  # a gate failing every summary: never what was asked
-        if target_precision is not None:
-            raise InputError(
-                f"--target-precision {target_precision:g} is reached only by flagging every "
-                f"summary: {n0} of {len(s)} ({n0 / len(s):.3f}) are unfaithful, so a gate that "
-                f"fails everything already has that precision; ask for more than "
-                f"{n0 / len(s):.3f}"
-            )
         raise InputError(
             f"the best balanced accuracy of {metric or 'this metric'} on this data is reached "
             "only by flagging every summary: its scores do not separate faithful from "
@@ -236,6 +266,9 @@ def calibrate(
         if boot
         else (float("nan"), float("nan"))
     )
+    # As written and shown: rounded outward at the threshold's places (a rounded-to-nearest
+    # (0.99992, 0.99994) was [0.9999, 0.9999], zero width and without the threshold 0.99994).
+    ci = outward_ci(ci, threshold)
     if ci[0] == ci[1] and min(n1, n0) < MIN_ZERO_WIDTH_CI_N:
         ci = (float("nan"), float("nan"))  # zero width from few items: not certainty
     flagged = s < threshold
@@ -315,7 +348,8 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     entry = tomlkit.table()
     entry["threshold"] = float(cal.threshold)
     if all(math.isfinite(v) for v in cal.ci95):  # no interval: no key (TOML has no null)
-        entry["ci95"] = [_r(v) for v in cal.ci95]
+        # Rounded outward, never to nearest: the written interval holds the unrounded one.
+        entry["ci95"] = list(outward_ci(cal.ci95, cal.threshold))
     entry["objective"] = cal.objective
     entry["balanced_accuracy"] = _r(cal.balanced_accuracy)
     if not math.isnan(cal.precision_unfaithful):

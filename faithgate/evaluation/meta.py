@@ -18,8 +18,8 @@ Statistics (all oriented so that a metric is better when they are higher):
   **paired permutation test** between two metrics on the same items. An interval needs at
   least ``MIN_CI_N`` pairs (consistency) or items of each class (ROC AUC, balanced accuracy);
   below that it is null and the statistic is named in ``ci_n_too_small``; so is a zero-width
-  ROC AUC or balanced-accuracy interval when the smaller class has fewer than
-  ``MIN_ZERO_WIDTH_CI_N`` items (every resample agreeing on so few items is not certainty).
+  interval from fewer than ``MIN_ZERO_WIDTH_CI_N`` pairs (consistency) or items of the smaller
+  class (ROC AUC, balanced accuracy): every resample agreeing on so few is not certainty.
 
 ``evaluate`` computes all of them for one labelled set, overall and broken down by error type
 and by ``origin`` (cnndm / xsum).
@@ -46,9 +46,9 @@ NAN = float("nan")
 # null and listed under ``ci_n_too_small``.
 MIN_CI_N = 3
 
-# A zero-width ROC AUC / balanced-accuracy interval (e.g. ``[1.00, 1.00]`` with 3 vs 7 items)
-# is reported as too small, like the intervals below ``MIN_CI_N``, when the smaller class has
-# fewer items than this.
+# A zero-width interval (e.g. ``[1.00, 1.00]`` from 3 pairs, or with 3 vs 7 items) is reported
+# as too small, like the intervals below ``MIN_CI_N``, when there are fewer pairs
+# (consistency) or items in the smaller class (ROC AUC, balanced accuracy) than this.
 MIN_ZERO_WIDTH_CI_N = 10
 
 
@@ -467,14 +467,14 @@ def evaluate_group(
         name: str,
         enough: bool,
         compute: Callable[[], tuple[float, float]],
-        smaller_class: int | None = None,
+        small_n: int,
     ) -> None:
+        """``small_n``: the pairs (consistency) or items of the smaller class behind it."""
         interval = compute() if enough else (NAN, NAN)
         if (
             enough
-            and smaller_class is not None
-            and smaller_class < MIN_ZERO_WIDTH_CI_N
-            and interval[0] == interval[1]  # zero width from few items: not certainty
+            and small_n < MIN_ZERO_WIDTH_CI_N
+            and interval[0] == interval[1]  # zero width from few pairs or items: not certainty
         ):
             enough = False
         if enough:
@@ -494,6 +494,7 @@ def evaluate_group(
             lambda: bootstrap_ci(
                 lambda w: float(w.mean()), wins, n_resamples=n_resamples, seed=seed
             ),
+            len(pr),
         )
     labelled = [i for i, it in enumerate(items) if it.label is not None]
     if labelled:

@@ -167,6 +167,28 @@ def test_zero_width_interval_from_few_items_is_not_shown_as_certain(project):
     assert "roc_auc" in overall["ci_n_too_small"]
 
 
+def test_zero_width_consistency_from_few_pairs_is_not_shown_as_certain(project):
+    """5 minimal pairs of one error type, every faithful member ahead: consistency 1.0 in every
+    resample; [1.00, 1.00] from 5 pairs (overall and by type) would read as certainty."""
+    rows = [
+        {"id": f"{m}{i}", "source": SRC, "summary": s, "label": lab, "pair_id": str(i),
+         "error_type": "Extrinsic Predicate"}
+        for i in range(5)
+        for m, s, lab in (("r", FAITHFUL[i], 1), ("e", UNFAITHFUL[i], 0))
+    ]  # fmt: skip
+    write_rows(project / "pairs.jsonl", rows)
+    res = _bench("--data", "pairs.jsonl", "--no-cache")
+    assert res.exit_code == 0, res.output
+    assert "[1.00, 1.00]" not in res.stdout and "[0.00, 0.00]" not in res.stdout
+    assert "| Extrinsic Predicate | overlap | 5 | 1.000 [n too small]" in res.stdout
+    doc = json.loads(_bench("--data", "pairs.jsonl", "--no-cache", "--json").stdout)
+    m = doc["datasets"]["pairs"]["metrics"]["overlap"]
+    for group in (m["overall"], m["by_error_type"]["Extrinsic Predicate"]):
+        assert group["n_pairs"] == 5 and group["consistency"] == 1.0
+        assert group["consistency_ci95"] == [None, None]
+        assert "consistency" in group["ci_n_too_small"]
+
+
 def test_calibrate_refuses_too_few_examples_per_class(project):
     write_rows(project / "two.jsonl", labelled(1))
     res = invoke("calibrate", "--data", "two.jsonl", "--metric", "overlap", "--config", "f.toml")

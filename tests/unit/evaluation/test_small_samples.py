@@ -10,7 +10,13 @@ import pytest
 from faithgate.errors import InputError
 from faithgate.escape import json_for_terminal
 from faithgate.evaluation.calibrate import calibrate, write_calibration
-from faithgate.evaluation.meta import MIN_CI_N, Item, evaluate_group, items_from_examples
+from faithgate.evaluation.meta import (
+    MIN_CI_N,
+    MIN_ZERO_WIDTH_CI_N,
+    Item,
+    evaluate_group,
+    items_from_examples,
+)
 from faithgate.types import Example
 
 
@@ -36,14 +42,34 @@ def test_one_pair_gives_no_interval_but_the_figure() -> None:
 def test_enough_pairs_keep_their_intervals() -> None:
     items, scores = _pairs(MIN_CI_N)
     out = evaluate_group(items, scores, n_resamples=50)
-    assert out["consistency_ci95"] == [1.0, 1.0]  # every pair won: a real, tight interval
-    assert "consistency" not in out.get("ci_n_too_small", [])
-    # ROC AUC's [1.0, 1.0] from 3 items a class reads as certainty: too small (the rule is
-    # MIN_ZERO_WIDTH_CI_N); an interval with a width is kept from as few as MIN_CI_N a class.
+    # Every pair won: consistency's [1.0, 1.0] from 3 pairs reads as certainty, as ROC AUC's
+    # [1.0, 1.0] from 3 items a class does: both too small (the rule is MIN_ZERO_WIDTH_CI_N,
+    # pairs for consistency); an interval with a width is kept from as few as MIN_CI_N.
+    assert out["consistency_ci95"] == [None, None] and "consistency" in out["ci_n_too_small"]
     assert out["roc_auc_ci95"] == [None, None] and "roc_auc" in out["ci_n_too_small"]
     scores[1], scores[2] = scores[2], scores[1]  # pair 0's unfaithful now above a faithful
     out = evaluate_group(items, scores, n_resamples=50)
     assert None not in out["roc_auc_ci95"] and out["roc_auc_ci95"][0] < out["roc_auc_ci95"][1]
+    lo, hi = out["consistency_ci95"]  # pair 0 lost: 2 of 3 won, an interval with a width
+    assert lo < hi and "consistency" not in out.get("ci_n_too_small", [])
+
+
+def test_zero_width_consistency_interval_needs_ten_pairs() -> None:
+    for n, kept in ((MIN_ZERO_WIDTH_CI_N - 1, False), (MIN_ZERO_WIDTH_CI_N, True)):
+        items, scores = _pairs(n)  # every pair won: every resample gives 1.0
+        out = evaluate_group(items, scores, n_resamples=50)
+        assert out["n_pairs"] == n and out["consistency"] == 1.0
+        if kept:
+            assert out["consistency_ci95"] == [1.0, 1.0]
+            assert "consistency" not in out.get("ci_n_too_small", [])
+        else:
+            assert out["consistency_ci95"] == [None, None]
+            assert "consistency" in out["ci_n_too_small"]
+    items, scores = _pairs(6)
+    scores = [0.5] * len(scores)  # every pair tied (a failure): [0.0, 0.0] from 6 pairs
+    out = evaluate_group(items, scores, n_resamples=50)
+    assert out["consistency"] == 0.0 and out["consistency_ci95"] == [None, None]
+    assert "consistency" in out["ci_n_too_small"]
 
 
 @pytest.mark.parametrize("bad", ["5", True, math.inf, -math.inf, math.nan, [1]])

@@ -237,12 +237,13 @@ def test_counts_behind_the_figures() -> None:
 
 def test_target_precision_reached_only_by_flagging_everything_is_refused(tmp_path) -> None:
     s = [0.1, 0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]
-    y = [1, 0, 1, 0, 1, 1, 0, 1, 1, 1]  # 3 of 10 unfaithful
-    for p in (0.3, 0.2):
+    y = [1, 1, 1, 1, 1, 1, 1, 0, 0, 0]  # 3 of 10 unfaithful, all scored above the faithful
+    # flagging 9 reaches 2/9 = 0.222; only flagging all 10 reaches 0.25 or 0.3
+    for p in (0.3, 0.25):
         with pytest.raises(InputError, match="only by flagging every summary.*3 of 10"):
             calibrate(s, y, target_precision=p, n_resamples=0)
-    cal = calibrate(s, y, target_precision=0.31, n_resamples=0)  # above the share: a threshold
-    assert not all(v < cal.threshold for v in s)
+    cal = calibrate(s, y, target_precision=0.2, n_resamples=0)  # flagging 9 of 10 reaches it
+    assert sum(v < cal.threshold for v in s) == 9
     # a metric whose scores do not separate the classes: its "best" threshold flags everything
     with pytest.raises(InputError, match="only by flagging every summary"):
         calibrate([0.5] * 6, [1, 1, 1, 0, 0, 0], n_resamples=0)
@@ -256,6 +257,39 @@ def test_target_precision_reached_only_by_flagging_everything_is_refused(tmp_pat
     assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "f.toml").exists()
 
 
+# 12 items, 5 unfaithful (0.417): flagging the 1-10 lowest reaches precision 1.0 down to 0.4,
+# flagging 11 only 0.364 and flagging all 12 the share, 0.417.
+PRECISION_S = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+PRECISION_Y = [0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0]
+
+
+def test_target_precision_at_or_below_the_share_uses_a_threshold_that_passes_some(
+    tmp_path,
+) -> None:
+    """P = 0.4 is below the unfaithful share, yet thresholds flagging 1-10 items reach it: the
+    highest of them is taken, not the flag-everything one (nor a refusal)."""
+    cal = calibrate(PRECISION_S, PRECISION_Y, target_precision=0.4, n_resamples=50)
+    assert sum(v < cal.threshold for v in PRECISION_S) == 10  # 0.7 < threshold <= 0.8
+    assert 0.7 < cal.threshold < 0.8 and cal.precision_unfaithful == pytest.approx(0.4)
+    assert cal.recall_unfaithful == pytest.approx(0.8)
+    many = calibrate(PRECISION_S, PRECISION_Y, target_precision=0.8, n_resamples=0)
+    assert sum(v < many.threshold for v in PRECISION_S) == 5  # 4/4 and 4/5 reach 0.8: 5
+    rows = [
+        _row(i, v, lab) for i, (v, lab) in enumerate(zip(PRECISION_S, PRECISION_Y, strict=True))
+    ]
+    data = _write(tmp_path / "p.jsonl", rows)
+    res = CliRunner().invoke(
+        cli,
+        ["calibrate", "--data", data, "--metric", NAME, "--no-cache", "--target-precision", "0.4"]
+        + ["--config", str(tmp_path / "f.toml"), "--resamples", "0"],
+    )
+    assert res.exit_code == 0, res.output
+    written = load_config(tmp_path / "f.toml").thresholds[NAME]
+    assert 0.7 < written <= 0.8
+    helptext = CliRunner().invoke(cli, ["calibrate", "--help"]).stdout
+    assert "passes at least one summary" in " ".join(helptext.split())
+
+
 # ---------------------------------------------------------------- zero-width intervals
 
 
@@ -264,3 +298,44 @@ def test_calibrate_gives_no_zero_width_interval_from_few_items() -> None:
     assert all(math.isnan(v) for v in cal.ci95)  # every resample: the same midpoint
     many = calibrate([0.1] * 12 + [0.9] * 12, [0] * 12 + [1] * 12, n_resamples=100)
     assert many.ci95 == (0.5, 0.5)  # 12 of each class: a tight interval is kept
+
+
+# ---------------------------------------------------------------- CI rounding
+
+
+CLOSE_S = [0.99991, 0.9999, 0.99989, 0.99996, 0.99997, 0.99998]
+CLOSE_Y = [0, 0, 0, 1, 1, 1]
+
+
+def test_ci_is_rounded_outward_at_the_thresholds_places(tmp_path) -> None:
+    """Threshold 0.99994, bootstrap interval (0.99992, 0.99994): rounded to 4 places it was
+    written as [0.9999, 0.9999], zero width and without the threshold."""
+    cal = calibrate(CLOSE_S, CLOSE_Y, metric="m")
+    assert cal.threshold == 0.99994
+    lo, hi = cal.ci95
+    assert lo < hi and lo <= cal.threshold <= hi
+    assert (lo, hi) == (0.99992, 0.99994)  # 5 places, as the threshold
+    cfg = load_config(write_calibration(tmp_path / "faithgate.toml", cal))
+    written = cfg.calibration["m"]["ci95"]
+    assert written == [lo, hi] and written[0] <= cfg.thresholds["m"] <= written[1]
+
+
+def test_ci_rounding_goes_outward() -> None:
+    from faithgate.evaluation.calibrate import outward_ci
+
+    assert outward_ci((0.123449, 0.876501), 0.5) == (0.1234, 0.8766)  # never to nearest
+    assert outward_ci((0.1 + 0.2, 0.7), 0.5) == (0.3, 0.7)  # float noise is not a place
+    assert outward_ci((0.999921, 0.999939), 0.99994) == (0.99992, 0.99994)
+    assert all(math.isnan(v) for v in outward_ci((math.nan, math.nan), 0.5))
+
+
+def test_cli_prints_the_ci_it_writes(tmp_path) -> None:
+    rows = [_row(i, v, lab) for i, (v, lab) in enumerate(zip(CLOSE_S, CLOSE_Y, strict=True))]
+    data = _write(tmp_path / "close.jsonl", rows)
+    path = tmp_path / "f.toml"
+    args = ["calibrate", "--data", data, "--metric", NAME, "--no-cache", "--config", str(path)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    prov = load_config(path).calibration[NAME]
+    assert prov["threshold"] == 0.99994 and prov["ci95"] == [0.99992, 0.99994]
+    assert "threshold 0.99994 (95% CI 0.99992-0.99994)" in res.stdout
