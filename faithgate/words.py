@@ -16,6 +16,7 @@ refuse such text with a plain message instead of scoring characters as words.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 import regex
@@ -68,6 +69,19 @@ def main_script(text: str) -> str | None:
     for name, pattern in _SCRIPT.items():
         if len(pattern.findall(text)) * 2 > letters:
             return name
+    return None
+
+
+def unsupported_script_error(texts: Sequence[str], metric: str) -> str | None:
+    """The one-line reason ``metric`` cannot count the words of the first of ``texts`` whose
+    script ``words`` cannot split (``unsupported_script``), else None."""
+    for text in texts:
+        script = unsupported_script(text)
+        if script is not None:
+            return (
+                f"{script} text is not supported: {script} is written without spaces and "
+                f"{metric} cannot split it into words"
+            )
     return None
 
 

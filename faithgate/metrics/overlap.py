@@ -15,7 +15,7 @@ from faithgate import text as textmod
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.types import Example, Score, SentenceScore
-from faithgate.words import stemmed_words, unsupported_script, words
+from faithgate.words import stemmed_words, unsupported_script_error, words
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 NOVEL = ("novel1", "novel2", "novel3", "novel4")
@@ -183,17 +183,9 @@ class Overlap(Metric):
 
         scores = []
         for ex in examples:
-            script = unsupported_script(ex.summary) or unsupported_script(ex.source)
-            if script is not None:
-                scores.append(
-                    Score.failed(
-                        self.name,
-                        shash,
-                        ex.id,
-                        f"{script} text is not supported: {script} is written without spaces "
-                        "and overlap cannot split it into words",
-                    )
-                )
+            error = unsupported_script_error((ex.summary, ex.source), self.name)
+            if error is not None:
+                scores.append(Score.failed(self.name, shash, ex.id, error))
                 continue
             src_stemmed, src_plain, src_sent_tokens, src_sents = source_view(ex.source)
             summ_stemmed, summ_plain = stem(ex.summary), rouge_tokens(ex.summary)

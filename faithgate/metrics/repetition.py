@@ -14,7 +14,7 @@ from typing import Any
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.types import Example, Score
-from faithgate.words import unsupported_script, words
+from faithgate.words import unsupported_script_error, words
 
 
 def repetition_stats(tokens: Sequence[str], n: int) -> dict[str, Any]:
@@ -74,17 +74,9 @@ class Repetition(Metric):
         n = self.settings["n"]
         scores = []
         for ex in examples:
-            script = unsupported_script(ex.summary)
-            if script is not None:
-                scores.append(
-                    Score.failed(
-                        self.name,
-                        shash,
-                        ex.id,
-                        f"{script} text is not supported: {script} is written without spaces "
-                        "and repetition cannot split it into words",
-                    )
-                )
+            error = unsupported_script_error((ex.summary,), self.name)
+            if error is not None:
+                scores.append(Score.failed(self.name, shash, ex.id, error))
                 continue
             tokens = [t.casefold() for t in words(ex.summary)]
             if not tokens:
