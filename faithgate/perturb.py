@@ -35,8 +35,12 @@ longer name ("Rosie the [Riveter]", "[Dalian] Wanda") and drops a pool mention's
 "U.S." and a thousands separator in "1,200.5"; takes aliases and initialisms for the same
 referent ("the U.S." / "America", "NASA" / its expansion); swaps no verb inside a hyphenated
 word or a name, swaps an intrinsic verb only for one the source uses with the same subject or
-object, and an extrinsic one only when the original is itself one of the listed event verbs;
-and gives each edit the same type whichever types are asked for.
+object (but not with all of its arguments: the source's own wording), and an extrinsic one only
+when the original is itself one of the listed event verbs; swaps no name beside a capitalised
+word mid-sentence ("Made In [Chelsea]"); makes no swap that only says less (a bare part of the
+day for a time, "6.15 pm" -> "evening"; a place the source puts the original in, "Buckingham
+Palace" -> "London"); turns "old" into "young" only for the living (not "five years young", "the
+young chapel"); and gives each edit the same type whichever types are asked for.
 """
 
 from __future__ import annotations
@@ -307,6 +311,8 @@ def _antonym(ctx: _Context) -> Iterator[_Candidate]:
             lemma = rep
         if not rep or rep.lower() == tok.text.lower():
             continue
+        if ctx.rules >= 2 and (tok.ent_type_ or _not_an_age_antonym(tok, rep)):
+            continue  # inside a name ('Black Fell'), or 'five years young', 'a young chapel'
         intrinsic = lemma in ctx.src_lemmas or rep.lower() in ctx.src_words
         yield _Candidate(
             "predicate_antonym",
@@ -317,6 +323,26 @@ def _antonym(ctx: _Context) -> Iterator[_Candidate]:
             "Intrinsic Predicate" if intrinsic else "Extrinsic Predicate",
             lemma=lemma,
         )
+
+
+_AGE_UNITS = frozenset({"year", "month", "week", "day", "hour", "minute", "decade", "century"})
+_LIVING = frozenset(
+    {"man", "woman", "boy", "girl", "child", "person", "people", "player", "actor", "actress",
+     "son", "daughter", "mother", "father", "star", "singer", "student", "fan", "team",
+     "couple", "soldier", "worker", "animal", "dog", "cat", "horse", "tree", "plant"}
+)  # fmt: skip
+
+
+def _not_an_age_antonym(tok: Any, rep: str) -> bool:
+    """'old' <-> 'young' where it is no antonym: an age ('five years old' -> 'five years
+    young') or a thing that is not alive ('the old chapel' -> 'the young chapel')."""
+    if {tok.lower_, rep.lower()} != {"old", "young"}:
+        return False
+    before = tok.doc[tok.i - 1] if tok.i > 0 else None
+    if before is not None and before.lemma_.lower() in _AGE_UNITS:
+        return True
+    head = tok.head
+    return head.i != tok.i and head.ent_type_ != "PERSON" and head.lemma_.lower() not in _LIVING
 
 
 def _in_compound(tok: Any) -> bool:
@@ -601,6 +627,8 @@ def _swap_candidates(
             continue  # a lower-case "name" in cased text is an NER error
         if detail in ("time", "duration") and _prep(other) != _prep(ent):
             continue  # 'on Tuesday' cannot become 'on daily': keep the same preposition
+        if ctx.rules >= 2 and _generalises(ctx, ent.text, text, detail):
+            continue
         if (
             key in seen
             or not _different_referent(ent.text, text, ctx)
@@ -610,6 +638,28 @@ def _swap_candidates(
             continue
         seen.add(key)
         yield _Candidate(kind, ent.start_char, ent.end_char, text, detail)
+
+
+_DAY_PARTS = frozenset(
+    {"morning", "afternoon", "evening", "night", "tonight", "midday", "noon", "midnight"}
+)
+
+
+def _generalises(ctx: _Context, original: str, replacement: str, detail: str) -> bool:
+    """A swap that only says less, so the source may still support it: a bare part of the day
+    for a clock time or a date ('6.15 pm' -> 'evening', 'Tuesday' -> 'evening': the source
+    says 'Tuesday evening'), or a place the source puts the original in, or in the original
+    ('Buckingham Palace' -> 'London' beside 'Buckingham Palace, London')."""
+    if detail == "time":
+        words = _norm(replacement).split()
+        bare = bool(words) and words[-1] in _DAY_PARTS and len(words) <= 2
+        return bare and not set(_norm(original).split()) & _DAY_PARTS
+    if detail == "location":
+        a = re.escape(_norm(original).removeprefix("the "))
+        b = re.escape(_norm(replacement).removeprefix("the "))
+        link = r"\s*(?:,|\bin\b|\bnear\b|\bof\b)\s*(?:the\s+)?"
+        return bool(re.search(rf"\b{a}{link}{b}\b|\b{b}{link}{a}\b", ctx.src_lower))
+    return False
 
 
 def _extrinsic_candidates(

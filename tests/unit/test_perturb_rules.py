@@ -288,3 +288,55 @@ def test_no_swaps_inside_a_capitalised_title() -> None:
     assert not any(
         p.original == "Chelsea" for p in perturb(src, summary, types=["entity"], max_per_type=None)
     )
+
+
+# --- 11. swaps that only say less; antonyms that are none ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "summary", "original", "general"),
+    [
+        (
+            "The Queen hosted a party at Buckingham Palace, London, on Friday. Guests came "
+            "from Paris.",
+            "The Queen hosted a party at Buckingham Palace.",
+            "Buckingham Palace",
+            "London",
+        ),
+        ("He lives in Arlington, Virginia. He was born in Ohio.", "He lives in Virginia.",
+         "Virginia", "Arlington"),
+        (
+            "A ferry ran aground near Rotterdam on Tuesday evening. It was towed on Thursday "
+            "morning.",
+            "A ferry ran aground near Rotterdam on Tuesday.",
+            "Tuesday",
+            "evening",
+        ),
+    ],
+)  # fmt: skip
+def test_a_circumstance_swap_that_only_says_less_is_no_edit(source, summary, original, general):
+    swaps = lambda rules: [  # noqa: E731
+        (p.original, p.replacement)
+        for p in perturb(source, summary, types=["circumstance_intrinsic"], max_per_type=None,
+                         rules=rules)
+    ]  # fmt: skip
+    assert (original, general) in swaps(1)
+    assert (original, general) not in swaps(2)
+
+
+@pytest.mark.parametrize(
+    ("summary", "kept"),
+    [
+        ("The boy is five years old.", False),  # an age: 'five years young'
+        ("Branson bought the old chapel.", False),  # not alive: 'the young chapel'
+        ("The old man walked home.", True),
+    ],
+)
+def test_old_and_young_are_antonyms_only_of_the_living(summary, kept) -> None:
+    def young(rules: int) -> bool:
+        found = perturb(summary, summary, types=["predicate_antonym"], max_per_type=None,
+                        rules=rules)  # fmt: skip
+        return ("old", "young") in [(p.original, p.replacement) for p in found]
+
+    assert young(1)
+    assert young(2) is kept
