@@ -29,7 +29,8 @@ metric rank the faithful summary higher?), not as ground truth.
 also: moves a bounded number past its bound ("more than 105" -> "more than 210", never "more
 than 63"; "up to 200" only lower); does not negate a sentence that already holds a negation
 ("Nobody was hurt"); leaves numbers in names ("Apollo 11", "Boeing 737") and lone multipliers
-("hundred") alone; points no pronoun at a person named in its own sentence; swaps no part of a
+("hundred") alone; points no pronoun at a person named in its own sentence, nor (unless a
+subject pronoun follows a subject person) at one the summary named before it; swaps no part of a
 longer name ("Rosie the [Riveter]", "[Dalian] Wanda") and drops a pool mention's trailing
 "'s"; keeps an article single ("The BBC" -> "The World Bank"), a sentence-final period after
 "U.S." and a thousands separator in "1,200.5"; takes aliases and initialisms for the same
@@ -774,6 +775,8 @@ def _coreference(ctx: _Context) -> Iterator[_Candidate]:
         antecedent = (subjects or before)[-1].text if before else None
         possessive = tok.tag_ == "PRP$"
         sent_words = _content_words(tok.sent.text)
+        earlier_words = _content_words(ctx.doc[: tok.i].text)
+        trusted = bool(subjects) and tok.dep_ in ("nsubj", "nsubjpass")
         seen: set[str] = set()
         for person in people:
             name = person.text.strip()
@@ -785,8 +788,15 @@ def _coreference(ctx: _Context) -> Iterator[_Candidate]:
             if antecedent is None:
                 continue
             seen.add(_norm(name))
-            if ctx.rules >= 2 and _words_overlap(_content_words(name), sent_words):
+            name_words = _content_words(name)
+            if ctx.rules >= 2 and _words_overlap(name_words, sent_words):
                 continue  # 'Guardiola tore his trousers' -> 'tore Guardiola's trousers' is true
+            if ctx.rules >= 2 and not trusted and _words_overlap(name_words, earlier_words):
+                # Unless a subject pronoun follows a subject person (centering), a pronoun may
+                # point at any person the summary named before it, tagged or not: 'Anna says
+                # she suspects her' -> 'suspects Gemma' and 'Rockwell painted Keefe. He paid
+                # her' -> 'Norman Rockwell paid' are still true.
+                continue
             if possessive and (name.endswith("'s") or name.endswith("’s")):
                 continue
             rep = (f"{name}'" if name.endswith("s") else f"{name}'s") if possessive else name

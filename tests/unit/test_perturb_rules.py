@@ -340,3 +340,21 @@ def test_old_and_young_are_antonyms_only_of_the_living(summary, kept) -> None:
 
     assert young(1)
     assert young(2) is kept
+
+
+def test_a_pronoun_is_not_pointed_at_a_person_the_summary_named_before_it() -> None:
+    # 'He' is Rockwell (the parser does not tag him a person here, so no subject person leads)
+    # and 'her' is Keefe: naming either is still true. A person the summary never named is
+    # another referent. ('Obama met Merkel. He ...' -> 'Merkel' stays: test_perturb.py.)
+    src = (
+        "Norman Rockwell painted Mary Keefe in 1943. He paid her ten dollars. Keefe died this "
+        "week. Ben Hale ran the magazine."
+    )
+    summary = "Rockwell painted Mary Keefe in 1943. He paid her ten dollars."
+
+    def swaps(rules: int) -> set[tuple[str, str]]:
+        found = perturb(src, summary, types=["coreference"], max_per_type=None, rules=rules)
+        return {(p.original, p.replacement) for p in found}
+
+    assert ("He", "Norman Rockwell") in swaps(1)
+    assert swaps(2) == {("He", "Ben Hale"), ("her", "Ben Hale")}
