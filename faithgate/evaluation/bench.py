@@ -37,6 +37,7 @@ from faithgate.evaluation.meta import (
     MIN_CI_N,
     MIN_ZERO_WIDTH_CI_N,
     Item,
+    dedupe_labelled,
     evaluate,
     items_from_examples,
     roc_auc,
@@ -379,7 +380,8 @@ def fit_combination(
 
     x = _features(runs, names)
     y = np.asarray(labels, dtype=float)
-    idx = np.arange(len(y)) if keys is None else _first_indices(keys, y.tolist())
+    # First row of each key, keys labelled both ways left out (as in the statistics).
+    idx = np.arange(len(y)) if keys is None else dedupe_labelled(keys, y.tolist())[0]
     x, y = x[idx], y[idx]
     keep = ~np.isnan(x).any(axis=1) & ~np.isnan(y)
     x, y = x[keep], y[keep].astype(int)
@@ -414,13 +416,6 @@ def fit_combination(
         "cv_folds": folds,
         "cv_roc_auc": auc,
     }
-
-
-def _first_indices(keys: Sequence[Any], labels: Sequence[Any]) -> np.ndarray:
-    """First row of each key, keys labelled both ways left out (as in the statistics)."""
-    from faithgate.evaluation.meta import dedupe_labelled
-
-    return dedupe_labelled(keys, labels)[0]
 
 
 def apply_combination(weights: Mapping[str, Any], runs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -582,7 +577,6 @@ def compare_metrics(
     on those ``n`` items (equal to the main table's when no metric failed on any item)."""
     from faithgate.evaluation.meta import (
         _fast_auc,
-        dedupe_labelled,
         pair_wins,
         paired_permutation_test,
         pairs,

@@ -54,7 +54,7 @@ from faithgate.evaluation.meta import (
     balanced_accuracy,
     best_threshold,
     conflicting_keys,
-    dedupe,
+    dedupe_labelled,
     threshold_curve,
 )
 
@@ -124,10 +124,8 @@ def distinct_rows(keys: Sequence[Any], labels: Sequence[Any]) -> tuple[np.ndarra
     such a first row, and of keys left out because their rows are labelled both ways."""
     keys = list(keys)
     bad = conflicting_keys(keys, labels)
-    first = dedupe(keys)
-    kept = np.asarray([int(i) for i in first if keys[i] not in bad], dtype=int)
-    n_merged = sum(k not in bad for k in keys) - len(kept)
-    return kept, n_merged, len(first) - len(kept)
+    kept, n_conflicting = dedupe_labelled(keys, labels, bad)
+    return kept, sum(k not in bad for k in keys) - len(kept), n_conflicting
 
 
 def _exact_threshold(threshold: float, scores: np.ndarray, digits: int = 4) -> float:
