@@ -63,13 +63,7 @@ def main_script(text: str) -> str | None:
     """The script most of the letters of ``text`` are in (more than half of them; e.g.
     ``"Latin"``, ``"Han"``), None when it has no letters, no script holds a majority, or the
     majority is a script not in ``NAMED_SCRIPTS``."""
-    letters = len(_LETTER.findall(text))
-    if not letters:
-        return None
-    for name, pattern in _SCRIPT.items():
-        if len(pattern.findall(text)) * 2 > letters:
-            return name
-    return None
+    return next((n for n in NAMED_SCRIPTS if (script_share(text, n) or 0) > 0.5), None)
 
 
 def unsupported_script_error(texts: Sequence[str], metric: str) -> str | None:
@@ -91,7 +85,8 @@ def script_share(text: str, script: str) -> float | None:
     letters = len(_LETTER.findall(text))
     if not letters:
         return None
-    return len(regex.findall(rf"\p{{Script={script}}}", text)) / letters
+    pattern = _SCRIPT.get(script) or regex.compile(rf"\p{{Script={script}}}")
+    return len(pattern.findall(text)) / letters
 
 
 def unsupported_script(text: str) -> str | None:

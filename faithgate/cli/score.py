@@ -218,8 +218,7 @@ def threshold_verdicts(
     out: dict[str, bool | None] = {}
     for name, score in scores.items():
         limit = thresholds.get(name)
-        ok = score.value is not None and not math.isnan(score.value)
-        out[name] = None if limit is None else ok and bool(score.value >= limit)
+        out[name] = None if limit is None else score.ok and bool(score.value >= limit)
     return out
 
 
