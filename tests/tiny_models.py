@@ -15,6 +15,11 @@ BERT = dict(
     intermediate_size=64,
     max_position_embeddings=64,
 )
+# The size of the random BERTs built over MiniLM's real tokenizer (``save_minilm_bert``, the
+# QA model): small enough to build in a test, the same in every test that uses one.
+MINILM_SIZED = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37
+)
 NLI_LABELS = {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}
 # A hand-made news paragraph: the documents the training tests synthesise pairs from.
 MAYOR_TEXT = (

@@ -254,17 +254,14 @@ def test_bad_settings_are_input_errors():
 def tiny_nli_dir(tmp_path_factory):
     """A random 2-layer BERT NLI head with MiniLM's tokenizer, saved like a hub checkpoint."""
     torch = pytest.importorskip("torch")
-    from tiny_models import save_minilm_bert
+    from tiny_models import MINILM_SIZED, save_minilm_bert
 
     torch.manual_seed(0)
     return save_minilm_bert(
         tmp_path_factory.mktemp("tiny-nli"),
         "BertForSequenceClassification",
         max_length=64,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
+        **MINILM_SIZED,
         max_position_embeddings=64,
         num_labels=3,
         id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},

@@ -187,6 +187,7 @@ def tiny_qa_models(tmp_path_factory):
     """A random 2-layer BERT extractive QA model and a random tiny T5 question generator,
     both with MiniLM's WordPiece tokenizer, saved like hub checkpoints."""
     torch = pytest.importorskip("torch")
+    from tiny_models import MINILM_SIZED
     from transformers import (
         AutoTokenizer,
         BertConfig,
@@ -204,10 +205,7 @@ def tiny_qa_models(tmp_path_factory):
     BertForQuestionAnswering(
         BertConfig(
             vocab_size=tok.vocab_size,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=37,
+            **MINILM_SIZED,
             max_position_embeddings=64,
         )
     ).save_pretrained(qa_dir, safe_serialization=True)

@@ -12,16 +12,13 @@ from tiny_models import MAYOR_TEXT
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory, torch, transformers) -> Path:
     """A random 2-layer BERT with MiniLM's tokenizer, saved like a hub checkpoint."""
-    from tiny_models import save_minilm_bert
+    from tiny_models import MINILM_SIZED, save_minilm_bert
 
     torch.manual_seed(0)
     path, _, _ = save_minilm_bert(
         tmp_path_factory.mktemp("tiny-base"),
         "BertModel",
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
+        **MINILM_SIZED,
         max_position_embeddings=128,
     )
     return path
