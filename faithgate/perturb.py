@@ -25,9 +25,9 @@ sentence ("No one was injured" makes "Nobody was injured" true, whatever verb it
 These are heuristics: the edits are meant for meta-evaluation (does a
 metric rank the faithful summary higher?), not as ground truth.
 
-``rules=1`` gives the edits the first shipped checker was trained on. ``rules=2`` (the default)
-also: moves a bounded number past its bound ("more than 105" -> "more than 210", never "more
-than 63"; "up to 200" only lower); does not negate a sentence that already holds a negation
+``rules=1`` gives the edits the first shipped checker was trained on. ``rules=2`` also: moves
+a bounded number past its bound ("more than 105" -> "more than 210", never "more than 63";
+"up to 200" only lower); does not negate a sentence that already holds a negation
 ("Nobody was hurt"); leaves numbers in names ("Apollo 11", "Boeing 737") and lone multipliers
 ("hundred") alone; points no pronoun at a person named in its own sentence, nor (unless a
 subject pronoun follows a subject person) at one the summary named before it; swaps no part of a
@@ -42,6 +42,18 @@ word mid-sentence ("Made In [Chelsea]"); makes no swap that only says less (a ba
 day for a time, "6.15 pm" -> "evening"; a place the source puts the original in, "Buckingham
 Palace" -> "London"); turns "old" into "young" only for the living (not "five years young", "the
 young chapel"); and gives each edit the same type whichever types are asked for.
+
+``rules=3`` (the default) keeps rules 2 and replaces its verb swaps, most of which a blind
+reading judged garbage ("lost 1-0" -> "confessed 1-0", "raised odds" -> "closed odds"): a verb
+is swapped only for another of its class in ``data/verb_frames.json`` (legal: "arrested" ->
+"acquitted"; quantity: "rose 17%" -> "declined 17%"; trade, contest, motion, ...), never for
+a class-mate that can say the same ("announced" -> "revealed"), and only in a frame both fit:
+the same use (with an object or passive, or without), an object of the kind the class takes (a
+person is arrested, a thing is sold: "released the ball" is not the legal sense), a that-clause
+or to-infinitive only for verbs that take one; no phrasal verb ("selling off"), idiom ("joining
+forces"), verb with its own preposition ("charged with"), participle modifying a noun ("three
+years left") and no quantity verb without its amount ("fell down a cliff"). Intrinsic when the
+source uses the class-mate as a verb, extrinsic when the source does not have the word at all.
 """
 
 from __future__ import annotations
@@ -61,9 +73,10 @@ from typing import Any
 from faithgate.errors import InputError
 
 # Revisions of the edit rules (``perturb(..., rules=...)``): 1 = the rules the first shipped
-# checker's contradiction pairs were made with (kept so that its build reproduces), 2 = this
-# revision (see the module docstring). New code gets the latest.
-RULES = 2
+# checker's contradiction pairs were made with (kept so that its build reproduces), 2 = the
+# review fixes, 3 = verb swaps by class (see the module docstring). Each revision's edits stay
+# reproducible; new code gets the latest.
+RULES = 3
 
 # variant type -> BUMP error type (intrinsic/extrinsic predicate edits are decided per edit)
 TYPES: dict[str, str] = {
@@ -133,8 +146,8 @@ def _data(name: str) -> dict[str, Any]:
     return json.loads(text)
 
 
-def _verb_form(lemma: str, tag: str) -> str | None:
-    forms = _data("verb_forms.json")["verbs"].get(lemma)
+def _verb_form(lemma: str, tag: str, table: str = "verb_forms.json") -> str | None:
+    forms = _data(table)["verbs"].get(lemma)
     if forms is None:
         return None
     if tag in ("VB", "VBP"):
@@ -374,6 +387,9 @@ def _has_object(tok: Any) -> bool:
 def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
     """Replace a content verb by another verb of the source (intrinsic) or one absent from it
     (extrinsic), in the same inflection and with the same transitivity."""
+    if ctx.rules >= 3:
+        yield from _class_verb(ctx)
+        return
     src_verbs = _content_verbs(ctx.src)
     forms = _data("verb_forms.json")["verbs"]
     v2 = ctx.rules >= 2
@@ -423,6 +439,132 @@ def _changed_verb(ctx: _Context) -> Iterator[_Candidate]:
                     "verb",
                     lemma=lemma,
                 )
+
+
+_PERSON_PRONOUNS = frozenset({"i", "me", "we", "us", "he", "him", "she", "her", "who", "whom"})
+
+
+def _object_of(tok: Any) -> Any | None:
+    """What a verb acts on: its direct object, or the subject of its passive."""
+    passive = any(c.dep_ == "auxpass" for c in tok.children)
+    for c in tok.children:
+        if c.dep_ in ("dobj", "obj") or (passive and c.dep_ == "nsubjpass"):
+            return c
+    return None
+
+
+def _object_kind(obj: Any) -> str | None:
+    """'person', 'thing', or None when the mention could be either ('they', an organisation)."""
+    if obj.ent_type_ in ("PERSON", "NORP") or obj.lower_ in _PERSON_PRONOUNS:
+        return "person"
+    if obj.lemma_.lower() in _data("verb_frames.json")["person_nouns"]:
+        return "person"
+    if obj.ent_type_ == "ORG" or obj.lower_ in ("they", "them", "you", "that", "which"):
+        return None
+    return "thing"
+
+
+def _frame(tok: Any) -> tuple[str, str | None, bool, bool] | None:
+    """The summary verb's use (t/i), object kind, and whether it takes a that-clause or a
+    to-infinitive; None where no swap fits: a phrasal verb ('sell off'), a participle
+    modifying a noun ('three years left', 'the man arrested'), an object of the wrong kind
+    for the verb's class ('released the ball' is not the legal sense)."""
+    frames = _data("verb_frames.json")
+    info = frames["verbs"].get(tok.lemma_.lower())
+    if info is None or tok.dep_ in ("acl", "amod", "compound"):
+        return None
+    if tok.dep_ == "conj" and tok.head.pos_ != "VERB":  # 'sexist or threatening behaviour'
+        return None
+    if any(c.dep_ == "prt" for c in tok.children):
+        return None
+    if any(c.dep_ == "prep" and c.lower_ in info["preps"] for c in tok.children):
+        return None  # 'charged with', 'convicted of': a class-mate would need another preposition
+    if any(c.dep_ in ("nsubj", "nsubjpass") and c.ent_type_ in _TIME_LABELS for c in tok.children):
+        return None  # 'Anzac Day falls on a Saturday' is the calendar, not a quantity
+    obj = _object_of(tok)
+    if obj is not None and obj.lemma_.lower() in frames["idiom_objects"]:
+        return None  # 'joining forces', 'lost his way'
+    kind = _object_kind(obj) if obj is not None else None
+    if obj is not None and info["object"] and kind and kind != info["object"]:
+        return None
+    use = "t" if obj is not None or _has_object(tok) else "i"
+    if use not in info["uses"]:
+        return None
+    if info["class"] == "quantity" and use == "i" and not _measured(tok):
+        return None  # 'fell down a cliff' is a body moving; 'rose 17 percent' a quantity
+    clause = any(c.dep_ == "ccomp" for c in tok.children)
+    infinitive = any(
+        c.dep_ == "xcomp" and any(g.tag_ == "TO" for g in c.children) for c in tok.children
+    )
+    return use, kind, clause, infinitive
+
+
+def _measured(tok: Any) -> bool:
+    """A change of quantity with its amount: 'rose 17.2 percent', 'fell by 3%', 'grew to 5m'."""
+    for c in tok.children:
+        amount = any(t.like_num or t.ent_type_ in _NUMBER_LABELS for t in c.subtree)
+        if amount and (c.dep_ in ("npadvmod", "dobj", "obj") or c.lower_ in ("by", "to", "from")):
+            return True  # not 'fell to his death'
+    return False
+
+
+def _fits(info: dict[str, Any], frame: tuple[str, str | None, bool, bool]) -> bool:
+    use, kind, clause, infinitive = frame
+    return (
+        use in info["uses"]
+        and not (kind and info["object"] and kind != info["object"])
+        and (info["clause"] or not clause)
+        and (info["infinitive"] or not infinitive)
+    )
+
+
+def _class_verb(ctx: _Context) -> Iterator[_Candidate]:
+    """Rules 3: swap a verb only for another of its class in ``data/verb_frames.json`` ('arrested'
+    -> 'acquitted', 'raised' -> 'reduced', 'announced' -> 'denied'), one that fits the frame
+    the sentence gives it (object or none, a person or a thing, a that-clause, a to-infinitive):
+    a verb of another class makes garbage ('lost 1-0' -> 'confessed 1-0'). Intrinsic when the
+    source uses the new verb (not with all of the summary verb's arguments: there it is the
+    source's own wording), extrinsic when it does not."""
+    frames = _data("verb_frames.json")["verbs"]
+    same_groups = _data("verb_frames.json")["same"]
+    names = {t.lower_ for t in ctx.src if t.pos_ == "PROPN" or t.ent_type_}
+    src_uses: dict[str, list[Any]] = {}
+    for sv in _content_verbs(ctx.src):
+        src_uses.setdefault(sv.lemma_.lower(), []).append(sv)
+    for tok in _content_verbs(ctx.doc):
+        lemma = tok.lemma_.lower()
+        if _not_a_verb(tok, names) or lemma not in frames:
+            continue
+        frame = _frame(tok)
+        if frame is None:
+            continue
+        sent_lemmas = {t.lemma_.lower() for t in tok.sent}
+        args = _arguments(tok)
+        same = {v for group in same_groups if lemma in group for v in group}
+        for other, info in frames.items():
+            if info["class"] != frames[lemma]["class"] or other in sent_lemmas or other in same:
+                continue
+            if not _fits(info, frame):
+                continue
+            rep = _verb_form(other, tok.tag_, "verb_frames.json")
+            if not rep:
+                continue
+            if other in src_uses:
+                if args and any(args <= _arguments(sv) for sv in src_uses[other]):
+                    continue
+                kind = "predicate_verb_intrinsic"
+            elif other in ctx.src_lemmas or rep.lower() in ctx.src_words:
+                continue  # in the source, but not as a verb: neither kind is clean
+            else:
+                kind = "predicate_verb_extrinsic"
+            yield _Candidate(
+                kind,
+                tok.idx,
+                tok.idx + len(tok.text),
+                _match_case(rep, tok.text, tok.is_sent_start),
+                "verb",
+                lemma=other,
+            )
 
 
 def _not_a_verb(tok: Any, names: set[str]) -> bool:
@@ -1003,8 +1145,8 @@ def perturb(
     for which no safe edit exists are simply absent. Raises ``InputError`` for empty input.
 
     ``rules`` picks the revision of the edit rules: 1 reproduces the edits the first shipped
-    checker was trained on (``SynthConfig.perturb_rules``), 2 (the default, ``RULES``) adds the
-    fixes listed in the module docstring. The same ``rules`` and ``seed`` give the same edits.
+    checker was trained on (``SynthConfig.perturb_rules``), 2 adds the review fixes listed in the
+    module docstring, 3 (the default, ``RULES``) swaps verbs only within their class and frame. The same ``rules`` and ``seed`` give the same edits.
     """
     if not isinstance(source, str) or not source.strip():
         raise InputError("perturb: the source is empty")
@@ -1016,8 +1158,8 @@ def perturb(
         raise InputError(
             f"perturb: max_per_type must be an integer >= 1 or None, not {max_per_type!r}"
         )
-    if isinstance(rules, bool) or rules not in (1, 2):
-        raise InputError(f"perturb: rules must be 1 or 2, not {rules!r}")
+    if isinstance(rules, bool) or rules not in (1, 2, 3):
+        raise InputError(f"perturb: rules must be 1, 2 or 3, not {rules!r}")
     wanted = resolve_types(types)
     ctx = _Context(source, summary, spacy_model, rules)
     by_type: dict[str, list[Perturbation]] = {t: [] for t in wanted}

@@ -391,7 +391,7 @@ def test_xdist_two_workers_gate_and_baseline(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.slow  # the perturbation engine parses with spaCy
 def test_assert_consistent_under_perturbation(pytester: pytest.Pytester) -> None:
-    src = "Alice Smith met Bob Jones in Paris on Monday. Alice Smith attended the summit."
+    src = "Police arrested Bob Jones in Paris on Monday. A court convicted Alice Smith."
     write_project(
         pytester,
         f"""
@@ -400,14 +400,14 @@ def test_assert_consistent_under_perturbation(pytester: pytest.Pytester) -> None
         def test_caught(faithgate):
             # toy sees words missing from the source: the extrinsic entity is caught
             assert faithgate.assert_consistent_under_perturbation(
-                SRC, "Alice Smith met Bob Jones in Paris.", types=["entity_extrinsic"], metric="toy"
+                SRC, "Police arrested Bob Jones in Paris.", types=["entity_extrinsic"], metric="toy"
             ) == 1.0
 
         def test_not_caught(faithgate):
-            # "met" -> "attended" uses a source word: toy ties, so the edit is not caught
+            # "arrested" -> "convicted" uses a source word: toy ties, so the edit is not caught
             faithgate.assert_consistent_under_perturbation(
                 SRC,
-                "Alice Smith met Bob Jones in Paris.",
+                "Police arrested Bob Jones in Paris.",
                 types=["predicate_verb_intrinsic", "entity_extrinsic"],
                 metric="toy",
             )
@@ -418,7 +418,7 @@ def test_assert_consistent_under_perturbation(pytester: pytest.Pytester) -> None
     result.stdout.fnmatch_lines(
         [
             "E*faithgate: toy prefers the original summary in 1/2 edits (rate 0.50 < min_rate 1.00)",
-            "E*not caught [[]predicate_verb_intrinsic[]] 'met' -> 'attended' (1.0000)*",
+            "E*not caught [[]predicate_verb_intrinsic[]] 'arrested' -> 'convicted' (1.0000)*",
         ]
     )
 

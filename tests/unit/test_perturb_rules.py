@@ -65,7 +65,7 @@ def test_rules_1_keeps_the_reviewed_defects() -> None:
 
 
 def test_rules_must_be_a_known_revision() -> None:
-    for bad in (0, 3, True, "2"):
+    for bad in (0, 4, True, "2"):
         with pytest.raises(InputError):
             perturb("A man ate.", "A man ate.", rules=bad)
 
@@ -104,7 +104,7 @@ def test_source_sentences_are_analysed_once_per_call(monkeypatch) -> None:
     calls = []
     real = perturb_module._negated
     monkeypatch.setattr(perturb_module, "_negated", lambda toks: calls.append(toks) or real(toks))
-    perturb(source, "Team 3 beat rival 4 at home.", types=["predicate"], max_per_type=None)
+    perturb(source, "Team 3 beat rival 4 at home.", types=["predicate"], max_per_type=None, rules=2)
     on_source = [c for c in calls if getattr(c, "doc", None) is not None and c.doc.text == source]
     assert 0 < len(on_source) <= 60
 
@@ -215,10 +215,11 @@ def test_no_verb_swaps_inside_words_or_names() -> None:
         "The table-topping side won again.",
         types=["predicate_verb"],
         max_per_type=None,
+        rules=2,
     )
     assert found and all(p.original == "won" for p in found)
     text = "Loganair Aberdeen to Shetland flight struck by lightning on approach."
-    found = perturb(text, text, types=["predicate_verb"], max_per_type=None)
+    found = perturb(text, text, types=["predicate_verb"], max_per_type=None, rules=2)
     assert not any(p.original == "Shetland" for p in found)
 
 
@@ -227,11 +228,13 @@ def test_an_intrinsic_verb_is_one_the_source_uses_with_the_same_argument() -> No
     summ = "The police arrested a man."
     old = perturb(src, summ, types=["predicate_verb_intrinsic"], max_per_type=None, rules=1)
     assert "bought" in [p.replacement for p in old]
-    found = perturb(src, summ, types=["predicate_verb_intrinsic"], max_per_type=None)
+    found = perturb(src, summ, types=["predicate_verb_intrinsic"], max_per_type=None, rules=2)
     assert [p.replacement for p in found] == ["questioned"]
     # A verb between two names is a verb when they are its subject and object.
     src = "Alice Smith met Bob Jones in Paris on Monday. Alice Smith attended the summit."
-    found = perturb(src, "Alice Smith met Bob Jones in Paris.", types=["predicate_verb_intrinsic"])
+    found = perturb(
+        src, "Alice Smith met Bob Jones in Paris.", types=["predicate_verb_intrinsic"], rules=2
+    )
     assert [(p.original, p.replacement) for p in found] == [("met", "attended")]
 
 
@@ -358,3 +361,76 @@ def test_a_pronoun_is_not_pointed_at_a_person_the_summary_named_before_it() -> N
 
     assert ("He", "Norman Rockwell") in swaps(1)
     assert swaps(2) == {("He", "Ben Hale"), ("her", "Ben Hale")}
+
+
+# --- rules 3: a verb is swapped only for a class-mate that fits its frame ------------------
+
+
+def verb_swaps(source: str, summary: str, rules: int = 3) -> set[tuple[str, str]]:
+    found = perturb(source, summary, types=["predicate_verb"], max_per_type=None, rules=rules)
+    return {(p.original, p.replacement) for p in found}
+
+
+@pytest.mark.parametrize(
+    ("summary", "garbage"),
+    [
+        ("The team lost 1-0 to Reading on Saturday.", ("lost", "acquitted")),
+        ("A woman was arrested in China.", ("arrested", "approved")),
+        ("The prescriptions also raised the odds of obesity.", ("raised", "closed")),
+    ],
+)
+def test_a_verb_of_another_class_is_no_edit(summary, garbage) -> None:
+    source = "The report came out on Monday. Officials spoke to reporters about it."
+    assert garbage in verb_swaps(source, summary, rules=2)  # what rules 2 made
+    swaps = verb_swaps(source, summary)
+    assert garbage not in swaps
+    frames = perturb_module._data("verb_frames.json")["verbs"]
+    lemma_of = {form: v for v, info in frames.items() for form in (v, info["VBD"], info["VBN"])}
+    assert swaps and {frames[lemma_of[o]]["class"] for pair in swaps for o in pair} == {
+        frames[lemma_of[garbage[0]]]["class"]
+    }
+
+
+def test_class_swaps_contrast() -> None:
+    source = "The report came out on Monday. Officials spoke to reporters about it."
+    assert ("arrested", "acquitted") in verb_swaps(source, "A woman was arrested in China.")
+    assert ("lost", "won") in verb_swaps(source, "She lost the phone at a party.") or (
+        # the antonym rule makes 'won' first; the verb rule then adds nothing new
+        verb_swaps(source, "She lost the phone at a party.") == set()
+    )
+    # Reporting verbs that can say the same are never swapped for each other: only 'denied'.
+    assert verb_swaps(source, "The couple announced they are expecting a child.") == {
+        ("announced", "denied")
+    }
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        "Fabregas collected the loose ball and released it to Oscar.",  # a thing, not a person
+        "Jacob Phillips fell down a 70ft cliff to his death.",  # a body, not a quantity
+        "The committee and the public are joining forces.",  # an idiom
+        "The actor is selling off his collection.",  # a phrasal verb
+        "They have each been charged with animal cruelty.",  # the class-mates need 'of'/'for'
+        "The poll led to calls to stem sexist or threatening behaviour.",  # an adjective
+        "The flat has just three years left on the lease.",  # a participle modifying a noun
+    ],
+)
+def test_no_verb_swap_outside_the_verbs_frame(summary) -> None:
+    source = "The report came out on Monday. Officials spoke to reporters about it."
+    assert verb_swaps(source, summary) == set()
+
+
+def test_a_quantity_verb_with_its_amount_is_swapped() -> None:
+    source = "The report came out on Monday. Officials spoke to reporters about it."
+    swaps = verb_swaps(source, "Heavy drinking rose 17.2 percent between 2005 and 2012.")
+    assert ("rose", "declined") in swaps and all(o == "rose" for o, _ in swaps)
+
+
+def test_an_intrinsic_class_swap_is_a_verb_the_source_uses() -> None:
+    src = "Police arrested two men on Friday. A third man was convicted in May."
+    found = perturb(src, "Police arrested two men.", types=["predicate_verb"], max_per_type=None)
+    kinds = {(p.replacement, p.type) for p in found}
+    assert ("convicted", "predicate_verb_intrinsic") in kinds
+    assert ("acquitted", "predicate_verb_extrinsic") in kinds
+    assert ("convicted", "predicate_verb_extrinsic") not in kinds
