@@ -482,6 +482,8 @@ def _frame(tok: Any) -> tuple[str, str | None, bool, bool] | None:
     if any(c.dep_ in ("nsubj", "nsubjpass") and c.ent_type_ in _TIME_LABELS for c in tok.children):
         return None  # 'Anzac Day falls on a Saturday' is the calendar, not a quantity
     obj = _object_of(tok)
+    if obj is None and any(c.dep_ == "auxpass" and c.lemma_ == "get" for c in tok.children):
+        return None  # 'used to get lost': an adjective, and no patient to check
     if obj is not None and obj.lemma_.lower() in frames["idiom_objects"]:
         return None  # 'joining forces', 'lost his way'
     kind = _object_kind(obj) if obj is not None else None
@@ -493,6 +495,10 @@ def _frame(tok: Any) -> tuple[str, str | None, bool, bool] | None:
     if info["class"] == "quantity" and use == "i" and not _measured(tok):
         return None  # 'fell down a cliff' is a body moving; 'rose 17 percent' a quantity
     clause = any(c.dep_ == "ccomp" for c in tok.children)
+    if info["needs_clause"] and not (
+        clause or (obj is not None and obj.lemma_.lower() in frames["propositions"])
+    ):
+        return None  # 'denied the claims', not 'denied an HD map' or 'denied as face of'
     infinitive = any(
         c.dep_ == "xcomp" and any(g.tag_ == "TO" for g in c.children) for c in tok.children
     )

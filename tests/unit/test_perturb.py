@@ -317,7 +317,11 @@ def test_real_predicate_errors_survive_the_checks() -> None:
     source = "The mayor opened the library. Nobody was injured."
     opened = perturb(source, "The mayor opened the library.", max_per_type=None)
     assert any(v.replacement == "did not open" for v in opened)  # negation flips polarity
-    assert any(v.type == "predicate_verb_extrinsic" for v in opened)
+    # 'closed' is the antonym rule's edit; the verb rule adds a class-mate the source lacks
+    arrested = perturb(
+        "Police arrested the thief. Nobody was injured.", "Police arrested the thief."
+    )
+    assert any(v.type == "predicate_verb_extrinsic" for v in arrested)
     # Under negation, removing the negative's support is still an error: "was not hurt"
     # (double negation) contradicts "Nobody was injured".
     # Rules 1 made it; rules 2 leave an already negated sentence alone (unnatural English).

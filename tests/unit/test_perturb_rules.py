@@ -414,6 +414,9 @@ def test_class_swaps_contrast() -> None:
         "They have each been charged with animal cruelty.",  # the class-mates need 'of'/'for'
         "The poll led to calls to stem sexist or threatening behaviour.",  # an adjective
         "The flat has just three years left on the lease.",  # a participle modifying a noun
+        "Researchers have revealed an HD dark matter map.",  # a reporting verb needs a claim
+        "His mother used to get lost when she was alone.",  # an adjective after 'get'
+        "He said he was unsure when he will return to action.",  # 'return to' is its own
     ],
 )
 def test_no_verb_swap_outside_the_verbs_frame(summary) -> None:
@@ -434,3 +437,10 @@ def test_an_intrinsic_class_swap_is_a_verb_the_source_uses() -> None:
     assert ("convicted", "predicate_verb_intrinsic") in kinds
     assert ("acquitted", "predicate_verb_extrinsic") in kinds
     assert ("convicted", "predicate_verb_extrinsic") not in kinds
+
+
+def test_aspect_and_schedule_verbs_are_separate_classes() -> None:
+    source = "The report came out on Monday. Officials spoke to reporters about it."
+    swaps = verb_swaps(source, "It is not known what started the blaze.")
+    assert swaps and {r for _, r in swaps} <= {"ended", "stopped"}
+    assert ("denied", "confirmed") in verb_swaps(source, "The club denied the claims.")
