@@ -10,7 +10,7 @@ the source). Contenders:
   at the tokenizer's limit (512 tokens);
 - faithgate ``bertscore`` with torch, with the fp32 ONNX export and with each quantized export
   given by ``--onnx NAME=DIR``: per-sentence details and token matches included; sources
-  longer than the encoder's 256-token window are embedded in overlapping windows.
+  longer than the encoder's 512-token window are embedded in overlapping windows.
 
 Every round runs every contender once on all items, in a rotating order, after one untimed
 warm-up each (model load, spaCy load); faithgate's spaCy caches are cleared before each timed
@@ -117,7 +117,7 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps({"items": len(items), "times": times}, indent=1))
 
-    # Items whose source fits one 256-token window: there both tools see the same tokens.
+    # Items whose source fits one 512-token window: there both tools see the same tokens.
     from faithgate.backends import ModelPool
 
     enc = ModelPool({"embedder": model_dir}, backend="torch").get("embedder", "text-encoder")
