@@ -204,8 +204,9 @@ class FaithgateFixture:
                 f"{', '.join(selected)})"
             )
         return safe_line(
-            f"faithgate: no threshold for metric {name!r}: pass threshold=, use "
-            f"@pytest.mark.faithgate(metric={name!r}, threshold=...), or set {where}"
+            f"faithgate: no threshold for metric {name!r}: pass one to the call "
+            f"(assert_faithful(..., threshold=X)), mark the test "
+            f"@pytest.mark.faithgate(metric={name!r}, threshold=X), or set {where}"
         )
 
     def assert_consistent(

@@ -279,6 +279,7 @@ def calibrate_command(
     from faithgate.evaluation.calibrate import (
         MIN_PER_CLASS,
         calibrate,
+        chance_warning,
         decimal_places,
         default_config_path,
         distinct_rows,
@@ -329,7 +330,10 @@ def calibrate_command(
     cal.settings_hash = run.settings_hash
     if target is not None:
         target = write_calibration(target, cal)
+    warning = chance_warning(cal)
     if fmt == "json":
+        if warning:
+            click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
         click.echo(
             json.dumps(
                 json_ready({**cal.to_dict(), "written_to": str(target) if target else None}),
@@ -368,6 +372,8 @@ def calibrate_command(
         f"{cal.recall_unfaithful:.3f}; n={cal.n} distinct ({cal.n_faithful} faithful, "
         f"{cal.n_unfaithful} unfaithful" + "".join(f"; {c}" for c in counts) + ")"
     )
+    if warning:  # before "written to", which reads as a recommendation
+        click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
     if target is not None:
         click.echo(f"  written to {safe_line(target)}")  # a path is user text
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import InputError
-from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable
+from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.io import check_text
 from faithgate.types import Score, json_safe
 
@@ -30,12 +31,7 @@ def read_text_arg(value: str, what: str, allow_stdin: bool = True) -> str:
         data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
         name = "<stdin>"
     else:
-        path = Path(value).expanduser()
-        if path.is_dir():
-            raise InputError(f"{what} {value!r} is a directory; give a text file (or - for stdin)")
-        if not path.is_file():
-            raise InputError(f"{what} file {value!r} does not exist")
-        data, name = path.read_bytes(), value
+        data, name = _read_path(Path(value).expanduser(), value, what), value
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8-sig")
@@ -45,6 +41,28 @@ def read_text_arg(value: str, what: str, allow_stdin: bool = True) -> str:
     if not data.strip():
         raise InputError(f"{what} {name} is empty")
     return data.strip()
+
+
+def _read_path(path: Path, value: str, what: str) -> bytes:
+    """The bytes of a regular file or a pipe (``--source <(cmd)`` gives ``/dev/fd/N``, a pipe:
+    readable, though no regular file); a directory, a device or a missing path is refused in
+    one line."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{what} file {value!r} does not exist") from None
+    except OSError as exc:
+        raise InputError(f"{what} {value!r}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{what} {value!r} is a directory; give a text file (or - for stdin)")
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # /dev/zero would never end
+        raise InputError(
+            f"{what} {value!r} is not a regular file or a pipe; give a text file (or - for stdin)"
+        )
+    try:
+        return path.read_bytes()
+    except OSError as exc:  # no permission
+        raise InputError(f"{what} {value!r}: cannot read it ({exc.strerror or exc})") from None
 
 
 def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
@@ -418,6 +436,8 @@ def score_command(
     names = list(dict.fromkeys(metric_names or DEFAULT_SCORE_METRICS))
     thresholds, threshold_source = _thresholds(threshold_args, config_path, names)
     selected = resolve_metrics(names, parse_settings(settings))
+    for warning in range_warnings(selected, thresholds):
+        click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
     # A combination's components are scored beside it (the scorer runs each once) and shown
     # under it, so a reader sees which view of support pulled it down and why.
     vote_of: dict[str, str] = {}
@@ -468,6 +488,20 @@ def score_command(
     if failed:
         click.echo(f"faithgate: could not score with {printable('; '.join(failed))}", err=True)
         sys.exit(1)
+
+
+def range_warnings(metrics: Sequence[Any], thresholds: dict[str, float]) -> list[str]:
+    """The gate's warnings (``faithgate.rules.limits_outside_range``) for ``thresholds`` outside
+    the range their metric's scores can take under its settings: ``sentsim=60`` can never be
+    met, ``overlap=0`` never fails."""
+    from faithgate.config import GateConfig
+    from faithgate.rules import limits_outside_range
+
+    if not thresholds:
+        return []
+    ranges = {m.name: type(m).value_range(m.settings) for m in metrics}
+    config = GateConfig(metrics=tuple(ranges), thresholds=dict(thresholds))
+    return limits_outside_range(config, ranges)
 
 
 def _thresholds(

@@ -64,6 +64,10 @@ MIN_PER_CLASS = MIN_CI_N
 # Folds of the cross-validated balanced accuracy (fewer when a class has fewer items).
 CV_FOLDS = 5
 
+# At or below this cross-validated balanced accuracy a metric does not tell these labels apart
+# better than chance (0.5) by a margin worth a threshold: ``chance_warning`` says so.
+CHANCE_BALANCED_ACCURACY = 0.55
+
 # The figures computed on the items the threshold was chosen on.
 IN_SAMPLE = ("balanced_accuracy", "precision_unfaithful", "recall_unfaithful")
 
@@ -296,6 +300,20 @@ def calibrate(
     )
 
 
+def chance_warning(cal: Calibration) -> str | None:
+    """A warning when the threshold's cross-validated balanced accuracy, the estimate of how it
+    does on new data (the in-sample figure flatters it), is at most
+    ``CHANCE_BALANCED_ACCURACY``: such a threshold fails faithful summaries about as often as
+    unfaithful ones. ``None`` otherwise, and when it was not cross-validated."""
+    cv = cal.cv_balanced_accuracy
+    if not cal.cv_folds or math.isnan(cv) or cv > CHANCE_BALANCED_ACCURACY:
+        return None
+    return (
+        f"{cal.metric or 'this metric'} does not separate these labels better than chance "
+        f"(cross-validated balanced accuracy {cv:.3f}); the threshold may fail faithful outputs"
+    )
+
+
 def default_config_path(cwd: str | Path = ".") -> Path:
     """Where ``faithgate calibrate`` writes without ``--config``: the file ``load_config`` reads
     from ``cwd`` (``faithgate.config.find_config_file``, the same search, parents included), so
@@ -360,10 +378,13 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     entry["data"] = cal.data
     entry["n"] = cal.n
     entry["settings_hash"] = cal.settings_hash
+    entry.add(tomlkit.nl())  # a blank line before the next table, as between the others
     calibration[cal.metric] = entry
     from faithgate.atomic import atomic_write_text
 
     text = tomlkit.dumps(doc).replace("\r\n", "\n")
+    if text.endswith("\n\n") and not raw.replace(b"\r\n", b"\n").endswith(b"\n\n"):
+        text = text.rstrip("\n") + "\n"  # the entry's blank line, when it ends the file
     if b"\r\n" in raw:  # the user's line endings stay theirs: only the calibrated lines change
         text = text.replace("\n", "\r\n")
     atomic_write_text(path, text)  # refused: WriteError, the old file intact

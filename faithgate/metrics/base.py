@@ -11,6 +11,7 @@ Metric modules must not import torch at module level (the runtime install has no
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.metadata
@@ -311,8 +312,10 @@ def metric_class(name: str) -> type[Metric]:
     try:
         return _REGISTRY[name]
     except KeyError:
+        close = difflib.get_close_matches(str(name), sorted(_REGISTRY), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise InputError(
-            f"unknown metric {name!r}; available: {', '.join(sorted(_REGISTRY))}"
+            f"unknown metric {name!r}{hint}; available: {', '.join(sorted(_REGISTRY))}"
         ) from None
 
 

@@ -83,6 +83,9 @@ class Combined(Metric):
     version = "2"  # 2: details carry each component's vote (its term of the logit)
     roles: dict[str, str] = {}
     defaults = {"weights": None}
+    # A sigmoid of a logit clamped to [-700, 700]: above 0 (about 1e-304 at the clamp), at most
+    # 1. A threshold at or below 0 passes every scored example; one above 1 none.
+    bounds = (0.0, 1.0)
 
     def validate_settings(self) -> None:
         path = self.settings["weights"]

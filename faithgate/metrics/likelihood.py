@@ -257,6 +257,9 @@ class HaRiM(LikelihoodMetric):
 
     name = "harim"
     description = "-HaRiM: hallucination risk from p(summary|source) vs p(summary) (sign flipped)"
+    # Each term (1 - p_s2s) * (1 - p_s2s + p_lm), with p_s2s, p_lm in [0, 1], lies in [0, 2]
+    # (0 at p_s2s = 1, 2 at p_s2s = 0 and p_lm = 1): their mean too, so -HaRiM is in [-2, 0].
+    bounds = (-2.0, 0.0)
     needs = ("y_s2s", "y_lm")
 
     def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:

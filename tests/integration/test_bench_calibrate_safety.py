@@ -208,6 +208,34 @@ def test_calibrate_without_resamples_writes_no_nan_interval(project):
     assert "nan" not in text and "ci95" not in text
 
 
+def test_calibrate_warns_before_writing_a_threshold_no_better_than_chance(project):
+    """A threshold whose cross-validated balanced accuracy was at chance (0.455) was written
+    with no word: the gate then failed the project's own faithful output."""
+    texts = FAITHFUL + UNFAITHFUL  # overlap 1, .667, .875, .5, .444, then 0 five times
+    rows = [
+        {"id": f"r{i}", "source": SRC, "summary": s, "label": int(i in (0, 1, 4, 5, 6))}
+        for i, s in enumerate(texts)
+    ]
+    write_rows(project / "chance.jsonl", rows)
+    args = ["calibrate", "--data", "chance.jsonl", "--metric", "overlap", "--resamples", "20"]
+    res = invoke(*args, "--config", "f.toml")
+    assert res.exit_code == 0, res.output
+    warning = (
+        "faithgate: warning: overlap does not separate these labels better than chance "
+        "(cross-validated balanced accuracy 0.400); the threshold may fail faithful outputs"
+    )
+    assert res.stderr.splitlines() == [warning]
+    assert "balanced accuracy 0.600 in-sample, cross-validated (5-fold) 0.400" in res.stdout
+    lines = res.output.splitlines()
+    assert lines.index(warning) == len(lines) - 2 and lines[-1].startswith("  written to ")
+    res = invoke(*args, "--dry-run", "--format", "json")
+    assert res.exit_code == 0 and res.stderr.splitlines() == [warning]
+    assert json.loads(res.stdout)["cv_balanced_accuracy"] == pytest.approx(0.4)
+    # Data the metric separates: no warning.
+    res = invoke("calibrate", "--data", "l.jsonl", "--metric", "overlap", "--dry-run")
+    assert res.exit_code == 0 and res.stderr == "", res.output
+
+
 # ---------------------------------------------------------------- 3. same file names
 
 

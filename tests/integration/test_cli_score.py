@@ -98,6 +98,13 @@ def test_source_from_stdin(files):
         (["--summary", "x", "--metric", "overlap", "--set", "overlap.component=bleu"], "component"),
         (["--summary", "x", "--format", "xml"], "xml"),
         (["--summary", "x", "--metric", "nli_needs_model_x"], "unknown metric"),
+        (
+            ["--summary", "x", "--metric", "sentsimm"],
+            "unknown metric 'sentsimm' (did you mean 'sentsim'?); available: bertscore, ",
+        ),
+        (["--source", ".", "--summary", "x"], "source '.' is a directory"),
+        (["--source", "/dev/zero", "--summary", "x"], "is not a regular file or a pipe"),
+        (["--summary", "@/dev/zero"], "is not a regular file or a pipe"),
     ],
 )
 def test_bad_usage_or_input_exits_2_with_one_line(files, args, message):
@@ -234,3 +241,72 @@ def test_a_metric_that_could_not_score_fails_its_threshold_in_the_verdict(tmp_pa
     assert "verdict: FAIL: ner could not be scored (thresholds from --threshold)" in r.output
     data = json.loads(invoke([*args, "--metric", "ner", "--format", "json"]).stdout)
     assert data["metrics"]["ner"]["passed"] is False
+
+
+def test_a_threshold_outside_the_metrics_range_is_warned_as_check_does(files) -> None:
+    """``check`` warned about ``sentsim = 60`` (never met) and ``overlap = 0`` (never fails);
+    ``score`` showed ``FAIL: sentsim 0.8119 < 60.0000`` and said nothing."""
+    src, _ = files
+    args = ["score", "--source", str(src), "--summary", SUMMARY, *FAST]
+    r = invoke([*args, "--threshold", "sentsim=60", "--threshold", "overlap=0"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr.splitlines() == [  # in the order of the metrics
+        "faithgate: warning: threshold overlap = 0.0 cannot fail: overlap scores are >= 0, so it "
+        "judges nothing",
+        "faithgate: warning: threshold sentsim = 60.0 cannot be met: sentsim scores are <= 1, "
+        "so it fails every run",
+    ]
+    r = invoke([*args, "--threshold", "0.5", "--format", "json"])
+    assert r.exit_code == 0 and r.stderr == ""
+
+
+def test_range_warnings_use_each_metrics_settings_and_bounds() -> None:
+    from faithgate.cli.score import range_warnings
+    from faithgate.scorer import resolve_metrics
+
+    metrics = resolve_metrics(["ensemble", "qgqa", "bertscore"], {"bertscore": {"component": "f1"}})
+    assert range_warnings(metrics, {"ensemble": 1.5, "qgqa": 0.0, "bertscore": -5.0}) == [
+        "threshold ensemble = 1.5 cannot be met: ensemble scores are <= 1, so it fails every run",
+        "threshold qgqa = 0.0 cannot fail: qgqa scores are >= 0, so it judges nothing",
+    ]  # bertscore's F1 is unbounded below: -5 can fail
+    assert range_warnings(metrics, {}) == []
+
+
+def test_a_pipe_is_read_as_a_source(files, tmp_path) -> None:
+    """``--source <(cmd)`` is /dev/fd/N, a pipe: it was refused as a file that "does not
+    exist"."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "w", encoding="utf-8") as f:
+            f.write(SOURCE)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    r = invoke(["score", "--source", str(fifo), "--summary", SUMMARY, "--metric", "overlap"])
+    writer.join(5)
+    assert r.exit_code == 0, r.output
+    assert "overlap" in r.stdout and "0.4000" in r.stdout
+
+
+def test_process_substitution_is_read(tmp_path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash for process substitution")
+    cmd = (
+        f"{sys.executable} -m faithgate score --source <(printf %s {SOURCE!r}) "
+        f"--summary @<(printf %s {SUMMARY!r}) --metric overlap --format json"
+    )
+    r = subprocess.run([bash, "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["metrics"]["overlap"]["value"] == pytest.approx(0.4)
+    assert data["source"].startswith("/dev/fd/")

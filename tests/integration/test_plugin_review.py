@@ -123,8 +123,9 @@ def test_no_threshold_for_another_metric(faithgate):
         [
             "*test_other_metric_keeps_its_threshold - *toy2 = 0.6667 < threshold 0.9500",
             "*test_option_reaches_a_selected_metric - *toy = 0.6667 < threshold 0.7000",
-            "faithgate: no threshold for metric 'toy3': pass threshold=, use "
-            "@pytest.mark.faithgate(metric='toy3', threshold=...), or set thresholds.toy3 in "
+            "faithgate: no threshold for metric 'toy3': pass one to the call "
+            "(assert_faithful(..., threshold=X)), mark the test "
+            "@pytest.mark.faithgate(metric='toy3', threshold=X), or set thresholds.toy3 in "
             "[tool.faithgate] (--faithgate-threshold applies to the selected metrics only: toy)",
         ]
     )

@@ -129,8 +129,11 @@ def test_configuration_errors():
         Scorer([])
     with pytest.raises(InputError, match="selected twice"):
         Scorer([CountingMetric(), CountingMetric()])
-    with pytest.raises(InputError, match="unknown metric"):
-        Scorer(["no_such_metric"])
+    with pytest.raises(InputError, match="unknown metric 'no_such_metric'; available: "):
+        Scorer(["no_such_metric"])  # nothing close: no guess
+    # A typo names the metric it is closest to.
+    with pytest.raises(InputError, match=r"'harimplus' \(did you mean 'harim_plus'\?\); avail"):
+        Scorer(["harimplus"])
     with pytest.raises(InputError, match="not selected"):
         Scorer([CountingMetric()], metric_settings={"bertscore": {"idf": True}})
     with pytest.raises(InputError, match="unknown model role"):

@@ -10,8 +10,10 @@ import pytest
 from faithgate.config import find_config_file, load_config
 from faithgate.errors import InputError
 from faithgate.evaluation.calibrate import (
+    CHANCE_BALANCED_ACCURACY,
     Calibration,
     calibrate,
+    chance_warning,
     default_config_path,
     precision_threshold,
     write_calibration,
@@ -176,3 +178,46 @@ def test_bad_toml_is_an_input_error(tmp_path) -> None:
     bad.write_text("metrics = [\n")
     with pytest.raises(InputError, match="not valid TOML"):
         write_calibration(bad, _cal())
+
+
+def test_a_threshold_no_better_than_chance_out_of_sample_is_warned() -> None:
+    """``calibrate`` wrote a threshold whose cross-validated balanced accuracy was 0.455
+    (0.670 in-sample, which flatters it) and said nothing."""
+    scores = [1.0, 0.667, 0.875, 0.5, 0.444, 0, 0, 0, 0, 0]
+    cal = calibrate(scores, [1, 1, 0, 0, 1, 1, 1, 0, 0, 0], metric="sentsim")
+    assert cal.balanced_accuracy == pytest.approx(0.6)
+    assert cal.cv_balanced_accuracy == pytest.approx(0.4)
+    assert chance_warning(cal) == (
+        "sentsim does not separate these labels better than chance (cross-validated balanced "
+        "accuracy 0.400); the threshold may fail faithful outputs"
+    )
+    for cv, warned in ((0.455, True), (CHANCE_BALANCED_ACCURACY, True), (0.56, False)):
+        cal = Calibration(**{**vars(_cal()), "cv_balanced_accuracy": cv, "cv_folds": 4})
+        assert (chance_warning(cal) is not None) == warned
+    assert chance_warning(_cal()) is None  # not cross-validated: nothing to judge by
+    s, y = synthetic(200)
+    assert chance_warning(calibrate(s, y, n_resamples=0)) is None  # separable: no warning
+
+
+def test_the_calibration_table_is_followed_by_a_blank_line(tmp_path) -> None:
+    """``[tool.faithgate.calibration.<m>]`` was inserted right before ``[tool.ruff]``."""
+    path = tmp_path / "pyproject.toml"
+    original = (
+        '[project]\nname = "x"\n\n[tool.faithgate]\nmetrics = ["ner"]\n\n'
+        "[tool.faithgate.thresholds]\nner = 0.3\n\n[tool.ruff]\nline-length = 100\n"
+    )
+    path.write_text(original)
+    write_calibration(path, _cal())
+    write_calibration(path, Calibration(**{**vars(_cal()), "metric": "overlap"}))
+    write_calibration(path, _cal())  # replaced in place
+    text = path.read_text()
+    assert "\n\n[tool.ruff]\nline-length = 100\n" in text
+    assert 'settings_hash = "bertscore:abc"\n\n[tool.faithgate.calibration.overlap]' in text
+    assert "\n\n\n" not in text and text.endswith("line-length = 100\n")
+    for header in [line for line in text.splitlines() if line.startswith("[")][1:]:
+        assert f"\n\n{header}\n" in text, header
+    # At the end of a file: no blank line left behind it.
+    new = tmp_path / "faithgate.toml"
+    write_calibration(new, _cal())
+    assert new.read_text().endswith('settings_hash = "bertscore:abc"\n')
+    assert load_config(path).calibration["bertscore"]["n"] == 400

@@ -1,0 +1,114 @@
+"""Declared score ranges (``Metric.bounds`` / ``value_range``) of the metrics whose formula is
+bounded: a threshold at or below the lowest score judges nothing and one above the highest
+fails every run, and the gate says so (``faithgate.rules``). ``ensemble``, ``combined``,
+``qgqa``, ``feqa`` and ``harim`` declared none, so ``ensemble = 0`` counted as a criterion and
+``ensemble = 1.5`` failed every run unwarned."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from faithgate import rules
+from faithgate.config import GateConfig
+from faithgate.errors import ConfigError
+from faithgate.gate import Gate
+from faithgate.metrics.base import ScoringContext, get_metric, metric_class
+from faithgate.metrics.combined import SHIPPED_ENSEMBLE
+from faithgate.metrics.likelihood import harim_terms
+from faithgate.types import Example, Score
+
+BOUNDED = {
+    "ensemble": (0.0, 1.0),
+    "combined": (0.0, 1.0),
+    "qgqa": (0.0, 1.0),
+    "feqa": (0.0, 1.0),
+    "harim": (-2.0, 0.0),
+}
+
+
+@pytest.mark.parametrize(("name", "expected"), BOUNDED.items())
+def test_bounded_formulas_declare_their_range(name, expected):
+    cls = metric_class(name)
+    assert cls.bounds == expected
+    assert cls.value_range({}) == expected
+
+
+def test_harim_terms_span_exactly_zero_to_two():
+    """-HaRiM in [-2, 0]: each term (1 - p_s2s)(1 - p_s2s + p_lm) is 0 at p_s2s = 1 and 2 at
+    p_s2s = 0, p_lm = 1, and within [0, 2] everywhere between."""
+    p = np.linspace(0.0, 1.0, 41)
+    s2s, lm = (np.log(np.maximum(g, 1e-300)) for g in np.meshgrid(p, p))
+    s2s[:, 0] = lm[0, :] = -np.inf  # probability 0 exactly
+    terms = harim_terms(s2s.ravel(), lm.ravel())
+    assert terms.min() == pytest.approx(0.0) and terms.max() == pytest.approx(2.0)
+    assert (terms >= 0).all() and (terms <= 2 + 1e-12).all()
+
+
+def test_a_combination_stays_in_its_range_at_the_logit_clamp(tmp_path):
+    doc = json.loads(SHIPPED_ENSEMBLE.read_text())
+    doc["metrics"], doc["mean"], doc["scale"], doc["coef"] = ["overlap"], [0.5], [1.0], [1e6]
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(doc))
+    metric = get_metric("combined", weights=str(path))
+    ex = [Example("a", "s", "t")]
+    low, high = 0.0, 1.0
+    for value in (0.0, 1.0):
+        parts = [[Score("overlap", value, "h", "a")]]
+        out = metric.combine(ex, parts, ScoringContext())[0].value
+        assert low < out <= high and math.isfinite(out)
+
+
+def _config(tmp_path, metric, **table):
+    out = tmp_path / "o.jsonl"
+    out.write_text(json.dumps({"id": "a", "source": "The cat sat.", "summary": "A cat."}) + "\n")
+    return GateConfig.from_dict({"metrics": [metric], "outputs": str(out), **table}, root=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("metric", "floor"),
+    [("overlap", 0), ("ensemble", 0), ("qgqa", 0), ("feqa", -1), ("harim", -2)],
+)
+def test_a_threshold_at_the_floor_is_no_criterion(tmp_path, metric, floor):
+    """As ``overlap = 0`` already was: the gate refuses it as its only criterion."""
+    cfg = _config(tmp_path, metric, thresholds={metric: floor})
+    with pytest.raises(ConfigError, match=rf"threshold {metric} = {floor:.1f} cannot fail"):
+        rules.check_has_criterion(cfg, Gate(cfg).value_ranges())
+    cfg = _config(tmp_path, metric, rules={"min_mean": floor})
+    with pytest.raises(ConfigError, match=rf"rules.min_mean {metric} = {floor:.1f} cannot fail"):
+        rules.check_has_criterion(cfg, Gate(cfg).value_ranges())
+
+
+def test_the_gate_refuses_an_idle_ensemble_threshold_before_scoring(tmp_path):
+    cfg = _config(tmp_path, "ensemble", thresholds={"ensemble": 0})
+    with pytest.raises(ConfigError, match="threshold ensemble = 0.0 cannot fail: ensemble sc"):
+        Gate(cfg).run()
+
+
+def test_limits_outside_the_range_are_warned():
+    names = ("ensemble", "qgqa", "feqa", "harim", "repetition", "overlap")
+    cfg = GateConfig(
+        metrics=names,
+        thresholds={
+            "ensemble": 1.5,
+            "qgqa": 0.0,
+            "feqa": 1.01,
+            "harim": 0.5,
+            "repetition": 0.0,
+            "overlap": 1.5,
+        },
+    )
+    ranges = {m: metric_class(m).value_range({}) for m in names}
+    assert rules.limits_outside_range(cfg, ranges) == [
+        "threshold ensemble = 1.5 cannot be met: ensemble scores are <= 1, so it fails every run",
+        "threshold qgqa = 0.0 cannot fail: qgqa scores are >= 0, so it judges nothing",
+        "threshold feqa = 1.01 cannot be met: feqa scores are <= 1, so it fails every run",
+        "threshold harim = 0.5 cannot be met: harim scores are <= 0, so it fails every run",
+        "threshold repetition = 0.0 cannot fail: repetition scores are >= 0, so it judges nothing",
+        "threshold overlap = 1.5 cannot be met: overlap scores are <= 1, so it fails every run",
+    ]
+    inside = GateConfig(metrics=names, thresholds={"ensemble": 0.5, "harim": -0.3, "qgqa": 1.0})
+    assert rules.limits_outside_range(inside, ranges) == []
