@@ -15,8 +15,9 @@ Let ``E(a, b)`` be an NLI model's probability that premise ``a`` entails hypothe
 
 Any sequence-classification NLI model (hub id or local directory, ``nli`` role) works; its class
 order is read from ``config.id2label`` (entailment / neutral / contradiction in any order and
-casing). No NLI weights ship offline: without a configured model the role resolution stops with
-one line saying how to configure one. All (premise, hypothesis) pairs of a batch are
+casing). Without ``--model nli=...`` the role resolves to the shipped offline checker
+(``onnx_models/checker``, docs/models/checker.md); if its files are missing or damaged the role
+resolution stops with one line saying how to restore them or configure another model. All (premise, hypothesis) pairs of a batch are
 deduplicated, sorted by length and classified in one batched call; probabilities are cached per
 run, so several NLI metrics (or several summaries of one source) never classify a pair twice.
 
