@@ -59,9 +59,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,6 +322,26 @@ class GateConfig:
         if config.summarizer is not None and config.data is None:
             raise ConfigError("option --summarizer needs --data (a JSONL of sources)")
         return config
+
+    def check_metric_keys(self, known: Collection[str]) -> None:
+        """Raise ``ConfigError`` for a ``thresholds`` or ``metric_settings`` key that names no
+        metric in ``known`` (the registered metrics): a misspelled threshold was a warning, and
+        the metric meant ran with no threshold at all. A registered metric that is merely not
+        selected stays a warning (``faithgate.rules.unused_thresholds``)."""
+        where = f"{self.display_path(self.source)}: " if self.source is not None else ""
+        names = sorted(known)
+        for key, table in (
+            ("thresholds", self.thresholds),
+            ("metric_settings", self.metric_settings),
+        ):
+            for name in sorted(table, key=str):
+                if name in known:
+                    continue
+                close = difflib.get_close_matches(str(name), names, n=1)
+                hint = (
+                    f"; did you mean {close[0]!r}?" if close else f" (metrics: {', '.join(names)})"
+                )
+                raise ConfigError(f"{where}{key}.{name}: no metric is named {name!r}{hint}")
 
     # ---------------------------------------------------------------- views
     @property

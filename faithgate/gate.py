@@ -44,7 +44,7 @@ from faithgate.execution import (
     make_executor,
 )
 from faithgate.io import load_examples
-from faithgate.metrics.base import metric_class
+from faithgate.metrics.base import metric_class, metric_names
 from faithgate.paths import refuse_overwriting_inputs, same_file
 from faithgate.progress import terminal_progress
 from faithgate.result import (
@@ -60,6 +60,7 @@ from faithgate.rules import (
     FAITHFUL_ROLES,
     UNFAITHFUL_ROLES,
     Pair,
+    baseline_notes,
     check_has_criterion,
     check_rule_metrics,
     describe_edit,
@@ -72,7 +73,7 @@ from faithgate.rules import (
 )
 from faithgate.scorer import Scorer
 from faithgate.summarize import run_summarizer
-from faithgate.types import Example, Score
+from faithgate.types import Example, Score, is_blank
 
 __all__ = [
     "FAITHFUL_ROLES",
@@ -117,6 +118,11 @@ class Gate:
     ``progress`` is a callback given the number of examples scored since its last call, or
     ``True`` / ``False`` for a terminal bar on stderr, or ``None`` (default) for a bar on a
     terminal when the run has more than ``PROGRESS_MIN_EXAMPLES`` examples.
+
+    ``explicit_baseline`` says the baseline path was named for this run (``--baseline``): a
+    file that does not exist is then an ``InputError`` (exit 2; most likely a typo) unless this
+    run creates it (``update_baseline``). A configured baseline that does not exist yet is a
+    first run: the regression rule is skipped with a warning.
     """
 
     def __init__(
@@ -129,8 +135,10 @@ class Gate:
         update_baseline: bool = False,
         force_baseline: bool = False,
         use_cache: bool = True,
+        explicit_baseline: bool = False,
     ) -> None:
         self.config = config
+        self.explicit_baseline = explicit_baseline
         self.use_cache = use_cache
         self._scorer = scorer
         self._cache = cache
@@ -198,7 +206,8 @@ class Gate:
         """The outputs to gate: the ``outputs`` file, or the summarizer run over ``data``."""
         cfg = self.config
         if cfg.outputs is not None:
-            return load_examples(cfg.outputs)
+            # An empty summary is a bad output, not bad input: it fails its own example.
+            return load_examples(cfg.outputs, allow_empty_summary=True)
         if cfg.summarizer is not None and cfg.data is not None:
             return run_summarizer(cfg.summarizer, cfg.data, search_path=[cfg.root])
         raise InputError(
@@ -262,7 +271,7 @@ class Gate:
         taken = {ex.id for ex in examples}  # a user's id may look like a variant's ("a~0")
         for i, ex in enumerate(examples):
             role = str(ex.meta.get("role") or "").lower()
-            if role in UNFAITHFUL_ROLES:
+            if role in UNFAITHFUL_ROLES or is_blank(ex.summary):  # nothing to edit
                 continue
             made = _call_perturb(perturb_module, ex, rule)
             for k, (text, etype) in enumerate(made[: rule.per_example]):
@@ -292,6 +301,7 @@ class Gate:
         Reports are written by the caller (``faithgate.report.write_reports``)."""
         start = time.perf_counter()
         check_rule_metrics(self.config)  # before any model loads: fail fast on a typo
+        self.config.check_metric_keys(metric_names())  # a threshold for no metric: a typo
         self.check_paths()
         # The baseline is read before scoring: a broken one must not cost a scoring run.
         baseline, baseline_error, baseline_missing = self._load_baseline()
@@ -320,7 +330,7 @@ class Gate:
             if baseline_missing and not self.update_baseline and not required:
                 # Said on stderr too (so the Action annotates it): a mistyped baseline path
                 # reads exactly as a first run does.
-                self.warnings.append(f"{baseline_error}; the regression rule is skipped")
+                self.warnings.append(f"{baseline_error}; {self._skipped_by_missing_baseline()}")
             # After the inputs are read and the metrics resolved (their errors name the bad
             # input first), before scoring: a gate that cannot fail must not pass a build.
             check_has_criterion(self.config, ranges)
@@ -353,6 +363,11 @@ class Gate:
             baseline_missing=baseline_missing,
         )
         cfg = self.config
+        # Outputs whose ids name other sources in the baseline, or a baseline too old to tell
+        # (not said to a run that replaces it: that is what the note asks for).
+        replaced = self.update_baseline and baseline is not None and not baseline.records_sources
+        if baseline is not None and cfg.baseline is not None and not replaced:
+            self.warnings += baseline_notes(result, baseline, cfg.display_path(cfg.baseline))
         if cfg.outputs is not None:
             result.input = cfg.display_path(cfg.outputs)
         elif cfg.summarizer and cfg.data is not None:
@@ -404,6 +419,17 @@ class Gate:
             inputs.append(("score cache", cfg.cache_path / CACHE_FILE))
         refuse_overwriting_inputs(writes, inputs)
 
+    def _skipped_by_missing_baseline(self) -> str:
+        """What a missing baseline turns off: the regression rule, and the per-example
+        thresholds when they are configured (the check that catches single-fact edits)."""
+        regression = self.config.rules.regression
+        if regression is not None and regression.per_example_drop:
+            return (
+                "the regression rule is skipped and the per-example thresholds "
+                "(rules.regression.per_example_drop) are off"
+            )
+        return "the regression rule is skipped"
+
     def _load_baseline(self) -> tuple[GateResult | None, str | None, bool]:
         """(baseline, why there is none, whether the file is simply missing)."""
         path = self.config.baseline
@@ -412,16 +438,30 @@ class Gate:
         if path.is_dir():
             raise InputError(f"baseline {path} is a directory, not a result JSON file")
         if not path.is_file():
+            where = self.config.display_path(path)
             if self.update_baseline:
-                where = self.config.display_path(path)
                 return None, f"no previous baseline at {where} (this run creates it)", True
+            if self.explicit_baseline:
+                check_baseline_exists(self.config)
             return (
                 None,
-                f"no baseline yet at {self.config.display_path(path)}; create it from a "
-                "passing run with `faithgate check --update-baseline`",
+                f"no baseline yet at {where}; create it from a passing run with "
+                "`faithgate check --update-baseline`",
                 True,
             )
         return GateResult.load(path), None, False
+
+
+def check_baseline_exists(config: GateConfig) -> None:
+    """Raise ``InputError`` when ``config.baseline`` names no file: for a path named for this
+    run (``--baseline``), which is far more likely a typo than a first run; skipping the
+    comparison would pass what it should have caught (the per-example thresholds too)."""
+    path = config.baseline
+    if path is not None and not path.exists():
+        raise InputError(
+            f"no baseline at {config.display_path(path)} (given with --baseline); check the "
+            "path, or run with --update-baseline to create it"
+        )
 
 
 def output_files(config: GateConfig, *, update_baseline: bool) -> list[tuple[str, Any]]:

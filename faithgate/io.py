@@ -3,7 +3,9 @@
 Record rules (the same for both formats):
 
 - ``source`` and ``summary`` are required, must be strings and must not be empty or blank:
-  anything else is an ``InputError`` naming ``file:line`` (a gate must not score nothing). A
+  anything else is an ``InputError`` naming ``file:line`` (a gate must not score nothing).
+  The gate reads its outputs with ``allow_empty_summary``: an empty summary is a summarizer's
+  bad output, which fails its own example (unscorable, "empty summary"), not bad input. A
   missing one's error lists the record's fields and names the one to rename where another
   tool's name for it is there (``document``, ``claim``, ...: ``FIELD_ALIASES``); such a field is
   never read in its place.
@@ -36,9 +38,12 @@ from faithgate.types import Example, check_text, is_blank
 KNOWN_FIELDS = ("id", "source", "summary", "reference", "label", "meta")
 
 
-def load_examples(path: str | Path, fmt: str | None = None) -> list[Example]:
+def load_examples(
+    path: str | Path, fmt: str | None = None, *, allow_empty_summary: bool = False
+) -> list[Example]:
     """Read examples from a ``.jsonl`` / ``.json`` (JSON Lines) or ``.csv`` file, or ``-``
-    for JSON Lines on standard input."""
+    for JSON Lines on standard input. ``allow_empty_summary``: a blank summary is read as an
+    (unscorable) output instead of refused."""
     name = str(path)
     fmt = fmt or ("csv" if name.lower().endswith(".csv") else "jsonl")
     if fmt not in ("jsonl", "csv"):
@@ -48,7 +53,12 @@ def load_examples(path: str | Path, fmt: str | None = None) -> list[Example]:
     examples: list[Example] = []
     seen: dict[str, int] = {}
     for line, record in rows:
-        ex = record_to_example(record, where=f"{name}:{line}", default_id=str(line))
+        ex = record_to_example(
+            record,
+            where=f"{name}:{line}",
+            default_id=str(line),
+            allow_empty_summary=allow_empty_summary,
+        )
         if ex.id in seen:
             raise InputError(f"{name}:{line}: duplicate id {ex.id!r} (first on line {seen[ex.id]})")
         seen[ex.id] = line
@@ -79,8 +89,12 @@ def _field_hint(key: str, record: dict[str, Any]) -> str:
     return hint + ")"
 
 
-def record_to_example(record: Any, where: str, default_id: str) -> Example:
-    """Validate one record (a dict) and build an ``Example``; errors name ``where``."""
+def record_to_example(
+    record: Any, where: str, default_id: str, *, allow_empty_summary: bool = False
+) -> Example:
+    """Validate one record (a dict) and build an ``Example``; errors name ``where``. With
+    ``allow_empty_summary`` a blank summary is kept (the gate fails that example); a blank
+    source is always an error."""
     if not isinstance(record, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
     for key in ("source", "summary"):
@@ -90,7 +104,7 @@ def record_to_example(record: Any, where: str, default_id: str) -> Example:
         if not isinstance(value, str):
             raise InputError(f"{where}: field {key!r} must be text, got {type(value).__name__}")
         check_text(value, f"{where}: field {key!r}")
-        if is_blank(value):
+        if is_blank(value) and not (key == "summary" and allow_empty_summary):
             raise InputError(f"{where}: field {key!r} is empty")
     reference = record.get("reference")
     if reference is not None and not isinstance(reference, str):

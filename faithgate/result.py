@@ -2,13 +2,15 @@
 
 ``GateResult`` (schema ``RESULT_SCHEMA``) is what the JSON report, the baseline and the GitHub
 Action read: ``passed``, ``verdict``, ``pass_rate``, ``means``, ``settings_hashes``, ``rules``
-(name/value/limit/passed/message), ``examples`` (id, passed, message, per-metric
-value/threshold/error, least supported sentence) and ``pairs``. Reports import this module
-only; the rules (``faithgate.rules``) build it and the gate (``faithgate.gate``) runs them.
+(name/value/limit/passed/message), ``examples`` (id, source digest, passed, message,
+per-metric value/threshold/error, least supported sentence) and ``pairs``. Reports import this
+module only; the rules (``faithgate.rules``) build it and the gate (``faithgate.gate``) runs
+them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -21,6 +23,27 @@ from faithgate.errors import InputError
 from faithgate.numbers import is_finite_number
 
 RESULT_SCHEMA = 1
+# Hex digits of a source digest: 64 bits tell the articles of any example set apart.
+SOURCE_DIGEST_LENGTH = 16
+
+
+def source_digest(source: str) -> str:
+    """The digest a result records of an example's source (the start of the SHA-256 hex of
+    its UTF-8 text, as scored): a baseline entry is compared only with an output of the same
+    source, whatever their ids say (ids default to line numbers, which shift)."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:SOURCE_DIGEST_LENGTH]
+
+
+def _digest_value(value: Any, example_id: str) -> str | None:
+    """A source digest read back from a result JSON: a string or null (a result written before
+    sources were recorded)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InputError(
+            f"example {example_id!r}: source_digest must be a string or null, got {value!r}"[:200]
+        )
+    return value
 
 
 def _score_value(value: Any, what: str) -> float | None:
@@ -93,7 +116,9 @@ class MetricResult:
 @dataclass
 class ExampleResult:
     """Verdict on one example. ``probe`` marks the unfaithful member of a given minimal pair
-    (used by pair consistency only, not counted by the per-example rules)."""
+    (used by pair consistency only, not counted by the per-example rules). ``source_digest``
+    identifies the article summarized (``source_digest()``; ``None`` in a result written before
+    it was recorded), so a baseline is never compared with another article's output."""
 
     id: str
     summary: str
@@ -102,6 +127,7 @@ class ExampleResult:
     reasons: list[str] = field(default_factory=list)
     probe: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    source_digest: str | None = None
 
     @property
     def message(self) -> str:
@@ -129,6 +155,7 @@ class ExampleResult:
         ls = self.least_supported
         return {
             "id": self.id,
+            "source_digest": self.source_digest,
             "summary": self.summary,
             "passed": self.passed,
             "message": self.message,
@@ -152,6 +179,7 @@ class ExampleResult:
             reasons=list(data.get("reasons", [])),
             probe=bool(data.get("probe", False)),
             meta=dict(data.get("meta") or {}),
+            source_digest=_digest_value(data.get("source_digest"), str(raw_id)),
         )
 
 
@@ -224,8 +252,8 @@ class PairResult:
 class GateResult:
     """Everything a gate decided; JSON round-trip with ``to_dict`` / ``from_dict``.
 
-    Saved as JSON it is also the next run's baseline (per-example values by id, plus the
-    settings hash of every metric so incomparable baselines are detected).
+    Saved as JSON it is also the next run's baseline (per-example values by id and source
+    digest, plus the settings hash of every metric so incomparable baselines are detected).
     """
 
     passed: bool
@@ -290,6 +318,12 @@ class GateResult:
         """Failing examples first, then the lowest margins to threshold."""
         ranked = sorted(self.outputs, key=lambda e: (e.passed, e.margin()))
         return ranked[:k]
+
+    @property
+    def records_sources(self) -> bool:
+        """Whether the outputs record their source's digest (results since source checks);
+        an older baseline can only be matched to outputs by id."""
+        return any(e.source_digest is not None for e in self.outputs)
 
     def values(self, metric: str) -> dict[str, float]:
         """Scored values of one metric by example id (outputs only): what a baseline holds."""

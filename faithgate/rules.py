@@ -21,16 +21,18 @@ Decision rules (see ``faithgate.config`` for their settings):
   is present is a *probe*: it is scored and used for pairs only, not for the per-example rules
   (it is unfaithful on purpose). With ``generate = true`` pairs are also made from every output
   by ``faithgate.perturb``.
-- **regression[metric]**: against the baseline (a previous result JSON), on example ids present
-  in both: fails when ``mean(baseline) - mean(current) > tolerance`` AND a paired bootstrap of
-  the per-example differences puts the one-sided ``confidence`` lower bound of the drop above 0.
+- **regression[metric]**: against the baseline (a previous result JSON), on outputs matched to
+  a baseline entry of the same source (``match_baseline``: same id and source digest, else the
+  one entry of the output's source; a baseline without digests is matched by id): fails when
+  ``mean(baseline) - mean(current) > tolerance`` AND a paired bootstrap of the per-example
+  differences puts the one-sided ``confidence`` lower bound of the drop above 0.
   Active when ``baseline`` is set (or ``rules.regression`` is configured). A missing baseline
   file (a project's first run) skips the rule with a warning that says how to create it
   (``--update-baseline``), unless ``require_baseline = true``, which fails it. Scores are only
   compared when the baseline's settings hash equals the current one.
 - **per-example baseline threshold** (``rules.regression.per_example_drop``): an output that is a
-  minimal edit of the baseline's output for the same id (at most ``max_changed_words`` words
-  changed) is held to its own threshold, its baseline score minus the allowed drop; below it the
+  minimal edit of its matched baseline output (at most ``max_changed_words`` words changed)
+  is held to its own threshold, its baseline score minus the allowed drop; below it the
   example fails like any other. Identical outputs score identically; rewritten ones (more words
   changed) are not compared per example, since different faithful summaries of one article
   differ in score as much as faithful and unfaithful ones do.
@@ -40,8 +42,9 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -58,9 +61,12 @@ from faithgate.result import (
     PairResult,
     RuleResult,
     SentenceRef,
+    source_digest,
 )
-from faithgate.types import Example, Score
+from faithgate.types import Example, Score, is_blank
 
+# The reason an output with an empty (or blank) summary fails: nothing to score.
+EMPTY_SUMMARY = "empty summary: the output has no text to score"
 FAITHFUL_ROLES = ("reference", "correct", "faithful", "original")
 UNFAITHFUL_ROLES = ("edited", "incorrect", "unfaithful", "perturbed")
 
@@ -138,9 +144,12 @@ def evaluate(
     if regression is None and config.baseline is not None:
         regression = RegressionRule()
     per_example: dict[str, dict[str, int]] = {}
+    # Which baseline entry each output is compared with: same id and same source, or its
+    # source's entry under another id (computed once: thresholds and means use the same pairs).
+    match = match_baseline(outputs, baseline) if baseline is not None else None
     if regression is not None and regression.per_example_drop and baseline is not None:
         per_example = apply_baseline_thresholds(
-            regression, outputs, metrics, settings_hashes, baseline
+            regression, outputs, metrics, settings_hashes, baseline, match
         )
     rules: list[RuleResult] = []
 
@@ -203,6 +212,7 @@ def evaluate(
                 baseline_created,
                 baseline_missing,
                 per_example,
+                match,
             )
         )
 
@@ -246,7 +256,8 @@ def unused_thresholds(config: GateConfig) -> list[str]:
     selected: they are not applied.
     A warning, not an error: one configuration may hold thresholds for more metrics than a run
     selects (``--metric``); more often a metric was left out of ``metrics``, or the
-    configuration relied on an older default metric."""
+    configuration relied on an older default metric. A key that names no registered metric at
+    all (a typo) is an error, raised before this (``GateConfig.check_metric_keys``)."""
     notes = []
     extra = sorted(m for m in config.thresholds if m not in config.metrics)
     if extra:
@@ -254,7 +265,7 @@ def unused_thresholds(config: GateConfig) -> list[str]:
             f"thresholds for {', '.join(extra)} are not applied: not selected metrics (metrics: "
             f"{', '.join(config.metrics)}); add them to `metrics` to gate on them"
         )
-    # Likewise settings (also a mistyped metric name, which would otherwise go unnoticed).
+    # Likewise settings (a mistyped metric name is refused by check_metric_keys).
     unset = sorted(m for m in config.metric_settings if m not in config.metrics)
     if unset:
         notes.append(
@@ -413,6 +424,10 @@ def _example_result(
             if ref is not None:
                 why += f"; least supported sentence: {_quote(ref.text)} ({ref.value:.3f})"
             reasons.append(why + _lowest_vote(score))
+    if is_blank(ex.summary):
+        # A summarizer's empty output fails here, whatever a metric made of it, with one
+        # reason rather than one "could not score" per metric.
+        reasons = [EMPTY_SUMMARY]
     keep = {k: ex.meta[k] for k in ("pair_id", "role", "error_type", "generated") if k in ex.meta}
     return ExampleResult(
         id=ex.id,
@@ -422,6 +437,7 @@ def _example_result(
         reasons=reasons,
         probe=probe,
         meta=keep,
+        source_digest=source_digest(ex.source),
     )
 
 
@@ -439,20 +455,129 @@ def changed_words(before: str, after: str) -> int:
     return sum(max(i2 - i1, j2 - j1) for _, i1, i2, j1, j2, _, _ in _word_changes(before, after))
 
 
+@dataclass(frozen=True)
+class BaselineMatch:
+    """Which baseline entry each output (by id) is compared with.
+
+    ``by_source``: outputs matched to their source's entry under another id (ids that default
+    to line numbers shift when a row is inserted); ``other_source``: outputs whose id names
+    another source in the baseline, so they are not compared with that entry; ``checked``:
+    whether the baseline records sources (one written before that is matched by id only).
+    """
+
+    entries: Mapping[str, ExampleResult] = field(default_factory=dict)
+    by_source: int = 0
+    other_source: int = 0
+    checked: bool = True
+
+    def note(self) -> str:
+        """What the matching did beyond plain id matching ("" when nothing), for messages."""
+        if not self.checked:
+            return (
+                "the baseline predates source checks: outputs are matched to it by id only "
+                "(update it with --update-baseline)"
+            )
+        parts = []
+        if self.other_source:
+            parts.append(
+                f"{self.other_source} output ids name another source in the baseline (not "
+                "compared with that entry)"
+            )
+        if self.by_source:
+            parts.append(
+                f"{self.by_source} outputs matched to the baseline by source instead of id"
+            )
+        return "; ".join(parts)
+
+
+def _same_source(entry: ExampleResult, output: ExampleResult) -> bool:
+    """Whether a baseline entry and an output summarize one source (an entry or output that
+    records none is taken at its id's word)."""
+    return None in (entry.source_digest, output.source_digest) or (
+        entry.source_digest == output.source_digest
+    )
+
+
+def match_baseline(outputs: Sequence[ExampleResult], baseline: GateResult) -> BaselineMatch:
+    """Pair each output with the baseline entry of the same id and source; an output whose id
+    is new or names another source gets the entry of its source instead when exactly one entry
+    of that source is left unmatched and no other output seeks it (ambiguity: no baseline).
+
+    Ids alone are not enough: ids default to line numbers, so inserting a row made every
+    output be compared with another article's baseline (called "rewritten" and skipped, or
+    its scores paired with another article's in the means). A baseline that records no source
+    digests (written before they were) is matched by id, as before."""
+    previous = baseline.outputs
+    by_id = {e.id: i for i, e in enumerate(previous)}
+    if not baseline.records_sources:
+        entries = {o.id: previous[by_id[o.id]] for o in outputs if o.id in by_id}
+        return BaselineMatch(entries, checked=False)
+    entries = {}
+    claimed: set[int] = set()
+    unmatched: list[ExampleResult] = []
+    other_source = 0
+    for o in outputs:
+        i = by_id.get(o.id)
+        if i is not None and _same_source(previous[i], o):
+            entries[o.id] = previous[i]
+            claimed.add(i)
+            continue
+        other_source += i is not None
+        unmatched.append(o)
+    free: dict[str, list[int]] = {}
+    for i, e in enumerate(previous):
+        if i not in claimed and e.source_digest is not None:
+            free.setdefault(e.source_digest, []).append(i)
+    seeking = Counter(o.source_digest for o in unmatched)
+    by_source = 0
+    for o in unmatched:
+        found = free.get(o.source_digest or "", [])
+        if len(found) == 1 and seeking[o.source_digest] == 1:
+            entries[o.id] = previous[found[0]]
+            by_source += 1
+    return BaselineMatch(entries, by_source, other_source)
+
+
+def baseline_notes(result: GateResult, baseline: GateResult | None, where: str) -> list[str]:
+    """Warnings about how ``result``'s outputs were matched to ``baseline`` (at ``where``): one
+    that predates source checks, or outputs whose ids name other sources there."""
+    if baseline is None:
+        return []
+    match = match_baseline(result.outputs, baseline)
+    if not match.checked:
+        return [
+            f"the baseline at {where} predates source checks: outputs are matched to it by id "
+            "only, so an id that now names another article (ids default to line numbers) is "
+            "compared with that article's scores; update it with --update-baseline from a "
+            "passing run"
+        ]
+    note = match.note()
+    return [f"baseline {where}: {note}"] if note else []
+
+
+def _baseline_score(match: BaselineMatch, ex: ExampleResult, metric: str) -> float | None:
+    """The baseline's ``metric`` value of the entry ``ex`` is matched with (None: none)."""
+    entry = match.entries.get(ex.id)
+    score = entry.scores.get(metric) if entry is not None else None
+    return score.value if score is not None and score.ok else None
+
+
 def apply_baseline_thresholds(
     rule: RegressionRule,
     outputs: Sequence[ExampleResult],
     metrics: list[str],
     hashes: Mapping[str, str],
     baseline: GateResult,
+    match: BaselineMatch | None = None,
 ) -> dict[str, dict[str, int]]:
     """Hold each output that minimally edits its baseline output to its own threshold.
 
     For metric m with allowed drop d: threshold = baseline value - d, combined with the
     configured threshold (the higher one holds). Only scores made under the baseline's settings
-    hash are compared (the regression rule reports any mismatch). Updates ``outputs`` in place
-    and returns, per metric, how many outputs were ``held`` to such a threshold, how many of
-    them fell ``below`` it, and how many were ``rewritten`` (too many words changed).
+    hash are compared (the regression rule reports any mismatch), and only with the baseline
+    entry of the same source (``match_baseline``). Updates ``outputs`` in place and returns,
+    per metric, how many outputs were ``held`` to such a threshold, how many of them fell
+    ``below`` it, and how many were ``rewritten`` (too many words changed).
     """
     counts: dict[str, dict[str, int]] = {}
     for m in rule.per_example_drop:
@@ -461,24 +586,25 @@ def apply_baseline_thresholds(
                 f"rules.regression.per_example_drop names {m!r}, which is not a selected metric"
             )
     drops = per_metric(rule.per_example_drop, rule.metrics or metrics)
-    before = {e.id: e.summary for e in baseline.outputs}
+    match = match if match is not None else match_baseline(outputs, baseline)
     for m, drop in drops.items():
         if m not in baseline.metrics or baseline.settings_hashes.get(m) != hashes.get(m):
             continue
-        old = baseline.values(m)
         count = counts[m] = {"held": 0, "below": 0, "rewritten": 0}
         for ex in outputs:
             score = ex.scores.get(m)
-            if score is None or not score.ok or ex.id not in old or ex.id not in before:
+            old = _baseline_score(match, ex, m)
+            if score is None or not score.ok or old is None:
                 continue
-            if changed_words(before[ex.id], ex.summary) > rule.max_changed_words:
+            before = match.entries[ex.id].summary
+            if changed_words(before, ex.summary) > rule.max_changed_words:
                 count["rewritten"] += 1
                 continue
             count["held"] += 1
-            own = old[ex.id] - drop
+            own = old - drop
             if score.value < own:  # type: ignore[operator]
                 count["below"] += 1
-            score.baseline = old[ex.id]
+            score.baseline = old
             if score.threshold is not None and score.threshold >= own:
                 continue  # the configured threshold is the stricter one
             score.threshold = own
@@ -487,8 +613,8 @@ def apply_baseline_thresholds(
             d = decimals_apart(score.value, own)  # type: ignore[arg-type]
             why = (
                 f"{m} {score.value:.{d}f} < its own threshold {own:.{d}f} (baseline "
-                f"{old[ex.id]:.4f} - allowed drop {drop:g}; edit: "
-                f"{describe_edit(before[ex.id], ex.summary) or 'none'})"
+                f"{old:.4f} - allowed drop {drop:g}; edit: "
+                f"{describe_edit(before, ex.summary) or 'none'})"
             )
             if score.passed:  # not already failing on the configured threshold
                 score.passed = False
@@ -658,8 +784,11 @@ def _regression_rules(
     baseline_created: bool = False,
     baseline_missing: bool = False,
     per_example: Mapping[str, Mapping[str, int]] | None = None,
+    match: BaselineMatch | None = None,
 ) -> list[RuleResult]:
     out = []
+    if baseline is not None and match is None:
+        match = match_baseline(outputs, baseline)
     for m in rule.metrics or metrics:
         if m not in metrics:
             raise InputError(
@@ -683,6 +812,8 @@ def _regression_rules(
                 f"skipped: {baseline_error}; not checked on this run "
                 "(rules.regression.require_baseline = true makes this fail)"
             )
+            if rule.per_example_drop:
+                msg += "; the per-example thresholds (per_example_drop) are off too"
             out.append(
                 RuleResult(name, "regression", None, rule.tolerance, True, msg, m, skipped=True)
             )
@@ -703,38 +834,49 @@ def _regression_rules(
                 )
             )
             continue
-        old = baseline.values(m)
-        new = {e.id: e.scores[m].value for e in outputs if e.scores[m].ok}
-        ids = [i for i in old if i in new]
-        if not ids:
-            out.append(fail(f"no example id is scored in both the baseline and this run ({m})"))
+        assert match is not None  # set above whenever there is a baseline
+        note = match.note()
+        # Pairs of (baseline, current) values of the same source: a mean over other articles'
+        # baseline scores compares nothing.
+        new = [e for e in outputs if e.scores[m].ok]
+        paired = [
+            (old, e.scores[m].value)
+            for e in new
+            if (old := _baseline_score(match, e, m)) is not None
+        ]
+        if not paired:
+            msg = f"no example is scored in both the baseline and this run ({m})"
+            out.append(fail(msg + (f"; {note}" if note else "")))
             continue
+        olds = [b for b, _ in paired]
+        news = [float(c) for _, c in paired]  # type: ignore[arg-type]
         drop, lower, p_no_drop = paired_bootstrap_drop(
-            [old[i] for i in ids],
-            [new[i] for i in ids],  # type: ignore[misc]
-            rule.confidence,
-            rule.resamples,
-            rule.seed,
+            olds, news, rule.confidence, rule.resamples, rule.seed
         )
         real = lower > 0 or math.isnan(lower)  # NaN (overflow): not shown to be noise
         failed = drop > rule.tolerance and real
         conf = f"{rule.confidence:.0%}"
+        n = len(paired)
         if failed:
             msg = (
-                f"mean {m} dropped by {drop:.4f} (> tolerance {rule.tolerance:g}) on {len(ids)} "
+                f"mean {m} dropped by {drop:.4f} (> tolerance {rule.tolerance:g}) on {n} "
                 f"examples; the drop is real at {conf} (bootstrap lower bound {lower:.4f})"
             )
         elif drop > rule.tolerance:
             msg = (
-                f"mean {m} dropped by {drop:.4f} (> tolerance {rule.tolerance:g}) on {len(ids)} "
+                f"mean {m} dropped by {drop:.4f} (> tolerance {rule.tolerance:g}) on {n} "
                 f"examples, but the bootstrap cannot tell it from noise at {conf} "
                 f"(lower bound {lower:.4f})"
             )
         else:
-            msg = f"mean {m} change {0.0 - drop:+.4f} on {len(ids)} examples (tolerance {rule.tolerance:g})"
-        missing = len(new) - len(ids)
+            msg = (
+                f"mean {m} change {0.0 - drop:+.4f} on {n} examples (tolerance {rule.tolerance:g})"
+            )
+        missing = len(new) - n
         if missing:
             msg += f"; {missing} examples are new since the baseline"
+        if note:
+            msg += f"; {note}"
         held = (per_example or {}).get(m)
         if held is not None:
             msg += (
@@ -751,12 +893,15 @@ def _regression_rules(
                 msg,
                 m,
                 {
-                    "paired": len(ids),
+                    "paired": n,
                     "lower_bound": lower,
                     "confidence": rule.confidence,
                     "p_no_drop": p_no_drop,
-                    "baseline_mean": sum(old[i] for i in ids) / len(ids),
-                    "current_mean": sum(new[i] for i in ids) / len(ids),  # type: ignore[misc]
+                    "baseline_mean": sum(olds) / n,
+                    "current_mean": sum(news) / n,
+                    "matched_by_source": match.by_source,
+                    "ids_naming_other_source": match.other_source,
+                    "source_checked": match.checked,
                     **({"per_example": dict(held)} if held is not None else {}),
                 },
             )

@@ -5,7 +5,8 @@ returns its summary as a string. The dataset is JSON Lines with a ``source`` fie
 (``id``, ``reference``, ``label`` and any other fields are optional and kept, as in
 ``faithgate.io``). Every problem is one ``InputError`` line: a module that cannot be imported, a
 missing attribute, something not callable, an exception raised on a record, or a return value
-that is not a non-empty string.
+that is not a string. An empty (or blank) summary is the summarizer's bad output, not bad
+input: it is kept, and the gate fails that example as unscorable ("empty summary").
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from faithgate.errors import InputError, Interrupted
 from faithgate.io import _jsonl_rows, _read_text, check_text, record_to_example
-from faithgate.types import Example, is_blank
+from faithgate.types import Example
 
 Summarizer = Callable[[str], str]
 
@@ -83,7 +84,8 @@ def load_sources(path: str | Path) -> list[Example]:
 def summarize(
     fn: Summarizer, sources: Sequence[Example], name: str = "summarizer"
 ) -> list[Example]:
-    """Examples whose summary is ``fn(source)``, checked to be a non-empty string."""
+    """Examples whose summary is ``fn(source)``, checked to be a string (an empty one is kept:
+    the scorer fails it as "empty summary", and the rest of the gate still runs)."""
     out = []
     for ex in sources:
         try:
@@ -106,8 +108,6 @@ def summarize(
                 "expected the summary as a string"
             )
         check_text(summary, f"the summary {name} returned for record {ex.id!r}")
-        if is_blank(summary):
-            raise InputError(f"{name} returned an empty summary for record {ex.id!r}")
         out.append(Example(ex.id, ex.source, summary, ex.reference, ex.label, dict(ex.meta)))
     return out
 

@@ -125,6 +125,8 @@ class GateItem(pytest.Item):
             update_baseline=opts.update_baseline,
             force_baseline=opts.force_baseline,
             use_cache=not opts.no_cache,
+            # A --faithgate-baseline that does not exist is an error (a typo), not a first run.
+            explicit_baseline=opts.baseline is not None,
         )
         return gate, gate.run()
 

@@ -178,6 +178,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session = _build_session(config, options)
     try:
         check_paths(config, session)
+        check_gate_inputs(session)
     except FaithgateError as exc:
         raise pytest.UsageError(f"faithgate: {plugin_line(exc)}") from None
     config.stash[SESSION_KEY] = session
@@ -223,6 +224,18 @@ def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True
     if not opts.no_cache:
         writes.append(("score cache", session.cache_path()))
     refuse_overwriting_inputs(writes, input_files(cfg, baseline=not opts.update_baseline))
+
+
+def check_gate_inputs(session: PluginSession) -> None:
+    """Before any test runs (a usage error, as ``faithgate check`` exits 2): a
+    ``--faithgate-baseline`` that does not exist (without ``--faithgate-update-baseline``) is a
+    typo far more often than a first run. (Threshold keys naming no metric are refused by the
+    gate item: a conftest collected later may still register the metric.)"""
+    from faithgate.gate import check_baseline_exists
+
+    opts = session.options
+    if opts.baseline is not None and not opts.update_baseline:
+        check_baseline_exists(session.gate_config)
 
 
 def _session(config: pytest.Config) -> PluginSession:

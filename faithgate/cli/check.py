@@ -191,6 +191,8 @@ def check_command(
         update_baseline=update_baseline,
         force_baseline=force,
         use_cache=not no_cache,
+        # A --baseline that does not exist is an error (a typo), not a first run.
+        explicit_baseline=baseline is not None,
     )
     result = gate.run()
     for warning in gate.warnings:

@@ -458,27 +458,27 @@ def test_a_directory_at_a_report_path_fails_the_step(tmp_path):
 
 @pytest.mark.slow  # loads spaCy (the overlap metric)
 def test_report_dir_dash_and_a_missing_baseline(tmp_path):
-    """report-dir "-" is a directory of that name (not cd's previous directory); a baseline
-    path that does not exist skips the regression rule with a ::warning, not silently."""
+    """report-dir "-" is a directory of that name (not cd's previous directory); a configured
+    baseline that does not exist yet (a first run) skips the regression rule with a ::warning,
+    not silently; a `baseline` input that does not exist is an error (most likely a typo)."""
     workspace = tmp_path / "ws"
     project = _overlap_project(workspace)
-    run = run_action(
-        tmp_path,
-        {
-            "working-directory": "proj",
-            "report-dir": "-",
-            "thresholds": "0.1",
-            "baseline": "typo-baseline.json",
-        },
-        workspace=workspace,
-        env={"OLDPWD": str(tmp_path)},
-    )
+    toml = project / "faithgate.toml"
+    toml.write_text(toml.read_text() + 'baseline = "first-baseline.json"\n')
+    inputs = {"working-directory": "proj", "report-dir": "-", "thresholds": "0.1"}
+    run = run_action(tmp_path, inputs, workspace=workspace, env={"OLDPWD": str(tmp_path)})
     assert run.failed_step is None, [s.stdout + s.stderr for s in run.steps]
     assert run.outputs["verdict"] == "pass"
     assert run.outputs["report-json"] == str(project / "-" / "faithgate.json")
     assert (project / "-" / "faithgate.json").is_file()
     warnings = [c for c in run.commands if c.startswith("::warning")]
-    assert any("no baseline yet at typo-baseline.json" in w for w in warnings), run.commands
+    assert any("no baseline yet at first-baseline.json" in w for w in warnings), run.commands
+    typo = run_action(
+        tmp_path / "typo", {**inputs, "baseline": "typo-baseline.json"}, workspace=workspace
+    )
+    assert typo.outputs["verdict"] == "error" and typo.failed_step.returncode == 2
+    (error,) = [c for c in typo.commands if c.startswith("::error")]
+    assert "no baseline at typo-baseline.json (given with --baseline)" in error
 
 
 def test_action_metadata_schema():

@@ -76,11 +76,49 @@ def test_baseline_round_trip_via_json_and_update(project):
     # same outputs against the baseline: no regression
     res = run("--baseline", "base.json")
     assert res.exit_code == 0 and "regression[gate_fake]" in res.output
-    # a missing baseline (a first run) skips the rule with instructions, and says so
-    res = run("--baseline", "missing.json")
+    # a configured baseline that is missing (a first run) skips the rule with instructions,
+    # and says so
+    toml = project / "faithgate.toml"
+    toml.write_text(
+        toml.read_text().replace("[thresholds]", 'baseline = "missing.json"\n[thresholds]')
+    )
+    res = run()
     assert res.exit_code == 0 and "--update-baseline" in res.output
     assert "1 skipped (regression[gate_fake])" in res.stdout.splitlines()[0]
     assert "warning: no baseline yet at missing.json" in res.stderr
+
+
+def test_an_explicit_baseline_that_does_not_exist_is_an_input_error(project):
+    """A --baseline typo skipped the regression rule and the per-example thresholds with a
+    warning and passed (review s19, finding 3): a path named on the command line is far more
+    likely a typo than a first run."""
+    assert run("--baseline", "base.json", "--update-baseline").exit_code == 0
+    res = CliRunner().invoke(cli, ["check", "--baseline", "base.jsn"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr == (
+        "faithgate: no baseline at base.jsn (given with --baseline); check the path, or run "
+        "with --update-baseline to create it\n"
+    )
+    assert res.stdout == ""  # nothing ran: no verdict, no table
+    # --update-baseline creates it: a first run named on the command line
+    res = run("--baseline", "new.json", "--update-baseline")
+    assert res.exit_code == 0 and (project / "new.json").is_file()
+
+
+def test_a_missing_configured_baseline_says_the_per_example_thresholds_are_off(project):
+    toml = project / "faithgate.toml"
+    toml.write_text(
+        toml.read_text().replace("[thresholds]", 'baseline = "base.json"\n[thresholds]')
+        + f"[rules]\nregression = {{ per_example_drop = {{ {NAME} = 0.05 }} }}\n"
+    )
+    res = run()
+    assert res.exit_code == 0, res.output
+    assert res.stderr == (
+        "faithgate: warning: no baseline yet at base.json; create it from a passing run with "
+        "`faithgate check --update-baseline`; the regression rule is skipped and the "
+        "per-example thresholds (rules.regression.per_example_drop) are off\n"
+    )
+    assert "the per-example thresholds (per_example_drop) are off too" in res.stdout
 
 
 def test_summarizer_and_data(project):
@@ -250,3 +288,143 @@ def test_an_output_path_that_cannot_be_written_is_an_input_error(project, args):
     assert "lab.jsonl" in line and "internal error" not in line, line
     assert "cannot write" in line or "is a file, not a directory" in line, line
     assert (project / "lab.jsonl").read_text() == text
+
+
+# ------------------------------------------------------------ review s19: baselines by source
+
+ARTICLES = {
+    "bridge": "the new bridge over the river opened on monday after nine years",
+    "zoo": "the city zoo welcomed two panda cubs to a record crowd",
+    "election": "jonas keller was elected mayor of aarburg with most votes",
+    "new": "a storm closed every school in the valley for two days",
+}
+
+
+def article_rows(*items):
+    """Rows without ids (they default to line numbers) of (article, value)."""
+    return [
+        {"source": f"The {a} article.", "summary": summary(v, words=ARTICLES[a])} for a, v in items
+    ]
+
+
+def test_an_inserted_row_does_not_turn_off_per_example_thresholds(project):
+    """Review s19, finding 1: a new article at the top shifted every line-number id; each output
+    was compared with another article's baseline, called "rewritten (not compared)", and the
+    gate passed the dropped election summary (exit 0)."""
+    toml = project / "faithgate.toml"
+    toml.write_text(
+        toml.read_text().replace("[thresholds]", 'baseline = "base.json"\n[thresholds]')
+        + f"[rules]\nregression = {{ per_example_drop = {{ {NAME} = 0.05 }} }}\n"
+    )
+    base = [("bridge", 0.8), ("zoo", 0.8), ("election", 0.8)]
+    write_rows(project / "v1.jsonl", article_rows(*base))
+    assert run("--outputs", "v1.jsonl", "--update-baseline").exit_code == 0
+    write_rows(project / "v2.jsonl", article_rows(("new", 0.9), *base[:2], ("election", 0.6)))
+    res = run("--outputs", "v2.jsonl", "--json", "r.json")
+    assert res.exit_code == 1, res.output
+    assert "3/4 examples pass" in res.stdout.splitlines()[0]
+    assert f"4: {NAME} 0.6000 < its own threshold 0.7500 (baseline 0.8000" in res.stdout
+    (reg,) = [r for r in json.loads((project / "r.json").read_text())["rules"] if r["metric"]]
+    assert "3 outputs matched to the baseline by source instead of id" in reg["message"]
+    assert "per example: 1 of 3 edited or unchanged outputs below" in reg["message"]
+    assert res.stderr == (
+        "faithgate: warning: baseline base.json: 3 output ids name another source in the "
+        "baseline (not compared with that entry); 3 outputs matched to the baseline by source "
+        "instead of id\n"
+    )
+    # A baseline written before sources were recorded is matched by id, with a warning.
+    data = json.loads((project / "base.json").read_text())
+    for example in data["examples"]:
+        del example["source_digest"]
+    (project / "base.json").write_text(json.dumps(data))
+    res = run("--outputs", "v1.jsonl")
+    assert res.exit_code == 0, res.output
+    assert res.stderr.startswith(
+        "faithgate: warning: the baseline at base.json predates source checks: outputs are "
+        "matched to it by id only"
+    )
+
+
+# ------------------------------------------------------------ review s19: threshold typos
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            f"[thresholds]\n{NAME} = 0.5\ngate_fak = 0.9\n",
+            "faithgate: faithgate.toml: thresholds.gate_fak: no metric is named 'gate_fak'; "
+            f"did you mean '{NAME}'?\n",
+        ),
+        (
+            f"[thresholds]\n{NAME} = 0.5\noverlapp = 0.9\n",
+            "faithgate: faithgate.toml: thresholds.overlapp: no metric is named 'overlapp'; "
+            "did you mean 'overlap'?\n",
+        ),
+        (
+            f"[thresholds]\n{NAME} = 0.5\n[metric_settings.overlapp]\nn = 2\n",
+            "faithgate: faithgate.toml: metric_settings.overlapp: no metric is named "
+            "'overlapp'; did you mean 'overlap'?\n",
+        ),
+    ],
+)
+def test_a_threshold_for_no_registered_metric_is_an_error(project, table, message):
+    """Review s19, finding 2: a misspelled threshold was a warning, and the metric meant ran
+    with no threshold (exit 0)."""
+    (project / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}", "overlap"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n' + table
+    )
+    res = CliRunner().invoke(cli, ["check"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr == message and res.stdout == ""
+
+
+# ------------------------------------------------------------ review s19: empty summaries
+
+
+@pytest.mark.parametrize("empty", ["", "   ", "\u200b"])
+def test_an_empty_summary_fails_its_example_and_the_gate_reports_the_rest(project, empty):
+    """Review s19, finding 6: an empty summary stopped the whole gate with exit 2 and no
+    report; it is a bad output, so it fails its own example."""
+    rows = [
+        {"id": "a", "source": "src", "summary": summary(0.9)},
+        {"id": "b", "source": "src", "summary": empty},
+        {"id": "c", "source": "src", "summary": summary(0.4)},
+    ]
+    write_rows(project / "o.jsonl", rows)
+    res = run("--outputs", "o.jsonl", "--json", "r.json")
+    assert res.exit_code == 1, res.output
+    assert "1/3 examples pass" in res.stdout.splitlines()[0]
+    assert "b: empty summary: the output has no text to score" in res.stdout
+    assert f"c: {NAME} 0.4000 < threshold 0.5" in res.stdout
+    data = json.loads((project / "r.json").read_text())
+    b = data["examples"][1]
+    assert not b["passed"] and b["scores"][NAME]["error"] == "empty summary"
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"id": "a", "source": " ", "summary": "0.9 x."}, "o.jsonl:1: field 'source' is empty"),
+        ({"id": "a", "source": "s"}, "o.jsonl:1: missing required field 'summary'"),
+        ({"id": "a", "source": "s", "summary": None}, "o.jsonl:1: field 'summary' must be text"),
+    ],
+)
+def test_an_empty_source_or_a_missing_summary_stays_an_input_error(project, row, message):
+    write_rows(project / "o.jsonl", [row])
+    res = CliRunner().invoke(cli, ["check", "--outputs", "o.jsonl"])
+    assert res.exit_code == 2 and message in res.stderr, res.output
+
+
+def test_a_summarizer_returning_an_empty_summary_fails_that_example(project):
+    (project / "empty_summ.py").write_text(
+        "def f(source):\n    return '' if 'empty' in source else '0.9 fine words.'\n"
+    )
+    write_rows(
+        project / "src.jsonl",
+        [{"id": "x", "source": "a source"}, {"id": "y", "source": "an empty one"}],
+    )
+    res = run("--summarizer", "empty_summ:f", "--data", "src.jsonl")
+    assert res.exit_code == 1, res.output
+    assert "1/2 examples pass" in res.stdout.splitlines()[0]
+    assert "y: empty summary" in res.stdout

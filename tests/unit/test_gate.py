@@ -573,8 +573,8 @@ def test_a_gate_without_any_criterion_is_refused_before_scoring(tmp_path):
     assert info.value.exit_code == 2 and FakeMetric.calls == []
     # A threshold for another metric than the selected ones is no criterion either, and the
     # message says so (a configuration written for the default metric of an older faithgate).
-    with pytest.raises(ConfigError, match="thresholds given are for other, which `metrics`"):
-        Gate(GateConfig.from_dict({**bare, "thresholds": {"other": 0.5}}, root=tmp_path)).run()
+    with pytest.raises(ConfigError, match="thresholds given are for overlap, which `metrics`"):
+        Gate(GateConfig.from_dict({**bare, "thresholds": {"overlap": 0.5}}, root=tmp_path)).run()
     # Thresholds that min_pass_rate = 0 lets every example fail judge nothing either.
     never = {**bare, "thresholds": {NAME: 0.99}, "rules": {"min_pass_rate": 0.0}}
     with pytest.raises(ConfigError, match="min_pass_rate = 0 lets every example fail"):
@@ -584,22 +584,23 @@ def test_a_gate_without_any_criterion_is_refused_before_scoring(tmp_path):
     with pytest.raises(ConfigError, match="the gate has no criterion"):
         Gate(GateConfig.from_dict(rate0, root=tmp_path)).run()
     # Beside a real criterion, an unselected metric's threshold is a warning, not ignored silently.
-    cfg = GateConfig.from_dict({**bare, "thresholds": {NAME: 0.0, "other": 0.5}}, root=tmp_path)
+    cfg = GateConfig.from_dict({**bare, "thresholds": {NAME: 0.0, "overlap": 0.5}}, root=tmp_path)
     gate = Gate(cfg)
     assert gate.run().passed
     assert gate.warnings == [
-        f"thresholds for other are not applied: not selected metrics (metrics: {NAME}); add "
+        f"thresholds for overlap are not applied: not selected metrics (metrics: {NAME}); add "
         "them to `metrics` to gate on them"
     ]
-    # Settings for a metric that is not selected (or a mistyped name) were dropped unsaid.
+    # Settings for a metric that is not selected were dropped unsaid (a mistyped name is an
+    # error: test_a_threshold_for_no_registered_metric_is_an_error).
     cfg = GateConfig.from_dict(
-        {**bare, "thresholds": {NAME: 0.0}, "metric_settings": {"overlapp": {"n": 2}}},
+        {**bare, "thresholds": {NAME: 0.0}, "metric_settings": {"overlap": {"n": 2}}},
         root=tmp_path,
     )
     gate = Gate(cfg)
     gate.run()
     assert gate.warnings == [
-        f"metric_settings for overlapp are not applied: not selected metrics (metrics: {NAME})"
+        f"metric_settings for overlap are not applied: not selected metrics (metrics: {NAME})"
     ]
     for criterion in (
         {"thresholds": {NAME: 0.5}},

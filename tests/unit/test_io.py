@@ -133,3 +133,18 @@ def test_stdin_and_write_round_trip(tmp_path, monkeypatch):
     out = tmp_path / "sub" / "out.jsonl"
     write_jsonl([ex.to_dict()], out)
     assert load_examples(out)[0] == ex
+
+
+def test_the_gate_reads_an_empty_summary_as_an_output(tmp_path):
+    """An empty summary is a summarizer's bad output (it fails its own example), not bad input;
+    other readers (bench, calibrate, perturb) still refuse it, and a blank source stays an
+    error everywhere (review s19, finding 6)."""
+    p = write(
+        tmp_path, "o.jsonl", '{"source": "S", "summary": ""}\n{"source": "S", "summary": " "}\n'
+    )
+    with pytest.raises(InputError, match=r"o\.jsonl:1: field 'summary' is empty"):
+        load_examples(p)
+    assert [e.summary for e in load_examples(p, allow_empty_summary=True)] == ["", ""]
+    p = write(tmp_path, "s.jsonl", '{"source": " ", "summary": "T"}\n')
+    with pytest.raises(InputError, match=r"s\.jsonl:1: field 'source' is empty"):
+        load_examples(p, allow_empty_summary=True)
