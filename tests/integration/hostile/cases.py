@@ -68,7 +68,13 @@ CASES: list[Case] = [
     Case("missing summary", ["check"], _project(jl({"id": "a", "source": "s"}))),
     Case("null summary", ["check"], _project(jl(row(summary=None)))),  # type: ignore[arg-type]
     Case("numeric summary", ["check"], _project(jl(row(summary=3)))),  # type: ignore[arg-type]
-    Case("blank summary", ["check"], _project(jl(row(summary=" \t\n ")))),
+    # A summarizer's blank output is a failed example (exit 1), not bad input.
+    Case(
+        "blank summary",
+        ["check"],
+        _project(jl(row(summary=" \t\n "))),
+        codes=(1,),
+    ),
     Case("duplicate ids", ["check"], _project(jl(row("a"), row("a"))), stderr_has="duplicate"),
     Case("object as id", ["check"], _project(jl(row({"x": 1})))),
     Case("boolean id", ["check"], _project(jl(row(True)))),
