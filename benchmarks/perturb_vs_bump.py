@@ -60,6 +60,9 @@ def main() -> int:
     ap.add_argument("--data", help="directory holding bump_task1.jsonl")
     ap.add_argument("--limit", type=int, help="use the first N distinct references only")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--rules", type=int, default=None, help="perturb's rules revision (default: the latest)"
+    )
     ap.add_argument("--cache", default=str(default_cache_path()))
     args = ap.parse_args()
 
@@ -75,7 +78,8 @@ def main() -> int:
     t0 = time.perf_counter()
     generated: list[tuple[Example, Example, str, str]] = []  # ref, variant, error type, type
     for i, ref in enumerate(ref_list):
-        for v in perturb(ref.source, ref.summary, seed=args.seed, max_per_type=1):
+        extra = {} if args.rules is None else {"rules": args.rules}
+        for v in perturb(ref.source, ref.summary, seed=args.seed, max_per_type=1, **extra):
             var = Example(f"gen-{i}-{v.type}", ref.source, v.summary, label=0)
             generated.append((ref, var, v.error_type, v.type))
     gen_seconds = time.perf_counter() - t0
