@@ -54,6 +54,8 @@ or to-infinitive only for verbs that take one; no phrasal verb ("selling off"), 
 forces"), verb with its own preposition ("charged with"), participle modifying a noun ("three
 years left") and no quantity verb without its amount ("fell down a cliff"). Intrinsic when the
 source uses the class-mate as a verb, extrinsic when the source does not have the word at all.
+Nor does it swap a place, organisation or other non-person mention for a name that is tagged a
+person elsewhere in the texts ("trained in the Alps" -> "trained in Chebet").
 """
 
 from __future__ import annotations
@@ -245,6 +247,14 @@ class _Context:
             if e.label_ in _PARTICIPANT_LABELS
         ]
         self._src_sent_forms: list[tuple[bool, frozenset[str]]] | None = None
+        # Words of every mention tagged a person: a name tagged a place elsewhere is no place.
+        self.person_words = set().union(
+            *(
+                _content_words(e.text)
+                for e in (*self.src.ents, *self.doc.ents)
+                if e.label_ == "PERSON"
+            )
+        )
 
     def src_sent_forms(self) -> list[tuple[bool, frozenset[str]]]:
         """Polarity and word forms (texts and lemmas) of each source sentence, computed once:
@@ -778,6 +788,8 @@ def _swap_candidates(
             continue  # 'on Tuesday' cannot become 'on daily': keep the same preposition
         if ctx.rules >= 2 and _generalises(ctx, ent.text, text, detail):
             continue
+        if ctx.rules >= 3 and ent.label_ != "PERSON" and _content_words(text) <= ctx.person_words:
+            continue  # 'trained in the Alps' -> 'in Chebet': a person the tagger took for a place
         if (
             key in seen
             or not _different_referent(ent.text, text, ctx)

@@ -444,3 +444,21 @@ def test_aspect_and_schedule_verbs_are_separate_classes() -> None:
     swaps = verb_swaps(source, "It is not known what started the blaze.")
     assert swaps and {r for _, r in swaps} <= {"ended", "stopped"}
     assert ("denied", "confirmed") in verb_swaps(source, "The club denied the claims.")
+
+
+def test_a_place_is_not_swapped_for_a_name_tagged_a_person_elsewhere() -> None:
+    src = (
+        "Kenyan runner Ruth Chebet won the Valencia marathon on Sunday in 2 hours 17 minutes. "
+        "Chebet, 29, pulled away after 35 kilometres. Her coach said she had trained in the "
+        "Alps for a year."
+    )
+    summary = "Ruth Chebet won the Valencia marathon. She had trained in the Alps for a year."
+
+    def swaps(rules: int) -> set[tuple[str, str]]:
+        found = perturb(
+            src, summary, types=["circumstance_intrinsic"], max_per_type=None, rules=rules
+        )
+        return {(p.original, p.replacement) for p in found}
+
+    assert ("the Alps", "Chebet") in swaps(2)
+    assert ("the Alps", "Chebet") not in swaps(3)
