@@ -2,8 +2,10 @@
 
 ``run_action`` reads ``action.yml``, evaluates the ``${{ }}`` expressions of each step's
 ``env`` and ``working-directory`` (the subset the action uses: ``inputs.*``,
-``steps.<id>.outputs.*``, ``runner.*``, ``github.*``), runs every ``run:`` step with
-``bash --noprofile --norc -eo pipefail`` as the runner does for ``shell: bash``, and records
+``steps.<id>.outputs.*``, ``runner.*``, ``github.*``, and ``a || b``: the first non-empty),
+runs every ``run:`` step with ``bash --noprofile --norc -eo pipefail`` as the runner does for
+``shell: bash`` (after a failed step only those whose ``if:`` is ``failure()`` or
+``always()``, the status functions the fake runner evaluates), and records
 what GitHub would see: step outputs (``$GITHUB_OUTPUT``), exported env (``$GITHUB_ENV``), the
 job summary (``$GITHUB_STEP_SUMMARY``) and the workflow commands printed on stdout.
 
@@ -29,6 +31,9 @@ from gh_commands import parse_output
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ACTION = REPO_ROOT / "action.yml"
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+# The ``if:`` conditions of run steps the fake runner evaluates: whether the step runs when
+# every step before it succeeded, and when one failed.
+_STATUS_IFS = {"success()": (True, False), "failure()": (False, True), "always()": (True, True)}
 
 
 def load_action() -> dict[str, Any]:
@@ -114,6 +119,15 @@ def _shim(directory: Path) -> Path:
     return directory
 
 
+def _runs_after(step: dict[str, Any], name: str, failed: bool) -> bool:
+    """Whether a run step runs, by its ``if:`` (a status function) and whether a step
+    before it failed."""
+    condition = str(step.get("if", "success()")).strip()
+    if condition not in _STATUS_IFS:
+        raise ValueError(f"step {name!r}: the fake runner does not evaluate if: {condition}")
+    return _STATUS_IFS[condition][failed]
+
+
 def run_action(
     tmp_path: Path,
     inputs: dict[str, str] | None = None,
@@ -126,8 +140,8 @@ def run_action(
     """Run action.yml's steps in a fake GitHub environment rooted at ``tmp_path``.
 
     ``workspace`` (default ``tmp_path / "ws"``) plays ``$GITHUB_WORKSPACE``; the action path is
-    this repository. Stops at the first failing step, like the runner, or after the step
-    named ``stop_after``.
+    this repository. After the first failing step only the steps that run on failure run,
+    like the runner; it stops after the step named ``stop_after``.
     """
     action = load_action()
     declared = action["inputs"]
@@ -174,7 +188,11 @@ def run_action(
 
     def evaluate(text: str) -> str:
         def one(match: re.Match[str]) -> str:
-            expr = match.group(1)
+            # ``a || b``: the first operand that is not empty (all operands are strings here).
+            alternatives = [value(e.strip()) for e in match.group(1).split("||")]
+            return next((v for v in alternatives if v), "")
+
+        def value(expr: str) -> str:
             parts = expr.split(".")
             if parts[0] == "steps" and len(parts) == 4 and parts[2] == "outputs":
                 return contexts["steps"].get(parts[1], {}).get(parts[3], "")
@@ -185,13 +203,13 @@ def run_action(
         return _EXPR.sub(one, str(text))
 
     runs: list[StepRun] = []
+    failed = False
     for step in action["runs"]["steps"]:
         name = step.get("name", step.get("uses", "?"))
         if "uses" in step:
-            runs.append(StepRun(name, step.get("id"), "uses"))
-        else:
-            if "if" in step:
-                raise ValueError(f"step {name!r}: the fake runner does not evaluate run-step if:")
+            if not failed:  # (their own if: is not evaluated)
+                runs.append(StepRun(name, step.get("id"), "uses"))
+        elif _runs_after(step, name, failed):
             if step.get("shell") != "bash":
                 raise ValueError(f"step {name!r}: composite run steps must set shell: bash")
             step_env = {k: evaluate(v) for k, v in (step.get("env") or {}).items()}
@@ -227,8 +245,7 @@ def run_action(
             runs.append(record)
             if record.id:
                 contexts["steps"][record.id] = record.outputs
-            if proc.returncode != 0:
-                break
+            failed = failed or proc.returncode != 0
         if stop_after is not None and name == stop_after:
             break
 

@@ -4,9 +4,9 @@
 ``::error`` annotations (``faithgate.report.github``); ``faithgate github report-args`` gives
 ``faithgate check`` one ``--NAME FILE`` per report format of the registry (``faithgate.formats``)
 and ``report --report-dir`` reads them back, so the action names no format by hand;
-``faithgate github cache-dir`` names the score cache directory of the configuration. Errors are rendered by the one error boundary in
-``faithgate.cli`` as a workflow ``::error`` line (so GitHub shows them), with the usual exit
-codes.
+``faithgate github cache-dir`` names the score cache directory of the configuration. Errors are
+rendered by the one error boundary in ``faithgate.cli`` as a workflow ``::error`` line (so GitHub
+shows them), with the usual exit codes.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 
 import click
 
-from faithgate.errors import InputError
+from faithgate.errors import ConfigError, InputError
+from faithgate.escape import printable
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.report.github import (
-    DEFAULT_CACHE_DIR,
     ReportRequest,
     format_output,
     run_report,
@@ -35,8 +35,13 @@ RESULT_FORMAT = "json"
 
 
 def render_error(message: str) -> None:
-    """How the error boundary shows an error of these commands: a workflow command."""
+    """How the error boundary shows an error of these commands: a workflow command, and on
+    GitHub the step output ``error`` (one line), which the action's job summary shows when
+    the gate could not run."""
     click.echo(workflow_command("error", message, title="faithgate"))
+    output = os.environ.get("GITHUB_OUTPUT")
+    if output:
+        write_env_file(output, format_output("error", printable(message)), None)
 
 
 @click.group("github")
@@ -177,11 +182,15 @@ def report_args_command(
 @click.option("--config", "config_path", help="configuration file (default: $FG_CONFIG, else searched)")  # fmt: skip
 def cache_dir_command(config_path: str | None) -> None:
     """The score cache directory as output ``cache-dir``: the configured ``cache_dir``, else
-    ``.faithgate`` in the current directory (the action passes it to ``faithgate check
-    --cache-dir`` so scores are cached either way)."""
+    ``.faithgate`` next to the configuration, as ``faithgate check`` and the pytest plugin
+    use (the action passes it to ``faithgate check --cache-dir``, so CI and local runs share
+    one cache layout)."""
     from faithgate.config import load_config
 
     config = load_config(config_path or os.environ.get("FG_CONFIG") or None)
-    path = Path(config.cache_dir) if config.cache_dir is not None else Path(DEFAULT_CACHE_DIR)
-    line = format_output("cache-dir", str(path.resolve()))
+    path = str(config.cache_path.resolve())
+    if "\n" in path or "\r" in path:
+        # actions/cache reads each line of its ``path`` as a path of its own.
+        raise ConfigError(f"cache_dir must be one line (a path), got {path!r}")
+    line = format_output("cache-dir", path)
     write_env_file(os.environ.get("GITHUB_OUTPUT"), line, click.get_text_stream("stdout"))

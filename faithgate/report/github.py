@@ -11,7 +11,8 @@ Run by the composite action (``action.yml``) after ``faithgate check``; it reads
 
 ``report`` writes to the files GitHub names in the environment:
 
-- ``$GITHUB_OUTPUT``: ``verdict`` (pass / fail / error), ``pass-rate``, ``means`` (a JSON object
+- ``$GITHUB_OUTPUT``: ``verdict`` (pass / fail / error; pass when ``--fail-on-regression false``
+  lets a gate failing only its regression rules pass), ``pass-rate``, ``means`` (a JSON object
   metric -> mean), ``failed-examples``, ``report-NAME`` for every file format of the registry
   (``faithgate.formats``: markdown, json, junit, html)
   and ``step-exit-code`` (what the action's last step exits with);
@@ -37,18 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError
-from faithgate.escape import printable
+from faithgate.escape import markdown_literal, printable
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.io import jsonl_lines
 from faithgate.numbers import shown_against
 from faithgate.report import render
+from faithgate.report.format import fmt_share
 from faithgate.result import GateResult
 
 # GitHub rejects a step summary over 1 MiB (1024 * 1024 bytes); keep room for the cut notice.
 SUMMARY_LIMIT = 1024 * 1024 - 1024
 ANNOTATION_MESSAGE_LIMIT = 4000
-# Score cache of a configuration that names none (relative to the working directory).
-DEFAULT_CACHE_DIR = ".faithgate"
 
 
 # ---------------------------------------------------------------------- workflow commands
@@ -118,10 +118,12 @@ def load_result(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _fmt(value: Any) -> str:
+def _fmt_rate(value: Any) -> str:
+    """The ``pass-rate`` output: ``fmt_share`` (1 only when every example passed, 0 only
+    when none did), empty when there is no rate."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    return f"{float(value):.4f}".rstrip("0").rstrip(".") if value != 0 else "0"
+    return fmt_share(float(value))
 
 
 def outputs_for(result: Mapping[str, Any], reports: Mapping[str, Path | None]) -> dict[str, str]:
@@ -134,7 +136,7 @@ def outputs_for(result: Mapping[str, Any], reports: Mapping[str, Path | None]) -
     }
     out = {
         "verdict": str(result.get("verdict") or ("pass" if result.get("passed") else "fail")),
-        "pass-rate": _fmt(result.get("pass_rate")),
+        "pass-rate": _fmt_rate(result.get("pass_rate")),
         "means": json.dumps(means, sort_keys=True),
         "failed-examples": str(len(failed)),
     }
@@ -271,23 +273,47 @@ def annotations_for(
     return commands
 
 
+def waived_regressions(
+    result: Mapping[str, Any] | None, exit_code: int, fail_on_regression: bool
+) -> list[str]:
+    """The failing rules the step lets pass: with ``fail_on_regression`` off, those of a
+    failed gate whose only failing rules are regressions (else none)."""
+    if exit_code != 1 or result is None or fail_on_regression:
+        return []
+    failing = [r for r in result.get("rules", []) if not r.get("passed")]
+    if failing and all(r.get("kind") == "regression" for r in failing):
+        return [str(r.get("name")) for r in failing]
+    return []
+
+
 def step_exit_code(
     result: Mapping[str, Any] | None, exit_code: int, fail_on_regression: bool
 ) -> int:
     """What the action's step exits with: the check's code, except that with
     ``fail_on_regression`` off a gate whose only failing rules are regressions passes."""
-    if exit_code != 1 or result is None or fail_on_regression:
-        return exit_code
-    failing = [r for r in result.get("rules", []) if not r.get("passed")]
-    if failing and all(r.get("kind") == "regression" for r in failing):
-        return 0
-    return exit_code
+    return 0 if waived_regressions(result, exit_code, fail_on_regression) else exit_code
+
+
+def _waived_note(rules: list[str]) -> str:
+    """The job summary's first lines when the step passes a regression: the report below
+    still shows the gate's own FAIL (the result JSON is the next release's baseline)."""
+    names = ", ".join(markdown_literal(name) for name in rules)
+    return (
+        f"## ⚠️ faithgate: PASS with a warning ({names})\n\n"
+        "The only failing rules are regressions against the baseline, and `fail-on-regression` "
+        "is `false`: the step passes (verdict `pass`). The report below is the gate's own "
+        "result.\n\n"
+    )
 
 
 def summary_markdown(
-    result: Mapping[str, Any] | None, markdown: str | None, error: str | None
+    result: Mapping[str, Any] | None,
+    markdown: str | None,
+    error: str | None,
+    waived: list[str] | None = None,
 ) -> str:
-    """The job summary: the Markdown report, or a rendering of the result, or the error."""
+    """The job summary: the Markdown report, or a rendering of the result, or the error;
+    headed by a note when the step passes the ``waived`` regression rules."""
     if markdown is None and result is not None:
         markdown = render("markdown", GateResult.from_dict(result))
     if markdown is None:
@@ -296,6 +322,8 @@ def summary_markdown(
         longest = max((len(run) for run in re.findall("`+", text)), default=0)
         fence = "`" * max(3, longest + 1)
         markdown = f"## faithgate: could not run\n\n{fence}\n{text}\n{fence}\n"
+    if waived:
+        markdown = _waived_note(waived) + markdown
     data = markdown.encode("utf-8")
     if len(data) > SUMMARY_LIMIT:
         cut = data[:SUMMARY_LIMIT].decode("utf-8", errors="ignore")
@@ -399,12 +427,17 @@ def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> 
             **{REPORT_FORMATS[kind].action_output: "" for kind in file_report_kinds()},
         }
         commands = [workflow_command("error", error or "faithgate check failed", title="faithgate")]
+    waived = waived_regressions(result, rc, args.fail_on_regression)
+    if waived:  # the step passes: so does the verdict (each regression is a ::warning)
+        outputs["verdict"] = "pass"
     outputs["step-exit-code"] = str(step_exit_code(result, rc, args.fail_on_regression))
 
     for command in commands:
         out.write(command + "\n")
     write_env_file(
-        env.get("GITHUB_STEP_SUMMARY"), summary_markdown(result, markdown, error), _NullStream()
+        env.get("GITHUB_STEP_SUMMARY"),
+        summary_markdown(result, markdown, error, waived),
+        _NullStream(),
     )
     write_env_file(
         env.get("GITHUB_OUTPUT"), "".join(format_output(k, v) for k, v in outputs.items()), out

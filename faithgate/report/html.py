@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from faithgate.report.format import fmt_against, fmt_rate, fmt_value
+from faithgate.report.format import fmt_against, fmt_rate, fmt_value, rule_tally
 from faithgate.result import ExampleResult, GateResult
 
 MAX_EXAMPLES = 500
@@ -121,6 +121,14 @@ def _histogram(values: list[float], threshold: float | None, metric: str) -> str
     return "".join(parts)
 
 
+def _rules_stat(result: GateResult) -> str:
+    """The rules card, e.g. "2/3 (1 skipped)": a skipped rule passed without being checked,
+    so it is not counted as passing."""
+    tally = rule_tally(result)
+    text = f"{tally.passed}/{tally.total}"
+    return text + (f" ({tally.skipped} skipped)" if tally.skipped else "")
+
+
 def to_html(result: GateResult) -> str:
     """The HTML report of ``result`` (a complete document)."""
     verdict = result.verdict
@@ -142,7 +150,7 @@ def to_html(result: GateResult) -> str:
         + (f" ({fmt_rate(rate)})" if rate is not None else "")
         + "</div></div>",
         f'<div class="card"><div class="k">rules passing</div><div class="v">'
-        f"{len(result.rules) - len(result.failed_rules)}/{len(result.rules)}</div></div>",
+        f"{_rules_stat(result)}</div></div>",
     ]
     for m, v in means.items():
         out.append(

@@ -2,8 +2,10 @@
 
 Two suites: ``faithgate.examples`` with one test case per gated example (its failure message is
 the reason, naming the least supported sentence; an unscorable example is a failure of type
-``unscorable``, never a skip) and ``faithgate.rules`` with one test case per decision rule. Suite
-properties carry the verdict, pass rate, mean per metric and the settings hash of every metric.
+``unscorable``, never a skip) and ``faithgate.rules`` with one test case per decision rule (a
+rule that passed without being checked, such as the regression rule without a baseline yet, is
+a skipped test case). Suite properties carry the verdict, pass rate, mean per metric and the
+settings hash of every metric.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def to_junit(result: GateResult) -> str:
         )
         if not r.passed:
             tc.add_failure_info(message=xml_text(r.message), failure_type=r.kind)
+        elif r.skipped:  # passed without being checked: CI must not show it green
+            tc.add_skipped_info(message=xml_text(r.message))
         rule_cases.append(tc)
     suites = [
         TestSuite("faithgate.examples", example_cases, properties=props, timestamp=result.created),

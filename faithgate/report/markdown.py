@@ -9,7 +9,14 @@ from __future__ import annotations
 import re
 
 from faithgate.escape import markdown_literal
-from faithgate.report.format import fmt_against, fmt_rate, fmt_value, one_line
+from faithgate.report.format import (
+    RuleTally,
+    fmt_against,
+    fmt_rate,
+    fmt_value,
+    one_line,
+    rule_tally,
+)
 from faithgate.result import GateResult
 
 
@@ -19,25 +26,32 @@ def _cell(text: str, limit: int = 200) -> str:
     return markdown_literal(one_line(text, limit))
 
 
-def _code(text: str, limit: int = 200) -> str:
+def _code(text: str, limit: int = 200, *, table: bool) -> str:
     """User text as an inline code span: fenced by more backticks than any run inside it (so
     it cannot close the span), padded when it starts or ends with one. Inside a code span
-    nothing is formatted and entities are not decoded, so only a table's pipe is escaped."""
+    nothing is formatted, entities are not decoded and backslash escapes do not work, so a
+    pipe is escaped only in a table cell (``table``: GFM removes the backslash of ``\\|``
+    before it reads the span); anywhere else the backslash would show."""
     text = one_line(text, limit)
     longest = max((len(run) for run in re.findall("`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
-    escaped = text.replace("|", "\\|")
+    escaped = text.replace("|", "\\|") if table else text
     return f"{fence}{pad}{escaped}{pad}{fence}"
+
+
+def _rules_stat(tally: RuleTally) -> str:
+    """The rules count, e.g. "**2/3** rules pass, 1 skipped": a skipped rule is not counted
+    as passing."""
+    text = f"**{tally.passed}/{tally.total}** rules pass"
+    return text + (f", {tally.skipped} skipped" if tally.skipped else "")
 
 
 def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     """The Markdown report of ``result``."""
     icon = "✅" if result.passed else "❌"
     rate = result.pass_rate
-    n_rules = len(result.rules)
-    n_ok = n_rules - len(result.failed_rules)
-    failed = ", ".join(_code(r.name, 80) for r in result.failed_rules)
+    failed = ", ".join(_code(r.name, 80, table=False) for r in result.failed_rules)
     # The heading names what failed: the pass count alone can read "FAIL: 6/6 examples pass".
     out = [
         f"## {icon} faithgate: {result.verdict.upper()}" + (f" ({failed})" if failed else ""),
@@ -46,11 +60,13 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     stats = [
         f"**{result.n_passed}/{result.n_examples}** examples pass"
         + (f" ({fmt_rate(rate)})" if rate is not None else ""),
-        f"**{n_ok}/{n_rules}** rules pass",
+        _rules_stat(rule_tally(result)),
     ]
     means = result.means()
     if means:
-        stats.append("mean " + ", ".join(f"{_code(m)} {fmt_value(v)}" for m, v in means.items()))
+        stats.append(
+            "mean " + ", ".join(f"{_code(m, table=False)} {fmt_value(v)}" for m, v in means.items())
+        )
     if result.pairs:
         stats.append(f"{len(result.pairs)} minimal pairs")
     out.append(" · ".join(stats))
@@ -60,7 +76,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     for r in result.rules:
         value, limit = fmt_against(r.value, r.limit)
         out.append(
-            f"| {_code(r.name)} | {value} | {limit} | "
+            f"| {_code(r.name, table=True)} | {value} | {limit} | "
             f"{('⚠️ skipped' if r.skipped else '✅ pass') if r.passed else '❌ fail'} | "
             f"{_cell(r.message)} |"
         )
@@ -72,7 +88,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
         title = f"Failing examples ({len(result.failed_examples)})"
     if worst:
         out += ["", f"### {title}", ""]
-        metric_cols = " | ".join(_code(m) for m in result.metrics)
+        metric_cols = " | ".join(_code(m, table=True) for m in result.metrics)
         out.append(f"| Example | {metric_cols} | Result | Least supported sentence |")
         out.append("|---|" + "---:|" * len(result.metrics) + ":---:|---|")
         for e in worst:
@@ -96,7 +112,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
             else:
                 sentence = ""
             out.append(
-                f"| {_code(e.id, 60)} | {' | '.join(vals)} | "
+                f"| {_code(e.id, 60, table=True)} | {' | '.join(vals)} | "
                 f"{'✅' if e.passed else '❌'} | {sentence} |"
             )
         if len(result.failed_examples) > len(worst) and not worst[0].passed:
@@ -110,25 +126,27 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
         for p in bad_pairs[:max_examples]:
             verdicts = ", ".join(
                 "{} {} vs {}".format(
-                    _code(m), *fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m))
+                    _code(m, table=True),
+                    *fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m)),
                 )
                 for m in result.metrics
                 if not p.consistent.get(m, False)
             )
             out.append(
-                f"| {_code(p.pair_id, 60)} | {_cell(p.error_type or '-')} | {verdicts} | "
+                f"| {_code(p.pair_id, 60, table=True)} | {_cell(p.error_type or '-')} | {verdicts} | "
                 f"{_cell(p.edit or p.unfaithful_summary, 140)} |"
             )
     out += ["", "<details><summary>Settings</summary>", ""]
     for m in result.metrics:
         thr = result.thresholds.get(m)
         out.append(
-            f"- {_code(m)}: settings hash {_code(result.settings_hashes.get(m, '?'))}"
+            f"- {_code(m, table=False)}: settings hash "
+            f"{_code(result.settings_hashes.get(m, '?'), table=False)}"
             + (f", threshold {thr:g}" if thr is not None else "")
         )
     extra = []
     if result.input:
-        extra.append(f"input {_code(result.input, 300)}")
+        extra.append(f"input {_code(result.input, 300, table=False)}")
     if result.seconds is not None:
         extra.append(f"{result.seconds:.2f} s")
     if result.cache:

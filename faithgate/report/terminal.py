@@ -8,7 +8,7 @@ from typing import Any
 
 from faithgate.escape import defuse_workflow_commands, printable
 from faithgate.progress import progress_bar  # noqa: F401 - re-exported for older imports
-from faithgate.report.format import fmt_against, fmt_rate, fmt_value, one_line
+from faithgate.report.format import fmt_against, fmt_rate, fmt_value, one_line, rule_tally
 from faithgate.result import GateResult
 
 
@@ -27,17 +27,16 @@ def headline(result: GateResult) -> str:
     """The verdict line: a failing gate names its failed rules first (the pass count alone can
     read "FAIL: 6/6 examples pass"), a passing one says how many rules it checked and which
     were skipped. Escaped for the terminal."""
-    rules = result.rules
     failed, skipped = result.failed_rules, result.skipped_rules
+    tally = rule_tally(result)
     if failed:
         names = ", ".join(printable(r.name) for r in failed[:4])
         more = f" and {len(failed) - 4} more" if len(failed) > 4 else ""
-        head = f"FAIL: {len(failed)} of {len(rules)} rules failed ({names}{more})"
+        head = f"FAIL: {tally.failed} of {tally.total} rules failed ({names}{more})"
     else:
-        checked = len(rules) - len(skipped)
-        head = f"PASS: {checked} of {len(rules)} rules pass"
+        head = f"PASS: {tally.passed} of {tally.total} rules pass"
         if skipped:
-            head += f", {len(skipped)} skipped ({', '.join(printable(r.name) for r in skipped)})"
+            head += f", {tally.skipped} skipped ({', '.join(printable(r.name) for r in skipped)})"
     rate = result.pass_rate
     stats = f"{result.n_passed}/{result.n_examples} examples pass" + (
         f" ({fmt_rate(rate)})" if rate is not None else ""

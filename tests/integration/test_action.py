@@ -481,6 +481,78 @@ def test_report_dir_dash_and_a_missing_baseline(tmp_path):
     assert "no baseline at typo-baseline.json (given with --baseline)" in error
 
 
+@pytest.mark.parametrize(
+    ("inputs", "error"),
+    [
+        ({"metrics": "overlap\nbogus\n"}, "unknown metric 'bogus'"),
+        (
+            {"metrics": "overlap", "thresholds": "overlap=0.5\nbogus=0.3\n"},
+            "--threshold names metric(s) not selected: bogus",
+        ),
+    ],
+)
+def test_list_inputs_are_read_on_every_line(tmp_path, inputs, error):
+    """A YAML block list (one name per line) was cut to its first line: the gate ran on
+    overlap alone and passed. Every line reaches the check (here: the bad name on line 2)."""
+    workspace = tmp_path / "ws"
+    _overlap_project(workspace)
+    run = run_action(tmp_path, {"working-directory": "proj", **inputs}, workspace=workspace)
+    assert (run.outputs["verdict"], run.outputs["exit-code"]) == ("error", "2")
+    (line,) = [c for c in run.commands if c.startswith("::error")]
+    assert error in line
+
+
+def test_pip_args_are_read_on_every_line(tmp_path):
+    pip_args = "--extra-index-url https://download.pytorch.org/whl/cpu\n--prefer-binary\n"
+    run = run_action(tmp_path, {"pip-args": pip_args}, stop_after="Install faithgate")
+    assert run.failed_step is None, run.steps[-1].stderr
+    for call in run.pip_calls:
+        assert " --extra-index-url https://download.pytorch.org/whl/cpu --prefer-binary " in call
+
+
+def _bad_config(project: Path) -> dict[str, str]:
+    (project / "faithgate.toml").write_text(
+        (project / "faithgate.toml").read_text() + "[rules]\nmin_pass_rate = 1.5\n"
+    )
+    return {}
+
+
+def _baseline_in_report_dir(project: Path) -> dict[str, str]:
+    (project / "faithgate-reports").mkdir()
+    (project / "faithgate-reports" / "faithgate.json").write_text('{"kept": true}')
+    return {"baseline": "faithgate-reports/faithgate.json"}
+
+
+def _report_dir_is_a_file(project: Path) -> dict[str, str]:
+    (project / "reports").write_text("mine")
+    return {"report-dir": "reports"}
+
+
+@pytest.mark.parametrize(
+    ("setup", "step", "reason"),
+    [
+        (lambda project: {"cache": "maybe"}, "Check inputs", "input cache must be true or false"),
+        (_bad_config, "Locate score cache", "expected a number between 0 and 1, got 1.5"),
+        (_baseline_in_report_dir, "Run faithgate check", "refusing to overwrite an input"),
+        (_report_dir_is_a_file, "Run faithgate check", "cannot create or enter input report-dir"),
+    ],
+)
+def test_a_gate_that_could_not_run_says_error(tmp_path, setup, step, reason):
+    """A bad boolean input, configuration or report-dir left verdict and exit-code empty and
+    no job summary (only a bad input file said error): a workflow testing verdict == 'error'
+    missed them. The step that found the error still fails the action."""
+    workspace = tmp_path / "ws"
+    project = _overlap_project(workspace)
+    inputs = {"working-directory": "proj", **setup(project)}
+    run = run_action(tmp_path, inputs, workspace=workspace)
+    assert run.failed_step is not None and run.failed_step.name == step
+    assert run.failed_step.returncode == 2
+    assert (run.outputs["verdict"], run.outputs["exit-code"]) == ("error", "2")
+    assert run.summary.startswith("## faithgate: could not run\n\n    ")
+    assert reason in run.summary
+    assert "Fail when the gate failed" not in [s.name for s in run.steps]
+
+
 def test_action_metadata_schema():
     """The keys GitHub accepts in a composite action's metadata (actionlint does not check
     action.yml itself)."""

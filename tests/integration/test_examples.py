@@ -272,7 +272,10 @@ def test_action_fail_on_regression_false_only_warns(tmp_path, news):
         tmp_path / "lenient", {**inputs, "fail-on-regression": "false"}, workspace=news.parent
     )
     assert lenient.failed_step is None
-    assert lenient.outputs["verdict"] == "fail"  # the gate's own verdict is still reported
+    # The step passes, and so does its verdict; exit-code and the reports keep the gate's own
+    # FAIL (the result JSON stays an honest baseline).
+    assert lenient.outputs["verdict"] == "pass"
+    assert lenient.outputs["exit-code"] == "1"
     (warning,) = [c for c in lenient.commands if c.startswith("::")]
     assert warning.startswith("::warning title=faithgate%3A rule regression[bertscore] failed::")
 

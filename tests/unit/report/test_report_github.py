@@ -394,3 +394,75 @@ def test_warnings_of_the_check_become_warning_annotations(gate_result, tmp_path)
         "::warning title=faithgate%3A warning::100%25 sure, a, b",
     ]
     assert sum(line.startswith("::error ") for line in stdout.splitlines()) == 3  # unchanged
+
+
+@pytest.mark.parametrize(
+    ("passed", "total", "shown"),
+    [(20000, 20001, "0.99995"), (1, 20001, "0.00005"), (2, 3, "0.6667"), (3, 3, "1"), (0, 3, "0")],
+)
+def test_pass_rate_output_is_1_only_when_every_example_passed(passed, total, shown):
+    """Four decimals read 20000 of 20001 as "1" (and 1 of 20001 as "0"): a workflow testing
+    pass-rate == '1' took a failing example for none."""
+    examples = [{"id": str(i), "passed": i < passed} for i in range(total)]
+    out = github.outputs_for({"examples": examples, "pass_rate": passed / total}, {})
+    assert out["pass-rate"] == shown
+    assert out["failed-examples"] == str(total - passed)
+
+
+def _regression_only(gate_result: dict) -> dict:
+    """``gate_result`` failing only a regression rule (its examples all pass)."""
+    for example in gate_result["examples"]:
+        example["passed"] = True
+    gate_result["rules"] = [
+        {"name": "pass_rate", "kind": "pass_rate", "passed": True, "message": "ok"},
+        {"name": "regression[m]", "kind": "regression", "passed": False, "message": "dropped"},
+    ]
+    gate_result["passed"] = False
+    gate_result["verdict"] = "fail"
+    return gate_result
+
+
+@pytest.mark.parametrize(
+    ("fail_on_regression", "verdict", "rc"), [("true", "fail", "1"), ("false", "pass", "0")]
+)
+def test_a_waived_regression_passes_the_verdict_and_says_so(
+    gate_result, tmp_path, fail_on_regression, verdict, rc
+):
+    """fail-on-regression false passes the step on a regression-only failure: the verdict
+    output and the job summary's heading said FAIL all the same."""
+    result_path = tmp_path / "result.json"
+    result_path.write_text(json.dumps(_regression_only(gate_result)))
+    env = _env(tmp_path)
+    args = ["report", "--result", str(result_path), "--exit-code", "1"]
+    _, stdout = run_github([*args, "--fail-on-regression", fail_on_regression], env)
+    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
+    assert (outputs["verdict"], outputs["step-exit-code"]) == (verdict, rc)
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    if verdict == "pass":
+        assert summary.startswith("## ⚠️ faithgate: PASS with a warning (regression\\[m\\])\n")
+        assert "::warning title=faithgate%3A rule regression[m] failed::dropped" in stdout
+    else:
+        assert "PASS" not in summary and "faithgate: FAIL" in summary
+
+
+def test_cache_dir_is_next_to_the_configuration(tmp_path, monkeypatch):
+    """As `faithgate check` and the pytest plugin: not in the working directory."""
+    (tmp_path / "faithgate.toml").write_text('metrics = ["overlap"]\n')
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert run_github(["cache-dir"], {})[1] == f"cache-dir={tmp_path / '.faithgate'}\n"
+
+
+def test_a_cache_dir_with_a_line_break_is_refused(tmp_path, monkeypatch):
+    """actions/cache reads each line of the cache-dir output as a path of its own."""
+    (tmp_path / "faithgate.toml").write_text('cache_dir = "c1\\n/tmp/secret"\n')
+    monkeypatch.chdir(tmp_path)
+    out_file = tmp_path / "out.txt"
+    rc, stdout = run_github(["cache-dir"], {"GITHUB_OUTPUT": str(out_file)})
+    assert rc == 2
+    (line,) = stdout.splitlines()
+    assert line.startswith("::error title=faithgate::cache_dir must be one line (a path)")
+    outputs = parse_env_file(out_file.read_text())
+    assert "cache-dir" not in outputs
+    assert outputs["error"].startswith("cache_dir must be one line (a path)")
+    assert "\n" not in outputs["error"]

@@ -226,3 +226,55 @@ def test_markdown_user_text_renders_as_text_not_markup():
         assert any(code.startswith(shown) for code in codes), shown
     rows = [ln for ln in to_markdown(result).splitlines() if ln.startswith("| `")]
     assert all("\n" not in r for r in rows)
+
+
+@pytest.fixture()
+def skipped_rule_result() -> GateResult:
+    """A passing gate with a regression rule that was not checked (no baseline yet)."""
+    from faithgate.result import RuleResult
+
+    cfg = GateConfig.from_dict({"metrics": [M], "thresholds": {M: 0.5}})
+    passing = evaluate(cfg, [Example("a", "src", "Fine.")], [{M: Score(M, 0.9, H[M], "a")}], H)
+    skipped = RuleResult(
+        f"regression[{M}]", "regression", None, 0.01, True, "skipped: no baseline yet", M
+    )
+    skipped.skipped = True
+    passing.rules.append(skipped)
+    return passing
+
+
+def test_a_skipped_rule_is_not_counted_as_passing(skipped_rule_result):
+    """Every report counts rules as the terminal does: "2 of 3 rules pass, 1 skipped" (a
+    skipped rule was reported as "3/3 rules pass" and as a passing JUnit test case)."""
+    result = skipped_rule_result
+    assert len(result.rules) == 3 and result.passed
+    assert render("terminal", result).startswith(
+        "faithgate: PASS: 2 of 3 rules pass, 1 skipped (regression[m])"
+    )
+    assert "**2/3** rules pass, 1 skipped" in render("markdown", result)
+    doc = render("html", result)
+    assert re.search(r"rules passing</div><div class=\"v\">2/3 \(1 skipped\)</div>", doc), doc
+    root = ET.fromstring(render("junit", result))
+    rules = next(s for s in root.iter("testsuite") if s.get("name") == "faithgate.rules")
+    assert (rules.get("tests"), rules.get("skipped"), rules.get("failures")) == ("3", "1", "0")
+    (case,) = [c for c in rules.findall("testcase") if c.find("skipped") is not None]
+    assert case.get("name") == "regression[m]"
+    assert case.find("skipped").get("message") == "skipped: no baseline yet"
+
+
+def test_markdown_escapes_pipes_only_in_table_cells():
+    """Settings hashes hold "|": escaped as "\\|" in a table cell (GFM removes the backslash),
+    shown as recorded in the Settings list, where a code span keeps every backslash."""
+    from markdown_it import MarkdownIt
+
+    settings = "m|en_core_web_sm@35a300|spacy|-|ccc8b2d91588"
+    config = GateConfig.from_dict({"metrics": [M], "thresholds": {M: 0.5}})
+    scores = [{M: Score(M, 0.2, settings, "x|y")}]
+    result = evaluate(config, [Example("x|y", "src", "Wrong.")], scores, {M: settings})
+    result.input = "out|puts.jsonl"
+    md = to_markdown(result)
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    codes = re.findall(r"<code>(.*?)</code>", html)
+    assert settings in codes and "out|puts.jsonl" in codes and "x|y" in codes
+    assert not [c for c in codes if "\\" in c], codes
+    assert f"settings hash `{settings}`" in md
