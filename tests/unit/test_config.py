@@ -230,3 +230,54 @@ def test_a_faithgate_toml_with_both_forms_is_refused(tmp_path):
         r"\(metrics, thresholds\), which would be ignored",
     ):
         load_config(path)
+
+
+def test_model_paths_are_relative_to_the_file_hub_ids_are_left_alone(tmp_path, monkeypatch):
+    """``models.<role>`` paths resolved against the current directory: run from elsewhere
+    (``--config``, the Action's ``config`` input, ``pytest --faithgate`` from a subdirectory),
+    another directory of the same name was used silently, or the path was asked of the hub as a
+    repo name (review s19, finding 4). The CLI, the plugin and the Action all load through
+    ``load_config``."""
+    import json
+
+    from faithgate.backends import ModelPool
+    from faithgate.errors import ModelNotFoundError
+
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    project, elsewhere = tmp_path / "proj", tmp_path / "work"
+    for directory in (project / "emb", project / "models" / "nli", elsewhere / "emb"):
+        write(directory / "config.json", json.dumps({"model_type": "bert", "at": str(directory)}))
+    config_file = write(
+        project / "faithgate.toml",
+        "[models]\n"
+        'embedder = "emb"\n'
+        'nli = "./models/nli/"\n'
+        'lm = "../proj/absent"\n'
+        'qa = "org/qa@v1"\n'
+        'qg = "~/somewhere/qg"\n'
+        f'seq2seq = "{elsewhere / "emb"}"\n',
+    )
+    monkeypatch.chdir(elsewhere)
+    cfg = load_config(config_file)
+    assert cfg.models == {
+        "embedder": str(project / "emb"),
+        "nli": str(project / "models" / "nli"),
+        "lm": str(project / ".." / "proj" / "absent"),  # written as a path: one
+        "qa": "org/qa@v1",
+        "qg": "~/somewhere/qg",
+        "seq2seq": str(elsewhere / "emb"),
+    }
+    pool = ModelPool(cfg.models)
+    assert pool.spec("embedder").location == str((project / "emb").resolve())
+    assert pool.spec("nli").location == str((project / "models" / "nli").resolve())
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        pool.spec("lm")
+    # The result JSON (a committed baseline) records them relative to the file, as other paths.
+    recorded = cfg.to_dict()["models"]
+    assert recorded["embedder"] == "emb" and recorded["nli"] == "models/nli"
+    assert recorded["qa"] == "org/qa@v1"
+    # The same file found by searching upwards from the project gives the same models.
+    monkeypatch.chdir(project / "models")
+    assert load_config().models == cfg.models
+    # A command-line override is the user's own path: relative to the current directory.
+    assert cfg.override(models={"embedder": "emb"}).models["embedder"] == "emb"

