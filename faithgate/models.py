@@ -21,6 +21,7 @@ This is the only module below the configuration layer that reads environment var
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -509,7 +510,7 @@ def assemble_trained(base: Path, shipped: Path, target: Path) -> Path:
     resolve the role too. Done once, under a file lock, published atomically.
     """
     meta_path, weights = shipped / TRAINED_META, shipped / TRAINED_WEIGHTS
-    if _is_model_dir(target) and _same_file(target / TRAINED_META, meta_path):
+    if _assembled_ok(target, shipped):
         return target
     for needed in (shipped / "config.json", weights, meta_path):
         if not needed.is_file():
@@ -539,8 +540,13 @@ def assemble_trained(base: Path, shipped: Path, target: Path) -> Path:
 
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock"):
-        if _is_model_dir(target) and _same_file(target / TRAINED_META, meta_path):
+        if _assembled_ok(target, shipped):
             return target
+        if _is_model_dir(target) and _same_file(target / TRAINED_META, meta_path):
+            _progress(
+                f"the assembled nli checker in {target} is damaged (its model.safetensors is "
+                "not the file faithgate wrote); assembling it again"
+            )
         tensors = {k: v.astype(np.float32) for k, v in load_file(str(weights)).items()}
         prefix = meta.get("word_embeddings_key", "bert." + _WORD_EMBEDDINGS)
         tensors[prefix] = load_file(str(base / "model.safetensors"))[_WORD_EMBEDDINGS]
@@ -558,11 +564,84 @@ def assemble_trained(base: Path, shipped: Path, target: Path) -> Path:
             if trained_length:
                 tok_config["model_max_length"] = trained_length
             (tmp / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=2))
+            _record_assembled(tmp)
             publish_dir(tmp, target)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+# Beside the assembled weights: their size, mtime and SHA-256 as written. A hidden file, so
+# not part of the model's fingerprint (which the shipped export's manifest records).
+_ASSEMBLED_RECORD = ".faithgate_assembled.json"
+_ASSEMBLED_WEIGHTS = "model.safetensors"
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _record_assembled(directory: Path, sha256: str | None = None) -> None:
+    """Write ``_ASSEMBLED_RECORD`` for the weights assembled in ``directory``."""
+    from faithgate.atomic import atomic_write_text
+
+    weights = directory / _ASSEMBLED_WEIGHTS
+    st = weights.stat()
+    record = {
+        _ASSEMBLED_WEIGHTS: {
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "sha256": sha256 or _sha256_of(weights),
+        }
+    }
+    atomic_write_text(directory / _ASSEMBLED_RECORD, json.dumps(record, indent=2) + "\n")
+
+
+def _assembled_ok(target: Path, shipped: Path) -> bool:
+    """Whether ``target`` is an intact assembly of ``shipped``: the same training record and
+    the weights file ``assemble_trained`` wrote (size, then SHA-256 when its mtime moved; a
+    copy made before the record existed is checked against the SHA-256 the shipped export's
+    manifest records, and its record written). A truncated or changed copy is not: it is
+    assembled again instead of failing every run."""
+    if not (_is_model_dir(target) and _same_file(target / TRAINED_META, shipped / TRAINED_META)):
+        return False
+    weights = target / _ASSEMBLED_WEIGHTS
+    try:
+        st = weights.stat()
+    except OSError:
+        return False
+    try:
+        recorded = json.loads((target / _ASSEMBLED_RECORD).read_text())[_ASSEMBLED_WEIGHTS]
+        size, mtime_ns, expected = (
+            int(recorded["size"]),
+            int(recorded["mtime_ns"]),
+            str(recorded["sha256"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        # No record (assembled by an older faithgate): the shipped export names the digest.
+        try:
+            source = json.loads((shipped / "onnx" / "faithgate_onnx.json").read_text())["source"]
+            size, mtime_ns, expected = st.st_size, -1, str(source["sha256"][_ASSEMBLED_WEIGHTS])
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+    if st.st_size != size:
+        return False
+    if st.st_mtime_ns == mtime_ns:
+        return True
+    try:
+        if _sha256_of(weights) != expected:
+            return False
+    except OSError:
+        return False
+    # Intact, but copied or touched: remember its new mtime (best effort).
+    with contextlib.suppress(OSError, InputError):
+        _record_assembled(target, expected)
+    return True
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -37,7 +37,7 @@ from faithgate.backends.manifest import (
     forget_manifest,
     load_manifest,
 )
-from faithgate.backends.onnx_backend import OnnxBackend
+from faithgate.backends.onnx_backend import OnnxBackend, providers_for
 from faithgate.backends.quantize import (
     AUTO_CANDIDATES,
     NEEDS_FEEDS,
@@ -397,6 +397,14 @@ def _previous_good_export(target: Path, spec: models.ModelSpec) -> ExportManifes
     return previous if same and previous.quantization != "none" else None
 
 
+def check_device(device: str) -> None:
+    """Refuse an export ``device`` onnxruntime cannot run the parity runs on, before any model
+    is loaded or exported (``--device cuda`` without a CUDA device: one line, nothing done)."""
+    if device not in AUTO_CANDIDATES:
+        raise InputError(f"unknown device {device!r}; choose one of: {', '.join(AUTO_CANDIDATES)}")
+    providers_for(device)
+
+
 def export_model(
     spec: models.ModelSpec,
     task: str | None = None,
@@ -431,8 +439,7 @@ def export_model(
         )
     quant = normalise_quantization(quantize)
     check_mode_fits_task(quant, task)
-    if device not in AUTO_CANDIDATES:
-        raise InputError(f"unknown device {device!r}; choose one of: {', '.join(AUTO_CANDIDATES)}")
+    check_device(device)
     tolerance = tolerance or Tolerance()
     triples = list(calibration) if calibration is not None else load_calibration(None)
     target = Path(out) if out is not None else default_export_dir(spec, task)
@@ -575,6 +582,7 @@ __all__ = [
     "MANIFEST_NAME",
     "ROLE_TASKS",
     "ExportManifest",
+    "check_device",
     "default_export_dir",
     "export_model",
     "find_export",

@@ -631,7 +631,8 @@ class OnnxBackend(Backend):
     name = "onnx"
 
     def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
-        manifest = find_export(spec, task)
+        # strict: a damaged manifest is an error about it, not "no export" (auto skips it).
+        manifest = find_export(spec, task, strict=True)
         if manifest is None:
             raise BackendError(
                 f"no ONNX export of {spec.role} model {spec.name!r} for {task}: run "

@@ -110,13 +110,14 @@ def export_command(
     as_json: bool,
 ) -> None:
     """Export ROLE's model to ONNX for the torch-free runtime (``faithgate[runtime]``)."""
-    from faithgate.backends.export import export_model
+    from faithgate.backends.export import check_device, export_model
     from faithgate.backends.quantize import Tolerance, load_calibration
 
     if calibration_pairs < 1:
         raise InputError("--calibration-pairs must be at least 1")
     if not 0.0 <= min_agreement <= 1.0:
         raise InputError("--min-agreement must be between 0 and 1")
+    check_device(device)  # before the model is resolved, loaded or exported
     spec = models.resolve(role, model_name, allow_download=allow_download)
     if out is not None:  # the export replaces --out as a whole: it must not hold the data
         paths.refuse_dir_over_inputs(out, [("--calibration file", calibration)])

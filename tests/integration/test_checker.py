@@ -145,3 +145,38 @@ def test_an_updated_shipped_checker_replaces_the_assembled_copy(damaged):
     again = Path(models.resolve("nli").location)
     assert again == first
     assert json.loads((again / "faithgate_training.json").read_text())["note"] == meta["note"]
+
+
+def test_a_damaged_assembled_copy_is_assembled_again(home, capsys):
+    """The assembled checker in the cache is checked against the weights faithgate wrote: a
+    truncated or changed model.safetensors is rebuilt (the shipped export then matches it
+    again, so ``auto`` keeps ONNX), not loaded or skipped with a misleading error."""
+    import hashlib
+    import os
+
+    from faithgate.backends import choose_backend
+
+    manifest = json.loads((SHIPPED / "onnx" / "faithgate_onnx.json").read_text())
+    want = manifest["source"]["sha256"]["model.safetensors"]
+    spec = models.resolve("nli")
+    weights = Path(spec.location) / "model.safetensors"
+    size = weights.stat().st_size
+    capsys.readouterr()
+    for damage in (lambda b: b[: len(b) // 4], lambda b: b[:-4096] + bytes(4096)):
+        weights.write_bytes(damage(weights.read_bytes()))
+        again = models.resolve("nli")
+        assert again.location == spec.location
+        assert weights.stat().st_size == size
+        assert hashlib.sha256(weights.read_bytes()).hexdigest() == want
+        assert again.fingerprint == manifest["source"]["fingerprint"]
+        assert choose_backend(again, "pair-classifier") == "onnx"
+        assert "assembling it again" in capsys.readouterr().err
+    # A copy assembled by an older faithgate (no record) or copied (a new mtime) is intact:
+    # checked against the shipped export's digest and kept, not rebuilt.
+    record = Path(spec.location) / ".faithgate_assembled.json"
+    record.unlink()
+    inode = weights.stat().st_ino
+    os.utime(weights, ns=(1, 1))
+    models.resolve("nli")
+    assert weights.stat().st_ino == inode and record.is_file()
+    assert "assembling it again" not in capsys.readouterr().err

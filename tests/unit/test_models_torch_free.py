@@ -51,7 +51,14 @@ def write_export(directory: Path, *, role="embedder", task="text-encoder", name=
         "quantization": "w8",
         "files": {"model": "model.onnx"},
         "tokenizer_files": [],
-        "config": {},
+        "config": {  # what a text-encoder export records (backends.manifest checks it)
+            "max_length": 512,
+            "pad_id": 0,
+            "hidden_size": 384,
+            "num_layers": 6,
+            "special_prefix": [101],
+            "special_suffix": [102],
+        },
     }
     (directory / MANIFEST_NAME).write_text(json.dumps(manifest))
     return directory

@@ -1,0 +1,240 @@
+"""ONNX export manifests (``faithgate_onnx.json``) are checked when read: a damaged one is one
+line naming the file and the field (exit 2), never an internal error; ``files`` stay inside the
+export directory; a damaged manifest in a user's export directory is an error about it, one in
+the cache is skipped by ``auto`` with a warning (an error under ``--backend onnx``). Also:
+``export --device cuda`` without a CUDA device fails before any work, and the README's table of
+``auto``'s candidates is the code's. No model is loaded: the exports here are hand-made."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faithgate import models
+from faithgate.backends import choose_backend
+from faithgate.backends.manifest import (
+    MANIFEST_NAME,
+    default_export_dir,
+    find_export,
+    forget_manifest,
+    load_manifest,
+)
+from faithgate.errors import InputError
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _valid() -> dict[str, Any]:
+    return {
+        "format": 1,
+        "role": "nli",
+        "task": "pair-classifier",
+        "source": {"name": "m", "fingerprint": "0123456789ab", "sha256": {}},
+        "opset": 18,
+        "quantization": "w8a32",
+        "files": {"model": "model.w8a32.onnx"},
+        "tokenizer_files": ["tokenizer.json"],
+        "config": {
+            "labels": ["entailment", "neutral", "contradiction"],
+            "max_length": 256,
+            "pad_id": 0,
+            "model_type": "bert",
+        },  # fmt: skip
+        "parity": {},
+        "tools": {},
+        "created": "2026-01-01T00:00:00Z",
+    }
+
+
+def _export_dir(directory: Path, manifest: Any) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model.w8a32.onnx").write_bytes(b"not read by the manifest check")
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+    (directory / MANIFEST_NAME).write_text(text)
+    forget_manifest(directory)
+    return directory
+
+
+def _changed(**changes: Any) -> dict[str, Any]:
+    data = _valid()
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        node = data
+        for key in parents:
+            node = node[key]
+        if value is _DROP:
+            del node[last]
+        else:
+            node[last] = value
+    return data
+
+
+_DROP = object()
+
+# (manifest, what the one-line error must name)
+DAMAGED = {
+    "top-level list": ([1, 2], r"JSON object expected, got list"),
+    "format string": (_changed(format="1"), r"field 'format' must be an integer"),
+    "format newer": (_changed(format=99), r"format 99 is newer"),
+    "files list": (_changed(files=["model.w8a32.onnx"]), r"field 'files' must be a JSON object"),
+    "files wrong part": (_changed(files={"encoder": "model.w8a32.onnx"}), r"field 'files' must"),
+    "files not a name": (_changed(files__model=3), r"field 'files.model' must be a file name"),
+    "files outside": (
+        _changed(files__model="../elsewhere/model.onnx"),
+        r"field 'files.model' must be a file inside the export directory",
+    ),
+    "files absolute": (
+        _changed(files__model="/etc/passwd"),
+        r"field 'files.model' must be a file inside the export directory",
+    ),
+    "files missing": (_changed(files=_DROP), r"field\(s\) files missing"),
+    "config null": (_changed(config=None), r"field 'config' must be a JSON object"),
+    "config without labels": (_changed(config__labels=_DROP), r"field 'config.labels' is missing"),
+    "config without max_length": (
+        _changed(config__max_length=_DROP),
+        r"field 'config.max_length' is missing",
+    ),
+    "labels a string": (_changed(config__labels="entailment"), r"field 'config.labels' must be"),
+    "quantization unknown": (_changed(quantization="bogus"), r"field 'quantization' must be"),
+    "task unknown": (_changed(task="regression"), r"field 'task' must be"),
+    "opset string": (_changed(opset="18"), r"field 'opset' must be"),
+    "source list": (_changed(source=[]), r"field 'source' must be"),
+    "truncated JSON": (json.dumps(_valid())[:100], r"not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_a_damaged_manifest_is_one_input_error_naming_the_file_and_field(tmp_path, case):
+    manifest, message = DAMAGED[case]
+    directory = _export_dir(tmp_path / "exp", manifest)
+    with pytest.raises(InputError, match=message) as info:
+        load_manifest(directory)
+    text = str(info.value)
+    assert str(directory / MANIFEST_NAME) in text or str(directory) in text
+    assert "\n" not in text
+
+
+def test_a_valid_manifest_and_the_shipped_one_load(tmp_path):
+    manifest = load_manifest(_export_dir(tmp_path / "ok", _valid()))
+    assert manifest.files == {"model": "model.w8a32.onnx"} and manifest.config["max_length"] == 256
+    shipped = load_manifest(REPO / "onnx_models" / "checker" / "onnx")
+    assert shipped.task == "pair-classifier"
+
+
+def test_a_file_entry_through_a_link_out_of_the_directory_is_refused(tmp_path):
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes(b"x")
+    directory = _export_dir(tmp_path / "exp", _changed(files__model="link.onnx"))
+    (directory / "link.onnx").symlink_to(outside)
+    with pytest.raises(InputError, match="inside the export directory"):
+        load_manifest(directory)
+
+
+def _model_dir(path: Path) -> Path:
+    """A directory that passes for a model (config.json): enough for resolve and fingerprints."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text('{"model_type": "bert"}')
+    return path
+
+
+def test_a_damaged_manifest_in_a_users_export_dir_is_an_error_about_it(tmp_path):
+    directory = _export_dir(tmp_path / "user-export", [1, 2])
+    spec = models.resolve("nli", str(directory))
+    where = re.escape(str(directory / MANIFEST_NAME))
+    with pytest.raises(InputError, match=where):  # auto: not a silent fall back to torch
+        choose_backend(spec, "pair-classifier")
+    with pytest.raises(InputError, match=where):
+        find_export(spec, "pair-classifier")
+    pytest.importorskip("tokenizers")
+    from faithgate.backends.onnx_backend import OnnxBackend
+
+    with pytest.raises(InputError, match=where):  # onnx: not "no export, run export"
+        OnnxBackend().load(spec, "pair-classifier")
+
+
+def test_a_damaged_cache_manifest_is_skipped_by_auto_and_an_error_for_onnx(
+    tmp_path, monkeypatch, caplog
+):
+    pytest.importorskip("tokenizers")
+    from faithgate.backends.onnx_backend import OnnxBackend
+
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    spec = models.resolve("embedder", str(_model_dir(tmp_path / "model")))
+    cache = default_export_dir(spec, "text-encoder")
+    for damaged in ([1, 2], "{not json", _changed(files=["model.onnx"])):
+        _export_dir(cache, damaged)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="faithgate"):
+            for _ in range(3):  # every settings hash asks again: one warning per process
+                assert choose_backend(spec, "text-encoder") == "torch"
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, warnings
+        assert str(cache / MANIFEST_NAME) in warnings[0] and "skipped" in warnings[0]
+        # --backend onnx: the damaged manifest is the error, not "no export, run export".
+        assert choose_backend(spec, "text-encoder", "onnx") == "onnx"
+        with pytest.raises(InputError, match=re.escape(str(cache / MANIFEST_NAME))):
+            OnnxBackend().load(spec, "text-encoder")
+
+
+# --- export --device cuda without a CUDA device ----------------------------------------------
+
+
+def test_export_device_cuda_without_a_gpu_fails_before_any_work(monkeypatch):
+    ort = pytest.importorskip("onnxruntime")
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    done: list[str] = []
+
+    def resolve(*args: Any, **kwargs: Any) -> Any:
+        done.append("resolve")
+        raise AssertionError("the model was resolved before the device was checked")
+
+    monkeypatch.setattr(models, "resolve", resolve)
+    result = CliRunner().invoke(cli, ["export", "embedder", "--device", "cuda"])
+    assert result.exit_code == 1, result.output
+    assert "no CUDA device" in result.output and result.output.count("\n") == 1
+    assert done == []
+
+
+def test_export_model_device_cuda_without_a_gpu_fails_before_loading(tmp_path, monkeypatch):
+    ort = pytest.importorskip("onnxruntime")
+    export = pytest.importorskip("faithgate.backends.export")
+    from faithgate.errors import BackendError
+
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    monkeypatch.setattr(export, "_torch_model", lambda *a: pytest.fail("the model was loaded"))
+    spec = models.ModelSpec("embedder", "m", str(_model_dir(tmp_path / "m")), "path")
+    with pytest.raises(BackendError, match="no CUDA device"):
+        export.export_model(spec, out=tmp_path / "out", device="cuda", calibration=[])
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.lock").exists()
+
+
+# --- onnx_models/README.md: the role table's `auto` column is the code's ---------------------
+
+
+def test_the_readme_role_table_lists_autos_cpu_candidates():
+    from faithgate.backends.quantize import auto_candidates
+
+    tasks = {
+        "embedder": "text-encoder",
+        "nli": "pair-classifier",
+        "lm": "causal-lm",
+        "seq2seq": "seq2seq-lm",
+    }
+    text = (REPO / "onnx_models" / "README.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] in tasks:
+            rows[cells[0]] = tuple(m.strip() for m in cells[4].split(","))
+    assert set(rows) == set(tasks)
+    for role, task in tasks.items():
+        assert rows[role] == auto_candidates("cpu", task), role
