@@ -19,7 +19,7 @@ from typing import Any
 from faithgate import models
 from faithgate.backends.base import Backend, RoleModel
 from faithgate.backends.manifest import find_export
-from faithgate.errors import InputError, option_error
+from faithgate.errors import ConfigError, InputError, option_error
 from faithgate.escape import printable
 
 
@@ -98,6 +98,11 @@ def _non_negative_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+# The execution providers ``model_options.<role>.provider`` names (``onnx_backend.providers_for``):
+# ``auto`` (CUDA when onnxruntime-gpu sees a GPU, else CPU), ``cpu``, ``cuda`` (CUDA or an error).
+PROVIDERS = ("auto", "cpu", "cuda")
+
+
 # Every loader option a role's ``model_options`` may set, with what its value must be. Checked
 # when the pool is made, so a typo or a wrong type is a configuration error before any model
 # loads (not a failure of every example); which options a backend takes for a task stays the
@@ -109,7 +114,10 @@ LOADER_OPTIONS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "max_length": ("a positive integer", _positive_int),
     "max_answer_tokens": ("a positive integer", _positive_int),
     "stride": ("a non-negative integer", _non_negative_int),
-    "provider": ("an onnxruntime execution provider name", lambda v: isinstance(v, str) and v),
+    "provider": (
+        "an onnxruntime execution provider: auto, cpu or cuda",
+        lambda v: isinstance(v, str) and v.lower() in PROVIDERS,
+    ),
 }
 
 
@@ -132,8 +140,44 @@ def check_model_options(role: str, options: Any) -> None:
             raise InputError(f"{where}.{name} must be {wanted}, got {printable(repr(value))}")
 
 
-def options_for(backend: str, options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` without those only another backend understands."""
+# The tasks the onnx backend serves (``onnx_backend.OnnxBackend.load_manifest``): where
+# ``provider = "cuda"`` can be honoured, after ``faithgate export``.
+ONNX_TASKS = ("text-encoder", "pair-classifier", "causal-lm", "seq2seq-lm")
+
+
+def options_for(
+    backend: str,
+    options: dict[str, Any],
+    role: str | None = None,
+    task: str | None = None,
+    why: str = "",
+) -> dict[str, Any]:
+    """``options`` without those only another backend understands.
+
+    ``provider = "cuda"`` is not dropped: it asks for a GPU, which only onnxruntime gives
+    here (the torch backend runs on the CPU), so a backend without that option refuses it
+    (``ConfigError``, exit 2) instead of scoring on the CPU; onnx_models/README.md promises
+    "``provider=cuda`` without a CUDA device is a one-line error, not a silent CPU run".
+    ``role`` and ``task`` make the message precise; ``why`` says how ``backend`` was chosen."""
+    entry = BACKEND_TABLE.get(backend)
+    provider = options.get("provider")
+    if (
+        isinstance(provider, str)
+        and provider.lower() == "cuda"
+        and not (entry and "provider" in entry.own_options)
+    ):
+        if task is not None and task not in ONNX_TASKS:
+            how = f'the {task} model has no ONNX backend: drop provider = "cuda"'
+        else:
+            how = (
+                "CUDA needs the onnx backend with onnxruntime-gpu and an ONNX export of the "
+                f"model (faithgate export {role or 'ROLE'} --device cuda): use that, or drop "
+                'provider = "cuda"'
+            )
+        raise ConfigError(
+            f'model_options.{role or "ROLE"}.provider = "cuda" asks for a GPU, but the model '
+            f"runs on the {backend} backend{why}, which faithgate runs on the CPU only; {how}"
+        )
     foreign = {
         o for name, entry in BACKEND_TABLE.items() if name != backend for o in entry.own_options
     }
@@ -240,12 +284,24 @@ class ModelPool:
                 identity["quantization"] = manifest.quantization
         options = {
             k: v
-            for k, v in sorted(options_for(backend, self.model_options.get(role, {})).items())
+            for k, v in sorted(self._options_for(backend, role, task, {}).items())
             if k not in WORK_SPLIT_OPTIONS
         }
         if options:  # absent when none: the hashes of default runs stay as they were
             identity["options"] = options
         return identity
+
+    def _options_for(
+        self, backend: str, role: str, task: str, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The role's ``model_options`` with ``options`` over them, for ``backend``."""
+        why = (
+            " (backend auto: no ONNX export of it is in the cache)"
+            if self.backend == "auto"
+            else ""
+        )
+        merged = {**self.model_options.get(role, {}), **options}
+        return options_for(backend, merged, role, task, why)
 
     def get(self, role: str, task: str, **options: Any) -> RoleModel:
         added = self._added.get((role, task))
@@ -253,7 +309,7 @@ class ModelPool:
             return added
         spec = self.spec(role)
         backend = self.backend_for(role, task)
-        merged = options_for(backend, {**self.model_options.get(role, {}), **options})
+        merged = self._options_for(backend, role, task, options)
         key = (role, spec.location, task, backend, tuple(sorted(merged.items())))
         with self._lock:
             model = self._loaded.get(key)
@@ -274,6 +330,8 @@ __all__ = [
     "BACKEND_CHOICES",
     "BACKEND_TABLE",
     "LOADER_OPTIONS",
+    "ONNX_TASKS",
+    "PROVIDERS",
     "BackendEntry",
     "ModelPool",
     "check_model_options",

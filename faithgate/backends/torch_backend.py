@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ from faithgate.backends.torch_common import (  # noqa: F401 - re-exported for ol
     import_torch,
     load_hf_model,
     load_tokenizer,
+    model_label,
 )
 from faithgate.backends.torch_lm import load_language_model
 from faithgate.backends.torch_qa import load_qa_model
@@ -31,7 +34,7 @@ from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old i
     stitch_windows,
     token_windows,
 )
-from faithgate.errors import BackendError
+from faithgate.errors import BackendError, ModelFileError
 from faithgate.models import ModelSpec
 
 
@@ -57,17 +60,74 @@ class _TokenizedModel:
         return bool(ids) and unk is not None and all(i == unk for i in ids)
 
 
+# The sentence-transformers modules the text encoder reproduces: the transformer, its pooling
+# (cls or mean, ``windowing.pool_and_normalise``) and the L2 normalisation it always applies.
+_ST_MODULES = ("Transformer", "Pooling", "Normalize")
+_ST_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean"}
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError included
+        raise ModelFileError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def sentence_pooling(spec: ModelSpec) -> str:
+    """The pooling of a sentence-transformers model (``cls`` or ``mean``; ``mean`` when the
+    directory has no ``1_Pooling``), as ``windowing.read_pooling`` reads it for an ONNX
+    export, after refusing (``ModelFileError``, exit 2) what the encoder would not reproduce:
+    another pooling (max, last token, sqrt-length, weighted mean, several at once), a module
+    such as ``Dense`` in ``modules.json``, or a damaged file. A hub id is not read here (its
+    files are not on disk before loading): it pools by mean, as its export does."""
+    root = Path(str(spec.location))
+    if spec.origin == "hub" or not root.is_dir():
+        return read_pooling(spec.location)
+    modules_file = root / "modules.json"
+    if modules_file.is_file():
+        modules = _read_json(modules_file)
+        if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+            raise ModelFileError(f"cannot read {modules_file}: not a list of modules")
+        for module in modules:
+            kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+            where = str(module.get("path", "")).strip("/")
+            if kind not in _ST_MODULES or (kind == "Pooling" and where != "1_Pooling"):
+                raise ModelFileError(
+                    f"{spec.role} model {model_label(spec)} has a sentence-transformers module "
+                    f"{kind or '?'} at {where or '?'!r} ({modules_file}) that faithgate does "
+                    f"not apply; it runs only {', '.join(_ST_MODULES)} (1_Pooling: cls or mean)"
+                )
+    config_file = root / "1_Pooling" / "config.json"
+    if not config_file.is_file():
+        return read_pooling(spec.location)
+    config = _read_json(config_file)
+    if not isinstance(config, dict):
+        raise ModelFileError(f"cannot read {config_file}: not a JSON object")
+    modes = sorted(
+        k if isinstance(v, bool) else f"{k}={v}"
+        for k, v in config.items()
+        if str(k).startswith("pooling_mode") and v
+    )
+    if len(modes) != 1 or modes[0] not in _ST_POOLINGS:
+        raise ModelFileError(
+            f"{spec.role} model {model_label(spec)} asks for pooling "
+            f"{' + '.join(modes) or '(none)'} in {config_file}; faithgate pools by "
+            "pooling_mode_cls_token or pooling_mode_mean_tokens only"
+        )
+    return _ST_POOLINGS[modes[0]]  # what read_pooling reads for it too
+
+
 class TorchTextEncoder(_TokenizedModel, TextEncoder):
     def __init__(self, spec: ModelSpec, batch_size: int = 32, stride: int = 64) -> None:
         super().__init__(spec, backend="torch")
         self.torch = import_torch()
         from transformers import AutoModel
 
+        self.pooling = sentence_pooling(spec)  # before the weights: a refusal costs nothing
         self.tokenizer = load_tokenizer(spec)
-        self.model = load_hf_model(spec, AutoModel)
+        self.model = load_hf_model(spec, AutoModel, self.task)
         self.batch_size = batch_size
         self.stride = stride
-        self.pooling = read_pooling(spec.location)
 
     def _forward(self, batch_ids: list[list[int]], layer: int | None) -> list[np.ndarray]:
         """Run id sequences (special tokens included) and return per-token vectors."""
@@ -134,7 +194,7 @@ class TorchPairClassifier(_TokenizedModel, PairClassifier):
         from transformers import AutoModelForSequenceClassification
 
         self.tokenizer = load_tokenizer(spec)
-        self.model = load_hf_model(spec, AutoModelForSequenceClassification)
+        self.model = load_hf_model(spec, AutoModelForSequenceClassification, self.task)
         self.batch_size = batch_size
 
     @property
@@ -181,8 +241,9 @@ class TorchBackend(Backend):
 
     def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
         # Options only another backend understands (onnxruntime's threads/provider) are
-        # dropped by the dispatch table, ``faithgate.backends.options_for``.
-        options = options_for(self.name, options)
+        # dropped by the dispatch table, ``faithgate.backends.options_for``; provider "cuda"
+        # is refused there (this backend runs on the CPU only).
+        options = options_for(self.name, options, spec.role, task)
         if task == "text-encoder":
             return TorchTextEncoder(spec, **options)
         if task == "pair-classifier":

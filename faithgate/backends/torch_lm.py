@@ -77,7 +77,7 @@ class _TorchLMBase(LanguageModel):
         if threads:
             self.torch.set_num_threads(int(threads))
         self.tokenizer = load_tokenizer(spec)
-        self.model = load_hf_model(spec, getattr(transformers, auto_class_name))
+        self.model = load_hf_model(spec, getattr(transformers, auto_class_name), self.task)
         limit = _model_limit(self.model.config, self.tokenizer)
         self._max_length = min(limit, int(max_length)) if max_length else limit
         # Padded tokens per forward pass: bounds memory and keeps batches CPU-friendly.

@@ -43,7 +43,7 @@ class TorchTextGenerator(TextGenerator):
         from transformers import AutoModelForSeq2SeqLM
 
         self.tokenizer = load_tokenizer(spec)
-        self.model = load_hf_model(spec, AutoModelForSeq2SeqLM)
+        self.model = load_hf_model(spec, AutoModelForSeq2SeqLM, self.task)
         self.batch_size = int(batch_size)
 
     @property
@@ -98,7 +98,7 @@ class TorchExtractiveQA(ExtractiveQA):
             raise BackendError(
                 f"qa model {spec.name!r} needs a fast tokenizer (character offsets of answers)"
             )
-        self.model = load_hf_model(spec, AutoModelForQuestionAnswering)
+        self.model = load_hf_model(spec, AutoModelForQuestionAnswering, self.task)
         self.stride = int(stride)
         self.max_answer_tokens = int(max_answer_tokens)
         self.batch_size = int(batch_size)

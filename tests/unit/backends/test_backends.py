@@ -27,6 +27,8 @@ def test_unknown_backend_and_role_are_input_errors() -> None:
         ({"lm": {"threads": True}}, "model_options.lm.threads must be a positive integer, go"),
         ({"qa": {"stride": -1}}, "model_options.qa.stride must be a non-negative integer"),
         ({"nli": {"provider": ""}}, "model_options.nli.provider must be an onnxruntime exec"),
+        # silently dropped on torch, an error only on onnx (exit 1, after the model was found)
+        ({"nli": {"provider": "rocm"}}, "model_options.nli.provider must be an onnxruntime e"),
         ({"nli": 3}, "model_options.nli must be a table of loader options, got int"),
         ({"spacy": {"batch_size": 8}}, "model_options.spacy: the spacy role takes no loader"),
     ],
@@ -96,3 +98,65 @@ def test_torch_classifier_fits_a_hypothesis_longer_than_the_window(tmp_path) -> 
     probs = classifier.predict_proba(["A short premise.", "Another one."], [long_hypothesis, "Ok."])
     assert probs.shape == (2, 3)
     assert np.allclose(probs.sum(axis=1), 1.0)
+
+
+# --- provider = "cuda" on torch (review s19, finding 6) ------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["cuda", "CUDA"])
+def test_cuda_asked_for_on_the_torch_backend_is_a_configuration_error(provider: str) -> None:
+    """It was dropped and the role scored on the CPU, under the hash of a run without it;
+    onnx_models/README.md: "provider=cuda without a CUDA device is a one-line error, not a
+    silent CPU run". Refused before any model loads (the hash and the load both)."""
+    pool = ModelPool(backend="torch", model_options={"embedder": {"provider": provider}})
+    for call in (pool.identity, pool.get):
+        with pytest.raises(ConfigError, match='model_options.embedder.provider = "cuda"') as e:
+            call("embedder", "text-encoder")
+        assert "torch backend, which faithgate runs on the CPU only" in str(e.value)
+        assert "\n" not in str(e.value) and e.value.exit_code == 2
+    assert not pool._loaded
+
+
+def test_cuda_asked_for_under_auto_without_an_export_says_why_torch_was_chosen(
+    tmp_path, monkeypatch
+) -> None:
+    """Whether "cuda" was an error depended on an export being in the cache: with one the
+    onnx backend refused it on a CPU machine, without one torch ran on the CPU."""
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    pool = ModelPool(model_options={"embedder": {"provider": "cuda"}})
+    with pytest.raises(ConfigError, match="backend auto: no ONNX export of it is in the cache"):
+        pool.identity("embedder", "text-encoder")
+
+
+def test_the_torch_backend_refuses_cuda_when_loaded_directly() -> None:
+    from faithgate import models
+    from faithgate.backends.torch_backend import TorchBackend
+
+    spec = models.resolve("embedder")
+    with pytest.raises(ConfigError, match='model_options.embedder.provider = "cuda"'):
+        TorchBackend().load(spec, "text-encoder", provider="cuda")
+
+
+def test_cpu_and_auto_providers_stay_out_of_a_torch_models_identity() -> None:
+    """torch runs on the CPU: ``cpu`` and ``auto`` (CUDA only where onnxruntime-gpu sees a GPU)
+    ask for nothing it does not do, so they keep the hash of a run without them."""
+
+    def identity(options: dict) -> dict:
+        return ModelPool(backend="torch", model_options={"embedder": options}).identity(
+            "embedder", "text-encoder"
+        )
+
+    assert identity({"provider": "cpu"}) == identity({}) == identity({"provider": "Auto"})
+
+
+def test_options_for_keeps_a_backends_own_options_and_refuses_cuda_elsewhere() -> None:
+    from faithgate.backends import options_for
+
+    both = {"provider": "cuda", "threads": 2, "stride": 8}
+    assert options_for("onnx", both) == both
+    assert options_for("torch", {"provider": "cpu", "threads": 2, "stride": 8}) == {"stride": 8}
+    with pytest.raises(ConfigError, match="faithgate export lm --device cuda"):
+        options_for("torch", both, "lm", "causal-lm")
+    # qa and qg have no ONNX backend: exporting is no way out
+    with pytest.raises(ConfigError, match="extractive-qa model has no ONNX backend: drop pro"):
+        options_for("torch", both, "qa", "extractive-qa")
