@@ -279,7 +279,9 @@ class ModelPool:
             "libraries": entry.versions() if entry is not None else {},
         }
         if backend == "onnx":
-            manifest = find_export(spec, task)
+            # Here onnx is chosen (asked for, or auto found an export): a damaged manifest is
+            # the error, not a warning that the run goes on torch.
+            manifest = find_export(spec, task, strict=True)
             if manifest is not None:
                 identity["quantization"] = manifest.quantization
         options = {
