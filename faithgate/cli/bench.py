@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,7 +19,7 @@ from faithgate.cli.execution_options import execution_options, execution_setting
 from faithgate.cli.score import parse_assignments, parse_settings, read_text_arg
 from faithgate.errors import InputError
 from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
-from faithgate.paths import refuse_overwriting_inputs
+from faithgate.paths import lies_inside, refuse_overwriting_inputs
 
 _metric_option = click.option(
     "--metric",
@@ -75,6 +77,60 @@ def _cache_outputs(cache_path: str | None, no_cache: bool) -> list[tuple[str, Pa
         ("score cache", cache),
         ("score cache's timings file", cache.with_suffix(".timings.json")),
     ]
+
+
+def _read_paths(
+    settings: dict[str, dict[str, Any]], models: dict[str, str]
+) -> list[tuple[str, Path]]:
+    """The local files and directories a run reads through ``--set METRIC.KEY=FILE`` (a
+    combination's weights) and ``--model ROLE=PATH``, as ``(what, path)``: the inputs
+    ``faithgate check`` lists from its ``metric_settings`` (``gate.input_files``), and models."""
+    found: list[tuple[str, Path]] = []
+
+    def add(what: str, value: Any, dirs: bool) -> None:
+        if isinstance(value, list):
+            for v in value:
+                add(what, v, dirs)
+            return
+        if not isinstance(value, str) or not value.strip():
+            return
+        path = Path(value)
+        try:
+            if path.is_file():
+                found.append((f"{what} file", path))
+            elif dirs and path.is_dir():
+                found.append((f"{what} directory", path))
+        except OSError:  # a name too long, a loop of links: not a path this run reads
+            return
+
+    for metric, values in settings.items():
+        for key, value in values.items():  # files only, as `check` lists them: a setting
+            add(f"--set {metric}.{key}", value, dirs=False)  # may happen to name a folder
+    for role, location in models.items():
+        add(f"--model {role}", location, dirs=True)
+    return found
+
+
+def _refuse_overwriting(
+    outputs: Sequence[tuple[str, str | Path | None]],
+    inputs: Sequence[tuple[str, str | Path | None]],
+    settings: dict[str, dict[str, Any]],
+    models: dict[str, str],
+) -> None:
+    """``refuse_overwriting_inputs`` with the files named by ``--set`` and ``--model`` among
+    the inputs; an output inside a directory so named (a model's) is refused too."""
+    read = _read_paths(settings, models)
+    refuse_overwriting_inputs(outputs, [*inputs, *((w, p) for w, p in read if p.is_file())])
+    for what, path in outputs:
+        if path is None or str(path) == "-":
+            continue
+        for in_what, directory in read:
+            if directory.is_dir() and lies_inside(Path(path), directory):
+                raise InputError(
+                    f"the {what} ({printable(path)}) lies inside the {in_what} "
+                    f"({printable(directory)}) this run reads; refusing to write there: "
+                    "choose another path"
+                )
 
 
 @click.command("bench")
@@ -152,7 +208,9 @@ def bench_command(
     (ROC AUC, balanced accuracy), and a zero-width one at least 10; below that it is shown as
     "n too small" (null in --json, listed under ci_n_too_small) with a warning. Two --data
     files with the same name (a/d.jsonl, b/d.jsonl) are refused: results and --plots files are
-    named after the file."""
+    named after the file. A file with only one class, or with neither labels nor human
+    `score`s, gets a warning that no label-based figure can be computed (still exit 0: its
+    timing, scores and any correlations are reported)."""
     from faithgate.evaluation.bench import (
         benchmark_files,
         json_ready,
@@ -176,11 +234,15 @@ def bench_command(
             for m in names
             for kind in ("roc", "hist")
         ]
-    refuse_overwriting_inputs(
+    models = parse_assignments(model_args, "--model")
+    metric_settings = parse_settings(settings)
+    _refuse_overwriting(
         [("--output file", output), ("--save-weights file", save_weights)]
         + _cache_outputs(cache_path, no_cache)
         + plot_files,
         [("--data file", f) for f in files] + [("--combine file", combine)],
+        metric_settings,
+        models,
     )
     result = run_bench(
         data,
@@ -190,8 +252,8 @@ def bench_command(
         n_resamples=resamples,
         cache=_cache_arg(cache_path, no_cache),
         backend=backend,
-        models=parse_assignments(model_args, "--model"),
-        metric_settings=parse_settings(settings),
+        models=models,
+        metric_settings=metric_settings,
         plots=plots,
         combine=combine,
         save_weights=save_weights,
@@ -280,6 +342,7 @@ def calibrate_command(
         MIN_PER_CLASS,
         calibrate,
         chance_warning,
+        check_calibration_target,
         decimal_places,
         default_config_path,
         distinct_rows,
@@ -290,10 +353,16 @@ def calibrate_command(
     target = None
     if not dry_run:
         target = Path(config_path) if config_path else default_config_path()
-    refuse_overwriting_inputs(
+    models = parse_assignments(model_args, "--model")
+    metric_settings = parse_settings(settings)
+    _refuse_overwriting(
         [("configuration to write", target)] + _cache_outputs(cache_path, no_cache),
         [("--data file", data)],
+        metric_settings,
+        models,
     )
+    if target is not None:  # a file it cannot write into is refused before scoring
+        check_calibration_target(target)
     examples = limit_examples(load_examples(data), limit, seed)
     labelled = [ex for ex in examples if ex.label is not None]
     if not labelled:
@@ -311,8 +380,8 @@ def calibrate_command(
         [metric_name],
         cache=_cache_arg(cache_path, no_cache),
         backend=backend,
-        models=parse_assignments(model_args, "--model"),
-        metric_settings=parse_settings(settings),
+        models=models,
+        metric_settings=metric_settings,
         execution=execution_settings(executor, address, num_workers, config_path),
     )
     run = bench.score(labelled)[metric_name]
@@ -421,7 +490,11 @@ def perturb_command(
     """Minimal unfaithful edits of a faithful summary (BUMP taxonomy)."""
     from faithgate.perturb import perturb, resolve_types
 
-    types = [t for name in type_names for t in name.split(",") if t.strip()] or None
+    types: list[str] | None = None
+    if type_names:  # given but naming nothing ("", ","): an error, not "every type"
+        types = [t for name in type_names for t in name.split(",") if t.strip()]
+        if not types:
+            raise InputError("--types names no perturbation type (give TYPE[,TYPE...])")
     resolve_types(types)  # unknown type names fail before any parsing
     if per_type < 0:
         raise InputError("--per-type must be >= 0")

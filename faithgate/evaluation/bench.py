@@ -121,7 +121,8 @@ def limit_examples(examples: Sequence[Example], limit: int | None, seed: int = 0
         raise InputError("--limit must be positive")
     groups: dict[str, list[int]] = defaultdict(list)
     for i, ex in enumerate(examples):
-        groups[str(ex.meta.get("pair_id") or f"id:{ex.id}")].append(i)
+        pair = ex.meta.get("pair_id")  # an integer id 0 is a pair too (not "no pair")
+        groups[f"id:{ex.id}" if pair is None or pair == "" else str(pair)].append(i)
     keys = list(groups)
     random.Random(seed).shuffle(keys)
     chosen: list[int] = []
@@ -146,6 +147,18 @@ class MetricRun:
     first_item_seconds: float | None = None  # includes loading models; not in seconds_per_item
 
 
+def _valid_timings(data: Any) -> bool:
+    """Whether ``data`` (a timings file's JSON) is an object of ``{seconds, items}`` entries."""
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    return isinstance(data, dict) and all(
+        isinstance(e, dict) and number(e.get("seconds")) and number(e.get("items"))
+        for e in data.values()
+    )
+
+
 class _Timings:
     """Seconds per scored item by settings hash, stored beside the score cache."""
 
@@ -154,9 +167,33 @@ class _Timings:
         self.data: dict[str, dict[str, float]] = {}
         if self.path and self.path.is_file():
             try:
-                self.data = json.loads(self.path.read_text())
-            except (OSError, ValueError):
-                self.data = {}
+                data = json.loads(self.path.read_text())
+            except OSError:
+                return
+            except ValueError:
+                data = None
+            if _valid_timings(data):
+                self.data = data
+            else:  # damaged: moved aside like a damaged cache (timings only inform)
+                self._move_aside()
+
+    def _move_aside(self) -> None:
+        assert self.path is not None
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+        try:
+            self.path.replace(aside)
+        except OSError as exc:
+            logger.warning(
+                "damaged timings file %s ignored (cannot move it aside: %s)",
+                safe_line(self.path),
+                safe_line(exc.strerror or exc),
+            )
+            return
+        logger.warning(
+            "damaged timings file %s moved aside to %s; starting a new one",
+            safe_line(self.path),
+            safe_line(aside.name),
+        )
 
     def add(self, settings_hash: str, seconds: float, items: int) -> None:
         entry = self.data.setdefault(settings_hash, {"seconds": 0.0, "items": 0})
@@ -429,6 +466,33 @@ def apply_combination(weights: Mapping[str, Any], runs: Mapping[str, np.ndarray]
 # ---------------------------------------------------------------- the run
 
 
+def _warn_without_figures(name: str, items: Sequence[Item]) -> None:
+    """Warn (before scoring) when a file's rows cannot give the label-based figures (ROC AUC,
+    balanced accuracy, consistency need both a faithful and an unfaithful row): a table row of
+    "–" alone reads like a failure. A file of human ``score``s without labels is the
+    correlations' kind of file and is not warned about. Still exit 0: the timing (s/item),
+    the scores (``--output``, the cache) and any correlations remain meaningful."""
+    n1 = sum(it.label == 1 for it in items)
+    n0 = sum(it.label == 0 for it in items)
+    if n1 and n0:
+        return
+    n_human = sum(it.human is not None for it in items)
+    if not (n1 or n0) and n_human:
+        return
+    if n1 or n0:
+        what = f"only one class ({n1} faithful, {n0} unfaithful rows)"
+    else:
+        what = "no labels (label 1 = faithful, 0 = unfaithful) and no human score field"
+    rest = "correlations with the human scores" if n_human else "the timing (s/item)"
+    logger.warning(
+        "%s: %s: ROC AUC, balanced accuracy and consistency need both classes; only %s "
+        "can be reported",
+        safe_line(name),
+        what,
+        rest,
+    )
+
+
 def run_bench(
     data: Sequence[str | Path],
     metrics: Sequence[str],
@@ -490,6 +554,7 @@ def run_bench(
         item_of = {id(ex): item for ex, item in zip(everything, all_items, strict=True)}
         examples = limit_examples(everything, file_limit, seed)
         items = [item_of[id(ex)] for ex in examples]
+        _warn_without_figures(name, items)
         runs = bench.score(examples)
         loaded[str(path.resolve())] = (examples, items, runs)
     combination = None

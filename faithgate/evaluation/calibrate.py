@@ -57,6 +57,7 @@ from faithgate.evaluation.meta import (
     dedupe_labelled,
     threshold_curve,
 )
+from faithgate.scorer import DEFAULT_METRICS
 
 # The fewest scored examples of each class ``faithgate calibrate`` writes a threshold from.
 MIN_PER_CLASS = MIN_CI_N
@@ -332,29 +333,83 @@ def _r(x: float, digits: int = 4) -> float:
     return round(float(x), digits)
 
 
-def write_calibration(path: str | Path, cal: Calibration) -> Path:
-    """Write ``cal`` into the gate configuration at ``path``, preserving everything else.
-
-    In ``pyproject.toml`` the keys live under ``[tool.faithgate]``, elsewhere at the top level:
-    ``thresholds.<metric>`` (what the gate uses), ``calibration.<metric>`` (provenance), and the
-    metric is added to ``metrics`` when that list does not name it.
-    """
+def _read_target(path: Path) -> tuple[bytes, Any]:
+    """The configuration file's bytes and tomlkit document (empty when it does not exist),
+    refused (``InputError``) when a key ``write_calibration`` writes under has another type."""
     import tomlkit
 
-    path = Path(path)
     raw = path.read_bytes() if path.exists() else b""
     try:
         doc = tomlkit.parse(raw.decode("utf-8")) if path.exists() else tomlkit.document()
     except Exception as exc:  # noqa: BLE001 - a parse error is the user's file: say where
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     root: Any = doc
+    where = ""
+    if path.name == "pyproject.toml":
+        for key in ("tool", "faithgate"):
+            where += f"{key}"
+            if key in root and not isinstance(root[key], dict):
+                raise InputError(
+                    f"{path}: {where} must be a table; cannot write the calibration there"
+                )
+            root = root.get(key, {})
+            where += "."
+    metrics = root.get("metrics")
+    if metrics is not None and not (
+        isinstance(metrics, str)
+        or (isinstance(metrics, list) and all(isinstance(m, str) for m in metrics))
+    ):
+        raise InputError(
+            f"{path}: {where}metrics must be a metric name or a list of them; cannot add the "
+            "calibrated metric to it"
+        )
+    for key in ("thresholds", "calibration"):
+        if key in root and not isinstance(root[key], dict):
+            raise InputError(
+                f"{path}: {where}{key} must be a table; cannot write the calibration there"
+            )
+    return raw, doc
+
+
+def check_calibration_target(path: str | Path) -> None:
+    """Refuse (``InputError``, exit 2) a configuration ``write_calibration`` could not write
+    into (not TOML; ``tool`` or another key it writes under not a table): checked before
+    scoring, so a long run does not end in that error."""
+    _read_target(Path(path))
+
+
+def write_calibration(path: str | Path, cal: Calibration) -> Path:
+    """Write ``cal`` into the gate configuration at ``path``, preserving everything else.
+
+    In ``pyproject.toml`` the keys live under ``[tool.faithgate]``, elsewhere at the top level:
+    ``thresholds.<metric>`` (what the gate uses), ``calibration.<metric>`` (provenance), and the
+    metric is added to the gate's selection when that does not name it: to the ``metrics``
+    list, to a single name given as a string (a list of both), or, in a configuration with
+    no ``metrics`` key, to the default selection the gate runs (``ensemble``), so no metric
+    the gate ran is dropped. A configuration written anew selects the calibrated metric.
+    A key it writes under that is not a table (``tool`` in a pyproject.toml, ``thresholds``)
+    is refused (``InputError``; ``check_calibration_target`` checks it before scoring).
+    """
+    import tomlkit
+
+    path = Path(path)
+    raw, doc = _read_target(path)
+    root: Any = doc
+    existing = bool(raw)  # a configuration the gate reads now (its selection to keep)
     if path.name == "pyproject.toml":
         tool = doc.setdefault("tool", tomlkit.table(is_super_table=True))
+        existing = "faithgate" in tool
         root = tool.setdefault("faithgate", tomlkit.table())
     metrics = root.get("metrics")
-    if metrics is None:
+    if metrics is None and not existing:  # a new configuration: the calibrated metric
         root["metrics"] = [cal.metric]
-    elif isinstance(metrics, list) and cal.metric not in metrics:
+    elif metrics is None:  # the gate runs its default selection: keep it, plus this metric
+        selection = list(DEFAULT_METRICS)
+        root["metrics"] = selection + ([] if cal.metric in selection else [cal.metric])
+    elif isinstance(metrics, str):  # one name is accepted for a list of one
+        if metrics != cal.metric:
+            root["metrics"] = [str(metrics), cal.metric]
+    elif cal.metric not in metrics:
         metrics.append(cal.metric)
     thresholds = root.setdefault("thresholds", tomlkit.table())
     # Exactly the threshold the figures were computed at (``calibrate`` makes it short): a

@@ -471,6 +471,47 @@ def _init_checker(path: str) -> dict[str, Any]:
     return {"location": str(location), "meta": {"recipe_hash": recipe, "sha256": digest}}
 
 
+def _check_same_start(
+    state: dict[str, Any], init_sha256: str | None, config: TrainConfig, path: Path
+) -> None:
+    """Refuse (``InputError``) to resume a checkpoint that started from other weights than
+    this run's ``--init-from`` (same path, changed content): the run would go on from the
+    old start while the manifest names the new one. Without ``--init-from`` the recipe hash
+    already says the checkpoint had none."""
+    if config.init_from is None:
+        return
+    recorded = state.get("init_sha256")
+    if recorded == init_sha256:
+        return
+    why = (
+        "the starting model changed: --init-from "
+        f"{printable(config.init_from)} holds other weights than the checkpoint started from"
+        if recorded
+        else "it does not record the --init-from weights it started from (an earlier "
+        "faithgate version wrote it), so the starting model cannot be checked"
+    )
+    raise InputError(
+        f"{printable(path)} cannot be resumed: {why}; start afresh with a new --out, or remove "
+        f"{printable(path.parent)}"
+    )
+
+
+def check_inputs(config: TrainConfig) -> dict[str, Any] | None:
+    """Read and validate, before any long work (and before ``OUT.work`` is made), every input
+    file the run parses: the ``--documents`` and ``--labelled`` files (line-numbered errors)
+    and the ``--init-from`` checker, whose identity (``_init_checker``) is returned. A file
+    that is absent is accepted only where a dataset built earlier (``dataset_file``) stands
+    in for it, as ``build_dataset`` allows."""
+    kept = dataset_file(config, work_dir(config.output)).is_file()
+    for name in config.documents:
+        if name not in BUILTIN_CORPORA and (not kept or Path(name).exists()):
+            corpora.user_documents(name)
+    for path in config.labelled:
+        if not kept or Path(path).exists():
+            corpora.labelled_summaries(path)
+    return _init_checker(config.init_from) if config.init_from else None
+
+
 def work_dir(output: str | Path) -> Path:
     """The run's working directory beside ``--out``: ``OUT.work``."""
     output = Path(output)
@@ -556,6 +597,7 @@ def train(
     if not 0 <= config.seed < 2**32:  # numpy's seed range (the CLI's --seed checks it too)
         raise InputError(f"--seed {config.seed}: expected 0 to {2**32 - 1}")
     check_output(config)
+    init = check_inputs(config)  # before OUT.work is made and any long work
     if device.startswith("cuda"):
         # cuBLAS is deterministic only with a fixed workspace; read when CUDA starts.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -565,7 +607,7 @@ def train(
         raise InputError(f"--device {device}: this torch has no CUDA device")
     previous = torch.are_deterministic_algorithms_enabled()
     try:
-        return _train(config, log, threads, spacy_model, log_every, device)
+        return _train(config, log, threads, spacy_model, log_every, device, init)
     finally:  # a library call must not leave the process's torch settings changed
         torch.use_deterministic_algorithms(previous)
 
@@ -577,6 +619,35 @@ def _train(
     spacy_model: str | None,
     log_every: int,
     device: str,
+    init: dict[str, Any] | None,
+) -> Path:
+    workdir = work_dir(config.output)
+    made = not workdir.exists() and not workdir.is_symlink()
+    try:
+        return _run(config, log, threads, spacy_model, log_every, device, init)
+    except InputError:
+        if made:  # refused before anything was kept there: leave no OUT.work behind
+            _remove_if_unused(workdir)
+        raise
+
+
+def _remove_if_unused(workdir: Path) -> None:
+    """Delete ``workdir`` when it holds nothing but ``WORK_MARKER`` (this run made it)."""
+    try:
+        if {p.name for p in workdir.iterdir()} <= {WORK_MARKER}:
+            shutil.rmtree(workdir)
+    except OSError:
+        pass
+
+
+def _run(
+    config: TrainConfig,
+    log: Callable[[str], None],
+    threads: int | None,
+    spacy_model: str | None,
+    log_every: int,
+    device: str,
+    init: dict[str, Any] | None,
 ) -> Path:
     torch = _seed_everything(config.seed)
     from transformers import (
@@ -594,6 +665,9 @@ def _train(
     # Read (and checked against the recipe) before the dataset is built: a damaged file or
     # another recipe's is refused at once, not after minutes of synthesis.
     state = _load_checkpoint(ckpt_path, config, device) if ckpt_path.exists() else None
+    init_sha256 = init["meta"]["sha256"] if init else None
+    if state is not None:
+        _check_same_start(state, init_sha256, config, ckpt_path)
     data = build_dataset(config, workdir, log, spacy_model)
     data_digest = data.digest()
     log(f"training pairs: {len(data.train)}; held-out pairs: {len(data.dev)}")
@@ -602,7 +676,6 @@ def _train(
     base = models.resolve("embedder", config.base_model)
     tokenizer = AutoTokenizer.from_pretrained(base.location)
     torch.manual_seed(config.seed)  # the fresh head's initialisation
-    init = _init_checker(config.init_from) if config.init_from else None
     model = AutoModelForSequenceClassification.from_pretrained(
         init["location"] if init else base.location,
         num_labels=len(LABELS),
@@ -664,6 +737,9 @@ def _train(
                 "recipe_hash": config.recipe_hash(),
                 "dataset_sha256": data_digest,
                 "total_steps": total,
+                # The --init-from weights' digest: the recipe names that directory by path
+                # only, so a resume from changed weights is refused (_check_same_start).
+                "init_sha256": init_sha256,
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),

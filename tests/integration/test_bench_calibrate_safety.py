@@ -121,6 +121,84 @@ def test_calibrate_outputs_never_land_on_inputs_or_the_cache(project, args):
     assert (project / "c.sqlite").read_bytes() == b""
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        # The combination's weights the run reads (docs/data-safety.md section 2).
+        ["--metric", "combined", "--set", "combined.weights=w.json", "--output", "w.json"],
+        ["--metric", "combined", "--set", "combined.weights=./w.json", "--output", "sub/../w.json"],
+        ["--metric", "overlap", "--set", "combined.weights=w.json"]
+        + ["--combine", "l.jsonl", "--save-weights", "w.json"],
+        ["--metric", "overlap", "--model", "nli=w.json", "--output", "w.json"],  # a model file
+        [
+            "--metric",
+            "overlap",
+            "--model",
+            "nli=mdir",
+            "--output",
+            "mdir/model.safetensors",
+        ],  # a file in a model dir
+        [
+            "--metric",
+            "overlap",
+            "--model",
+            "nli=mdir",
+            "--output",
+            "mdir/new.json",
+        ],  # or anything written into it
+    ],
+)
+def test_bench_outputs_never_land_on_files_named_by_set_or_model(project, args):
+    (project / "sub").mkdir()
+    (project / "mdir").mkdir()
+    (project / "mdir" / "model.safetensors").write_bytes(b"weights")
+    (project / "w.json").write_text('{"fitted": "weights"}')
+    res = invoke("bench", "--data", "l.jsonl", "-q", "--no-cache", *args)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith("faithgate: ") and res.stderr.count("\n") == 1
+    assert "--set combined.weights file" in res.stderr or "--model nli " in res.stderr
+    assert (project / "w.json").read_text() == '{"fitted": "weights"}'
+    assert (project / "mdir" / "model.safetensors").read_bytes() == b"weights"
+    assert not (project / "mdir" / "new.json").exists()
+
+
+def test_calibrate_config_never_lands_on_a_file_named_by_set(project):
+    (project / "w.toml").write_text("# weights of something\n")
+    res = invoke("calibrate", "--data", "l.jsonl", "--metric", "overlap", "--no-cache",
+                 "--config", "w.toml", "--set", "overlap.x=w.toml")  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert "--set overlap.x file" in res.stderr
+    assert (project / "w.toml").read_text() == "# weights of something\n"
+
+
+def test_calibrate_refuses_a_pyproject_whose_tool_is_no_table_before_scoring(project):
+    (project / "pyproject.toml").write_text('tool = "x"\n')
+    res = invoke("calibrate", "--data", "l.jsonl", "--metric", "overlap",
+                 "--config", "pyproject.toml", "--cache", "c.sqlite")  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert "internal error" not in res.output and "tool must be a table" in res.stderr
+    assert not (project / "c.sqlite").exists()  # refused before any scoring
+    assert (project / "pyproject.toml").read_text() == 'tool = "x"\n'
+
+
+def test_a_timings_file_that_is_not_an_object_is_moved_aside(project):
+    (project / "c.timings.json").write_text("[]")
+    res = _bench("--data", "l.jsonl", "--cache", "c.sqlite")
+    assert res.exit_code == 0, res.output
+    assert "internal error" not in res.output
+    assert "warning: damaged timings file" in res.stderr
+    assert [p.read_text() for p in project.glob("c.timings.json.corrupt-*")] == ["[]"]
+    assert isinstance(json.loads((project / "c.timings.json").read_text()), dict)
+
+
+@pytest.mark.parametrize("types", [",", "", " , "])
+def test_perturb_types_naming_nothing_is_a_usage_error(project, types):
+    (project / "art.txt").write_text(SRC)
+    res = invoke("perturb", "--source", "art.txt", "--summary", FAITHFUL[0], "--types", types)
+    assert res.exit_code == 2, res.output
+    assert "--types names no perturbation type" in res.stderr and not res.stdout
+
+
 # ---------------------------------------------------------------- 2. too few rows for a CI
 
 

@@ -237,6 +237,70 @@ def test_limit_keeps_pairs_whole(data_file) -> None:
     assert limit_examples(examples, None) == examples
 
 
+def test_limit_keeps_a_pair_whose_integer_id_is_zero_whole() -> None:
+    """``pair_id`` 0 is a pair like 1..5 (and like "p0"), not "no pair": its two rows are
+    kept or left out together."""
+    examples = [
+        Example(f"{t}{k}", "src", f"s{t}{k}", label=y, meta={"pair_id": k})
+        for k in range(6)
+        for t, y in (("f", 1), ("u", 0))
+    ]
+    for seed in range(20):
+        sample = limit_examples(examples, 4, seed=seed)
+        pair_ids = [ex.meta["pair_id"] for ex in sample]
+        assert all(pair_ids.count(p) == 2 for p in pair_ids), (seed, pair_ids)
+        assert len(sample) == 4
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    ["[]", '"x"', "3", '{"h": 3}', '{"h": {"seconds": "a", "items": 1}}', '{"h": {}}', "{"],
+)
+def test_a_damaged_timings_file_is_moved_aside_with_a_warning(tmp_path, damaged, caplog) -> None:
+    from faithgate.evaluation.bench import _Timings
+
+    cache = tmp_path / "c.sqlite"
+    timings = tmp_path / "c.timings.json"
+    timings.write_text(damaged)
+    with caplog.at_level("WARNING", logger="faithgate"):
+        t = _Timings(cache)
+    assert t.data == {} and t.per_item("h") is None
+    assert "damaged timings file" in caplog.text
+    assert [p.read_text() for p in tmp_path.glob("c.timings.json.corrupt-*")] == [damaged]
+    t.add("h", 2.0, 4)  # a fresh file, used as before
+    assert _Timings(cache).per_item("h") == 0.5
+
+
+def test_bench_warns_when_a_file_has_one_class_or_no_labels(tmp_path) -> None:
+    one = tmp_path / "one.jsonl"
+    write_jsonl([r for r in rows() if r["label"] == 1], one)
+    none = tmp_path / "none.jsonl"
+    write_jsonl([{k: v for k, v in r.items() if k != "label"} for r in rows()], none)
+    human = tmp_path / "human.jsonl"  # scores only: the correlations' kind of file, no warning
+    write_jsonl(
+        [
+            {**{k: v for k, v in r.items() if k != "label"}, "score": i}
+            for i, r in enumerate(rows())
+        ],
+        human,
+    )
+    for path, expected in (
+        (one, "one: only one class (3 faithful, 0 unfaithful rows)"),
+        (none, "none: no labels"),
+        (human, None),
+    ):
+        res = CliRunner().invoke(
+            cli,
+            ["bench", "--data", str(path), "--metric", "test_word_support", "--no-cache", "-q"],
+        )
+        assert res.exit_code == 0, res.output  # the timing and any correlations still count
+        if expected is None:
+            assert "warning" not in res.stderr
+        else:
+            assert expected in res.stderr and "need both classes" in res.stderr
+            assert res.stderr.count("\n") == 1
+
+
 def _labelled(n: int, seed: int) -> list[dict]:
     """Unfaithful summaries add words absent from the source and are longer."""
     rng = np.random.default_rng(seed)

@@ -221,3 +221,53 @@ def test_the_calibration_table_is_followed_by_a_blank_line(tmp_path) -> None:
     write_calibration(new, _cal())
     assert new.read_text().endswith('settings_hash = "bertscore:abc"\n')
     assert load_config(path).calibration["bertscore"]["n"] == 400
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        # No `metrics` key: the gate runs the default selection, which is kept.
+        ("faithgate.toml", "[rules]\nmin_mean = { ensemble = 0.1 }\n", ["ensemble", "bertscore"]),
+        (
+            "pyproject.toml",
+            "[tool.faithgate]\n[tool.faithgate.rules]\nmin_pass_rate = 0.5\n",
+            ["ensemble", "bertscore"],
+        ),  # fmt: skip
+        # One name as a string (accepted for a list of one): both, as a list.
+        ("faithgate.toml", 'metrics = "sentsim"\n', ["sentsim", "bertscore"]),
+        ("faithgate.toml", 'metrics = "bertscore"\n', ["bertscore"]),
+        ("faithgate.toml", 'metrics = ["ner", "bertscore"]\n', ["ner", "bertscore"]),
+        # A configuration written anew selects the calibrated metric.
+        ("pyproject.toml", '[project]\nname = "x"\n', ["bertscore"]),
+    ],
+)
+def test_write_adds_the_metric_to_the_selection_the_gate_runs(tmp_path, name, text, expected):
+    path = tmp_path / name
+    path.write_text(text)
+    write_calibration(path, _cal())
+    cfg = load_config(path)
+    assert list(cfg.metrics) == expected
+    assert cfg.thresholds["bertscore"] == 0.55123
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("pyproject.toml", 'tool = "x"\n', "tool must be a table"),
+        ("pyproject.toml", "[tool]\nfaithgate = 3\n", "tool.faithgate must be a table"),
+        ("faithgate.toml", "metrics = 3\n", "metrics must be a metric name or a list"),
+        ("faithgate.toml", "thresholds = 0.5\n", "thresholds must be a table"),
+        ("faithgate.toml", "calibration = [1]\n", "calibration must be a table"),
+    ],
+)
+def test_a_configuration_it_cannot_write_into_is_refused_before_scoring(
+    tmp_path, name, text, message
+):
+    from faithgate.evaluation.calibrate import check_calibration_target
+
+    path = tmp_path / name
+    path.write_text(text)
+    for call in (check_calibration_target, lambda p: write_calibration(p, _cal())):
+        with pytest.raises(InputError, match=message):
+            call(path)
+    assert path.read_text() == text

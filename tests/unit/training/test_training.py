@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -634,3 +635,83 @@ def test_train_prints_paths_as_safe_lines(tmp_path, tiny_base, tiny_docs):
         "\\n::warning::forged"
     )
     assert any(line.startswith("wrote ") and "\\x1b[2J" in line for line in lines)
+
+
+def test_a_resume_after_the_init_from_weights_changed_is_refused(tmp_path, tiny_base, tiny_docs):
+    """The recipe names --init-from by path: a checkpoint begun from other weights at that
+    path must not be continued (the manifest would name the new start)."""
+    from faithgate.errors import InputError
+    from faithgate.training.train import train
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_3(line: str) -> None:
+        if line.startswith("step 3/"):
+            raise Stop
+
+    first = train(_config(tmp_path / "a", tiny_base, tiny_docs), log=_quiet, threads=1)
+    other = train(
+        _config(tmp_path / "b", tiny_base, tiny_docs, learning_rate=1e-3), log=_quiet, threads=1
+    )
+    start = tmp_path / "start"
+    shutil.copytree(first, start)
+    cfg = _config(tmp_path / "r", tiny_base, tiny_docs, init_from=str(start))
+    with pytest.raises(Stop):
+        train(cfg, log=stop_at_3, threads=1, log_every=1)
+    shutil.rmtree(start)
+    shutil.copytree(other, start)  # the same path, other weights
+    lines: list[str] = []
+    with pytest.raises(InputError) as err:
+        train(cfg, log=lines.append, threads=1)
+    message = str(err.value)
+    assert "\n" not in message and "the starting model changed" in message
+    assert "new --out" in message and "r.work" in message
+    assert not any(line.startswith(("resumed", "synthetic", "dataset")) for line in lines)
+    assert not (tmp_path / "r").exists()
+    shutil.rmtree(start)
+    shutil.copytree(first, start)  # the checkpoint's own start: resumed as before
+    lines.clear()
+    done = train(cfg, log=lines.append, threads=1)
+    assert any(line.startswith("resumed at step 2/4") for line in lines)
+    meta = json.loads((done / "faithgate_training.json").read_text())
+    started = hashlib.sha256((first / "model.safetensors").read_bytes()).hexdigest()
+    assert meta["init_from"]["sha256"] == started  # the weights the checkpoint began from
+
+
+@pytest.mark.parametrize("bad", ["labelled", "documents", "missing_documents", "init_from"])
+def test_bad_inputs_are_refused_before_any_work_and_leave_no_work_dir(
+    tmp_path, tiny_base, tiny_docs, monkeypatch, bad
+):
+    from faithgate.errors import InputError
+    from faithgate.training import train as train_module
+    from faithgate.training.train import train
+
+    def no_synthesis(*args, **kwargs):
+        raise AssertionError("synthesis started before the inputs were checked")
+
+    monkeypatch.setattr(train_module.synth, "write_pairs", no_synthesis)
+    monkeypatch.setattr(train_module, "build_dataset", no_synthesis)
+    lab = tmp_path / "lab.jsonl"
+    lab.write_text('{"source": "a", "summary": "b", "label": 2}\n')
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"source": "fine text"}\n{"id": 3}\n')
+    kwargs = {
+        "labelled": {"labelled": [str(lab)]},
+        "documents": {},
+        "missing_documents": {},
+        "init_from": {"init_from": str(tiny_docs.parent)},
+    }[bad]
+    documents = {"documents": docs, "missing_documents": tmp_path / "nope.jsonl"}.get(
+        bad, tiny_docs
+    )
+    cfg = _config(tmp_path / "o", tiny_base, documents, **kwargs)
+    message = {
+        "labelled": r"lab\.jsonl:1: field 'label'",
+        "documents": r"docs\.jsonl:2: expected a 'source'",
+        "missing_documents": r"nope\.jsonl: no such file",
+        "init_from": "no model.safetensors",
+    }[bad]
+    with pytest.raises(InputError, match=message):
+        train(cfg, log=_quiet, threads=1)
+    assert not (tmp_path / "o.work").exists() and not (tmp_path / "o").exists()
