@@ -53,20 +53,15 @@ class ScoreCache:
         self._refuse_a_users_file()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Which file was opened: another process (an xdist worker, a concurrent
+            # ``faithgate check``) may move the same damaged file aside first.
+            seen = self._file_id()
             self._open()
         except sqlite3.DatabaseError as exc:
             if not self._is_foreign_file(exc):
                 raise InputError(f"cannot open the score cache {self.path}: {exc}") from None
             self.close()
-            aside = self._move_aside()
-            log.warning(
-                "score cache %s is damaged or not a SQLite database (%s); moved it to %s and started "
-                "a new one",
-                safe_line(self.path),
-                safe_line(exc),
-                safe_line(aside.name),
-            )
-            self._open()
+            self._replace_damaged(exc, seen)
         except OSError as exc:
             raise InputError(
                 f"cannot use {self.path.parent} as the score cache directory: "
@@ -146,12 +141,64 @@ class ScoreCache:
         # OperationalError ("unable to open", "locked", "readonly") is about access, not content.
         return not isinstance(exc, sqlite3.OperationalError)
 
-    def _move_aside(self) -> Path:
+    def _file_id(self) -> tuple[int, int] | None:
+        """(device, inode) of the file at the cache path, or None when there is none."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _replace_damaged(self, exc: sqlite3.DatabaseError, seen: tuple[int, int] | None) -> None:
+        """Move the damaged file (``seen``) aside and open a fresh cache, with one warning.
+        When another process got there first (the file is gone, or the path already holds a
+        new file), open what is there now: its fresh cache."""
+        try:
+            aside = self._move_aside(seen)
+        except OSError as move_exc:
+            raise InputError(
+                f"the score cache {safe_line(self.path)} is damaged ({safe_line(exc)}) and "
+                f"cannot be moved aside: {safe_line(move_exc.strerror or move_exc)} (remove it, "
+                "or set cache_dir / --cache-dir, or use --no-cache)"
+            ) from None
+        if aside is None:
+            log.warning(
+                "score cache %s was damaged or not a SQLite database (%s); another process "
+                "already moved it aside; using the new one",
+                safe_line(self.path),
+                safe_line(exc),
+            )
+        else:
+            log.warning(
+                "score cache %s is damaged or not a SQLite database (%s); moved it to %s and "
+                "started a new one",
+                safe_line(self.path),
+                safe_line(exc),
+                safe_line(aside.name),
+            )
+        try:
+            self._open()
+        except sqlite3.Error as again:
+            raise InputError(
+                f"cannot open the score cache {safe_line(self.path)}: {safe_line(again)}"
+            ) from None
+
+    def _move_aside(self, seen: tuple[int, int] | None = None) -> Path | None:
+        """Move the damaged cache file (and SQLite's side files) to ``*.corrupt-<time>``.
+        None when it was no longer there to move: another process moved it first (xdist
+        workers opening one damaged file at once), and may already have started a new cache
+        at the path, which is left alone. ``seen``: the (device, inode) of the damaged file,
+        when known; a different file at the path is that newer cache."""
         aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.path.replace(aside)
+        if seen is not None and self._file_id() != seen:
+            return None
+        try:
+            self.path.replace(aside)
+        except FileNotFoundError:
+            return None
         for suffix in ("-wal", "-shm"):  # SQLite's side files belong to the bad file
             side = self.path.with_name(self.path.name + suffix)
-            if side.exists():
+            with contextlib.suppress(FileNotFoundError):
                 side.replace(aside.with_name(aside.name + suffix))
         return aside
 

@@ -123,7 +123,8 @@ def faithgate_home() -> Path:
 
 def downloads_allowed(allow_download: bool) -> bool:
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
-    return allow_download and not offline
+    # ``is True``: a truthy non-bool ("false", "no") never enables downloads.
+    return allow_download is True and not offline
 
 
 def cache_dir_for(name: str, kind: str = "models") -> Path:

@@ -1178,7 +1178,11 @@ def perturb(
         )
     if isinstance(rules, bool) or rules not in (1, 2, 3):
         raise InputError(f"perturb: rules must be 1, 2 or 3, not {rules!r}")
+    if isinstance(seed, bool) or not hasattr(seed, "__index__"):  # None, "abc", 1.5: not seeds
+        raise InputError(f"perturb: seed must be an integer, not {seed!r}"[:200])
     wanted = resolve_types(types)
+    if not wanted:  # an empty list is no type, not every type (and max() below has none)
+        raise InputError("perturb: types is empty: name at least one type, or pass None for all")
     ctx = _Context(source, summary, spacy_model, rules)
     by_type: dict[str, list[Perturbation]] = {t: [] for t in wanted}
     seen: set[str] = set()

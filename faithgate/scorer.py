@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import numbers
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike
@@ -39,6 +40,11 @@ def resolve_metrics(
 ) -> list[Metric]:
     """Metric instances for names (with their ``metric_settings``) or instances as given;
     ``InputError`` for none selected, or settings of a metric that is not selected."""
+    if metric_settings is not None and not isinstance(metric_settings, Mapping):
+        raise InputError(
+            "metric_settings must be a mapping of metric name -> settings, got "
+            f"{type(metric_settings).__name__}"
+        )
     for name, value in (metric_settings or {}).items():
         if not isinstance(value, Mapping):
             raise InputError(
@@ -60,6 +66,47 @@ def resolve_metrics(
     if settings:
         raise InputError(f"settings given for metric(s) not selected: {', '.join(settings)}")
     return out
+
+
+def check_scorer_options(
+    models: Any, allow_download: Any, model_options: Any
+) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """``models`` and ``model_options`` as plain dicts, after checking the types ``Scorer``
+    takes; ``InputError`` in one line otherwise. ``allow_download`` must be a bool: the string
+    ``"false"`` is truthy and would have allowed downloads (the configuration file refuses
+    it too)."""
+    if not isinstance(allow_download, bool):
+        raise InputError(
+            f"allow_download must be True or False, got {type(allow_download).__name__} "
+            f"{safe_line(repr(allow_download))}"
+        )
+    if models is not None and not isinstance(models, Mapping):
+        raise InputError(
+            f"models must be a mapping of model role -> model name or path, got "
+            f"{type(models).__name__}"
+        )
+    names: dict[str, str] = {}
+    for role, name in (models or {}).items():
+        if not isinstance(name, str | PathLike):
+            raise InputError(
+                f"models[{safe_line(repr(role))}] must be a model name or path, got "
+                f"{type(name).__name__}"
+            )
+        names[role] = os.fspath(name)
+    if model_options is not None and not isinstance(model_options, Mapping):
+        raise InputError(
+            f"model_options must be a mapping of model role -> loader options, got "
+            f"{type(model_options).__name__}"
+        )
+    options: dict[str, dict[str, Any]] = {}
+    for role, given in (model_options or {}).items():
+        if not isinstance(given, Mapping):
+            raise InputError(
+                f"model_options[{safe_line(repr(role))}] must be a mapping of loader option -> "
+                f"value, got {type(given).__name__}"
+            )
+        options[role] = dict(given)
+    return names, options
 
 
 def blank_text(example: Example) -> str | None:
@@ -92,15 +139,16 @@ class Scorer:
         pool: ModelPool | None = None,
         cache: ScoreCache | str | PathLike[str] | None = None,
     ) -> None:
+        model_names, options = check_scorer_options(models, allow_download, model_options)
         self.metrics: list[Metric] = resolve_metrics(metrics, metric_settings)
         names = [m.name for m in self.metrics]
         if len(set(names)) != len(names):
             raise InputError(f"a metric is selected twice: {', '.join(names)}")
         self.pool = pool or ModelPool(
-            dict(models or {}),
+            model_names,
             backend=backend,
             allow_download=allow_download,
-            model_options={k: dict(v) for k, v in (model_options or {}).items()},
+            model_options=options,
         )
         self.context = ScoringContext(self.pool)
         if isinstance(cache, str | PathLike):

@@ -7,12 +7,15 @@ cached, saved as a baseline and read by reports without touching a model.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from faithgate.errors import InputError
+from faithgate.escape import safe_line
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -79,6 +82,14 @@ class Example:
                 )
         if self.reference is not None and not isinstance(self.reference, str):
             raise InputError(f"Example {self.id!r}: reference must be a string or None")
+        object.__setattr__(self, "label", _check_label(self.label, self.id))
+        if not isinstance(self.meta, Mapping):
+            raise InputError(
+                f"Example {self.id!r}: meta must be a dict of extra fields, got "
+                f"{type(self.meta).__name__}"
+            )
+        if not isinstance(self.meta, dict):
+            object.__setattr__(self, "meta", dict(self.meta))
         # A lone surrogate cannot be tokenised, encoded or written back: say so here, once,
         # rather than as a UnicodeEncodeError from every metric.
         for name in ("id", "source", "summary", "reference"):
@@ -104,6 +115,22 @@ class Example:
             label=data.get("label"),
             meta=dict(data.get("meta") or {}),
         )
+
+
+def _check_label(label: Any, example_id: str) -> int | None:
+    """``label`` as 1 (faithful), 0 (unfaithful) or None (unknown): what the input files give
+    (``faithgate.io`` reads 1/0, true/false, or empty, into these). A bool is 1/0; any other
+    value, text included (``"yes"``, ``"0"``), is an ``InputError``: a label the gates and
+    ``bench`` would misread."""
+    if label is None:
+        return None
+    if isinstance(label, numbers.Real) and not isinstance(label, complex) and label in (0, 1):
+        return int(label)
+    shown = safe_line(repr(label))
+    raise InputError(
+        f"Example {example_id!r}: label must be 1 (faithful), 0 (unfaithful) or None, got "
+        f"{type(label).__name__} {shown if len(shown) <= 80 else shown[:77] + '...'}"
+    )
 
 
 @dataclass

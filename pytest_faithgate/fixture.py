@@ -12,6 +12,7 @@ elements) and in the terminal summary table under ``--faithgate``.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,9 +22,22 @@ from faithgate.errors import FaithgateError
 from faithgate.escape import printable, safe_line
 from faithgate.types import Example, Score
 from pytest_faithgate.messages import plugin_line, skip_exceptions, skip_message
-from pytest_faithgate.session import PluginSession, is_type_list, marker_names
+from pytest_faithgate.session import PluginSession, is_type_list, scoped_value
 
 CHECKS_KEY = pytest.StashKey[list[dict[str, Any]]]()
+
+
+class FaithgateScoringError(Exception):
+    """A fixture check could not score a summary (the metric failed on it, returned NaN, or
+    the summary is blank once normalised): nothing was compared with the threshold.
+
+    Deliberately not an ``AssertionError``: a negative test,
+    ``with pytest.raises(AssertionError): faithgate.assert_faithful(source, hallucination)``,
+    must fail when the metric scored nothing, not pass as if the hallucination were caught.
+    The message is one line naming the metric and the reason.
+    """
+
+    __module__ = "pytest_faithgate"  # as users import it: ``from pytest_faithgate import ...``
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -38,10 +52,9 @@ def _finite(value: Any, what: str, low: float | None = None, high: float | None 
     negative min_rate would pass anything, ``nan`` would fail everything without saying why,
     exactly as the command line and the configuration refuse them)."""
     __tracebackhide__ = True
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
+    # A number only, as the configuration takes it: float("0.5"), float(b" 0.5\n") would
+    # accept text (and bool is an int).
+    number = float(value) if isinstance(value, numbers.Real) else math.nan
     if isinstance(value, bool) or not math.isfinite(number):
         pytest.fail(
             safe_line(f"faithgate: {what} must be a finite number, got {value!r}"), pytrace=False
@@ -89,18 +102,25 @@ class FaithgateFixture:
     """What the ``faithgate`` fixture returns; see the module docstring for settings order."""
 
     def __init__(
-        self, session: PluginSession, node: pytest.Item, marker: Mapping[str, Any]
+        self,
+        session: PluginSession,
+        node: pytest.Item,
+        marker: Mapping[str, Any],
+        markers: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         self._session = session
         self._node = node
+        # Merged, closest marker winning per key (metric, margin, types, models ...).
         self._marker = dict(marker)
+        # Each marker on its own, closest first: ``threshold`` and ``settings`` belong to
+        # their own marker's metric, so they are looked up here, never in the merged dict.
+        self._markers = [dict(m) for m in markers] if markers is not None else [self._marker]
         self._counter = 0
 
     # -- scoring -------------------------------------------------------------------------
     def _executor(self, metric: str) -> Any:
         # Marker settings belong to the marker's metric (or the default one when it names none).
-        marker_settings = self._marker.get("settings")
-        use = marker_settings if marker_settings and marker_names(self._marker, metric) else None
+        use = scoped_value(self._markers, "settings", metric)
         return self._session.executor(
             [metric],
             settings={metric: dict(use)} if use else None,
@@ -115,7 +135,7 @@ class FaithgateFixture:
     def _score_many(self, metric: str | None, pairs: Sequence[tuple[str, str]]) -> list[Score]:
         __tracebackhide__ = True
         name = self._metric(metric)
-        examples = []
+        texts = []
         for source, summary in pairs:
             for field_name, value in (("source", source), ("summary", summary)):
                 if not isinstance(value, str) or not value.strip():
@@ -124,9 +144,12 @@ class FaithgateFixture:
                         pytrace=False,
                     )
             self._counter += 1
-            examples.append(Example(f"{self._node.nodeid}#{self._counter}", source, summary))
+            texts.append((f"{self._node.nodeid}#{self._counter}", source, summary))
         executor = None
         try:
+            # Inside the try: a NUL character or a lone surrogate in the text is
+            # ``Example``'s InputError, a one-line failure like every other bad input.
+            examples = [Example(*text) for text in texts]
             # Inside the try: a marker's unknown metric or backend is a one-line failure too.
             executor = self._executor(name)
             rows = executor.score(examples)
@@ -167,10 +190,12 @@ class FaithgateFixture:
         """Fail the test unless ``summary`` scores at least ``threshold`` against ``source``.
 
         The failure message shows the metric, score, threshold and least supported sentence.
+        A summary the metric could not score raises ``FaithgateScoringError`` (not an
+        ``AssertionError``).
         """
         __tracebackhide__ = True
         name = self._metric(metric)
-        given = self._session.threshold_for(name, threshold, self._marker)
+        given = self._session.threshold_for(name, threshold, self._markers)
         limit = None if given is None else _finite(given, "threshold")
         if limit is None:
             pytest.fail(self._no_threshold(name), pytrace=False)
@@ -178,9 +203,8 @@ class FaithgateFixture:
         passed = result.ok and result.value >= limit
         self._record("assert_faithful", result, limit, passed)
         if not result.ok:
-            raise AssertionError(
-                f"faithgate: {name} could not score the summary: {_why_not_scored(result)}\n"
-                f'  summary: "{_short(summary)}"'
+            raise FaithgateScoringError(
+                f"faithgate: {name} could not score the summary: {_why_not_scored(result)}"
             )
         if not passed:
             raise AssertionError(
@@ -237,8 +261,9 @@ class FaithgateFixture:
         )
         for label, result in (("faithful", good), ("unfaithful", bad)):
             if not result.ok:
-                raise AssertionError(
-                    f"faithgate: {name} could not score the {label} summary: {_why_not_scored(result)}"
+                raise FaithgateScoringError(
+                    f"faithgate: {name} could not score the {label} summary: "
+                    f"{_why_not_scored(result)}"
                 )
         if not passed:
             raise AssertionError(
@@ -262,7 +287,8 @@ class FaithgateFixture:
     ) -> float:
         """Edit ``summary`` with the perturbation engine (one minimal unfaithful edit per error
         type, BUMP taxonomy) and fail unless the metric scores the original above the edit in at
-        least ``min_rate`` of the edits (default 1.0). Returns the rate."""
+        least ``min_rate`` of the edits (default 1.0). ``types``: one type name or a non-empty
+        list (None: all types); ``seed``: an integer. Returns the rate."""
         __tracebackhide__ = True
         from faithgate.perturb import perturb  # lazy: spaCy loads only when asked
 
@@ -277,6 +303,20 @@ class FaithgateFixture:
                 pytrace=False,
             )
         wanted = (wanted,) if isinstance(wanted, str) else wanted
+        if wanted is not None and not wanted:
+            # An empty list (a filter that matched nothing) must not widen to every type.
+            pytest.fail(
+                "faithgate: types= is empty: name at least one perturbation type, or leave "
+                "types out for all of them",
+                pytrace=False,
+            )
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            pytest.fail(
+                safe_line(
+                    f"faithgate: seed= must be an integer, got {type(seed).__name__} {seed!r}"
+                ),
+                pytrace=False,
+            )
         rate_limit = _finite(
             min_rate if min_rate is not None else self._marker.get("min_rate", 1.0),
             "min_rate",
@@ -284,7 +324,9 @@ class FaithgateFixture:
             high=1.0,
         )
         try:
-            edits = perturb(source, summary, types=tuple(wanted) if wanted else None, seed=seed)
+            edits = perturb(
+                source, summary, types=None if wanted is None else tuple(wanted), seed=int(seed)
+            )
         except FaithgateError as exc:
             raise pytest.fail.Exception(f"faithgate: {plugin_line(exc)}", pytrace=False) from None
         if not edits:
@@ -298,8 +340,18 @@ class FaithgateFixture:
         scores = self._score_many(name, [(source, summary)] + [(source, e.summary) for e in edits])
         original, edited = scores[0], scores[1:]
         if not original.ok:
-            raise AssertionError(
-                f"faithgate: {name} could not score the summary: {_why_not_scored(original)}"
+            # Recorded like the other checks (an ERROR row, JUnit properties) before it fails.
+            self._record(
+                "assert_consistent_under_perturbation",
+                original,
+                rate_limit,
+                False,
+                value=math.nan,
+                extra={"edits": len(edits)},
+            )
+            raise FaithgateScoringError(
+                f"faithgate: {name} could not score the original summary: "
+                f"{_why_not_scored(original)}"
             )
         wins = [e.ok and original.value > e.value for e in edited]
         rate = sum(wins) / len(wins)

@@ -253,11 +253,16 @@ def _session(config: pytest.Config) -> PluginSession:
     return session
 
 
-def marker_settings(node: pytest.Item) -> dict[str, Any]:
-    """The ``faithgate`` marker's keyword arguments, the closest marker winning per key
-    (a test's marker overrides its class's, which overrides its module's)."""
+def marker_settings(node: pytest.Item) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``faithgate`` markers' keyword arguments: merged, the closest marker winning per key
+    (a test's marker overrides its class's, which overrides its module's), and each marker's
+    own, closest first. A marker's ``threshold`` and ``settings`` are resolved from the latter
+    (``scoped_value``): they belong to that marker's ``metric``, so a class's
+    ``(metric="a", threshold=X)`` never becomes the threshold of a test marker's
+    ``metric="b"``."""
     merged: dict[str, Any] = {}
-    for mark in reversed(list(node.iter_markers("faithgate"))):
+    closest_first: list[dict[str, Any]] = []
+    for mark in node.iter_markers("faithgate"):
         if mark.args:
             pytest.fail(
                 safe_line(
@@ -266,12 +271,16 @@ def marker_settings(node: pytest.Item) -> dict[str, Any]:
                 ),
                 pytrace=False,
             )
-        merged.update(mark.kwargs)
+        closest_first.append(dict(mark.kwargs))
     try:
-        check_marker_kwargs(merged, node.nodeid)
+        # Each marker on its own: an outer marker's value may still be used (for its metric).
+        for kwargs in closest_first:
+            check_marker_kwargs(kwargs, node.nodeid)
     except FaithgateError as exc:  # keys and values are the user's: one escaped line
         raise pytest.fail.Exception(safe_line(exc), pytrace=False) from None
-    return merged
+    for kwargs in reversed(closest_first):
+        merged.update(kwargs)
+    return merged, closest_first
 
 
 @pytest.fixture
@@ -282,4 +291,5 @@ def faithgate(request: pytest.FixtureRequest) -> Generator[FaithgateFixture, Non
     loaded once per process and shared by every test.
     """
     node = request.node
-    yield FaithgateFixture(_session(request.config), node, marker_settings(node))
+    merged, markers = marker_settings(node)
+    yield FaithgateFixture(_session(request.config), node, merged, markers)

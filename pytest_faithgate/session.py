@@ -113,11 +113,13 @@ class PluginSession:
     def cache(self) -> Any:
         """The process's ``ScoreCache`` (SQLite), or None when caching is off."""
         if not self._cache_opened:
-            self._cache_opened = True
             if not self.options.no_cache:
                 from faithgate.cache import ScoreCache
 
+                # Marked opened only once it is: a cache that cannot be opened fails every
+                # check that asks for it, not the first one only (the rest ran uncached).
                 self._cache = ScoreCache(self.cache_path())
+            self._cache_opened = True
         return self._cache
 
     def cache_path(self) -> Path:
@@ -202,15 +204,18 @@ class PluginSession:
     def metric_for(self, call: str | None, marker: Mapping[str, Any]) -> str:
         return call or marker.get("metric") or self.gate_config.metrics[0]
 
-    def threshold_for(self, metric: str, call: Any, marker: Mapping[str, Any]) -> Any:
+    def threshold_for(self, metric: str, call: Any, markers: Sequence[Mapping[str, Any]]) -> Any:
         """The first threshold given, as given (the fixture checks that it is a finite
-        number: a marker's value is not validated anywhere else). A marker's threshold is its
-        metric's (as its ``settings`` are): a call on another metric does not get it.
-        ``--faithgate-threshold`` is in ``gate_config.thresholds`` for the selected metrics."""
+        number: a marker's value is not validated anywhere else). ``markers`` are the test's
+        markers, each on its own, closest first: a marker's threshold is its metric's (as its
+        ``settings`` are), so a call on another metric does not get it, whichever marker names
+        that other metric (``scoped_value``). ``--faithgate-threshold`` is in
+        ``gate_config.thresholds`` for the selected metrics."""
         if call is not None:
             return call
-        if marker.get("threshold") is not None and marker_names(marker, metric):
-            return marker["threshold"]
+        given = scoped_value(markers, "threshold", metric)
+        if given is not None:
+            return given
         return self.gate_config.thresholds.get(metric)
 
     def close(self) -> None:
@@ -238,6 +243,17 @@ def marker_names(marker: Mapping[str, Any], metric: str) -> bool:
     names that metric, or none (then they are the default metric's, whichever it is)."""
     named = marker.get("metric")
     return named is None or named == metric
+
+
+def scoped_value(markers: Sequence[Mapping[str, Any]], key: str, metric: str) -> Any:
+    """``key`` (``threshold`` or ``settings``) of the closest marker that gives it and names
+    ``metric`` or no metric, or None. Markers are taken one by one, not merged: a class's
+    ``(metric="a", threshold=X)`` with a test's ``(metric="b")`` gives ``b`` no threshold
+    from the markers (merged, ``b`` would have taken ``a``'s X)."""
+    for marker in markers:
+        if marker.get(key) is not None and marker_names(marker, metric):
+            return marker[key]
+    return None
 
 
 def is_type_list(value: Any) -> bool:

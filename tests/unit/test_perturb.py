@@ -343,3 +343,13 @@ def test_bad_arguments_are_input_errors():
             perturb(src, summ, max_per_type=bad)
     with pytest.raises(InputError, match="perturbation types are names"):
         perturb(src, summ, types=[5])
+
+
+def test_empty_types_and_a_seed_that_is_no_integer_are_input_errors() -> None:
+    """``types=[]`` was a ValueError from ``max()``; ``seed=None`` / ``"abc"`` were used by
+    their string. Checked before spaCy is asked for anything."""
+    with pytest.raises(InputError, match="perturb: types is empty"):
+        perturb(SOURCE, SUMMARY, types=[])
+    for seed in (None, "abc", 1.5, True):
+        with pytest.raises(InputError, match="perturb: seed must be an integer"):
+            perturb(SOURCE, SUMMARY, seed=seed)

@@ -366,3 +366,51 @@ def test_an_integer_for_a_float_setting_is_the_same_settings_hash():
         != Scorer([Scaled(scale=100.5)]).settings_hashes()
     )
     assert default == Scorer(["overlap", CountingMetric(scale=100)]).settings_hashes()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        # "false" is truthy: it enabled downloads (the configuration file requires a bool too)
+        ({"allow_download": "false"}, "allow_download must be True or False, got str 'false'"),
+        ({"allow_download": 1}, "allow_download must be True or False, got int 1"),
+        (
+            {"models": "abc"},
+            "models must be a mapping of model role -> model name or path, got str",
+        ),
+        (
+            {"models": {"embedder": 3}},
+            r"models\['embedder'\] must be a model name or path, got int",
+        ),
+        (
+            {"metric_settings": [("overlap", {})]},
+            "metric_settings must be a mapping of metric name -> settings, got list",
+        ),
+        ({"model_options": [1]}, "model_options must be a mapping of model role -> loader"),
+        (
+            {"model_options": {"embedder": 3}},
+            r"model_options\['embedder'\] must be a mapping of loader option -> value, got int",
+        ),
+    ],
+)
+def test_scorer_arguments_of_the_wrong_type_are_one_input_error(kwargs, message):
+    """They were a truthy string that allowed downloads, or ValueError / AttributeError /
+    TypeError from deep inside."""
+    with pytest.raises(InputError, match=message):
+        Scorer("overlap", **kwargs)
+
+
+def test_downloads_are_allowed_by_true_only(monkeypatch):
+    from faithgate.models import downloads_allowed
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert downloads_allowed(True)
+    assert not downloads_allowed("false") and not downloads_allowed("no")
+    assert not downloads_allowed(False)
+
+
+def test_scorer_models_take_a_path():
+    from pathlib import Path
+
+    scorer = Scorer("overlap", models={"embedder": Path("some/dir")}, allow_download=False)
+    assert scorer.pool.model_names == {"embedder": str(Path("some/dir"))}

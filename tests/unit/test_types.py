@@ -82,3 +82,21 @@ def test_invisible_characters_alone_are_a_blank_text():
         assert is_blank(text)
         assert blank_text(Example("1", "A source.", text)) == "empty summary"
     assert not is_blank("a\u200b")
+
+
+def test_example_label_is_one_zero_or_none_as_the_input_files_give():
+    """``label="yes"`` and ``meta=[1]`` were accepted; bench and the gates would misread
+    them. The input files give 1/0, true/false or nothing: the same values here."""
+    import pytest
+
+    from faithgate.errors import InputError
+
+    for given, kept in ((1, 1), (0, 0), (True, 1), (False, 0), (1.0, 1), (np.int64(0), 0)):
+        label = Example("a", "s", "y", label=given).label
+        assert label == kept and type(label) is int
+    assert Example("a", "s", "y").label is None
+    for bad in ("yes", "1", 2, -1, 0.5, float("nan"), [1]):
+        with pytest.raises(InputError, match=r"Example 'a': label must be 1 \(faithful\), 0"):
+            Example("a", "s", "y", label=bad)
+    with pytest.raises(InputError, match="Example 'a': meta must be a dict of extra fields"):
+        Example("a", "s", "y", meta=[1])  # type: ignore[arg-type]
