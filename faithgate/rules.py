@@ -22,8 +22,9 @@ Decision rules (see ``faithgate.config`` for their settings):
   (it is unfaithful on purpose). With ``generate = true`` pairs are also made from every output
   by ``faithgate.perturb``.
 - **regression[metric]**: against the baseline (a previous result JSON), on outputs matched to
-  a baseline entry of the same source (``match_baseline``: same id and source digest, else the
-  one entry of the output's source; a baseline without digests is matched by id): fails when
+  a baseline entry of the same source (``match_baseline``: within a source the closest
+  summaries first, the same id breaking ties; a baseline without digests is matched by id):
+  fails when
   ``mean(baseline) - mean(current) > tolerance`` AND a paired bootstrap of the per-example
   differences puts the one-sided ``confidence`` lower bound of the drop above 0.
   Active when ``baseline`` is set (or ``rules.regression`` is configured). A missing baseline
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -498,43 +498,69 @@ def _same_source(entry: ExampleResult, output: ExampleResult) -> bool:
     )
 
 
+# Above this many (output, entry) pairs of one source, summaries are compared for identity only
+# (changed_words on every pair would cost minutes for thousands of summaries of one article).
+_MAX_WORD_DIFFS = 2500
+
+
 def match_baseline(outputs: Sequence[ExampleResult], baseline: GateResult) -> BaselineMatch:
-    """Pair each output with the baseline entry of the same id and source; an output whose id
-    is new or names another source gets the entry of its source instead when exactly one entry
-    of that source is left unmatched and no other output seeks it (ambiguity: no baseline).
+    """Pair each output with a baseline entry of the same source: within one source, the
+    closest summaries first (fewest changed words; identical ones at 0), the same id breaking
+    ties, then file order. An output left without an entry of its source is new.
 
     Ids alone are not enough: ids default to line numbers, so inserting a row made every
-    output be compared with another article's baseline (called "rewritten" and skipped, or
-    its scores paired with another article's in the means). A baseline that records no source
-    digests (written before they were) is matched by id, as before."""
+    output be compared with another article's baseline entry (or with another summary of the
+    same article), called "rewritten" and skipped, or its scores paired with another's in the
+    means. A baseline that records no source digests (written before they were) is matched by
+    id, as before; so is an entry or output that records none."""
     previous = baseline.outputs
     by_id = {e.id: i for i, e in enumerate(previous)}
     if not baseline.records_sources:
         entries = {o.id: previous[by_id[o.id]] for o in outputs if o.id in by_id}
         return BaselineMatch(entries, checked=False)
-    entries = {}
+    entries: dict[str, ExampleResult] = {}
     claimed: set[int] = set()
-    unmatched: list[ExampleResult] = []
+    seeking: dict[str, list[ExampleResult]] = {}
     other_source = 0
     for o in outputs:
         i = by_id.get(o.id)
-        if i is not None and _same_source(previous[i], o):
-            entries[o.id] = previous[i]
-            claimed.add(i)
+        if o.source_digest is None or (i is not None and previous[i].source_digest is None):
+            if i is not None:  # no digest on one side: taken at the id's word
+                entries[o.id] = previous[i]
+                claimed.add(i)
             continue
-        other_source += i is not None
-        unmatched.append(o)
+        other_source += i is not None and previous[i].source_digest != o.source_digest
+        seeking.setdefault(o.source_digest, []).append(o)
     free: dict[str, list[int]] = {}
     for i, e in enumerate(previous):
         if i not in claimed and e.source_digest is not None:
             free.setdefault(e.source_digest, []).append(i)
-    seeking = Counter(o.source_digest for o in unmatched)
     by_source = 0
-    for o in unmatched:
-        found = free.get(o.source_digest or "", [])
-        if len(found) == 1 and seeking[o.source_digest] == 1:
-            entries[o.id] = previous[found[0]]
-            by_source += 1
+    for digest, outs in seeking.items():
+        cands = free.get(digest, [])
+        if not cands:
+            continue
+        exact_only = len(outs) * len(cands) > _MAX_WORD_DIFFS
+        ranked = []
+        for k, o in enumerate(outs):
+            for i in cands:
+                e = previous[i]
+                if e.summary == o.summary:
+                    cost = 0
+                elif exact_only:
+                    cost = 1 << 30
+                else:
+                    cost = changed_words(e.summary, o.summary)
+                ranked.append((cost, e.id != o.id, k, i))
+        ranked.sort()
+        taken_outs: set[int] = set()
+        for _cost, other_id, k, i in ranked:
+            if k in taken_outs or i in claimed:
+                continue
+            taken_outs.add(k)
+            claimed.add(i)
+            entries[outs[k].id] = previous[i]
+            by_source += other_id
     return BaselineMatch(entries, by_source, other_source)
 
 

@@ -133,21 +133,43 @@ def test_the_regression_means_pair_the_same_articles():
     assert reg.details["current_mean"] == pytest.approx(0.7)
 
 
-def test_an_id_naming_another_source_with_no_unique_match_is_a_new_example():
-    # Two baseline entries of one source: which one an output continues is not known.
+def test_within_one_source_the_closest_summary_is_the_baseline():
+    # Two baseline entries of one source: the output continues the one whose summary it keeps.
     base = run([("a", "bridge", 0.9), ("b", "bridge", 0.9, TEXT["zoo"]), ("c", "zoo", 0.9)])
     rows = [("c", "bridge", 0.1), ("d", "zoo", 0.1)]
     r = run(rows, PER_EXAMPLE | {"thresholds": {M: 0.0}}, baseline=base)
     first, second = r.outputs
-    assert first.passed and first.scores[M].baseline is None  # ambiguous: no baseline
+    assert not first.passed and first.scores[M].baseline == 0.9  # entry "a", same summary
     assert not second.passed and second.scores[M].baseline == 0.9  # zoo's entry, under "c"
     reg = rule(r, f"regression[{M}]")
-    assert (reg.details["matched_by_source"], reg.details["ids_naming_other_source"]) == (1, 1)
-    # Two outputs seeking one entry of their source: neither gets it.
+    assert (reg.details["matched_by_source"], reg.details["ids_naming_other_source"]) == (2, 1)
+    # Two outputs seeking one entry of their source: the one with its summary gets it.
     match = match_baseline(
         run([("x", "zoo", 0.5), ("y", "zoo", 0.5, TEXT["bridge"])]).outputs, run(BASE)
     )
-    assert match.entries == {} and match.by_source == 0
+    assert list(match.entries) == ["x"] and match.entries["x"].id == "2"
+
+
+def test_shifted_ids_among_summaries_of_one_article_keep_each_summarys_baseline():
+    """Review of the change (s19): several summaries of one article, a row inserted above them.
+    Each id then named another summary of the same source; paired by id, every output was
+    "rewritten (not compared)" and a one-word factual edit passed."""
+    one = "source of the election article."
+    keller = TEXT["election"]
+    turnout = "turnout in aarburg rose to 61 percent, the highest in two decades of voting."
+    base = run([("1", "election", 0.8, keller), ("2", "election", 0.8, turnout)])
+    assert base.examples[0].source_digest == base.examples[1].source_digest == source_digest(one)
+    rows = [
+        ("1", "new", 0.9),
+        ("2", "election", 0.6, edited("election", "jonas keller", "peter brandt")),
+        ("3", "election", 0.8, turnout),
+    ]
+    r = run(rows, PER_EXAMPLE, baseline=base)
+    failing = [e for e in r.outputs if not e.passed]
+    assert [e.id for e in failing] == ["2"]
+    assert "'jonas keller' -> 'peter brandt'" in failing[0].message
+    reg = rule(r, f"regression[{M}]")
+    assert reg.details["per_example"] == {"held": 2, "below": 1, "rewritten": 0}
 
 
 def test_a_baseline_without_digests_is_matched_by_id_with_a_warning():
