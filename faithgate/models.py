@@ -581,7 +581,8 @@ _ASSEMBLED_RECORD = ".faithgate_assembled.json"
 _ASSEMBLED_WEIGHTS = "model.safetensors"
 
 
-def _sha256_of(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 (hex) of a file's content, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -599,7 +600,7 @@ def _record_assembled(directory: Path, sha256: str | None = None) -> None:
         _ASSEMBLED_WEIGHTS: {
             "size": st.st_size,
             "mtime_ns": st.st_mtime_ns,
-            "sha256": sha256 or _sha256_of(weights),
+            "sha256": sha256 or file_sha256(weights),
         }
     }
     atomic_write_text(directory / _ASSEMBLED_RECORD, json.dumps(record, indent=2) + "\n")
@@ -637,7 +638,7 @@ def _assembled_ok(target: Path, shipped: Path) -> bool:
     if st.st_mtime_ns == mtime_ns:
         return True
     try:
-        if _sha256_of(weights) != expected:
+        if file_sha256(weights) != expected:
             return False
     except OSError:
         return False
@@ -737,11 +738,7 @@ def _file_digests(paths: list[Path]) -> list[str]:
         st = path.stat()
         key = f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
         if key not in _memo:
-            digest = hashlib.sha256()
-            with path.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
-            new[key] = digest.hexdigest()
+            new[key] = file_sha256(path)
         digests.append(new.get(key) or _memo[key])
     if new:
         with _memo_lock:  # threads of one process share the memo; dumping it must not race

@@ -14,7 +14,6 @@ used there, and torch / transformers / optimum are imported inside the export fu
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import shutil
 import tempfile
 import time
@@ -153,11 +152,7 @@ def _weights_sha256(spec: models.ModelSpec) -> dict[str, str]:
     digests = {}
     for child in sorted(path.rglob("*")):
         if child.is_file() and child.suffix in {".safetensors", ".bin", ".gguf"}:
-            h = hashlib.sha256()
-            with child.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-            digests[child.relative_to(path).as_posix()] = h.hexdigest()
+            digests[child.relative_to(path).as_posix()] = models.file_sha256(child)
     return digests
 
 
