@@ -606,21 +606,6 @@ def train(
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InputError(f"--device {device}: this torch has no CUDA device")
     previous = torch.are_deterministic_algorithms_enabled()
-    try:
-        return _train(config, log, threads, spacy_model, log_every, device, init)
-    finally:  # a library call must not leave the process's torch settings changed
-        torch.use_deterministic_algorithms(previous)
-
-
-def _train(
-    config: TrainConfig,
-    log: Callable[[str], None],
-    threads: int | None,
-    spacy_model: str | None,
-    log_every: int,
-    device: str,
-    init: dict[str, Any] | None,
-) -> Path:
     workdir = work_dir(config.output)
     made = not workdir.exists() and not workdir.is_symlink()
     try:
@@ -629,6 +614,8 @@ def _train(
         if made:  # refused before anything was kept there: leave no OUT.work behind
             _remove_if_unused(workdir)
         raise
+    finally:  # a library call must not leave the process's torch settings changed
+        torch.use_deterministic_algorithms(previous)
 
 
 def _remove_if_unused(workdir: Path) -> None:
