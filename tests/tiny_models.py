@@ -112,6 +112,32 @@ def save_tiny_models(root: Path, corpus: Sequence[str]) -> tuple[dict[str, Path]
     return out, bpe
 
 
+def save_tiny_bart(directory: Path, bpe: Any) -> Path:
+    """A tiny random BART (seq2seq) over ``bpe`` (from ``save_tiny_models``), saved with its
+    tokenizer in ``directory``; returns it."""
+    import transformers
+
+    cfg = transformers.BartConfig(
+        vocab_size=len(bpe),
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=128,
+        pad_token_id=bpe.pad_token_id,
+        bos_token_id=bpe.bos_token_id,
+        eos_token_id=bpe.eos_token_id,
+        decoder_start_token_id=bpe.eos_token_id,
+        forced_eos_token_id=None,
+    )
+    transformers.BartForConditionalGeneration(cfg).save_pretrained(directory)
+    bpe.save_pretrained(directory)
+    return directory
+
+
 def save_minilm_bert(
     path: Path, model_class: str, *, max_length: int | None = None, **config: Any
 ) -> tuple[Path, Any, Any]:

@@ -20,7 +20,7 @@ import pytest
 # them run in a torch-free install too.
 pytest.importorskip("onnxruntime")
 
-from tiny_models import save_tiny_models  # noqa: E402
+from tiny_models import save_tiny_bart, save_tiny_models  # noqa: E402
 
 from faithgate import models  # noqa: E402
 from faithgate.backends import ModelPool, choose_backend  # noqa: E402
@@ -59,26 +59,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, torch, transformers) -> dict[
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("tiny")
     out, bpe = save_tiny_models(root, CORPUS)
-    d = root / "bart"
-    cfg = transformers.BartConfig(
-        vocab_size=len(bpe),
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=128,
-        pad_token_id=bpe.pad_token_id,
-        bos_token_id=bpe.bos_token_id,
-        eos_token_id=bpe.eos_token_id,
-        decoder_start_token_id=bpe.eos_token_id,
-        forced_eos_token_id=None,
-    )
-    transformers.BartForConditionalGeneration(cfg).save_pretrained(d)
-    bpe.save_pretrained(d)
-    out["bart"] = d
+    out["bart"] = save_tiny_bart(root / "bart", bpe)
     return out
 
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from tiny_models import BERT, NLI_LABELS, bert_tokenizer, save_tiny_models
+from tiny_models import BERT, NLI_LABELS, bert_tokenizer, save_tiny_bart, save_tiny_models
 
 from faithgate import models
 from faithgate.errors import ModelFileError
@@ -62,26 +62,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, torch, transformers) -> dict[
     tok.save_pretrained(d)
     out["bert_nopooler"] = d
     out["mlm"] = bert("mlm", "BertForMaskedLM")
-    d = root / "bart"
-    cfg = transformers.BartConfig(
-        vocab_size=len(bpe),
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=128,
-        pad_token_id=bpe.pad_token_id,
-        bos_token_id=bpe.bos_token_id,
-        eos_token_id=bpe.eos_token_id,
-        decoder_start_token_id=bpe.eos_token_id,
-        forced_eos_token_id=None,
-    )
-    transformers.BartForConditionalGeneration(cfg).save_pretrained(d)
-    bpe.save_pretrained(d)
-    out["bart"] = d
+    out["bart"] = save_tiny_bart(root / "bart", bpe)
     return out
 
 
