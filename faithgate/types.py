@@ -126,6 +126,9 @@ def _check_label(label: Any, example_id: str) -> int | None:
         return None
     if isinstance(label, numbers.Real) and not isinstance(label, complex) and label in (0, 1):
         return int(label)
+    # numpy's bool is no numbers.Real, but a labels column read through numpy or pandas gives it
+    if type(label).__name__ == "bool" and type(label).__module__ == "numpy":
+        return int(bool(label))
     shown = safe_line(repr(label))
     raise InputError(
         f"Example {example_id!r}: label must be 1 (faithful), 0 (unfaithful) or None, got "

@@ -86,12 +86,14 @@ def test_invisible_characters_alone_are_a_blank_text():
 
 def test_example_label_is_one_zero_or_none_as_the_input_files_give():
     """``label="yes"`` and ``meta=[1]`` were accepted; bench and the gates would misread
-    them. The input files give 1/0, true/false or nothing: the same values here."""
+    them. The input files give 1/0, true/false or nothing: the same values here (numpy's bool,
+    which a labels column read through numpy or pandas gives, as Python's)."""
     import pytest
 
     from faithgate.errors import InputError
 
-    for given, kept in ((1, 1), (0, 0), (True, 1), (False, 0), (1.0, 1), (np.int64(0), 0)):
+    numpy_kinds = ((np.int64(0), 0), (np.bool_(True), 1), (np.bool_(False), 0))
+    for given, kept in ((1, 1), (0, 0), (True, 1), (False, 0), (1.0, 1), *numpy_kinds):
         label = Example("a", "s", "y", label=given).label
         assert label == kept and type(label) is int
     assert Example("a", "s", "y").label is None
