@@ -284,6 +284,16 @@ def resolve(
         hint += f", or put its ONNX export (`faithgate export {role}`, made with torch) in {where}"
     why = "downloads are off" if not allowed else "not found"
     shown = requested if revision is None else f"{requested}@{revision}"
+    if revision is not None and on_hub and role != "spacy":
+        # A pinned revision is served only by the hub or by a snapshot already downloaded: say
+        # where faithgate looked, and the two ways to get it, not the generic configure hint.
+        where = hf_hub_cache() / ("models--" + requested.replace("/", "--"))
+        raise ModelNotFoundError(
+            f"{role} model {shown!r} is not available offline ({why}): revision {revision!r} "
+            f"is not in the Hugging Face cache ({where}); fetch it once with --allow-download "
+            f"(HF_HUB_OFFLINE unset), pin the commit of a snapshot you have, or pass a local "
+            f"directory"
+        )
     raise ModelNotFoundError(
         f"{role} model {shown!r} is not available offline ({why}): {hint}"
         + ("" if packaged else " pointing at a local directory")

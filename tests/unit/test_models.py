@@ -301,8 +301,12 @@ def test_incomplete_hf_snapshot_is_not_used(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotFoundError, match="not available offline"):
         models.resolve("embedder", "fakeorg/emb")
-    with pytest.raises(ModelNotFoundError, match="'fakeorg/emb@nope' is not available"):
+    with pytest.raises(ModelNotFoundError, match="'fakeorg/emb@nope' is not available") as err:
         models.resolve("embedder", "fakeorg/emb@nope")
+    # A pinned revision names where it was looked for and how to get it, on one line.
+    message = str(err.value)
+    assert "revision 'nope' is not in the Hugging Face cache" in message
+    assert str(repo) in message and "--allow-download" in message and "\n" not in message
 
 
 def test_at_sign_revision_parsing(tmp_path, monkeypatch):
