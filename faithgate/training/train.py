@@ -496,6 +496,30 @@ def _check_same_start(
     )
 
 
+def _check_same_base(
+    state: dict[str, Any], fingerprint: str, config: TrainConfig, path: Path
+) -> None:
+    """Refuse (``InputError``) to resume a checkpoint made on another ``--base-model`` than
+    this run's (a local directory whose content changed, or a hub id now at another commit):
+    the run would go on from the old weights with the new tokenizer, and the manifest would
+    name the new base. A checkpoint of an earlier faithgate without the record is refused too:
+    its base cannot be checked."""
+    recorded = state.get("base_fingerprint")
+    if recorded == fingerprint:
+        return
+    why = (
+        f"the base model changed: --base-model {printable(config.base_model)} is now "
+        f"{printable(fingerprint)}, the checkpoint started from {printable(str(recorded))}"
+        if recorded
+        else "it does not record the --base-model it started from (an earlier faithgate "
+        "version wrote it), so the base model cannot be checked"
+    )
+    raise InputError(
+        f"{printable(path)} cannot be resumed: {why}; start afresh with a new --out, or remove "
+        f"{printable(path.parent)}"
+    )
+
+
 def check_inputs(config: TrainConfig) -> dict[str, Any] | None:
     """Read and validate, before any long work (and before ``OUT.work`` is made), every input
     file the run parses: the ``--documents`` and ``--labelled`` files (line-numbered errors)
@@ -653,14 +677,15 @@ def _run(
     # another recipe's is refused at once, not after minutes of synthesis.
     state = _load_checkpoint(ckpt_path, config, device) if ckpt_path.exists() else None
     init_sha256 = init["meta"]["sha256"] if init else None
+    # Any encoder directory or hub id; the role only picks the offline fallbacks.
+    base = models.resolve("embedder", config.base_model)
     if state is not None:
         _check_same_start(state, init_sha256, config, ckpt_path)
+        _check_same_base(state, base.fingerprint, config, ckpt_path)
     data = build_dataset(config, workdir, log, spacy_model)
     data_digest = data.digest()
     log(f"training pairs: {len(data.train)}; held-out pairs: {len(data.dev)}")
 
-    # Any encoder directory or hub id; the role only picks the offline fallbacks.
-    base = models.resolve("embedder", config.base_model)
     tokenizer = AutoTokenizer.from_pretrained(base.location)
     torch.manual_seed(config.seed)  # the fresh head's initialisation
     model = AutoModelForSequenceClassification.from_pretrained(
@@ -727,6 +752,9 @@ def _run(
                 # The --init-from weights' digest: the recipe names that directory by path
                 # only, so a resume from changed weights is refused (_check_same_start).
                 "init_sha256": init_sha256,
+                # The base model's fingerprint (a local directory's is its content): the recipe
+                # names it by path or id only (_check_same_base).
+                "base_fingerprint": base.fingerprint,
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),

@@ -679,6 +679,41 @@ def test_a_resume_after_the_init_from_weights_changed_is_refused(tmp_path, tiny_
     assert meta["init_from"]["sha256"] == started  # the weights the checkpoint began from
 
 
+def test_a_resume_after_the_base_model_changed_is_refused(tmp_path, tiny_base, tiny_docs):
+    """The recipe names --base-model by path: a checkpoint begun on other base weights at that
+    path must not be continued with the new tokenizer and a manifest naming the new base."""
+    from safetensors.torch import load_file, save_file
+
+    from faithgate.errors import InputError
+    from faithgate.training.train import train
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_3(line: str) -> None:
+        if line.startswith("step 3/"):
+            raise Stop
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_base, base)
+    cfg = _config(tmp_path / "r", base, tiny_docs)
+    with pytest.raises(Stop):
+        train(cfg, log=stop_at_3, threads=1, log_every=1)
+    weights = load_file(str(base / "model.safetensors"))
+    changed = {name: tensor * 1.01 for name, tensor in weights.items()}
+    save_file(changed, str(base / "model.safetensors"), metadata={"format": "pt"})
+    lines: list[str] = []
+    with pytest.raises(InputError) as err:
+        train(cfg, log=lines.append, threads=1)
+    message = str(err.value)
+    assert "\n" not in message and "the base model changed" in message and "r.work" in message
+    assert not any(line.startswith(("resumed", "synthetic", "dataset")) for line in lines)
+    save_file(weights, str(base / "model.safetensors"), metadata={"format": "pt"})
+    lines.clear()
+    train(cfg, log=lines.append, threads=1)  # its own base again: resumed as before
+    assert any(line.startswith("resumed at step 2/4") for line in lines)
+
+
 @pytest.mark.parametrize("bad", ["labelled", "documents", "missing_documents", "init_from"])
 def test_bad_inputs_are_refused_before_any_work_and_leave_no_work_dir(
     tmp_path, tiny_base, tiny_docs, monkeypatch, bad
