@@ -263,7 +263,8 @@ def _export_fp32(
         config.update(
             hidden_size=int(cfg.hidden_size),
             num_layers=int(cfg.num_hidden_layers),
-            pooling=read_pooling(spec.location) if spec.origin != "hub" else "mean",
+            # The torch encoder's own pooling, read (and checked) from the model's files.
+            pooling=getattr(reference, "pooling", None) or read_pooling(spec.location),
             special_prefix=prefix,
             special_suffix=suffix,
             stride=int(getattr(reference, "stride", 64)),

@@ -78,11 +78,11 @@ def sentence_pooling(spec: ModelSpec) -> str:
     directory has no ``1_Pooling``), as ``windowing.read_pooling`` reads it for an ONNX
     export, after refusing (``ModelFileError``, exit 2) what the encoder would not reproduce:
     another pooling (max, last token, sqrt-length, weighted mean, several at once), a module
-    such as ``Dense`` in ``modules.json``, or a damaged file. A hub id is not read here (its
-    files are not on disk before loading): it pools by mean, as its export does."""
-    root = Path(str(spec.location))
-    if spec.origin == "hub" or not root.is_dir():
-        return read_pooling(spec.location)
+    such as ``Dense`` in ``modules.json``, or a damaged file. A hub id (downloads are on) has
+    those two files fetched first: ``from_pretrained`` alone would not bring them."""
+    root = _hub_sentence_files(spec) if spec.origin == "hub" else Path(str(spec.location))
+    if root is None or not root.is_dir():
+        return "mean"
     modules_file = root / "modules.json"
     if modules_file.is_file():
         modules = _read_json(modules_file)
@@ -115,6 +115,39 @@ def sentence_pooling(spec: ModelSpec) -> str:
             "pooling_mode_cls_token or pooling_mode_mean_tokens only"
         )
     return _ST_POOLINGS[modes[0]]  # what read_pooling reads for it too
+
+
+def _hub_sentence_files(spec: ModelSpec) -> Path | None:
+    """The snapshot directory in the Hugging Face cache holding ``spec``'s ``modules.json``
+    and ``1_Pooling/config.json`` at its revision, fetched there (as sentence-transformers
+    would) when the repository has them; None when it has neither (a plain transformers
+    model: mean pooling). A hub that cannot be asked is a ``ModelNotFoundError``, not a guess:
+    the pooling decides every vector."""
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+    except ImportError:
+        return None  # transformers could not load a hub id without it either
+    from faithgate.errors import ModelNotFoundError
+    from faithgate.models import hf_hub_cache
+
+    snapshot = None
+    for name, depth in (("modules.json", 1), ("1_Pooling/config.json", 2)):
+        try:
+            found = hf_hub_download(
+                spec.name, name, revision=spec.revision, cache_dir=str(hf_hub_cache())
+            )
+        except Exception as exc:  # huggingface_hub raises many types; report one line
+            # The hub says the file is absent; the local form means the hub was not reached.
+            if isinstance(exc, EntryNotFoundError) and not isinstance(exc, LocalEntryNotFoundError):
+                continue
+            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            raise ModelNotFoundError(
+                f"cannot read the sentence pooling of {spec.role} model {spec.name!r} from the "
+                f"hub ({problem}); point the role at a local directory"
+            ) from None
+        snapshot = Path(found).parents[depth - 1]
+    return snapshot
 
 
 class TorchTextEncoder(_TokenizedModel, TextEncoder):

@@ -298,3 +298,48 @@ def test_the_cli_refuses_in_one_line_with_exit_2(tiny, tmp_path, metric, role, k
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith("faithgate: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert says in proc.stderr and str(tiny[key]) in proc.stderr
+
+
+def test_a_hub_model_is_pooled_as_its_sentence_transformers_files_say(tmp_path, monkeypatch):
+    """A hub id used to pool by mean whatever its ``1_Pooling`` said (``from_pretrained`` does
+    not fetch it): a CLS-pooled model was scored wrong. The two files are fetched now; a repo
+    without them pools by mean; a hub that cannot be asked is an error, not a guess."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    from faithgate.backends.torch_backend import sentence_pooling
+    from faithgate.errors import ModelNotFoundError
+
+    snapshot = tmp_path / "models--org--emb" / "snapshots" / ("a" * 40)
+    served: dict[str, str] = {}
+    asked: list[tuple[str, str, str | None]] = []
+
+    def fake_download(repo_id, filename, revision=None, cache_dir=None, **kwargs):
+        asked.append((repo_id, filename, revision))
+        if filename not in served:
+            raise EntryNotFoundError(f"404 {filename}")
+        (snapshot / filename).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / filename).write_text(served[filename])
+        return str(snapshot / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    spec = models.ModelSpec("embedder", "org/emb", "org/emb", "hub", revision="v1")
+    assert sentence_pooling(spec) == "mean"  # a plain transformers repo
+    assert {(r, f, v) for r, f, v in asked} == {
+        ("org/emb", "modules.json", "v1"),
+        ("org/emb", "1_Pooling/config.json", "v1"),
+    }
+    served["modules.json"] = json.dumps(ST_MODULES)
+    served["1_Pooling/config.json"] = json.dumps(_pooling("pooling_mode_cls_token"))
+    assert sentence_pooling(spec) == "cls"
+    served["1_Pooling/config.json"] = json.dumps(_pooling("pooling_mode_max_tokens"))
+    with pytest.raises(ModelFileError, match="asks for pooling pooling_mode_max_tokens"):
+        sentence_pooling(spec)
+
+    def unreachable(*args, **kwargs):
+        raise LocalEntryNotFoundError("Connection error, and the file is not cached\nretry")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
+    with pytest.raises(ModelNotFoundError, match="cannot read the sentence pooling") as err:
+        sentence_pooling(spec)
+    assert "\n" not in str(err.value)
