@@ -192,14 +192,16 @@ class ScoreCache:
         aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
         if seen is not None and self._file_id() != seen:
             return None
+        # SQLite's side files belong to the bad file and go first: once the file itself is
+        # gone another process may start a new cache at the path, whose own -wal/-shm must stay.
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(self.path.name + suffix)
+            with contextlib.suppress(FileNotFoundError):
+                side.replace(aside.with_name(aside.name + suffix))
         try:
             self.path.replace(aside)
         except FileNotFoundError:
             return None
-        for suffix in ("-wal", "-shm"):  # SQLite's side files belong to the bad file
-            side = self.path.with_name(self.path.name + suffix)
-            with contextlib.suppress(FileNotFoundError):
-                side.replace(aside.with_name(aside.name + suffix))
         return aside
 
     def _connect(self) -> sqlite3.Connection:

@@ -100,3 +100,32 @@ def test_a_damaged_cache_that_cannot_be_moved_aside_is_one_input_error(tmp_path,
     monkeypatch.setattr(Path, "replace", refuse)
     with pytest.raises(InputError, match=r"is damaged .* cannot be moved aside: Permission denied"):
         ScoreCache(path)
+
+
+def test_a_fresh_cache_started_the_moment_the_file_moves_keeps_its_side_files(
+    tmp_path, monkeypatch
+):
+    """SQLite's -wal/-shm of the damaged file were moved after the file itself: a process that
+    started a new cache in between lost its write-ahead log (its scores) to the aside name."""
+    path = tmp_path / "scores.sqlite"
+    path.write_bytes(DAMAGED)
+    path.with_name(path.name + "-wal").write_bytes(b"the damaged file's log")
+    real_replace = Path.replace
+    other: list[ScoreCache] = []
+
+    def replace_then_race(self: Path, target):
+        moved = real_replace(self, target)
+        if self == path and not other:  # the damaged file just left: another process starts
+            cache = ScoreCache(path)
+            cache.put("h", "src", "sum", Score("m", 0.75, "h", "1"))
+            other.append(cache)
+        return moved
+
+    monkeypatch.setattr(Path, "replace", replace_then_race)
+    late = ScoreCache(path)
+    [aside] = _asides(path)
+    assert aside.with_name(aside.name + "-wal").read_bytes() == b"the damaged file's log"
+    hit = late.get("h", "src", "sum")
+    assert hit is not None and hit.value == 0.75  # the new cache's log stayed with it
+    late.close()
+    other[0].close()
