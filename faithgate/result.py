@@ -20,7 +20,7 @@ from typing import Any
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
-from faithgate.numbers import is_finite_number
+from faithgate.numbers import is_finite_number, mean_of
 
 RESULT_SCHEMA = 1
 # Hex digits of a source digest: 64 bits tell the articles of any example set apart.
@@ -311,7 +311,7 @@ class GateResult:
         for name in self.metrics:
             values = [e.scores[name].value for e in self.outputs if name in e.scores]
             values = [v for v in values if v is not None]
-            out[name] = sum(values) / len(values) if values else None
+            out[name] = mean_of(values) if values else None  # as min_mean computes it
         return out
 
     def worst_examples(self, k: int = 5) -> list[ExampleResult]:

@@ -53,7 +53,15 @@ import numpy as np
 from faithgate import __version__
 from faithgate.config import GateConfig, RegressionRule
 from faithgate.errors import ConfigError, InputError
-from faithgate.numbers import decimals_apart, percent_against, shown_against
+from faithgate.numbers import (
+    above,
+    at_least,
+    decimals_apart,
+    fixed_against,
+    mean_of,
+    percent_against,
+    shown_against,
+)
 from faithgate.result import (
     ExampleResult,
     GateResult,
@@ -177,14 +185,15 @@ def evaluate(
     msg = f"{n_pass}/{n} examples pass ({shown_rate}; need >= {shown_limit})"
     if n_unscorable:
         msg += f"; {n_unscorable} could not be scored"
-    rules.append(RuleResult("pass_rate", "pass_rate", rate, limit, n > 0 and rate >= limit, msg))
+    ok = n > 0 and at_least(rate, limit)
+    rules.append(RuleResult("pass_rate", "pass_rate", rate, limit, ok, msg))
 
     for metric, minimum in per_metric(config.rules.min_mean, metrics).items():
         if metric not in metrics:
             raise InputError(f"rules.min_mean names metric {metric!r}, which is not selected")
         values = [r.scores[metric].value for r in outputs if r.scores[metric].ok]
-        mean = sum(values) / len(values) if values else None  # type: ignore[arg-type]
-        ok = mean is not None and mean >= minimum
+        mean = mean_of(values) if values else None  # type: ignore[arg-type]
+        ok = mean is not None and at_least(mean, minimum)
         message = f"no example scored by {metric}"
         if mean is not None:
             shown, need = shown_against(mean, minimum)
@@ -416,7 +425,7 @@ def _example_result(
             reasons.append(f"{name}: could not score ({why})")
             continue
         value = float(score.value)
-        ok = threshold is None or value >= threshold
+        ok = threshold is None or at_least(value, threshold)
         per_metric[name] = MetricResult(name, value, ok, threshold, None, score.settings_hash, ref)
         if not ok:
             shown, limit = shown_against(value, threshold)  # type: ignore[arg-type]
@@ -628,17 +637,17 @@ def apply_baseline_thresholds(
                 continue
             count["held"] += 1
             own = old - drop
-            if score.value < own:  # type: ignore[operator]
-                count["below"] += 1
+            below = not at_least(score.value, own)  # type: ignore[arg-type]
+            count["below"] += below
             score.baseline = old
-            if score.threshold is not None and score.threshold >= own:
+            if score.threshold is not None and at_least(score.threshold, own):
                 continue  # the configured threshold is the stricter one
             score.threshold = own
-            if score.value >= own:  # type: ignore[operator]
+            if not below:
                 continue
-            d = decimals_apart(score.value, own)  # type: ignore[arg-type]
+            shown, limit = fixed_against(score.value, own)  # type: ignore[arg-type]
             why = (
-                f"{m} {score.value:.{d}f} < its own threshold {own:.{d}f} (baseline "
+                f"{m} {shown} < its own threshold {limit} (baseline "
                 f"{old:.4f} - allowed drop {drop:g}; edit: "
                 f"{describe_edit(before, ex.summary) or 'none'})"
             )
@@ -760,7 +769,7 @@ def _pair_rules(rule: Any, pairs: list[PairResult], metrics: list[str]) -> list[
                     "pair_consistency",
                     rate,
                     rule.min_rate,
-                    rate >= rule.min_rate,
+                    at_least(rate, rule.min_rate),
                     msg,
                     m,
                     details,
@@ -782,15 +791,16 @@ def paired_bootstrap_drop(
     ``(observed drop, one-sided lower bound at confidence, share of resamples with drop <= 0)``.
     The drop is "real" at ``confidence`` when the lower bound is above 0.
     """
-    d = np.asarray(baseline, dtype=float) - np.asarray(current, dtype=float)
+    # Values near the float limit overflow to inf / NaN here (the difference itself, then its
+    # means); the caller fails closed on them (no numpy warning lines on stderr).
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = np.asarray(baseline, dtype=float) - np.asarray(current, dtype=float)
     n = len(d)
     if n == 0:
         raise ValueError("no paired values")
     rng = np.random.default_rng(seed)
     boots = np.empty(resamples)
     chunk = max(1, 2_000_000 // n)  # bounded memory for large example sets
-    # Values near the float limit overflow to inf / NaN here; the caller fails closed on them
-    # (no numpy warning lines on stderr).
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, resamples, chunk):
             stop = min(resamples, start + chunk)
@@ -880,19 +890,28 @@ def _regression_rules(
             olds, news, rule.confidence, rule.resamples, rule.seed
         )
         real = lower > 0 or math.isnan(lower)  # NaN (overflow): not shown to be noise
-        failed = drop > rule.tolerance and real
+        past = above(drop, rule.tolerance)  # a drop of 0.8 - 0.79 is at a tolerance of 0.01
+        # A NaN drop (scores overflowing) is not shown to be within tolerance: it fails.
+        failed = math.isnan(drop) or (past and real)
         conf = f"{rule.confidence:.0%}"
         n = len(paired)
-        if failed:
+        shown, tolerance = shown_against(drop, rule.tolerance)
+        bound = f"{lower:.{decimals_apart(lower, 0.0)}f}"  # never 0.0000 for a real drop
+        if math.isnan(drop):
             msg = (
-                f"mean {m} dropped by {drop:.4f} (> tolerance {rule.tolerance:g}) on {n} "
-                f"examples; the drop is real at {conf} (bootstrap lower bound {lower:.4f})"
+                f"mean {m} change on {n} examples is not a number (the scores overflow float "
+                f"arithmetic), so it is not shown to be within tolerance {rule.tolerance:g}"
             )
-        elif drop > rule.tolerance:
+        elif failed:
             msg = (
-                f"mean {m} dropped by {drop:.4f} (> tolerance {rule.tolerance:g}) on {n} "
+                f"mean {m} dropped by {shown} (> tolerance {tolerance}) on {n} "
+                f"examples; the drop is real at {conf} (bootstrap lower bound {bound})"
+            )
+        elif past:
+            msg = (
+                f"mean {m} dropped by {shown} (> tolerance {tolerance}) on {n} "
                 f"examples, but the bootstrap cannot tell it from noise at {conf} "
-                f"(lower bound {lower:.4f})"
+                f"(lower bound {bound})"
             )
         else:
             msg = (

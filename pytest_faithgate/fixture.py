@@ -20,6 +20,7 @@ import pytest
 
 from faithgate.errors import FaithgateError
 from faithgate.escape import printable, safe_line
+from faithgate.numbers import at_least
 from faithgate.types import Example, Score
 from pytest_faithgate.messages import plugin_line, skip_exceptions, skip_message
 from pytest_faithgate.session import PluginSession, is_type_list, scoped_value
@@ -200,7 +201,7 @@ class FaithgateFixture:
         if limit is None:
             pytest.fail(self._no_threshold(name), pytrace=False)
         result = self._score_many(name, [(source, summary)])[0]
-        passed = result.ok and result.value >= limit
+        passed = result.ok and at_least(float(result.value), limit)
         self._record("assert_faithful", result, limit, passed)
         if not result.ok:
             raise FaithgateScoringError(
@@ -355,7 +356,7 @@ class FaithgateFixture:
             )
         wins = [e.ok and original.value > e.value for e in edited]
         rate = sum(wins) / len(wins)
-        passed = rate >= rate_limit
+        passed = at_least(rate, rate_limit)
         self._record(
             "assert_consistent_under_perturbation",
             original,

@@ -24,6 +24,7 @@ from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebac
 from faithgate.config import GateConfig
 from faithgate.errors import FaithgateError
 from faithgate.escape import printable
+from faithgate.numbers import shortest
 from pytest_faithgate.messages import plugin_line, plugin_text, skip_exceptions, skip_message
 from pytest_faithgate.session import PluginSession
 
@@ -136,14 +137,14 @@ class GateItem(pytest.Item):
         props.append(("faithgate.verdict", result.verdict))
         props.append(("faithgate.examples", result.n_examples))
         if result.pass_rate is not None:
-            props.append(("faithgate.pass_rate", round(result.pass_rate, 6)))
+            props.append(("faithgate.pass_rate", shortest(result.pass_rate)))
         for metric, mean in result.means().items():
             if mean is not None and not math.isnan(mean):
-                props.append((f"faithgate.mean.{metric}", round(mean, 6)))
+                props.append((f"faithgate.mean.{metric}", shortest(mean)))
         for metric, digest in result.settings_hashes.items():
             props.append((f"faithgate.settings_hash.{metric}", digest))
         for rule in result.rules:
-            value = "-" if rule.value is None else round(rule.value, 6)
+            value = "-" if rule.value is None else shortest(rule.value)
             props.append((f"faithgate.rule.{rule.name}", value))
             props.append((f"faithgate.rule.{rule.name}.passed", rule.passed))
 

@@ -19,6 +19,7 @@ from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import InputError
 from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.io import check_text
+from faithgate.numbers import at_least
 from faithgate.types import Score, json_safe
 
 # Fast, offline, no configuration needed: the default set of ``faithgate score``.
@@ -236,7 +237,8 @@ def threshold_verdicts(
     out: dict[str, bool | None] = {}
     for name, score in scores.items():
         limit = thresholds.get(name)
-        out[name] = None if limit is None else score.ok and bool(score.value >= limit)
+        # at_least: the gate's comparison (float noise at the limit is the limit)
+        out[name] = None if limit is None else score.ok and at_least(float(score.value), limit)
     return out
 
 

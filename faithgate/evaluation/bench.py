@@ -24,6 +24,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -635,11 +636,12 @@ def compare_metrics(
 ) -> list[dict[str, Any]]:
     """Paired permutation tests of the best metric against each other one on the same items.
 
-    Paired data: consistency (per-pair wins) over every pair, an unscored member failing as in
-    the main table. Else ROC AUC over the distinct labelled items (labelled both ways: left out,
-    as in the main table) that *every* compared metric scored, scores mapped to ranks so two
-    metrics' scales can be swapped: the difference is the difference of the metrics' ROC AUCs
-    on those ``n`` items (equal to the main table's when no metric failed on any item)."""
+    Paired data: consistency (per-pair wins) over every pair but the conflicting ones, an
+    unscored member failing, as in the main table. Else ROC AUC over the distinct labelled
+    items (labelled both ways: left out, as in the main table) that *every* compared metric
+    scored, scores mapped to ranks so two metrics' scales can be swapped: the difference is the
+    difference of the metrics' ROC AUCs on those ``n`` items (equal to the main table's when no
+    metric failed on any item)."""
     from faithgate.evaluation.meta import (
         _fast_auc,
         pair_wins,
@@ -710,7 +712,16 @@ def _with_ci(value: Any, ci: Any, group: Mapping[str, Any] | None = None, stat: 
         return f"{_f(value)} [n too small]"  # not a degenerate [1.00, 1.00]
     if not ci or ci[0] is None:
         return _f(value)
-    return f"{_f(value)} [{_f(ci[0], 2)}, {_f(ci[1], 2)}]"
+    return f"{_f(value)} [{_outward(ci[0], False)}, {_outward(ci[1], True)}]"
+
+
+def _outward(bound: Any, up: bool, digits: int = 3) -> str:
+    """A CI bound with the estimate's decimals, rounded outward (the lower end down, the upper
+    up), so the shown interval holds the shown estimate and the unrounded interval."""
+    if bound is None or (isinstance(bound, float) and math.isnan(bound)):
+        return _f(bound, digits)
+    rounding = ROUND_CEILING if up else ROUND_FLOOR
+    return str(Decimal(repr(float(bound))).quantize(Decimal(1).scaleb(-digits), rounding))
 
 
 def _stat(group: Mapping[str, Any], stat: str) -> str:
@@ -728,7 +739,7 @@ def _n_cell(o: Mapping[str, Any]) -> str:
     """The n behind a row's figures, compact: distinct scored items behind ROC AUC (else the
     graded items behind the correlations, else rows), then what it leaves out, e.g. ``785
     distinct (1386 rows)``, ``470 (474 rows, 4 failed)``, ``1244 distinct (1268 rows, 1
-    conflicting)``."""
+    conflicting)``, ``1244 distinct (1268 rows, 3 conflicting, 3 conflicting pairs)``."""
     if "n_roc_auc" in o:
         n = o["n_roc_auc"]
         text = f"{n}" + (" distinct" if o.get("n_distinct", o["n"]) != o["n"] else "")
@@ -742,6 +753,8 @@ def _n_cell(o: Mapping[str, Any]) -> str:
         parts.append(f"{failed} failed")
     if o.get("n_conflicting"):
         parts.append(f"{o['n_conflicting']} conflicting")
+    if o.get("n_pairs_conflicting"):  # pairs of one text labelled both ways: not in consistency
+        parts.append(f"{o['n_pairs_conflicting']} conflicting pairs")
     return text + (f" ({', '.join(parts)})" if parts else "")
 
 

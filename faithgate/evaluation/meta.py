@@ -8,7 +8,9 @@ Statistics (all oriented so that a metric is better when they are higher):
   (source, summary): BUMP repeats each reference summary once per edit, and counting it several
   times would weight some references more than others. A (source, summary) that occurs with
   both labels has no label to keep (keeping the first row's would make the figure depend on the
-  file's order): it is left out of the label-based statistics and counted (``n_conflicting``).
+  file's order): it is left out of the label-based statistics and counted (``n_conflicting``);
+  so is a minimal pair whose two members are that one (source, summary) (consistency leaves it
+  out, ``n_pairs_conflicting``: every metric would tie on it).
 - **Pearson / Spearman / Kendall** correlations with graded human scores (scipy), as in
   SummEval (Fabbri et al. 2021) and QAGS (Wang et al. 2020).
 - **balanced accuracy** at a threshold tuned on a validation split and applied to the held-out
@@ -188,13 +190,19 @@ def balanced_accuracy(scores: Sequence[float], labels: Sequence[int], threshold:
 
 def candidate_thresholds(scores: Sequence[float]) -> np.ndarray:
     """Midpoints between consecutive distinct scores, plus one below the lowest and one above
-    the highest, so every distinct split of the sorted scores is tried exactly once."""
+    the highest, so every distinct split of the sorted scores is tried exactly once. The end
+    candidates lie four float steps (``np.nextafter``) outside the scores at least: at 1e12 a
+    pad of 1e-6 is below one step, and the "above the highest" candidate was that score."""
     u = np.unique(np.asarray(scores, dtype=float)[~np.isnan(np.asarray(scores, dtype=float))])
     if u.size == 0:
         return np.asarray([0.0])
     mids = (u[:-1] + u[1:]) / 2
     pad = max(1e-6, float(u[-1] - u[0]) * 1e-3)
-    return np.concatenate([[u[0] - pad], mids, [u[-1] + pad]])
+    low, high = u[0], u[-1]
+    with np.errstate(over="ignore"):  # past the largest float: inf, still above every score
+        for _ in range(4):  # four float steps outside the scores, where the pad is below one
+            low, high = np.nextafter(low, -np.inf), np.nextafter(high, np.inf)
+    return np.concatenate([[min(low, u[0] - pad)], mids, [max(high, u[-1] + pad)]])
 
 
 def threshold_curve(scores: Sequence[float], labels: Sequence[int]) -> dict[str, np.ndarray]:
@@ -417,7 +425,7 @@ def items_from_examples(
     return out
 
 
-def pairs(items: Sequence[Item]) -> list[tuple[int, int]]:
+def _all_pairs(items: Sequence[Item]) -> list[tuple[int, int]]:
     """(faithful index, unfaithful index) for every combination inside each pair group."""
     groups: dict[str, list[int]] = defaultdict(list)
     for i, it in enumerate(items):
@@ -429,6 +437,20 @@ def pairs(items: Sequence[Item]) -> list[tuple[int, int]]:
         neg = [i for i in idx if items[i].label == 0]
         out.extend((p, n) for p in pos for n in neg)
     return out
+
+
+def pairs(items: Sequence[Item]) -> list[tuple[int, int]]:
+    """(faithful index, unfaithful index) for every combination inside each pair group, less
+    the conflicting pairs (``conflicting_pairs``)."""
+    return [(p, n) for p, n in _all_pairs(items) if items[p].key != items[n].key]
+
+
+def conflicting_pairs(items: Sequence[Item]) -> int:
+    """Pairs whose faithful and unfaithful members are the same (source, summary): one text
+    labelled both ways (falke2019 has three). Every metric ties on such a pair, so counting it
+    as a failure would cap every metric's consistency; it is left out, as ROC AUC leaves the key
+    out, and counted (``n_pairs_conflicting``)."""
+    return sum(items[p].key == items[n].key for p, n in _all_pairs(items))
 
 
 def _fmt_ci(ci: tuple[float, float]) -> list[float | None]:
@@ -450,7 +472,9 @@ def evaluate_group(
     ``n_unique`` distinct labelled items the label-based statistics use, after leaving out
     ``n_conflicting`` items labelled both ways (``conflicting``: keys to treat so, by default
     those of ``items``); ``n_roc_auc`` of them scored (the n behind ROC AUC); ``n_graded``
-    items with a human score and a metric score (the n behind the correlations)."""
+    items with a human score and a metric score (the n behind the correlations); ``n_pairs``
+    minimal pairs behind consistency, after leaving out ``n_pairs_conflicting`` pairs whose
+    two members are one (source, summary)."""
     s = np.asarray(scores, dtype=float)
     keys = [it.key for it in items]
     distinct = dedupe(keys)
@@ -484,9 +508,12 @@ def evaluate_group(
             too_small.append(name)
 
     pr = pairs(items)
+    n_pairs_conflicting = conflicting_pairs(items)
+    if pr or n_pairs_conflicting:
+        out["n_pairs"] = len(pr)
+        out["n_pairs_conflicting"] = n_pairs_conflicting
     if pr:
         wins = pair_wins(s[[p for p, _ in pr]], s[[n for _, n in pr]])
-        out["n_pairs"] = len(pr)
         out["consistency"] = float(wins.mean())
         ci(
             "consistency",

@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING, NamedTuple
 
 from faithgate.escape import printable
-from faithgate.numbers import decimals_apart
+from faithgate.numbers import decimals_apart, percent_against
 
 if TYPE_CHECKING:
     from faithgate.result import GateResult
@@ -39,6 +39,22 @@ def fmt_against(value: float | None, limit: float | None, digits: int = 4) -> tu
     return fmt_value(value, d), fmt_value(limit, d)
 
 
+def rule_limit(result: GateResult, name: str) -> float | None:
+    """The limit of ``result``'s rule ``name`` (``pass_rate``, ``min_mean[m]``); None when the
+    result has no such rule or its limit is not a number."""
+    for r in result.rules:
+        if r.name == name:
+            ok = isinstance(r.limit, int | float) and math.isfinite(r.limit)
+            return float(r.limit) if ok else None
+    return None
+
+
+def fmt_mean(result: GateResult, metric: str, value: float | None) -> str:
+    """A metric's mean as the verdict lines show it: ``fmt_value``, with the digits that tell
+    it from its ``min_mean`` where one is configured (0.74996 under 0.75 is never 0.7500)."""
+    return fmt_against(value, rule_limit(result, f"min_mean[{metric}]"))[0]
+
+
 def _share_decimals(rate: float, decimals: int, scale: float) -> int:
     """``decimals``, or more where a share short of all (or above none) would read as all
     (or none)."""
@@ -47,18 +63,14 @@ def _share_decimals(rate: float, decimals: int, scale: float) -> int:
     )
 
 
-def fmt_rate(rate: float) -> str:
+def fmt_rate(rate: float, limit: float | None = None) -> str:
     """A share as a percentage, one decimal, more where a share short of all (or above none)
-    would read as 100.0% (or 0.0%): 1999 of 2000 is 99.95%."""
-    return f"{rate:.{_share_decimals(rate, 1, 100.0)}%}"
-
-
-def fmt_share(rate: float) -> str:
-    """A share as a plain number (a step output): four decimals without trailing zeros, more
-    where a share short of all (or above none) would read as 1 (or 0): 20000 of 20001 is
-    0.99995, never 1."""
-    text = f"{rate:.{_share_decimals(rate, 4, 1.0)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    would read as 100.0% (or 0.0%): 1999 of 2000 is 99.95%; and more where it would read as
+    its ``limit`` (``min_pass_rate``): 22499 of 25000 under 90% is 89.996%, never 90.0%."""
+    decimals = _share_decimals(rate, 1, 100.0)
+    if limit is None or math.isnan(rate):
+        return f"{rate:.{decimals}%}"
+    return percent_against(rate, limit, decimals)[0]
 
 
 class RuleTally(NamedTuple):

@@ -13,7 +13,8 @@ Run by the composite action (``action.yml``) after ``faithgate check``; it reads
 
 - ``$GITHUB_OUTPUT``: ``verdict`` (pass / fail / error; pass when ``--fail-on-regression false``
   lets a gate failing only its regression rules pass), ``pass-rate``, ``means`` (a JSON object
-  metric -> mean), ``failed-examples``, ``report-NAME`` for every file format of the registry
+  metric -> mean; both in full, a failing 0.89996 never reads as the 0.9 it failed),
+  ``failed-examples``, ``report-NAME`` for every file format of the registry
   (``faithgate.formats``: markdown, json, junit, html)
   and ``step-exit-code`` (what the action's last step exits with);
 - ``$GITHUB_STEP_SUMMARY``: the Markdown report (cut at GitHub's 1 MiB limit);
@@ -41,9 +42,8 @@ from faithgate.errors import InputError
 from faithgate.escape import markdown_literal, printable
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.io import jsonl_lines
-from faithgate.numbers import shown_against
+from faithgate.numbers import shortest, shown_against
 from faithgate.report import render
-from faithgate.report.format import fmt_share
 from faithgate.result import GateResult
 
 # GitHub rejects a step summary over 1 MiB (1024 * 1024 bytes); keep room for the cut notice.
@@ -119,11 +119,12 @@ def load_result(path: str | Path) -> dict[str, Any]:
 
 
 def _fmt_rate(value: Any) -> str:
-    """The ``pass-rate`` output: ``fmt_share`` (1 only when every example passed, 0 only
-    when none did), empty when there is no rate."""
+    """The ``pass-rate`` output in full (``shortest``: 1 only when every example passed, 0 only
+    when none did, and a rate short of ``min_pass_rate`` never rounded up to it), empty when
+    there is no rate."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    return fmt_share(float(value))
+    return shortest(float(value))
 
 
 def outputs_for(result: Mapping[str, Any], reports: Mapping[str, Path | None]) -> dict[str, str]:
@@ -131,7 +132,7 @@ def outputs_for(result: Mapping[str, Any], reports: Mapping[str, Path | None]) -
     examples = [e for e in result.get("examples", []) if not e.get("probe")]
     failed = [e for e in examples if not e.get("passed")]
     means = {
-        name: (None if v is None else round(float(v), 6))
+        name: (None if v is None else float(v))  # in full: 0.7499996 is not 0.75
         for name, v in (result.get("means") or {}).items()
     }
     out = {

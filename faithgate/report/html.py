@@ -13,7 +13,14 @@ from __future__ import annotations
 import math
 from html import escape
 
-from faithgate.report.format import fmt_against, fmt_rate, fmt_value, rule_tally
+from faithgate.report.format import (
+    fmt_against,
+    fmt_mean,
+    fmt_rate,
+    fmt_value,
+    rule_limit,
+    rule_tally,
+)
 from faithgate.result import ExampleResult, GateResult
 
 MAX_EXAMPLES = 500
@@ -147,7 +154,7 @@ def to_html(result: GateResult) -> str:
         '<div class="cards">',
         f'<div class="card"><div class="k">examples passing</div><div class="v">'
         f"{result.n_passed}/{result.n_examples}"
-        + (f" ({fmt_rate(rate)})" if rate is not None else "")
+        + (f" ({fmt_rate(rate, rule_limit(result, 'pass_rate'))})" if rate is not None else "")
         + "</div></div>",
         f'<div class="card"><div class="k">rules passing</div><div class="v">'
         f"{_rules_stat(result)}</div></div>",
@@ -155,7 +162,7 @@ def to_html(result: GateResult) -> str:
     for m, v in means.items():
         out.append(
             f'<div class="card"><div class="k">mean {escape(m)}</div>'
-            f'<div class="v">{fmt_value(v)}</div></div>'
+            f'<div class="v">{fmt_mean(result, m, v)}</div></div>'
         )
     if result.pairs:
         out.append(

@@ -4,8 +4,9 @@ Two suites: ``faithgate.examples`` with one test case per gated example (its fai
 the reason, naming the least supported sentence; an unscorable example is a failure of type
 ``unscorable``, never a skip) and ``faithgate.rules`` with one test case per decision rule (a
 rule that passed without being checked, such as the regression rule without a baseline yet, is
-a skipped test case). Suite properties carry the verdict, pass rate, mean per metric and the
-settings hash of every metric.
+a skipped test case). Suite properties carry the verdict, pass rate, mean per metric (in full,
+``shortest``: a failing 0.89996 must not read as the 0.9 it failed) and the settings hash of
+every metric.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import re
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from faithgate.report.format import fmt_against, fmt_value
+from faithgate.numbers import shortest
+from faithgate.report.format import fmt_against
 from faithgate.result import GateResult
 
 # Characters XML 1.0 cannot hold at all, not even as references: C0 controls other than tab,
@@ -41,15 +43,20 @@ def _example_output(e) -> str:  # noqa: ANN001 - ExampleResult (kept light for T
     return xml_text("\n".join(lines))
 
 
+def _full(value: float | None) -> str:
+    """A property value in full (``shortest``); ``-`` when there is none."""
+    return "-" if value is None else shortest(value)
+
+
 def to_junit(result: GateResult) -> str:
     """JUnit XML text for ``result``."""
     props = {
         "faithgate.verdict": result.verdict,
         "faithgate.version": result.faithgate_version,
-        "faithgate.pass_rate": fmt_value(result.pass_rate),
+        "faithgate.pass_rate": _full(result.pass_rate),
     }
     for m, v in result.means().items():
-        props[f"faithgate.mean.{m}"] = fmt_value(v)
+        props[f"faithgate.mean.{m}"] = _full(v)
     for m, h in result.settings_hashes.items():
         props[f"faithgate.settings_hash.{m}"] = h
     props = {xml_text(k): xml_text(v) for k, v in props.items()}

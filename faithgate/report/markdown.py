@@ -12,9 +12,11 @@ from faithgate.escape import markdown_literal
 from faithgate.report.format import (
     RuleTally,
     fmt_against,
+    fmt_mean,
     fmt_rate,
     fmt_value,
     one_line,
+    rule_limit,
     rule_tally,
 )
 from faithgate.result import GateResult
@@ -59,13 +61,16 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
     ]
     stats = [
         f"**{result.n_passed}/{result.n_examples}** examples pass"
-        + (f" ({fmt_rate(rate)})" if rate is not None else ""),
+        + (f" ({fmt_rate(rate, rule_limit(result, 'pass_rate'))})" if rate is not None else ""),
         _rules_stat(rule_tally(result)),
     ]
     means = result.means()
     if means:
         stats.append(
-            "mean " + ", ".join(f"{_code(m, table=False)} {fmt_value(v)}" for m, v in means.items())
+            "mean "
+            + ", ".join(
+                f"{_code(m, table=False)} {fmt_mean(result, m, v)}" for m, v in means.items()
+            )
         )
     if result.pairs:
         stats.append(f"{len(result.pairs)} minimal pairs")

@@ -8,7 +8,14 @@ from typing import Any
 
 from faithgate.escape import defuse_workflow_commands, printable
 from faithgate.progress import progress_bar  # noqa: F401 - re-exported for older imports
-from faithgate.report.format import fmt_against, fmt_rate, fmt_value, one_line, rule_tally
+from faithgate.report.format import (
+    fmt_against,
+    fmt_mean,
+    fmt_rate,
+    one_line,
+    rule_limit,
+    rule_tally,
+)
 from faithgate.result import GateResult
 
 
@@ -39,9 +46,9 @@ def headline(result: GateResult) -> str:
             head += f", {tally.skipped} skipped ({', '.join(printable(r.name) for r in skipped)})"
     rate = result.pass_rate
     stats = f"{result.n_passed}/{result.n_examples} examples pass" + (
-        f" ({fmt_rate(rate)})" if rate is not None else ""
+        f" ({fmt_rate(rate, rule_limit(result, 'pass_rate'))})" if rate is not None else ""
     )
-    means = ", ".join(f"{m} {fmt_value(v)}" for m, v in result.means().items())
+    means = ", ".join(f"{m} {fmt_mean(result, m, v)}" for m, v in result.means().items())
     return f"faithgate: {head}; {stats}" + (f"; mean {means}" if means else "")
 
 

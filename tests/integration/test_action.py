@@ -283,7 +283,7 @@ def test_action_fails_the_gate_with_summary_outputs_and_annotations(tmp_path):
     # Outputs.
     assert run.outputs["verdict"] == "fail"
     assert run.outputs["exit-code"] == "1"
-    assert run.outputs["pass-rate"] == "0.6667"
+    assert run.outputs["pass-rate"] == "0.6666666666666666"  # 2 of 3, in full
     assert run.outputs["failed-examples"] == "1"
     means = json.loads(run.outputs["means"])
     assert set(means) == {"overlap"} and 0.6 < means["overlap"] < 0.7  # (1 + 1 + 0) / 3

@@ -329,8 +329,10 @@ def test_gate_item_passes_and_can_be_deselected(pytester: pytest.Pytester) -> No
     )
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["faithgate.verdict"] == "pass"
-    assert props["faithgate.pass_rate"] == "1.0"
-    assert props["faithgate.mean.toy"] == "0.888889"
+    # In full, as faithgate's own JUnit report writes them (a rounded mean could read as its
+    # min_mean while failing it).
+    assert props["faithgate.pass_rate"] == "1"
+    assert props["faithgate.mean.toy"].startswith("0.88888888")
     assert props["faithgate.rule.pass_rate.passed"] == "True"
     # The gate is an ordinary item: -m / -k deselect it.
     only_plain = run(pytester, "--faithgate", "-m", "not faithgate_gate")

@@ -63,6 +63,38 @@ def test_threshold_boundary_is_inclusive():
     assert "m 0.499999999 < threshold 0.500000000" in r.examples[1].message
 
 
+def test_a_value_at_its_limit_up_to_float_noise_passes():
+    """0.1 + 0.7 (0.7999999999999999) failed a threshold of 0.8, and 7 of 10 passing failed a
+    min_pass_rate (or min_rate) computed as 1 - 0.3 (0.7000000000000001)."""
+    assert gate([0.1 + 0.7], {"thresholds": {M: 0.8}}).passed
+    assert not gate([0.8 - 1e-9], {"thresholds": {M: 0.8}}).passed
+    values = [0.9] * 7 + [0.1] * 3
+    assert gate(values, {"thresholds": {M: 0.5}, "rules": {"min_pass_rate": 1 - 0.3}}).passed
+    pairs = [(0.9, 0.1)] * 7 + [(0.1, 0.9)] * 3
+    r = pair_gate(pairs, {"rules": {"pair_consistency": {"min_rate": 1 - 0.3}}})
+    assert rule(r, f"pair_consistency[{M}]").passed
+
+
+def test_a_value_within_float_noise_of_its_limit_passes_and_reads_as_it():
+    """A score one float step below 0.75 failed and printed as 0.750000000000000 against
+    0.750000000000000; it is at the limit (passes, reads alike), while 1e-9 below fails and
+    reads apart."""
+    from faithgate.numbers import at_least, fixed_against, percent_against, shown_against
+
+    step_below = 0.7499999999999999
+    assert at_least(step_below, 0.75) and shown_against(step_below, 0.75) == ("0.7500", "0.75")
+    assert fixed_against(step_below, 0.75) == ("0.7500", "0.7500")
+    r = gate([step_below], {"thresholds": {M: 0.75}})
+    assert r.passed
+    below = 0.75 - 1e-9
+    assert not at_least(below, 0.75)
+    assert shown_against(below, 0.75) == ("0.749999999", "0.750000000")
+    assert fixed_against(below, 0.75) == ("0.749999999", "0.750000000")
+    assert percent_against(0.9 - 1e-9, 0.9) == ("89.9999999%", "90.0000000%")
+    assert not gate([below], {"thresholds": {M: 0.75}}).passed
+    assert shown_against(0.49996, 0.5) == ("0.49996", "0.50000")  # as before
+
+
 def test_a_failing_rate_or_mean_never_reads_as_its_limit():
     """1999 of 2000 under min_pass_rate 1 read "100.0%; need >= 100.0%"; a mean 2e-5 short of
     min_mean read "0.6553 (need >= 0.65532)"-style equal text in every report."""
@@ -130,6 +162,18 @@ def test_min_mean_single_number_applies_to_every_metric():
     r = gate([0.2, 0.4], {"rules": {"min_mean": 0.35}})
     assert rule(r, f"min_mean[{M}]").value == pytest.approx(0.3)
     assert not r.passed
+
+
+def test_min_mean_of_scores_all_at_the_minimum_passes():
+    """Three scores of 0.7 have a float mean of 0.6999999999999998 and failed min_mean 0.7; a
+    plain sum of 100,000 of them is off by more than the float noise allowed."""
+    for value, n in ((0.7, 3), (0.1, 10)):
+        r = gate([value] * n, {"rules": {"min_mean": value}})
+        assert rule(r, f"min_mean[{M}]").passed and r.passed, value
+    from faithgate.numbers import at_least, mean_of
+
+    assert at_least(mean_of([0.7] * 100_000), 0.7)
+    assert not gate([0.7 - 1e-9] * 3, {"rules": {"min_mean": 0.7}}).passed
 
 
 def test_min_mean_on_unselected_metric_is_an_input_error():
@@ -297,6 +341,43 @@ def test_regression_drop_within_tolerance_passes():
     assert reg.passed
 
 
+def test_regression_drop_equal_to_the_tolerance_passes():
+    """0.8 - 0.79 is 0.010000000000000009 in binary: a drop of exactly the tolerance failed
+    and read "dropped by 0.0100 (> tolerance 0.01)"."""
+    r = gate(
+        [0.79] * 20,
+        {"rules": {"regression": {"tolerance": 0.01}}},
+        baseline=baseline_result([0.8] * 20),
+    )
+    assert rule(r, f"regression[{M}]").passed and r.passed
+    r = gate(
+        [0.78996] * 20,
+        {"rules": {"regression": {"tolerance": 0.01}}},
+        baseline=baseline_result([0.8] * 20),
+    )
+    reg = rule(r, f"regression[{M}]")
+    assert not reg.passed
+    assert reg.message.startswith(f"mean {M} dropped by 0.01004 (> tolerance 0.01000)")
+
+
+def test_regression_nan_drop_fails_closed_without_numpy_warnings():
+    """Scores near the float limit made the mean drop NaN, which is not > tolerance: the rule
+    passed, and numpy's overflow warning reached stderr."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = gate(
+            [-1e308, 1e308, 0.0, 0.0],
+            {"rules": {"regression": {"tolerance": 0.01}, "min_pass_rate": 0}},
+            baseline=baseline_result([1e308, -1e308, 5.0, 5.0]),
+        )
+    reg = rule(r, f"regression[{M}]")
+    assert not reg.passed and not r.passed
+    assert "not a number" in reg.message
+    assert [str(w.message) for w in caught] == []
+
+
 def test_regression_refuses_incomparable_settings_and_missing_baseline():
     r = gate([0.8], {"rules": {"regression": {}}}, baseline=baseline_result([0.8], "m:other"))
     assert not r.passed and "not comparable" in rule(r, f"regression[{M}]").message
@@ -332,6 +413,16 @@ def test_per_example_drop_boundary_is_the_baseline_minus_the_drop(current, passe
     assert e.scores[M].threshold == pytest.approx(0.75)
     assert e.scores[M].baseline == 0.8
     assert e.passed is passed and rule(r, "pass_rate").passed is passed
+
+
+def test_per_example_drop_of_exactly_the_allowed_drop_passes():
+    """0.4 - 0.1 is 0.30000000000000004 in binary: a score of 0.3 against a baseline of 0.4 and
+    an allowed drop of 0.1 failed as "0.300000000000000 < its own threshold 0.300000000000000"."""
+    r = per_example_gate([0.3, 0.3], [0.4, 0.4], drop=0.1, extra={"tolerance": 0.5})
+    assert all(e.passed for e in r.examples) and r.passed
+    assert rule(r, f"regression[{M}]").details["per_example"]["below"] == 0
+    r = per_example_gate([0.2999], [0.4], drop=0.1)
+    assert "m 0.2999 < its own threshold 0.3000" in r.examples[0].message
 
 
 def test_per_example_drop_fails_one_output_even_when_the_mean_holds():
@@ -753,3 +844,13 @@ def test_default_cache_dir_no_cache_and_progress_bar(tmp_path, capsys):
     FakeMetric.calls.clear()
     r = Gate(cfg, use_cache=False).run()
     assert len(FakeMetric.calls) == 40 and r.cache == {}
+
+
+def test_score_verdicts_compare_at_the_limit_as_the_gate_does():
+    """`faithgate score` compared strictly: a score one float step below its threshold failed
+    there while the gate passed it."""
+    from faithgate.cli.score import threshold_verdicts
+    from faithgate.types import Score
+
+    scores = {M: Score(M, 0.7499999999999999, "h", "1"), "n": Score("n", 0.75 - 1e-9, "h", "1")}
+    assert threshold_verdicts(scores, {M: 0.75, "n": 0.75}) == {M: True, "n": False}

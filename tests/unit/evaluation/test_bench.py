@@ -167,6 +167,16 @@ def test_bench_figures_by_hand(data_file, tmp_path) -> None:
     assert "Intrinsic Entity" in table and "By origin" in table
 
 
+def test_ci_bounds_have_the_estimates_decimals_rounded_outward() -> None:
+    """A CI of [0.7066, 0.7121] printed at 2 decimals as [0.71, 0.71]: it looked zero-width and
+    left out the estimate shown beside it, 0.709."""
+    o = {"n": 200000, "n_pairs": 100000, "consistency": 0.70945}
+    o["consistency_ci95"] = [0.7066, 0.7121]
+    o["roc_auc"], o["roc_auc_ci95"] = 0.5, [0.4999, 0.5001]
+    table = markdown_report({"datasets": {"big": {"metrics": {"m": {"overall": o}}}}})
+    assert "| 0.709 [0.706, 0.713] | 0.500 [0.499, 0.501] |" in table
+
+
 def test_cache_avoids_recomputation(data_file, tmp_path) -> None:
     cache = tmp_path / "c.sqlite"
     CALLS.clear()

@@ -90,6 +90,18 @@ def _cal() -> Calibration:
     )
 
 
+def test_a_constant_metric_is_refused_at_any_magnitude() -> None:
+    """At 1e12 the pad above the highest score was below one float step, so the "flag none"
+    candidate equalled the scores and a constant metric was calibrated to pass everything."""
+    from faithgate.evaluation.meta import candidate_thresholds
+
+    for value in (0.5, 1e12, -1e12, 1e300):
+        t = candidate_thresholds([value, value])
+        assert t[0] < value < t[-1]
+        with pytest.raises(InputError, match="flagging every summary"):
+            calibrate([value] * 6, [1, 1, 1, 0, 0, 0], min_per_class=3)
+
+
 def test_write_into_pyproject_preserves_comments(tmp_path) -> None:
     path = tmp_path / "pyproject.toml"
     path.write_text(

@@ -211,6 +211,30 @@ def test_keys_labelled_both_ways_are_left_out_whatever_the_order() -> None:
     assert "| d | m | 4 distinct (6 rows, 1 conflicting) |" in markdown_report(result)
 
 
+def test_a_pair_of_one_text_labelled_both_ways_is_left_out_of_consistency() -> None:
+    """falke2019 has pairs whose two members are the same text: every metric tied on them, so
+    they counted as failures although ROC AUC left that key out as conflicting."""
+    items, scores = [], []
+    for i, (good, bad) in enumerate([(0.9, 0.1), (0.8, 0.2), (0.7, 0.3)]):
+        items += [
+            Item(("s", f"f{i}"), 1, pair_id=f"p{i}"),
+            Item(("s", f"u{i}"), 0, pair_id=f"p{i}"),
+        ]
+        scores += [good, bad]
+    for i in range(3):  # the correct and the incorrect sentence are one text
+        items += [
+            Item(("t", f"x{i}"), 1, pair_id=f"q{i}"),
+            Item(("t", f"x{i}"), 0, pair_id=f"q{i}"),
+        ]
+        scores += [0.5, 0.5]
+    out = evaluate_group(items, scores, n_resamples=0)
+    assert out["consistency"] == 1.0 and out["n_pairs"] == 3
+    assert out["n_pairs_conflicting"] == 3 and out["n_conflicting"] == 3
+    assert compare_metrics(items, {"a": np.array(scores), "b": np.array(scores)})[0]["n"] == 3
+    result = {"datasets": {"d": {"metrics": {"m": {"overall": out}}}}}
+    assert "(12 rows, 3 conflicting, 3 conflicting pairs) | 1.000" in markdown_report(result)
+
+
 # ---------------------------------------------------------------- 6. the n behind the figures
 
 

@@ -118,7 +118,7 @@ def test_outputs_for_reports_verdict_rate_means_and_paths(gate_result, tmp_path)
     md.write_text("# r\n")
     out = github.outputs_for(gate_result, {"markdown": md, "json": tmp_path / "missing.json"})
     assert out["verdict"] == "fail"
-    assert out["pass-rate"] == "0.3333"  # 1 of 3
+    assert out["pass-rate"] == "0.3333333333333333"  # 1 of 3, in full
     assert json.loads(out["means"]) == {"m": 0.6}  # (0.9 + 0.3) / 2 scored
     assert out["failed-examples"] == "2"
     assert out["report-markdown"] == str(md)
@@ -398,11 +398,17 @@ def test_warnings_of_the_check_become_warning_annotations(gate_result, tmp_path)
 
 @pytest.mark.parametrize(
     ("passed", "total", "shown"),
-    [(20000, 20001, "0.99995"), (1, 20001, "0.00005"), (2, 3, "0.6667"), (3, 3, "1"), (0, 3, "0")],
+    [
+        (20000, 20001, "0.999950002499875"),
+        (1, 20001, "0.00004999750012499375"),
+        (2, 3, "0.6666666666666666"),
+        (3, 3, "1"),
+        (0, 3, "0"),
+    ],
 )
 def test_pass_rate_output_is_1_only_when_every_example_passed(passed, total, shown):
     """Four decimals read 20000 of 20001 as "1" (and 1 of 20001 as "0"): a workflow testing
-    pass-rate == '1' took a failing example for none."""
+    pass-rate == '1' took a failing example for none. The rate is given in full."""
     examples = [{"id": str(i), "passed": i < passed} for i in range(total)]
     out = github.outputs_for({"examples": examples, "pass_rate": passed / total}, {})
     assert out["pass-rate"] == shown

@@ -278,3 +278,42 @@ def test_markdown_escapes_pipes_only_in_table_cells():
     assert settings in codes and "out|puts.jsonl" in codes and "x|y" in codes
     assert not [c for c in codes if "\\" in c], codes
     assert f"settings hash `{settings}`" in md
+
+
+def _near_limit_result(values: list[float], rules: dict) -> GateResult:
+    cfg = GateConfig.from_dict({"metrics": [M], "thresholds": {M: 0.5}, "rules": rules})
+    exs = [Example(str(i), "src", f"summary {i}.") for i in range(len(values))]
+    scores = [{M: Score(M, v, H[M], str(i))} for i, v in enumerate(values)]
+    return evaluate(cfg, exs, scores, H)
+
+
+def test_verdict_lines_never_round_a_failing_rate_or_mean_to_its_limit():
+    """3599 of 4000 under a 90% minimum read "(90.0%)" in the headline, Markdown and HTML, and
+    0.9000 in JUnit; a mean of 0.7499996 under min_mean 0.75 read 0.7500 (0.75 in the Action)."""
+    from faithgate.report import github
+    from faithgate.report.terminal import headline
+
+    r = _near_limit_result([0.9] * 3599 + [0.1] * 401, {"min_pass_rate": 0.9})
+    assert not r.passed
+    for text in (headline(r), to_markdown(r), render("html", r)):
+        assert "(89.98%)" in text and "(90.0%)" not in text
+    assert 'name="faithgate.pass_rate" value="0.89975"' in render("junit", r)
+    assert github.outputs_for(r.to_dict(), {})["pass-rate"] == "0.89975"
+
+    r = _near_limit_result([0.7499996], {"min_mean": 0.75, "min_pass_rate": 0})
+    assert not r.passed
+    assert headline(r).endswith("; mean m 0.7499996")
+    assert "mean `m` 0.7499996" in to_markdown(r)
+    assert '<div class="v">0.7499996</div>' in render("html", r)
+    assert 'name="faithgate.mean.m" value="0.7499996"' in render("junit", r)
+    assert json.loads(github.outputs_for(r.to_dict(), {})["means"]) == {M: 0.7499996}
+
+
+def test_a_rule_value_reads_as_its_limit_only_within_float_noise():
+    """fmt_against printed a value one float step below its limit as 0.750000000000000 twice;
+    the gate now counts that step as the limit itself, and 1e-9 below reads apart."""
+    from faithgate.report.format import fmt_against
+
+    assert fmt_against(0.7499999999999999, 0.75) == ("0.7500", "0.7500")
+    assert fmt_against(1.0 - 1e-9, 1.0) == ("0.999999999", "1")
+    assert fmt_against(0.49996, 0.5) == ("0.49996", "0.50000")  # as before
