@@ -35,6 +35,8 @@ from faithgate.types import Score
 # it is not (yet) one: an empty file SQLite made, or a damaged copy to be moved aside.
 SQLITE_HEADER = b"SQLite format 3\x00"
 CACHE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+# What a user can do about a cache that cannot be used (the plugin words the flags its way).
+CACHE_HINT = "set cache_dir / --cache-dir, or use --no-cache"
 _SCHEMA = "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, score TEXT NOT NULL)"
 log = logging.getLogger(__name__)
 
@@ -59,13 +61,16 @@ class ScoreCache:
             self._open()
         except sqlite3.DatabaseError as exc:
             if not self._is_foreign_file(exc):
-                raise InputError(f"cannot open the score cache {self.path}: {exc}") from None
+                raise InputError(
+                    f"cannot open the score cache {safe_line(self.path)}: {safe_line(exc)} "
+                    f"({CACHE_HINT})"
+                ) from None
             self.close()
             self._replace_damaged(exc, seen)
         except OSError as exc:
             raise InputError(
                 f"cannot use {self.path.parent} as the score cache directory: "
-                f"{exc.strerror or exc} (set cache_dir / --cache-dir, or use --no-cache)"
+                f"{exc.strerror or exc} ({CACHE_HINT})"
             ) from None
         self.hits = 0
         self.misses = 0
@@ -180,7 +185,8 @@ class ScoreCache:
             self._open()
         except sqlite3.Error as again:
             raise InputError(
-                f"cannot open the score cache {safe_line(self.path)}: {safe_line(again)}"
+                f"cannot open the score cache {safe_line(self.path)}: {safe_line(again)} "
+                f"({CACHE_HINT})"
             ) from None
 
     def _move_aside(self, seen: tuple[int, int] | None = None) -> Path | None:
@@ -244,6 +250,11 @@ class ScoreCache:
             score = Score.from_dict(json.loads(row[0]))
         except (ValueError, TypeError, KeyError, RecursionError):
             self.misses += 1  # an unreadable entry: score again (put() overwrites it)
+            return None
+        if score.settings_hash and score.settings_hash != settings_hash:
+            # Made under other settings (an older faithgate cached a Ray worker's scores under
+            # the driver's hash): not this configuration's score; scored again, overwritten.
+            self.misses += 1
             return None
         self.hits += 1
         return score

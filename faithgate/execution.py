@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from faithgate.errors import ConfigError, InputError
+from faithgate.escape import safe_line
 from faithgate.types import Example, Score
 
 if TYPE_CHECKING:
@@ -81,7 +82,9 @@ class ExecutionSettings:
     GPUs, when ``num_gpus`` is set) allow. ``batch_size`` is the number of examples per task
     sent to an actor (summaries of one source are kept together). ``max_retries`` bounds how
     often a batch whose worker died is retried before its examples are isolated.
-    ``runtime_env`` is passed to ``ray.init`` (e.g. ``{pip = ["faithgate[full] @ ..."]}``).
+    ``runtime_env`` is passed to ``ray.init`` (e.g. ``{pip = ["faithgate[full] @ ..."]}``), or,
+    when Ray is already initialised in this process, to the actors (``address`` is then ignored,
+    with a warning).
     """
 
     executor: str = "local"
@@ -268,8 +271,10 @@ class LocalExecutor:
         progress: Progress | None = None,
     ) -> list[dict[str, Score]]:
         examples = list(examples)
-        # With no ``todo``, ``Scorer.score``: a scorer given with its own cache keeps using it.
-        out = self.scorer.score(examples) if todo is None else self.scorer.compute(examples, todo)
+        # Always ``compute``: looking cells up in a cache and writing them back is the
+        # ``CachedExecutor``'s job, so an unwrapped executor scores afresh even with a scorer
+        # that carries a cache of its own (``Gate(use_cache=False)``).
+        out = self.scorer.compute(examples, todo)
         if progress is not None and examples:
             progress(len(examples))
         return out
@@ -361,6 +366,10 @@ class CachedExecutor:
                 for sub, sub_todo in requests()
             )
         for computed in computed_chunks:
+            # A score made under other settings than the driver's (a worker with other model
+            # files or library versions) must neither be cached under the driver's hash nor
+            # gated as if this configuration had made it: the run stops.
+            check_settings_hashes(computed, hashes, where=f"the {self.inner.name} executor")
             lo, part, missing, need = sent.popleft()
             full: list[dict[str, Score]] = [{} for _ in part]
             for k, i in enumerate(need):
@@ -379,6 +388,30 @@ class CachedExecutor:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def check_settings_hashes(
+    rows: Sequence[Mapping[str, Score]], hashes: Mapping[str, str], where: str = ""
+) -> None:
+    """Raise ``InputError`` (one line, exit 2) when a score in ``rows`` carries another
+    settings hash than ``hashes`` (the driver's) gives for its metric: it was made under
+    another configuration (other model files, library versions or faithgate on a worker), so
+    it may not be cached under the driver's hash nor compared as this configuration's score.
+    ``where`` names the executor or the worker it came from."""
+    for row in rows:
+        for metric, score in row.items():
+            expected = hashes.get(metric)
+            if not expected or not score.settings_hash or score.settings_hash == expected:
+                continue
+            source = f" on {where}" if where else ""
+            raise InputError(
+                safe_line(
+                    f"the {metric} score of example {score.example_id!r} was made{source} with "
+                    f"settings {score.settings_hash}, but this run's {metric} settings are "
+                    f"{expected}: the models, library versions or faithgate differ between the "
+                    "driver and where it scored (docs/scale-out.md); make them the same"
+                )
+            )
 
 
 def chunk_bounds(examples: Sequence[Example], size: int) -> Iterator[tuple[int, int]]:
@@ -406,15 +439,19 @@ def make_executor(
 ) -> Executor:
     """The executor ``settings`` ask for, with ``cache`` (if any) on the driver.
 
-    ``scorer`` (local only) is reused as is, with the cache it already carries; ``pool`` shares
-    loaded models between local executors. For ``ray``, the driver builds a ``Scorer`` only to
-    compute settings hashes (no model is loaded for that) and the actors build their own.
+    ``scorer`` (local only) is reused as is; for ``ray`` it only computes the settings hashes.
+    Only ``cache`` is put around the executor: a cache the scorer carries serves only what
+    ``Scorer.compute`` keeps there (a combination's components), so without ``cache`` every
+    selected metric is scored afresh. ``pool`` shares loaded models between local executors.
+    For ``ray``, the driver builds a ``Scorer`` (unless given) only to compute settings hashes
+    (no model is loaded for that) and the actors build their own.
     """
     settings = settings or ExecutionSettings()
     if settings.executor == "local":
         if scorer is not None:
-            return LocalExecutor(scorer=scorer)
-        local = LocalExecutor(recipe, pool=pool, cache=cache)
+            local = LocalExecutor(scorer=scorer)
+        else:
+            local = LocalExecutor(recipe, pool=pool, cache=cache)
         return CachedExecutor(local, cache) if cache is not None else local
     if settings.executor in REMOTE_EXECUTORS:
         # By dotted path, like the backends: the remote executors build on this module, and
@@ -422,7 +459,6 @@ def make_executor(
         module, attr = REMOTE_EXECUTORS[settings.executor].split(":")
         remote_cls = getattr(importlib.import_module(module), attr)
         driver = scorer or recipe.build(pool=pool)
-        cache = cache if cache is not None else getattr(scorer, "cache", None)
         ray_exec = remote_cls(recipe, settings, hashes=driver.settings_hashes())
         return CachedExecutor(ray_exec, cache) if cache is not None else ray_exec
     raise InputError(

@@ -33,7 +33,7 @@ from typing import Any
 
 from faithgate.cache import ScoreCache
 from faithgate.config import GateConfig
-from faithgate.errors import InputError
+from faithgate.errors import InputError, WriteError
 from faithgate.escape import printable
 from faithgate.execution import (
     CachedExecutor,
@@ -110,8 +110,11 @@ class Gate:
     ``scorer`` may be given to share loaded models (the pytest plugin keeps one per session);
     otherwise one is built from the configuration. Scores are cached in ``cache`` (given, or a
     ``ScoreCache`` at ``<cache_dir>/scores.sqlite``; ``cache_dir`` defaults to ``.faithgate``
-    next to the configuration; ``use_cache=False`` scores everything afresh and writes nothing
-    there). Scoring runs through the executor of ``config.execution``
+    next to the configuration; ``use_cache=False`` scores every selected metric afresh and
+    writes nothing there). Only the gate's cache is looked up for the selected metrics, also
+    with a ``scorer`` that carries a cache of its own, ``use_cache=False`` or not: that one
+    serves only what ``Scorer.compute`` keeps there, a combination's components (``ensemble``'s).
+    Scoring runs through the executor of ``config.execution``
     (``faithgate.execution``: in process by default, or on a Ray cluster), with the cache
     wrapped around it here on the driver (``CachedExecutor``).
 
@@ -400,7 +403,12 @@ class Gate:
                     self.reports = cfg.reports.with_path("json", None)
                     self.baseline_note += " (the json report is that file: not written either)"
         if self.use_cache:
-            result.save(self.config.cache_path / "last-result.json")
+            # A convenience beside the cache, like the cache itself: a full disk or a
+            # read-only cache directory costs it, with a warning, never the verdict or reports.
+            try:
+                result.save(self.config.cache_path / "last-result.json")
+            except WriteError as exc:
+                self.warnings.append(f"{exc}; the verdict and reports of this run stand")
         return result
 
     def check_paths(self) -> None:

@@ -52,7 +52,12 @@ from typing import Any
 
 from faithgate.errors import FaithgateError, InputError
 from faithgate.escape import safe_line
-from faithgate.execution import ExecutionSettings, Progress, ScorerRecipe
+from faithgate.execution import (
+    ExecutionSettings,
+    Progress,
+    ScorerRecipe,
+    check_settings_hashes,
+)
 from faithgate.types import Example, Score
 
 log = logging.getLogger(__name__)
@@ -238,6 +243,11 @@ class RayExecutor:
                 raise
             self._owns_ray = True
             self._local = target.kind == "local"
+        else:
+            # Ray is already up in this process (a notebook, a test session, an earlier
+            # library call): ``ray.init`` is not called again, so the runtime environment goes
+            # to the actors themselves (below), and ``address`` cannot be honoured.
+            self._warn_address_ignored(ray)
         total = ray.cluster_resources()
         if s.num_gpus and total.get("GPU", 0) < s.num_gpus:
             self._stop_ray()
@@ -290,8 +300,13 @@ class RayExecutor:
             )
         # Restarts are done here, not by Ray (max_restarts=0): the driver then knows which
         # batch was lost with the actor and retries exactly that one, a bounded number of times.
+        options: dict[str, Any] = {}
+        if s.runtime_env and not self._owns_ray:
+            # Given to ``ray.init`` when faithgate connects; with Ray already initialised, Ray
+            # honours it per actor (over the job's own runtime environment).
+            options["runtime_env"] = dict(s.runtime_env)
         self._actor_class = ray.remote(
-            num_cpus=s.num_cpus, num_gpus=s.num_gpus, max_restarts=0, max_task_retries=0
+            num_cpus=s.num_cpus, num_gpus=s.num_gpus, max_restarts=0, max_task_retries=0, **options
         )(ScoringWorker)
         self.actors = [self._actor_class.remote(self.recipe) for _ in range(n)]
         self._generation = [0] * n
@@ -300,6 +315,25 @@ class RayExecutor:
         self._stalled_since = None
         for slot in range(n):
             self._ping(slot)
+
+    def _warn_address_ignored(self, ray: Any) -> None:
+        """One warning when ``address`` is configured but Ray was initialised in this process
+        before: the run scores on the cluster Ray is connected to (named when Ray says)."""
+        address = self.settings.address
+        if address is None:
+            return
+        connected = None
+        with contextlib.suppress(Exception):  # Ray Client, an older or newer Ray
+            connected = ray.get_runtime_context().gcs_address
+        if connected and connected == address:
+            return
+        log.warning(
+            "execution.address = %s is ignored: Ray is already initialised in this process%s, "
+            "and faithgate scores there (call ray.shutdown() first to connect to %s)",
+            safe_line(address),
+            f" (connected to {safe_line(connected)})" if connected else "",
+            safe_line(address),
+        )
 
     def _ping(self, slot: int) -> None:
         """Ask the actor in ``slot`` to answer once it runs: until it does (it may wait for
@@ -526,6 +560,13 @@ class RayExecutor:
     def _accept(self, task: _Task, out: dict[str, Any], progress: Progress | None) -> None:
         if "error" in out:
             raise out["error"]  # a configuration problem: the run stops with its message
+        # A worker whose models or library versions differ from the driver's: its scores
+        # carry another settings hash, and the run stops naming it (``check_settings_hashes``).
+        check_settings_hashes(
+            out["scores"],
+            self.settings_hashes(),
+            where=f"the Ray worker pid {out.get('pid')} on node {out.get('node')}",
+        )
         self.stats["batches"] += 1
         self.nodes.add(out["node"])
         for k, v in out["stats"].items():
@@ -573,10 +614,7 @@ class RayExecutor:
         up to ``max_retries`` times; then try each of its examples once alone; an example
         that fails alone too is marked failed with the reason."""
         chunk, idx = task.chunk, task.idx
-        # One escaped line: it quotes a worker's exception, and it is logged.
-        reason = (
-            safe_line(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__
-        )
+        reason = _failure(exc)
         failures = task.failures + 1
         if failures <= self.settings.max_retries:
             log.warning("a Ray batch of %d failed (%s); retrying", len(idx), reason)
@@ -596,7 +634,7 @@ class RayExecutor:
             hashes = self.settings_hashes()
             why = (
                 f"the Ray worker failed on this example {failures} time(s), alone and in its "
-                f"batch ({type(exc).__name__}: {reason})"
+                f"batch ({reason})"
             )
             for m, w in chunk.wanted.items():
                 if i in w:
@@ -631,6 +669,21 @@ class _Chunk:
     results: list[dict[str, Score]]
     batches: list[list[int]]
     pending: int
+
+
+def _failure(exc: BaseException) -> str:
+    """``Type: message`` of why a Ray task failed, as one escaped line (it quotes a worker's
+    exception, and it is logged): for an exception raised in the task (``RayTaskError``), the
+    underlying exception's, not Ray's header line (``ray::ScoringWorker.score() (pid=...)``,
+    with terminal colour codes); else Ray's own first line (``ActorDiedError: The actor died
+    unexpectedly ...``)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):  # as the scorer words a metric's exception locally
+        text = str(cause).strip()
+        return safe_line(f"{type(cause).__name__}: {text}" if text else type(cause).__name__)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    first = text.splitlines()[0].strip() if text else ""
+    return safe_line(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
 
 
 def _last_line(exc: BaseException) -> str:

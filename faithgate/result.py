@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -364,7 +364,7 @@ class GateResult:
         return cls(
             passed=bool(data.get("passed", False)),
             metrics=list(data["metrics"]),
-            settings_hashes=_settings_hashes(data.get("settings_hashes") or {}, examples),
+            settings_hashes=consistent_settings_hashes(data.get("settings_hashes") or {}, examples),
             thresholds=dict(data.get("thresholds") or {}),
             rules=[RuleResult.from_dict(r) for r in data.get("rules", [])],
             examples=examples,
@@ -378,8 +378,11 @@ class GateResult:
         )
 
     def save(self, path: str | Path) -> Path:
-        """Write the result JSON atomically (a failed write leaves the previous file)."""
+        """Write the result JSON atomically (a failed write leaves the previous file). A
+        result whose scores carry other settings hashes than it records is refused first
+        (``InputError``): ``load`` would refuse the file, so it is never written."""
         path = Path(path)
+        consistent_settings_hashes(self.settings_hashes, self.examples, whose="this result's")
         # A refused write is WriteError (exit 2); the previous file survives.
         atomic_write_text(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
         return path
@@ -414,10 +417,17 @@ class GateResult:
             raise InputError(f"{where}: malformed faithgate result ({exc})") from None
 
 
-def _settings_hashes(recorded: Mapping[str, Any], examples: list[ExampleResult]) -> dict[str, str]:
+def consistent_settings_hashes(
+    recorded: Mapping[str, Any],
+    examples: Sequence[ExampleResult],
+    *,
+    whose: str = "the result's",
+) -> dict[str, str]:
     """The result's settings hash per metric, checked against every score's own: a result
     whose scores were made under other settings than it records (an edited or merged file) is
-    malformed, and a metric it records no hash for takes its scores' (one hash, or none)."""
+    malformed, and a metric it records no hash for takes its scores' (one hash, or none).
+    Checked when a result is read, made (``rules.evaluate``) and saved, so faithgate never
+    writes a result it refuses to read. ``whose`` names the recorded hashes in the error."""
     hashes = {str(k): str(v) for k, v in dict(recorded).items() if v}
     for ex in examples:
         for metric, score in ex.scores.items():
@@ -427,6 +437,6 @@ def _settings_hashes(recorded: Mapping[str, Any], examples: list[ExampleResult])
             if score.settings_hash != known:
                 raise InputError(
                     f"example {ex.id!r}: its {metric} score was made with settings "
-                    f"{score.settings_hash}, the result's {metric} scores with {known}"[:300]
+                    f"{score.settings_hash}, {whose} {metric} scores with {known}"[:300]
                 )
     return hashes

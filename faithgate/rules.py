@@ -69,6 +69,7 @@ from faithgate.result import (
     PairResult,
     RuleResult,
     SentenceRef,
+    consistent_settings_hashes,
     source_digest,
 )
 from faithgate.types import Example, Score, is_blank
@@ -147,6 +148,10 @@ def evaluate(
         _example_result(ex, sc, metrics, thresholds, probe=i in probes)
         for i, (ex, sc) in enumerate(zip(examples, scores, strict=True))
     ]
+    # A score made under other settings than this run's is not this configuration's score:
+    # no rule may judge it (the regression rule would compare it), and the result would be
+    # written but refused when read back (as a baseline).
+    consistent_settings_hashes(settings_hashes, results, whose="this run's")
     outputs = [r for r in results if not r.probe]
     regression = config.rules.regression
     if regression is None and config.baseline is not None:

@@ -246,12 +246,18 @@ class Scorer:
         work = {h: w for h, w in work.items() if w[1]}
         # Every metric announces its needs first, so engines shared between metrics (the
         # likelihood engine) plan one pass per distinct input for all of them.
-        for h, (metric, idx, charged, _) in work.items():
+        for h, (metric, idx_set, charged, _) in work.items():
+            idx = sorted(idx_set)
             t0 = time.perf_counter()
-            metric.prepare([examples[i] for i in sorted(idx)], ctx)
+            # An example whose preparation raises fails alone (as in ``score_batch``).
+            for k, reason in self._prepare_metric(metric, [examples[i] for i in idx]).items():
+                computed[(h, idx[k])] = Score.failed(metric.name, h, examples[idx[k]].id, reason)
+                idx_set.discard(idx[k])
             self._charge(h, charged, time.perf_counter() - t0, 0)
         for h, (metric, idx_set, charged, own) in work.items():
             idx = sorted(idx_set)
+            if not idx:
+                continue
             batch = [examples[i] for i in idx]
             t0 = time.perf_counter()
             with metric_blas_threads():  # small products: one BLAS thread is faster
@@ -272,17 +278,11 @@ class Scorer:
             if metric.components:
                 hashes = [part.settings_hash(ctx) for part in metric.components]
                 t0 = time.perf_counter()
-                scored = metric.combine(
+                scored = self._combine_metric(
+                    metric,
                     [examples[i] for i in idx],
                     [[computed[(h, i)] for i in idx] for h in hashes],
-                    ctx,
                 )
-                if len(scored) != len(idx):
-                    raise FaithgateError(
-                        f"metric {metric.name!r} combined {len(scored)} scores for {len(idx)} "
-                        "examples"
-                    )
-                scored = [_checked(metric, one) for one in scored]
                 self.seconds[metric.name] += time.perf_counter() - t0
             else:
                 h = metric.settings_hash(ctx)
@@ -305,6 +305,72 @@ class Scorer:
         keeping the models loaded: called at the end of a run (a gate, a bench, a plugin
         call), so a long-lived scorer's memory does not grow with every input it has seen."""
         self.context.release()
+
+    def _prepare_metric(self, metric: Metric, examples: list[Example]) -> dict[int, str]:
+        """``metric.prepare`` on ``examples``; when it raises, again one example at a time.
+        Returns position -> why, for each example whose preparation still fails (it then fails
+        alone, as an exception in ``score_batch`` does). Configuration problems are raised."""
+        try:
+            metric.prepare(examples, self.context)
+            return {}
+        except (FaithgateError, KeyboardInterrupt, Interrupted):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - isolate the example that breaks the metric
+            log.warning(
+                "%s failed to prepare a batch (%s); retrying one example at a time",
+                metric.name,
+                safe_line(exc),
+            )
+        failed: dict[int, str] = {}
+        for k, ex in enumerate(examples):
+            try:
+                metric.prepare([ex], self.context)
+            except (FaithgateError, KeyboardInterrupt, Interrupted):
+                raise
+            except BaseException as one_exc:  # noqa: BLE001
+                failed[k] = _failure(one_exc)
+        return failed
+
+    def _combine_metric(
+        self,
+        metric: Metric,
+        examples: list[Example],
+        component_scores: list[list[Score]],
+    ) -> list[Score]:
+        """``metric.combine`` with its checks; when it raises, again one example at a time, an
+        example it still cannot combine getting a ``Score.failed`` naming the exception."""
+        try:
+            scored = metric.combine(examples, component_scores, self.context)
+        except (FaithgateError, KeyboardInterrupt, Interrupted):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - isolate the example that breaks the metric
+            log.warning(
+                "%s failed to combine a batch (%s); retrying one example at a time",
+                metric.name,
+                safe_line(exc),
+            )
+            scored = []
+            for k, ex in enumerate(examples):
+                try:
+                    scored.extend(
+                        metric.combine([ex], [[part[k]] for part in component_scores], self.context)
+                    )
+                except (FaithgateError, KeyboardInterrupt, Interrupted):
+                    raise
+                except BaseException as one_exc:  # noqa: BLE001
+                    scored.append(
+                        Score.failed(
+                            metric.name,
+                            metric.settings_hash(self.context),
+                            ex.id,
+                            _failure(one_exc),
+                        )
+                    )
+        if len(scored) != len(examples):
+            raise FaithgateError(
+                f"metric {metric.name!r} combined {len(scored)} scores for {len(examples)} examples"
+            )
+        return [_checked(metric, one) for one in scored]
 
     def _score_metric(self, metric: Metric, examples: list[Example]) -> list[Score]:
         try:
@@ -331,7 +397,7 @@ class Scorer:
                             metric.name,
                             metric.settings_hash(self.context),
                             ex.id,
-                            f"{type(one_exc).__name__}: {one_exc}",
+                            _failure(one_exc),
                         )
                     )
         if len(scores) != len(examples):
@@ -339,6 +405,12 @@ class Scorer:
                 f"metric {metric.name!r} returned {len(scores)} scores for {len(examples)} examples"
             )
         return [_checked(metric, score) for score in scores]
+
+
+def _failure(exc: BaseException) -> str:
+    """Why an example failed, from the exception a metric raised on it: ``Type: message`` as
+    one escaped line (it quotes the example's text, and is printed and logged)."""
+    return safe_line(f"{type(exc).__name__}: {exc}")
 
 
 def _checked(metric: Metric, score: Any) -> Score:

@@ -160,7 +160,12 @@ def render_gate(data: dict[str, Any]) -> list[str]:
     from faithgate.result import GateResult
     from pytest_faithgate.items import in_plugin_words
 
-    result = GateResult.from_dict(data)
+    try:
+        result = GateResult.from_dict(data)
+    except FaithgateError as exc:
+        # One line, as ``pytest_sessionfinish`` reports a failure to write the reports: a
+        # traceback from the summary hook is pytest's INTERNALERROR.
+        return [f"faithgate: {plugin_line(exc)}"]
     if result.passed:
         lines = render("terminal", in_plugin_words(result)).rstrip("\n").splitlines()
     else:

@@ -140,3 +140,47 @@ def poison_examples() -> list[Example]:
     examples.insert(4, Example("c1", sources[1], "A CRASH closed schools in Cork."))
     examples.insert(7, Example("p1", sources[2], "The POISON striker signed."))
     return examples
+
+
+class PreparePoisonMetric(PoisonMetric):
+    """``PoisonMetric`` whose ``prepare`` raises on a summary containing ``BOOM``."""
+
+    name = "prepare_poison"
+
+    def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
+        for ex in examples:
+            if "BOOM" in ex.summary:
+                raise ValueError(f"prepare cannot handle\nBOOM in {ex.id}")
+
+
+class WorkerDriftMetric(PoisonMetric):
+    """``PoisonMetric`` whose settings hash differs on a Ray worker, as on a node with other
+    model files or library versions than the driver."""
+
+    name = "worker_drift"
+
+    def compute_settings_hash(self, ctx: ScoringContext) -> str:
+        return f"{self.name}|{'worker' if in_ray_worker() else 'driver'}"
+
+
+class WorkerOnlyErrorMetric(PoisonMetric):
+    """``PoisonMetric`` whose settings hash cannot be computed on a Ray worker: the exception
+    escapes the scorer's guards and reaches Ray (a ``RayTaskError``)."""
+
+    name = "worker_only_error"
+
+    def compute_settings_hash(self, ctx: ScoringContext) -> str:
+        if in_ray_worker():
+            raise RuntimeError("no settings hash on a worker")
+        return super().compute_settings_hash(ctx)
+
+
+class EnvMetric(PoisonMetric):
+    """Scores 1.0 where the environment variable ``FG_TEST_ENV`` is ``"1"`` (a runtime
+    environment reached the worker), else 0.0."""
+
+    name = "env_probe"
+
+    def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        value = 1.0 if os.environ.get("FG_TEST_ENV") == "1" else 0.0
+        return [Score(self.name, value, self.settings_hash(ctx), ex.id) for ex in examples]

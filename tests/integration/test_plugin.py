@@ -497,3 +497,24 @@ def test_gate_warnings_reach_the_summary(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["faithgate: warning: thresholds for bertscore are not applied: not selected metrics*"]
     )
+
+
+def test_a_gate_result_that_does_not_read_back_is_one_summary_line():
+    """A gate result whose scores carried another settings hash than it records crashed the
+    terminal summary with an INTERNALERROR traceback (``pytest_sessionfinish`` said one line)."""
+    from faithgate.config import GateConfig
+    from faithgate.rules import evaluate
+    from faithgate.types import Example, Score
+    from pytest_faithgate.gate_plugin import render_gate
+
+    config = GateConfig.from_dict({"metrics": ["m"], "thresholds": {"m": 0.5}})
+    result = evaluate(
+        config, [Example("e0", "src", "Fine.")], [{"m": Score("m", 0.9, "m:a")}], {"m": "m:a"}
+    )
+    data = result.to_dict()
+    data["examples"][0]["scores"]["m"]["settings_hash"] = "m:elsewhere"
+    lines = render_gate(data)
+    assert lines == [
+        "faithgate: example 'e0': its m score was made with settings m:elsewhere, the result's m "
+        "scores with m:a"
+    ]

@@ -16,7 +16,11 @@ ray = pytest.importorskip("ray", reason="the Ray executor needs faithgate[ray]")
 import ray_helpers  # noqa: E402
 from ray_helpers import (  # noqa: E402
     RAY_METRICS,
+    EnvMetric,
     PoisonMetric,
+    PreparePoisonMetric,
+    WorkerDriftMetric,
+    WorkerOnlyErrorMetric,
     as_data,
     bump_sample,
     fails_after,
@@ -292,3 +296,86 @@ def test_a_pool_the_cluster_cannot_start_fails_after_a_bounded_wait(ray_runtime:
     assert "\n" not in message and "each needs 1 CPU(s), 0 GPU(s)" in message, message
     assert "the cluster has 0 CPU(s), 0 GPU(s) free" in message, message
     assert not ex.actors
+
+
+@pytest.mark.usefixtures("helpers_by_value", "free_cpus")
+def test_a_worker_score_under_another_settings_hash_stops_the_run(
+    ray_runtime: None, tmp_path: Path
+) -> None:
+    """Scores from a worker whose settings hash differs from the driver's (other model files or
+    library versions) were cached under the driver's hash and gated as its scores."""
+    recipe = ScorerRecipe((WorkerDriftMetric(),))
+    examples = [e for e in poison_examples() if e.id not in ("c1", "p1")][:2]
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    ex = RayExecutor(recipe, ExecutionSettings(executor="ray", num_workers=1))
+    try:
+        with pytest.raises(InputError, match="the worker_drift score of example") as err:
+            CachedExecutor(ex, cache).score(examples)
+    finally:
+        ex.close()
+    message = str(err.value)
+    assert "\n" not in message and "worker_drift|worker" in message, message
+    assert "this run's worker_drift settings are worker_drift|driver" in message, message
+    assert "on the Ray worker pid" in message and " on node " in message, message
+    assert all(cache.get("worker_drift|driver", e.source, e.summary) is None for e in examples)
+
+
+@pytest.mark.usefixtures("helpers_by_value", "free_cpus")
+def test_an_exception_in_prepare_fails_only_its_example_as_locally(ray_runtime: None) -> None:
+    """A metric raising in ``prepare`` aborted a local run, and on Ray failed its example with
+    Ray's ANSI-coloured header line as the reason."""
+    examples = [
+        Example("b1", "a b", "BOOM here"),
+        Example("b2", "a b", "a b fine"),
+    ]
+    recipe = ScorerRecipe((PreparePoisonMetric(),))
+    want = as_data(LocalExecutor(recipe).score(examples))
+    ex = RayExecutor(recipe, ExecutionSettings(executor="ray", num_workers=1, max_retries=0))
+    try:
+        got = ex.score(examples)
+    finally:
+        ex.close()
+    assert as_data(got) == want
+    assert got[0]["prepare_poison"].error == "ValueError: prepare cannot handle\\nBOOM in b1"
+    assert got[1]["prepare_poison"].ok
+
+
+@pytest.mark.usefixtures("helpers_by_value", "free_cpus")
+def test_an_exception_reaching_ray_is_named_by_its_cause(ray_runtime: None) -> None:
+    """An exception that escapes the scorer on a worker failed its example with Ray's first
+    line (``RayTaskError(...): ray::ScoringWorker.score() (pid=...``, colour codes and all)."""
+    ex = RayExecutor(
+        ScorerRecipe((WorkerOnlyErrorMetric(),)),
+        ExecutionSettings(executor="ray", num_workers=1, max_retries=0),
+    )
+    try:
+        [row] = ex.score([Example("w1", "a b", "a b")])
+    finally:
+        ex.close()
+    reason = row["worker_only_error"].error or ""
+    assert reason.endswith("(RuntimeError: no settings hash on a worker)"), reason
+    assert "\x1b" not in reason and "ray::" not in reason, reason
+
+
+@pytest.mark.usefixtures("helpers_by_value", "free_cpus")
+def test_with_ray_already_initialised_runtime_env_reaches_the_actors(
+    ray_runtime: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With Ray initialised before (this module's runtime), ``runtime_env`` was not applied and
+    ``address`` was ignored, both without a word."""
+    settings = ExecutionSettings(
+        executor="ray",
+        num_workers=1,
+        address="ray://nowhere:10001",
+        runtime_env={"env_vars": {"FG_TEST_ENV": "1"}},
+    )
+    ex = RayExecutor(ScorerRecipe((EnvMetric(),)), settings)
+    try:
+        [row] = ex.score([Example("v1", "a b", "a b")])
+    finally:
+        ex.close()
+    assert row["env_probe"].value == 1.0
+    [warning] = [r.getMessage() for r in caplog.records if "is ignored" in r.getMessage()]
+    assert "execution.address = ray://nowhere:10001 is ignored" in warning, warning
+    assert "Ray is already initialised in this process (connected to " in warning, warning
+    assert "\n" not in warning

@@ -11,7 +11,7 @@ import pytest
 
 from faithgate.cache import ScoreCache
 from faithgate.config import GateConfig
-from faithgate.errors import ConfigError
+from faithgate.errors import ConfigError, InputError
 from faithgate.execution import (
     CachedExecutor,
     ExecutionSettings,
@@ -122,6 +122,36 @@ def test_cached_executor_sends_only_missing_cells(tmp_path: Path) -> None:
     hits = cache.hits
     scorer.score(EXAMPLES)
     assert cache.hits - hits == 8
+
+
+def test_a_score_made_under_other_settings_stops_the_run_and_is_never_cached(
+    tmp_path: Path,
+) -> None:
+    """The driver's cache stored whatever scores an executor returned under its own settings
+    hash, even ones made under another (a worker with other models or library versions)."""
+
+    class Elsewhere(CountingExecutor):
+        name = "elsewhere"
+
+        def score(self, examples, *, todo=None, progress=None):  # type: ignore[no-untyped-def]
+            rows = super().score(examples, todo=todo, progress=progress)
+            for row in rows:
+                for score in row.values():
+                    score.settings_hash += "-elsewhere"
+            return rows
+
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    cached = CachedExecutor(Elsewhere(LocalExecutor(ScorerRecipe(("overlap",)))), cache)
+    [driver] = cached.settings_hashes().values()
+    with pytest.raises(InputError) as err:
+        cached.score(EXAMPLES)
+    message = str(err.value)
+    assert message.startswith("the overlap score of example 'a1' was made on the elsewhere ")
+    assert f"with settings {driver}-elsewhere, but this run's overlap settings are {driver}:" in (
+        message
+    )
+    assert "\n" not in message
+    assert all(cache.get(driver, e.source, e.summary) is None for e in EXAMPLES)
 
 
 def test_make_executor_local_reuses_a_given_scorer(tmp_path: Path) -> None:

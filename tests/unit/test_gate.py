@@ -621,6 +621,83 @@ def test_update_baseline_adds_a_newly_selected_metric(tmp_path):
     assert GateResult.load(tmp_path / "base.json").values(NAME) == {"a": pytest.approx(0.9)}
 
 
+def test_scores_made_under_other_settings_are_refused_before_anything_is_written(
+    tmp_path, monkeypatch
+):
+    """A run whose scores carried another settings hash than it records was gated and written
+    (baseline, result JSON), and every later run refused that file as a baseline."""
+    original = FakeMetric.score_batch
+
+    def elsewhere(self, examples, ctx):
+        scores = original(self, examples, ctx)
+        for score in scores:
+            score.settings_hash += "-elsewhere"
+        return scores
+
+    monkeypatch.setattr(FakeMetric, "score_batch", elsewhere)
+    out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s", "summary": summary(0.9)}])
+    cfg = GateConfig.from_dict(
+        {"metrics": [NAME], "outputs": str(out), "baseline": "base.json"}, root=tmp_path
+    )
+    with pytest.raises(InputError, match=r"example 'a': its gate_fake score was made with .*-else"):
+        Gate(cfg, update_baseline=True, use_cache=False).run()
+    assert not (tmp_path / "base.json").exists()
+    # Nor is a result saved whose scores were changed after it was made.
+    result = gate([0.9])
+    result.examples[0].scores[M].settings_hash = "m:other"
+    with pytest.raises(InputError, match="this result's m scores with m:abc"):
+        result.save(tmp_path / "r.json")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_last_result_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch):
+    """A full cache directory failed a passing gate with exit 2 (no reports) when
+    last-result.json, a convenience beside the cache, could not be written."""
+    from faithgate import result as result_module
+    from faithgate.errors import WriteError
+
+    write = result_module.atomic_write_text
+
+    def disk_full(path, text):
+        if path.name == "last-result.json":
+            raise WriteError(path, "No space left on device")
+        return write(path, text)
+
+    monkeypatch.setattr(result_module, "atomic_write_text", disk_full)
+    out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s", "summary": summary(0.9)}])
+    cfg = GateConfig.from_dict(
+        {"metrics": [NAME], "outputs": str(out), "cache_dir": ".fg", "thresholds": {NAME: 0.5}},
+        root=tmp_path,
+    )
+    gate = Gate(cfg)
+    result = gate.run()
+    assert result.passed
+    [warning] = [w for w in gate.warnings if "last-result.json" in w]
+    assert warning.startswith("cannot write ") and "the verdict and reports of this run stand" in (
+        warning
+    )
+
+
+def test_no_cache_scores_afresh_with_a_scorer_that_has_its_own_cache(tmp_path):
+    """Gate(use_cache=False) with a scorer carrying its own cache was served from that cache
+    on the second run (and reported no cache use)."""
+    from faithgate.cache import ScoreCache
+    from faithgate.scorer import Scorer
+
+    out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s", "summary": summary(0.9)}])
+    cfg = GateConfig.from_dict(
+        {"metrics": [NAME], "outputs": str(out), "thresholds": {NAME: 0.5}}, root=tmp_path
+    )
+    own = ScoreCache(tmp_path / "own.sqlite")
+    scorer = Scorer([NAME], cache=own)
+    FakeMetric.calls.clear()
+    for _ in range(2):
+        assert Gate(cfg, scorer=scorer, use_cache=False).run().cache == {}
+    assert FakeMetric.calls == ["a", "a"]
+    assert (own.hits, own.misses) == (0, 0)
+    assert not (tmp_path / ".faithgate").exists()
+
+
 def test_duplicate_ids_given_to_run_are_refused(tmp_path):
     """load_examples refuses them in a file; a caller's list used to be gated with the last
     example of an id standing in for the others (a failing summary hidden by a good twin)."""

@@ -315,6 +315,70 @@ def test_a_users_file_or_database_at_the_cache_path_is_refused_untouched(tmp_pat
     ScoreCache(tmp_path / "new.sqlite").put("h", "s", "t", Score("m", 0.5, "h"))
 
 
+def test_a_cache_that_cannot_be_opened_says_how_to_go_on(tmp_path):
+    """The "cannot open the score cache" error gave no way out, unlike the directory's error."""
+    (tmp_path / "scores.sqlite").mkdir()  # SQLite cannot open a directory
+    with pytest.raises(InputError, match="cannot open the score cache") as err:
+        ScoreCache(tmp_path / "scores.sqlite")
+    assert str(err.value).endswith("(set cache_dir / --cache-dir, or use --no-cache)")
+
+
+def test_a_cached_score_made_under_other_settings_is_a_miss(tmp_path):
+    """A score stored under one settings hash but made under another (a Ray worker's, cached
+    by an older faithgate under the driver's hash) was served as that hash's score."""
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    cache.put("h", "src", "sum", Score("m", 0.5, "h-on-a-worker", "a"))
+    assert cache.get("h", "src", "sum") is None
+    assert (cache.hits, cache.misses) == (0, 1)
+
+
+class PreparingMetric(CountingMetric):
+    """``CountingMetric`` whose ``prepare`` raises on a summary containing BOOM."""
+
+    name = "preparing_test"
+
+    def prepare(self, examples, ctx):
+        for ex in examples:
+            if "BOOM" in ex.summary:
+                raise ValueError(f"cannot prepare\n{ex.id}")
+
+
+class CombiningMetric(Metric):
+    """Combines ``CountingMetric``; its ``combine`` raises on a summary containing BOOM."""
+
+    name = "combining_test"
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self._parts = (CountingMetric(),)
+
+    @property
+    def components(self):
+        return self._parts
+
+    def combine(self, examples, component_scores, ctx):
+        out = []
+        for ex, part in zip(examples, component_scores[0], strict=True):
+            if "BOOM" in ex.summary:
+                raise ValueError(f"cannot combine\n{ex.id}")
+            out.append(Score(self.name, part.value, self.settings_hash(ctx), ex.id))
+        return out
+
+    def score_batch(self, examples, ctx):
+        return self.combine(examples, [self._parts[0].score_batch(examples, ctx)], ctx)
+
+
+@pytest.mark.parametrize("metric", [PreparingMetric, CombiningMetric])
+def test_an_exception_in_prepare_or_combine_fails_only_its_example(metric):
+    """An exception in ``prepare`` or ``combine`` aborted the whole run, where one in
+    ``score_batch`` fails only its example."""
+    examples = [*EXAMPLES, Example("c", "src", "BOOM")]
+    got = [r[metric.name] for r in Scorer([metric()]).score(examples)]
+    assert [s.value for s in got[:2]] == [0.04, 0.02]
+    verb = "prepare" if metric is PreparingMetric else "combine"
+    assert not got[2].ok and got[2].error == f"ValueError: cannot {verb}\\nc"
+
+
 class LeavingMetric(Metric):
     """Calls sys.exit() or pytest.skip() on the summary that names it."""
 
