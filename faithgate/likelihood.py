@@ -104,12 +104,16 @@ class PairLogprobs:
 
     Arrays hold one value per *kept* token; a value is NaN only for a decoder-only token with
     no context at all (no bos token and nothing before it), which formulas skip.
+    ``y_offsets`` is the ``(start, end)`` character span of each kept summary token in the
+    summary (``LanguageModel.token_offsets``): where a token is, also for the pieces of a
+    character that ``y_tokens`` shows as U+FFFD.
     """
 
     y_tokens: list[str]
     x_tokens: list[str]
     context: dict[str, Any]
     values: dict[str, np.ndarray] = field(default_factory=dict)
+    y_offsets: list[tuple[int, int]] = field(default_factory=list)
 
     def __getitem__(self, quantity: str) -> np.ndarray:
         return self.values[quantity]
@@ -287,6 +291,7 @@ class LikelihoodEngine:
                         self.model.token_texts(pair.y),
                         self.model.token_texts(pair.x),
                         dict(pair.context),
+                        y_offsets=self.model.token_offsets(key[1])[: len(pair.y)] if pair.y else [],
                     )
                     self._done[key] = result
                 for q in wanted:

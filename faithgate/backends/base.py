@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,7 +173,19 @@ class LanguageModel(RoleModel):
 
     @abstractmethod
     def token_texts(self, ids: Sequence[int]) -> list[str]:
-        """Readable text of each id (for per-token details), e.g. ``[" cat", " sat"]``."""
+        """Readable text of each id (for per-token details), e.g. ``[" cat", " sat"]``. An id
+        that is part of a character (byte-level BPE, byte fallback) reads as U+FFFD: do not
+        add these up to find where a token is; ``token_offsets`` says that."""
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """The ``(start, end)`` character span in ``text`` of each id of ``tokenize(text)``.
+
+        The pieces of one character (an emoji or a Cyrillic letter in byte-level BPE) each
+        span that whole character. Both backends read the spans from their tokenizer's
+        offsets; this default decodes growing prefixes of the ids with ``token_texts``, which
+        is right only for a tokenizer whose ids are whole characters (test doubles)."""
+        ids = self.tokenize(text)
+        return offsets_by_decoding(text, ids, lambda part: "".join(self.token_texts(part)))
 
     @property
     @abstractmethod
@@ -298,6 +310,26 @@ class LanguageModel(RoleModel):
                 lp = self.segment_logprobs([[specials + kept, tgt]])[0][1]
             results.append(TokenLogprobs(self.token_texts(tgt), lp, policy))
         return results
+
+
+def offsets_by_decoding(
+    text: str, ids: Sequence[int], decode: Callable[[Sequence[int]], str]
+) -> list[tuple[int, int]]:
+    """``LanguageModel.token_offsets`` for a tokenizer that keeps no offsets: token ``k``
+    starts after the characters that ``decode(ids[:k])`` gives, counted without whitespace
+    (a decoder may add or drop spaces), so that a prefix ending inside a character, which
+    decodes to a trailing U+FFFD, does not count that character yet. Quadratic in the number
+    of ids (a fallback). A token's span runs to the next token's start."""
+    chars = [i for i, c in enumerate(text) if not c.isspace()]  # non-space positions
+    starts = []
+    for k in range(len(ids)):
+        done = "".join(decode(ids[:k]).split()) if k else ""
+        n = len(done)
+        while n and done[n - 1] == "\ufffd" and (n > len(chars) or text[chars[n - 1]] != "\ufffd"):
+            n -= 1  # the bytes of a character not complete yet
+        starts.append(chars[n] if n < len(chars) else len(text))
+    ends = [*starts[1:], len(text)]
+    return [(a, max(a, b)) for a, b in zip(starts, ends, strict=True)]
 
 
 class TextGenerator(RoleModel):

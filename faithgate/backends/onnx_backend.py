@@ -394,6 +394,10 @@ class _OnnxLMBase(_OnnxRoleMixin, LanguageModel):
     def token_texts(self, ids: Sequence[int]) -> list[str]:
         return [self.tokenizer.decode([int(i)], skip_special_tokens=False) for i in ids]
 
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        enc = self.tokenizer.encode(text, add_special_tokens=False)
+        return [(int(a), int(b)) for a, b in enc.offsets]
+
     @property
     def bos_token_id(self) -> int | None:
         return self.config.get("bos_id")

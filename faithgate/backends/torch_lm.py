@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from faithgate.backends.base import LanguageModel
+from faithgate.backends.base import LanguageModel, offsets_by_decoding
 from faithgate.backends.torch_common import import_torch, load_hf_model, load_tokenizer
 from faithgate.backends.windowing import batches_by_token_budget, bucket_width, split_by_sizes
 from faithgate.errors import BackendError, ConfigError
@@ -92,6 +92,13 @@ class _TorchLMBase(LanguageModel):
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
         return [self.tokenizer.decode([int(i)]) for i in ids]
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        if getattr(self.tokenizer, "is_fast", False):
+            enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+        # A slow (Python) tokenizer keeps no offsets: decode growing prefixes instead.
+        return offsets_by_decoding(text, self.tokenize(text), self.tokenizer.decode)
 
     @property
     def bos_token_id(self) -> int | None:

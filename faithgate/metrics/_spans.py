@@ -1,8 +1,8 @@
 """Span helpers shared by the QA and structure metrics (not a metric module: the leading
 underscore keeps it out of metric discovery).
 
-- ``answer_f1``: SQuAD answer F1 (Rajpurkar et al., 2016): lower case, punctuation and articles
-  dropped, bag-of-tokens F1.
+- ``answer_f1``: SQuAD answer F1 (Rajpurkar et al., 2016): lower case, punctuation (but a "."
+  or "," between digits) and articles dropped, bag-of-tokens F1.
 - ``answer_type``: a coarse type of a span from its spaCy entity label (person / place / time /
   number / org / thing), used to pick wh-words and compatible answer candidates.
 - ``resolve_pronoun``: the nearest preceding compatible entity of a pronoun (a cheap stand-in
@@ -24,11 +24,19 @@ import numpy as np
 _AGE = re.compile(r"\b(\d+|\w+)[- ]years?[- ]old\b|\baged? \d+", re.IGNORECASE)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d")
+# A decimal point or separator between digits, kept through the punctuation removal (as
+# private-use characters, which no punctuation table holds).
+_NUMBER_MARK = re.compile(r"(?<=\d)[.,](?=\d)")
+_KEEP = {".": "\ue000", ",": "\ue001"}
+_RESTORE = str.maketrans({v: k for k, v in _KEEP.items()})
 
 
 def normalize_answer(text: str) -> list[str]:
-    """SQuAD normalisation: lower case, no punctuation, no articles, whitespace tokens."""
-    text = text.lower().translate(_PUNCT)
+    """SQuAD normalisation: lower case, no punctuation, no articles, whitespace tokens; except
+    that a "." or "," between digits is kept, so "3.5 million" is not "35 million" (SQuAD's
+    normalisation makes both "35")."""
+    text = _NUMBER_MARK.sub(lambda m: _KEEP[m.group()], text.lower())
+    text = text.translate(_PUNCT).translate(_RESTORE)
     return _ARTICLES.sub(" ", text).split()
 
 
@@ -149,7 +157,7 @@ class SimilarityCache:
             return np.zeros((len(a), len(b)))
         va = np.stack([self._vectors[t] for t in a])
         vb = np.stack([self._vectors[t] for t in b])
-        return va @ vb.T
+        return np.clip(va @ vb.T, -1.0, 1.0)  # rounding: a self-cosine may pass 1
 
 
 def f1_matrix(a: Sequence[str], b: Sequence[str]) -> np.ndarray:

@@ -10,7 +10,6 @@ so the same code runs on torch or onnxruntime. No torch import here.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,6 +20,7 @@ from faithgate import text as textmod
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.types import Example, Score, SentenceScore
+from faithgate.words import unsupported_script_error, words
 
 COMPONENTS = ("precision", "recall", "f1")
 
@@ -134,8 +134,12 @@ class BERTScore(Metric):
     available as settings (docs/metrics/bertscore.md). idf follows
     bert_score's formula ``log((M + 1) / (df + 1))`` with the *sentences of the example's
     source* as the M documents (not the other sources of the batch: a score depends on its own
-    example alone); when every weight of a side is 0 (e.g. a one-sentence source: every token
-    has df = M) the side falls back to uniform weights and ``details.idf_fallback`` says so.
+    example alone); when every weight of a side is 0 the side falls back to uniform weights and
+    ``details.idf_fallback`` says so. A one-sentence source (every source token has df = M,
+    idf 0) makes the source side fall back, but leaves the summary's tokens not in the source
+    weighted (log 2) and the others at 0: precision is then the similarity of the summary's
+    novel tokens. A summary sentence whose weights are all 0 (copied from the source) is
+    scored with uniform weights of its own (``details.idf_fallback_sentences``).
     Special tokens ([CLS], [SEP]) are excluded. No baseline rescaling (bert_score ships no
     baseline for MiniLM), so values sit in a narrow band near the top of [-1, 1]; compare
     scores, do not read them as probabilities. Sources longer than the encoder's context are
@@ -154,8 +158,10 @@ class BERTScore(Metric):
     defaults = {"component": "precision", "layer": None, "idf": False}
     bounds = (-1.0, 1.0)  # (weighted) means of cosines
     # 2: idf over the example's source sentences (was: over the sources of the batch);
-    # 3: a text the embedder cannot read at all fails (its unknown tokens matched each other).
-    version = "3"
+    # 3: a text the embedder cannot read at all fails (its unknown tokens matched each other);
+    # 4: with idf, a summary sentence whose weights are all 0 is weighted uniformly (it scored
+    # 0.0), and cosines are clipped to [-1, 1] (float32 noise passed 1).
+    version = "4"
 
     def validate_settings(self) -> None:
         _check_component(self.name, self.settings["component"], COMPONENTS)
@@ -214,7 +220,9 @@ class BERTScore(Metric):
             # The documents are the source's own sentences, so the weights (and the score)
             # depend on this example alone, never on the other examples of the batch.
             idf, unseen = idf_weights([src.tokens[a:b] for a, b in src_spans if b > a])
-        sim = x @ y.T  # (summary tokens, source tokens)
+        # (summary tokens, source tokens). Unit vectors in float32 give a self-cosine of
+        # 1 + 2^-23 or so: clipped, so no value passes the documented maximum of 1.
+        sim = np.clip(x @ y.T, -1.0, 1.0)
         best_for_summary = sim.max(axis=1)
         match_of_summary = sim.argmax(axis=1)
         best_for_source = sim.max(axis=0)
@@ -227,11 +235,16 @@ class BERTScore(Metric):
 
         # Per summary sentence: its tokens' weighted mean best match (sentence precision).
         sentences = []
-        for i, (a, b) in enumerate(spans):
+        uniform = []  # sentences whose idf weights are all 0 (every token in every source
+        for i, (a, b) in enumerate(spans):  # sentence, e.g. one copied from the source)
             if b <= a:
                 sentences.append(SentenceScore(i, sents[i], float("nan")))
                 continue
-            value = float((w_x[a:b] * best_for_summary[a:b]).sum() / max(w_x[a:b].sum(), 1e-12))
+            w = w_x[a:b]
+            if w.sum() <= 0:  # it scored 0.0 and was named the least supported sentence
+                w = np.ones(b - a)
+                uniform.append(i)
+            value = float((w * best_for_summary[a:b]).sum() / w.sum())
             owners = src_owner[match_of_summary[a:b]]
             owners = owners[owners >= 0]
             evidence = None
@@ -257,6 +270,8 @@ class BERTScore(Metric):
         }
         if fb_x or fb_y:
             details["idf_fallback"] = True
+        if uniform:
+            details["idf_fallback_sentences"] = uniform
         return Score(
             self.name,
             parts[self.settings["component"]],
@@ -267,12 +282,11 @@ class BERTScore(Metric):
         )
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
 def word_tokens(text: str) -> list[str]:
-    """Lower-cased word tokens (letters/digits), punctuation dropped."""
-    return _WORD.findall(text.lower())
+    """Lower-cased word tokens, punctuation dropped: ``faithgate.words.words``, so that the
+    vowel signs of Devanagari or Thai stay in their words (Python ``re``'s ``\\w`` drops
+    combining marks, and "राम" and "रोम" were one word)."""
+    return words(text)
 
 
 def token_f1(a: Sequence[str], b: Sequence[str]) -> float:
@@ -330,6 +344,8 @@ class SentSim(Metric):
 
     @classmethod
     def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        if settings.get("sim", cls.defaults["sim"]) == "token_f1":
+            return (0.0, 1.0)  # F1s of word bags, and their F1 is in [0, 1] too
         return _component_range(settings.get("component", cls.defaults["component"]))
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
@@ -350,7 +366,7 @@ class SentSim(Metric):
             def matrix(summ: list[str], src: list[str]) -> np.ndarray:
                 a = vectors[[index[s] for s in summ]]
                 b = vectors[[index[s] for s in src]]
-                return a @ b.T
+                return np.clip(a @ b.T, -1.0, 1.0)  # float32 noise: a self-cosine 1 + 2^-23
 
         else:
             cut = set()
@@ -368,6 +384,12 @@ class SentSim(Metric):
             if failed is not None:
                 scores.append(failed)
                 continue
+            if self.settings["sim"] == "token_f1":
+                # Thai and the like have no word boundaries: as ``overlap``, refuse them.
+                error = unsupported_script_error((ex.summary, ex.source), self.name)
+                if error is not None:
+                    scores.append(Score.failed(self.name, shash, ex.id, error))
+                    continue
             summ, src = split[ex.summary], split[ex.source]
             if not summ or not src:
                 which = "summary" if not summ else "source"

@@ -12,6 +12,7 @@ encoder-decoder: point it at the summarizer under test, as HaRiM+ intends).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -132,7 +133,10 @@ class LikelihoodMetric(Metric):
                 continue
             sentences = (
                 sentence_support(
-                    textmod.split_sentences(ex.summary, ctx.spacy_model), lp.y_tokens, lp["y_s2s"]
+                    textmod.split_sentences(ex.summary, ctx.spacy_model),
+                    ex.summary,
+                    lp.y_offsets,
+                    lp["y_s2s"],
                 )
                 if "y_s2s" in lp.values
                 else []
@@ -182,29 +186,39 @@ def summary_cut(context: dict[str, Any]) -> str | None:
 
 
 def sentence_support(
-    sentences: Sequence[str], tokens: Sequence[str], s2s: np.ndarray
+    sentences: Sequence[str],
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    s2s: np.ndarray,
 ) -> list[SentenceScore]:
     """Per summary sentence: the mean log p_s2s of its tokens (the same quantity as ``loglik``,
     restricted to the sentence), so reports can name the sentence the source supports least.
 
-    Tokens are assigned to sentences by aligning their text with the summary with whitespace
-    removed (tokenizers differ in how they mark spaces); a token that straddles a boundary
-    belongs to the sentence where it starts. A sentence with no finite token is left out.
+    ``sentences`` are the sentences of ``text`` and ``offsets`` each token's character span in
+    ``text`` (``PairLogprobs.y_offsets``). A token belongs to the sentence its first character
+    is in, counted in ``text`` without whitespace (a token that starts with the space before a
+    sentence belongs to that sentence); one that straddles a boundary belongs to the sentence
+    where it starts. A sentence with no finite token is left out. (Adding up the lengths of
+    the tokens' texts put every token after an emoji or a non-Latin letter in the wrong
+    sentence: each byte piece of such a character reads as one U+FFFD.)
     """
+    if not sentences:
+        return []
     bounds, end = [], 0
     for sentence in sentences:
         end += len("".join(sentence.split()))
         bounds.append(end)
+    # Non-space characters before each character position of the text.
+    before = np.concatenate([[0], np.cumsum([not c.isspace() for c in text], dtype=np.int64)])
     sums = np.zeros(len(sentences))
     counts = np.zeros(len(sentences), dtype=int)
-    pos, k = 0, 0
-    for token, value in zip(tokens, s2s, strict=True):
-        while k < len(bounds) - 1 and pos >= bounds[k]:
-            k += 1
-        if k < len(bounds) and math.isfinite(float(value)):
-            sums[k] += float(value)
-            counts[k] += 1
-        pos += len("".join(token.split()))
+    for (start, _), value in zip(offsets, s2s, strict=True):
+        if not math.isfinite(float(value)):
+            continue
+        pos = int(before[min(max(int(start), 0), len(text))])
+        k = min(bisect.bisect_right(bounds, pos), len(bounds) - 1)
+        sums[k] += float(value)
+        counts[k] += 1
     return [
         SentenceScore(i, sentence, float(sums[i] / counts[i]))
         for i, sentence in enumerate(sentences)
@@ -298,7 +312,7 @@ class HaRiMPlus(LikelihoodMetric):
 
 @register
 class CoP(LikelihoodMetric):
-    """CoP, counterfactual probability (She et al. 2023, "CoP: Factual Inconsistency Detection
+    """CoP, controlling the preference (She et al. 2023, "CoP: Factual Inconsistency Detection
     by Controlling the Preference").
 
     cop = 1/m * sum_i (log p_s2s(y_i) - log p_pref(y_i)) with p_pref conditioned on the source

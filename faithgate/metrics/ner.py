@@ -12,9 +12,10 @@ yields no GPE "Rotterdam"), and each miss was a false alarm on a faithful summar
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+import regex
 
 from faithgate import text as textmod
 from faithgate.errors import InputError
@@ -23,23 +24,40 @@ from faithgate.metrics.embedding import token_f1
 from faithgate.types import Example, Score, SentenceScore
 from faithgate.words import main_script, script_share
 
-_LEADING = re.compile(r"^(the|a|an)\s+")
-_POSSESSIVE = re.compile(r"['\u2019]s$")
+# The ``regex`` module, not ``re``: its ``\w`` keeps combining marks (Devanagari and Thai vowel
+# signs) in their words, where ``re`` cut "राम" to "र", "म" and found it in "रोम".
+_LEADING = regex.compile(r"^(the|a|an)\s+")
+_POSSESSIVE = regex.compile(r"['\u2019]s$")
 # Punctuation, except a decimal point between digits: "U.S." -> "US", "3,500" -> "3500", but
-# "7.8" stays "7.8" so that it does not meet "78".
-_NONWORD = re.compile(r"[^\w\s.]|(?<!\d)\.|\.(?!\d)")
-# Possessive endings anywhere in a text: "Millbrook's", "Millbrook’s", "the Smiths'".
-_POSSESSIVES = re.compile(r"['\u2019]s\b|(?<=s)['\u2019](?!\w)")
+# "7.8" stays "7.8" so that it does not meet "78". Currency signs are kept ("€5" is not "$5").
+_NONWORD = regex.compile(r"[^\w\s.\p{Sc}]|(?<!\d)\.|\.(?!\d)")
+_CURRENCY_SIGN = regex.compile(r"\p{Sc}")
+_LETTER = regex.compile(r"\p{L}")
+# Possessive endings anywhere in a text: "Millbrook's", "Millbrook’s", "the Smiths'"; not the
+# "'s" of a decade ("the 1990's").
+_POSSESSIVES = regex.compile(r"(?<!\d)['\u2019]s\b|(?<=s)['\u2019](?!\w)")
 # A word with inner punctuation kept together: "U.S", "Doyle-Keefe", "O'Brien", "AT&T",
 # and a thousands separator: "3,500".
-_WORD = re.compile(r"\w+(?:(?:[-.'\u2019&]|(?<=\d),(?=\d))\w+)*")
+_WORD = regex.compile(r"\w+(?:(?:[-.'\u2019&]|(?<=\d),(?=\d))\w+)*")
 # The same text cut at every punctuation mark and between letters and digits, numbers kept
 # whole: "al-Shabaab" -> "al", "Shabaab"; "1,100ft" -> "1,100", "ft". Tokenised corpora write
 # "al - Shabaab", "a 13 - year - old", "3, 000" and "2. 4" (CNN/DM as QAGS gives it), so a
 # mention is looked up in both forms, and a number's tokenised groups are rejoined (a thousands
-# group is exactly three digits); a number is never cut: "100" is not found in "1,100".
-_SPLIT_WORD = re.compile(r"\d+(?:,\s?\d{3}(?!\d)|\.\s?\d+)*|[^\W\d_]+")
-_SPACE = re.compile(r"\s+")
+# group is exactly three digits); a number is never cut: "100" is not found in "1,100", nor a
+# decade from its "s": "1990" is not found in "1990s".
+_SPLIT_WORD = regex.compile(r"\d+(?:,\s?\d{3}(?!\d)|\.\s?\d+)*(?:['\u2019]?s(?!\w))?|[^\W\d_]+")
+_SPACE = regex.compile(r"\s+")
+# What currency a sign or a word names: a MONEY mention is found only where the source does
+# not name another currency beside the number ("€5 million" is not in "$5 million").
+CURRENCY_SIGNS = {
+    "$": {"dollar"}, "€": {"euro"}, "£": {"pound"}, "¥": {"yen", "yuan"}, "₹": {"rupee"},
+    "₩": {"won"}, "₽": {"ruble", "rouble"}, "₺": {"lira"}, "₪": {"shekel"}, "₣": {"franc"},
+}  # fmt: skip
+# Canonical words (``canonical_word``: plural "s" cut) that name a currency after a number.
+CURRENCY_WORDS = frozenset(
+    {"dollar", "usd", "euro", "eur", "pound", "sterling", "gbp", "yen", "yuan", "renminbi",
+     "rupee", "ruble", "rouble", "lira", "shekel", "franc", "cent", "penny", "pence"}
+)  # fmt: skip
 _ARTICLES = frozenset({"the", "a", "an"})
 # The script of the languages spaCy ships trained pipelines for, where it is one script. A
 # summary mostly in another script has no entity such a pipeline can find, and scoring it
@@ -58,23 +76,45 @@ PIPELINE_SCRIPTS = {
 
 
 def normalise_entity(text: str) -> str:
-    """Lower case, no leading article, no trailing possessive, punctuation dropped, spaces
-    collapsed: "The U.S.'s" -> "us", "Mary  Doyle-Keefe" -> "mary doylekeefe"."""
+    """Lower case, no leading article, no trailing possessive, punctuation but currency signs
+    dropped (a sign is a word of its own), spaces collapsed: "The U.S.'s" -> "us", "Mary
+    Doyle-Keefe" -> "mary doylekeefe", "€5 million" -> "€ 5 million"."""
     t = text.strip().lower()
     t = _POSSESSIVE.sub("", t)
     t = _LEADING.sub("", t)
     t = _NONWORD.sub("", t)
+    t = _CURRENCY_SIGN.sub(lambda m: f" {m.group()} ", t)
     return " ".join(t.split())
 
 
 def canonical_word(word: str) -> str:
     """One word's matching form: lower case, punctuation dropped, and a plural or third-person
-    "s" cut from words longer than three letters ("Americans" -> "american", "Paris" ->
-    "pari" on both sides, which is harmless), so inflected mentions meet."""
+    "s" cut from words longer than three letters with a letter before it ("Americans" ->
+    "american", "Paris" -> "pari" on both sides, which is harmless), so inflected mentions
+    meet; a decade keeps it ("1990s" is not "1990")."""
     w = _NONWORD.sub("", word.lower())
-    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss") and _LETTER.search(w[:-1]):
         w = w[:-1]
     return w
+
+
+def currencies(text: str) -> set[str]:
+    """The currencies ``text`` names by sign or by word (``CURRENCY_SIGNS``, ``CURRENCY_WORDS``)."""
+    found = {c for sign in _CURRENCY_SIGN.findall(text) for c in CURRENCY_SIGNS.get(sign, ())}
+    return found | {w for w, _, _ in text_words(text) if w in CURRENCY_WORDS}
+
+
+def _currencies_at(text: str, start: int, end: int) -> set[str]:
+    """The currencies the source names at a match ``text[start:end]``: inside it, a sign just
+    before it ("$5 million", "US$ 5") or a currency word just after it ("5 million dollars")."""
+    around = currencies(text[start:end])
+    sign = regex.search(r"(\p{Sc})\s*$", text[max(0, start - 4) : start])
+    if sign:
+        around |= CURRENCY_SIGNS.get(sign.group(1), set())
+    after = regex.match(r"\s*(\w+)", text[end : end + 40])
+    if after and canonical_word(after.group(1)) in CURRENCY_WORDS:
+        around.add(canonical_word(after.group(1)))
+    return around
 
 
 def text_words(text: str, split: bool = False) -> list[tuple[str, int, int]]:
@@ -101,17 +141,17 @@ class _WordIndex:
         for i, (w, _, _) in enumerate(self.words):
             self.positions.setdefault(w, []).append(i)
 
-    def find(self, mention: str) -> tuple[int, int] | None:
+    def find(self, mention: str) -> Iterator[tuple[int, int]]:
+        """Every span of the text where the mention's words occur consecutively."""
         words = [w for w, _, _ in text_words(mention, self.split)]
         while words and words[0] in _ARTICLES and len(words) > 1:
             words = words[1:]
         if not words:
-            return None
+            return
         n = len(words)
         for i in self.positions.get(words[0], []):
             if [w for w, _, _ in self.words[i : i + n]] == words:
-                return self.words[i][1], self.words[i + n - 1][2]
-        return None
+                yield self.words[i][1], self.words[i + n - 1][2]
 
 
 class SourceText:
@@ -126,12 +166,17 @@ class SourceText:
         self.text = text
         self._indexes = (_WordIndex(text, split=False), _WordIndex(text, split=True))
 
-    def find(self, mention: str) -> str | None:
-        """The source's own wording of ``mention``, or None when it does not occur."""
+    def find(self, mention: str, money: bool = False) -> str | None:
+        """The source's own wording of ``mention``, or None when it does not occur. A mention
+        with a currency sign (or any MONEY mention, ``money``) is not found where the source
+        names another currency beside it ("€5 million" in "$5 million" or "5 million
+        dollars"); the source naming none is no mismatch ("$5 million" in "5 million")."""
+        want = currencies(mention) if money or _CURRENCY_SIGN.search(mention) else set()
         for index in self._indexes:
-            span = index.find(mention)
-            if span is not None:
-                return self.text[span[0] : span[1]]
+            for start, end in index.find(mention):
+                there = _currencies_at(self.text, start, end) if want else set()
+                if not there or want & there:
+                    return self.text[start:end]
         return None
 
 
@@ -154,7 +199,12 @@ class EntityOverlap(Metric):
     tokenised source ("al - Shabaab", "3, 000", "2. 4") or a unit ("1,100ft") is no false
     alarm, never cuts a number ("100" is not found in "1,100"), and keeps a decimal point
     ("7.8" does not meet "78"); version 3 cut numbers too; version 2 compared whole words
-    only; version 1 matched source entities only.
+    only; version 1 matched source entities only. Since version 6 a decade keeps its "s"
+    ("the 1990s" does not meet "1990", nor "1990" "the 1980s"), a MONEY mention is not found
+    where the source names another currency beside the number ("€5 million" is not in "$5
+    million"; "$5 million" is in "5 million dollars" and in "5 million"), currency signs are
+    part of the normalised entity ("€ 5 million"), and words keep their combining marks
+    (Devanagari and Thai vowel signs: "राम" does not meet "रोम").
 
     ``match = exact``: 1 when the normalised texts are equal (case, leading article, possessive
     and punctuation ignored), else 0 -- Nan et al.'s (2021) precision-source. ``match =
@@ -181,8 +231,9 @@ class EntityOverlap(Metric):
     # punctuation (tokenised sources), and a decimal point is kept; 4: numbers are not cut
     # (3 found "100" in "1,100"), letters and digits are ("1,100ft")
     # 5: a summary mostly in a script the pipeline's language is not written in fails (it
-    # scored no_entity_value, 1.0)
-    version = "5"
+    # scored no_entity_value, 1.0); 6: decades keep their "s", currencies are compared for
+    # MONEY, and words keep combining marks (``regex``'s \w)
+    version = "6"
     roles = {"spacy": "pipeline"}
     defaults = {"match": "exact", "labels": None, "no_entity_value": 1.0}
     bounds = (0.0, 1.0)  # a share (no_entity_value is in [0, 1] too)
@@ -253,7 +304,7 @@ class EntityOverlap(Metric):
         entities = []
         for ent in self._entities(summary_doc):
             found_in: str | None = None
-            best, best_text = 0.0, source_text.find(ent.text)
+            best, best_text = 0.0, source_text.find(ent.text, money=ent.label_ == "MONEY")
             if best_text is not None:
                 best, found_in = 1.0, "text"
             else:

@@ -380,6 +380,8 @@ class QAEngine:
 
 class _QAMetric(Metric):
     family = "qa"
+    # 2: answers keep a "." or "," between digits ("3.5 million" no longer equals "35 million")
+    version = "2"
     bounds = (0.0, 1.0)  # a mean of answer F1s (faithgate.metrics._spans.answer_f1), each in [0, 1]
     # The offline default; ``model_roles`` gives the roles actually used (settings hashes).
     roles = {"lm": "causal-lm", "spacy": "pipeline"}

@@ -29,7 +29,7 @@ default) or SQuAD token F1 (``sim = "token_f1"``, no model).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -320,6 +320,8 @@ def extract_triples(doc: Any) -> list[Triple]:
 
 class _StructureMetric(Metric):
     family = "structure"
+    # 2: token_f1 keeps a "." or "," between digits (``answer_f1``), cosines clipped to [-1, 1]
+    version = "2"
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
 
     def validate_settings(self) -> None:
@@ -332,6 +334,12 @@ class _StructureMetric(Metric):
         self.roles = (
             {"spacy": "pipeline"} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
         )
+
+    @classmethod
+    def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        """token_f1: F1s in [0, 1] and their means; cosine: cosines in [-1, 1] and their means
+        (``Frames`` overrides it for its F1 component)."""
+        return (0.0, 1.0) if settings.get("sim", cls.defaults["sim"]) == "token_f1" else (-1.0, 1.0)
 
     def _similarity(self, ctx: ScoringContext, texts: list[str]):  # noqa: ANN202
         if self.settings["sim"] == "token_f1":
@@ -350,6 +358,15 @@ class Frames(_StructureMetric):
         "predicate-argument frames (who/what/when/...) of the summary matched in the source"
     )
     defaults = {"sim": "cosine", "component": "f1"}
+
+    @classmethod
+    def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        """As the other structure metric, but the F1 of a cosine recall and precision, 2RP /
+        (R + P), is at most 1 and unbounded below when one of them is negative (a mean of such
+        F1s over the labels too)."""
+        low, high = super().value_range(settings)
+        component = settings.get("component", cls.defaults["component"])
+        return (None, high) if low is not None and low < 0 and component == "f1" else (low, high)
 
     def validate_settings(self) -> None:
         super().validate_settings()

@@ -450,14 +450,103 @@ def test_sentence_support_aligns_tokens_with_sentences() -> None:
     """Byte-level BPE tokens (leading spaces, 'Ġ'-free text) map onto spaCy sentences."""
     from faithgate.metrics.likelihood import sentence_support
 
+    text = "Keefe died at 92.  She posed in 1943."
     sentences = ["Keefe died at 92.", "She posed in 1943."]
-    tokens = ["Ke", "efe", " died", " at", " 92", ".", " She", " posed", " in", " 1943", "."]
+    tokens = ["Ke", "efe", " died", " at", " 92", ".", "  She", " posed", " in", " 1943", "."]
+    offsets, at = [], 0
+    for tok in tokens:
+        offsets.append((at, at + len(tok)))
+        at += len(tok)
     s2s = np.array([-1.0, -1.0, -2.0, -2.0, -4.0, -2.0, -1.0, -3.0, -1.0, -7.0, float("nan")])
-    support = sentence_support(sentences, tokens, s2s)
+    support = sentence_support(sentences, text, offsets, s2s)
     assert [s.index for s in support] == [0, 1]
     assert support[0].value == pytest.approx(-12.0 / 6)
-    assert support[1].value == pytest.approx(-12.0 / 4)  # NaN token skipped
+    assert support[1].value == pytest.approx(-12.0 / 4)  # NaN token skipped; "  She" is in it
     assert support[1].text == "She posed in 1943."
+
+
+@pytest.fixture(scope="module")
+def byte_llama(tmp_path_factory: pytest.TempPathFactory, torch, transformers) -> Path:
+    """A tiny random Llama over a byte-level BPE tokenizer: an emoji or a Cyrillic letter
+    outside its small vocabulary is several byte tokens, as in SmolLM2."""
+    from tiny_models import bpe_tokenizer
+
+    path = tmp_path_factory.mktemp("byte-llama")
+    bpe = bpe_tokenizer([SOURCE_A, SOURCE_B, *(ex.summary for ex in EXAMPLES)])
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(bpe),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=bpe.bos_token_id,
+        eos_token_id=bpe.eos_token_id,
+        pad_token_id=bpe.pad_token_id,
+    )
+    model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():  # sharpen the near-uniform random init so token values differ
+        model.lm_head.weight.mul_(20)
+    model.save_pretrained(path, safe_serialization=True)
+    bpe.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        "\U0001f622\U0001f622\U0001f622\U0001f622 The council approved. The mayor said so.",
+        "Совет одобрил парк. Мэр сказал, что работа начнётся в июне.",
+    ],
+    ids=["emoji", "cyrillic"],
+)
+def test_sentence_support_places_byte_tokens_of_a_character(byte_llama: Path, summary) -> None:
+    """Tokens were placed by adding up the lengths of their texts, and each byte piece of an
+    emoji or a Cyrillic letter reads as one U+FFFD: the count ran ahead of the text and later
+    tokens were counted in the wrong sentence (issue s20, metrics review finding 1)."""
+    import transformers
+
+    from faithgate import text as textmod
+
+    score = Scorer(["loglik"], models={"lm": str(byte_llama)}).score(
+        [Example("e", SOURCE_A, summary)]
+    )[0]["loglik"]
+    assert score.ok, score.error
+    values = [row["s2s"] for row in score.details["tokens"]]
+    tok = transformers.AutoTokenizer.from_pretrained(byte_llama)
+    enc = tok(summary, add_special_tokens=False, return_offsets_mapping=True)
+    assert len(enc["input_ids"]) > len(summary.split()) + 8  # byte pieces: the case at issue
+    starts, at = [], 0
+    for sentence in textmod.split_sentences(summary):
+        at = summary.index(sentence, at)
+        starts.append(at)
+    assert len(starts) >= 2
+    want: dict[int, list[float]] = {}
+    for (a, b), v in zip(enc["offset_mapping"], values, strict=True):
+        first_char = a + len(summary[a:b]) - len(summary[a:b].lstrip())  # " The" is in "The"
+        if v is not None:
+            owner = int(np.searchsorted(starts, first_char, side="right")) - 1
+            want.setdefault(owner, []).append(v)
+    assert {s.index: s.value for s in score.sentences} == {
+        k: pytest.approx(np.mean(v)) for k, v in want.items()
+    }
+
+
+def test_offsets_by_decoding_agree_with_a_fast_tokenizers_offsets(byte_llama: Path) -> None:
+    """The fallback for a tokenizer without offsets (a slow one) starts each token where the
+    fast tokenizer's offsets do (at its first non-space character), byte pieces included."""
+    import transformers
+
+    from faithgate.backends.base import offsets_by_decoding
+
+    tok = transformers.AutoTokenizer.from_pretrained(byte_llama)
+    for text in ["\U0001f622\U0001f622 The council. Мэр сказал.", "Dvořák met Łódź in Brno."]:
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        spans = offsets_by_decoding(text, enc["input_ids"], tok.decode)
+        want = [a + len(text[a:b]) - len(text[a:b].lstrip()) for a, b in enc["offset_mapping"]]
+        assert [a for a, _ in spans] == want
 
 
 def test_bench_shares_likelihood_passes_between_metrics(tiny_llama: Path, tmp_path: Path) -> None:

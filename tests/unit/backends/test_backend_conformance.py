@@ -224,6 +224,22 @@ def test_logprobs_equal_the_reference(load, reference) -> None:
             np.testing.assert_allclose(got, want, atol=1e-6)
 
 
+def test_token_offsets_place_every_token_in_its_characters(load, reference) -> None:
+    """``token_offsets`` (where each summary token is, for per-sentence support): one span per
+    id of ``tokenize``, the reference's, and the byte pieces of an emoji or a Cyrillic letter
+    each span that whole character; adding up ``token_texts`` lengths placed them wrong."""
+    model, ref = load("causal-lm"), reference("causal-lm")
+    for text in [CORPUS[0], "\U0001f622\U0001f622 The council voted.", "Совет проголосовал."]:
+        spans = model.token_offsets(text)
+        assert len(spans) == len(model.tokenize(text)) and spans == ref.token_offsets(text)
+        assert all(0 <= a <= b <= len(text) for a, b in spans)
+        assert [a for a, _ in spans] == sorted(a for a, _ in spans)
+        covered = {i for a, b in spans for i in range(a, b)}
+        assert covered >= {i for i, c in enumerate(text) if not c.isspace()}
+    emoji = model.token_offsets("\U0001f622 The")
+    assert len(emoji) > 2 and emoji[:4] == [(0, 1)] * 4  # four byte tokens, one character
+
+
 def test_logprobs_padding_invariance(load) -> None:
     """A sequence's log-probs do not depend on the longer sequences padded beside it."""
     model = load("causal-lm")

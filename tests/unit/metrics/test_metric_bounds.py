@@ -112,3 +112,36 @@ def test_limits_outside_the_range_are_warned():
     ]
     inside = GateConfig(metrics=names, thresholds={"ensemble": 0.5, "harim": -0.3, "qgqa": 1.0})
     assert rules.limits_outside_range(inside, ranges) == []
+
+
+@pytest.mark.parametrize(
+    ("metric", "settings", "expected"),
+    [
+        ("sentsim", {"sim": "token_f1"}, (0.0, 1.0)),
+        ("sentsim", {"sim": "token_f1", "component": "f1"}, (0.0, 1.0)),
+        ("sentsim", {}, (-1.0, 1.0)),
+        ("triples", {"sim": "token_f1"}, (0.0, 1.0)),
+        ("triples", {}, (-1.0, 1.0)),
+        ("frames", {"sim": "token_f1"}, (0.0, 1.0)),
+        ("frames", {"component": "recall"}, (-1.0, 1.0)),
+        ("frames", {}, (None, 1.0)),  # F1 of a negative and a positive cosine mean
+    ],
+)
+def test_similarity_metrics_declare_the_range_of_their_sim(metric, settings, expected):
+    """sentsim with sim = token_f1 declared the cosine range (-1, 1), and frames and triples
+    declared none, although token F1s lie in [0, 1]."""
+    assert metric_class(metric).value_range(settings) == expected
+
+
+@pytest.mark.parametrize("metric", ["sentsim", "frames", "triples"])
+def test_a_token_f1_threshold_at_zero_is_no_criterion(tmp_path, metric):
+    """``sentsim = 0`` (or ``frames``, ``triples``) under ``sim = "token_f1"`` was accepted as
+    a gate's criterion, though no score can fall below 0, while ``overlap = 0`` was refused."""
+    table = {"thresholds": {metric: 0}, "metric_settings": {metric: {"sim": "token_f1"}}}
+    cfg = _config(tmp_path, metric, **table)
+    with pytest.raises(ConfigError, match=rf"threshold {metric} = 0.0 cannot fail"):
+        rules.check_has_criterion(cfg, Gate(cfg).value_ranges())
+    cfg = _config(
+        tmp_path, metric, thresholds={metric: 0.1}, metric_settings=table["metric_settings"]
+    )
+    rules.check_has_criterion(cfg, Gate(cfg).value_ranges())  # one that can fail is accepted

@@ -216,3 +216,48 @@ def test_real_minilm_prefers_bump_reference(bump_rows):
     assert a["bertscore"].value != b["bertscore"].value
     assert a["bertscore"].details["source_windowed"] in (True, False)
     assert len(a["bertscore"].sentences) >= 1
+
+
+@pytest.mark.parametrize("name", ["bertscore", "sentsim"])
+def test_cosines_never_pass_one(name):
+    """Unit vectors in float32 give a self-cosine of 1 + 2^-23 for some vectors: a verbatim
+    copy scored 1.0000001, above the documented maximum of 1."""
+    vectors = {"cats": [0.9, 0.1, -0.7, -0.9], "sleep": E2}
+    (s,), _ = score(get_metric(name), [Example("1", "Cats. Sleep.", "Cats.")], vectors)
+    assert s.value == 1.0 and s.sentences[0].value == 1.0
+    assert all(x.value <= 1.0 for x in s.sentences) and s.details["recall"] <= 1.0
+
+
+def test_bertscore_idf_sentence_with_zero_weights_is_weighted_uniformly():
+    """With idf, a summary sentence copied from a one-sentence source has only idf-0 tokens:
+    its value was 0/0 -> 0.0 and it was named the least supported sentence."""
+    ex = Example("1", "Cats sleep.", "Cats sleep. Dogs bark.")
+    (s,), _ = score(get_metric("bertscore", idf=True), [ex])
+    # Sentence 0: cats 1, sleep 1, uniformly; sentence 1: dogs 0.6 (cats), bark 0 (log 2 each).
+    assert [x.value for x in s.sentences] == [pytest.approx(1.0), pytest.approx(0.3)]
+    assert s.least_supported().index == 1
+    assert s.details["idf_fallback_sentences"] == [0]
+    # The headline keeps bert_score's weights: only the novel tokens count on the summary side.
+    assert s.details["precision"] == pytest.approx(0.3)
+
+
+def test_sentsim_token_f1_keeps_combining_marks_and_refuses_unsegmented_scripts():
+    """Python ``re``'s \\w drops the vowel signs of Devanagari, so "रोम" (Rome) and "राम" (Ram)
+    were the same word and token_f1 scored 1.0; Thai, written without spaces, was scored as
+    long runs of letters instead of failing as ``overlap`` does."""
+    metric = get_metric("sentsim", sim="token_f1")
+    hindi = Example(
+        "h",
+        "\u0930\u093e\u092e \u0926\u093f\u0932\u094d\u0932\u0940 \u0917\u092f\u093e\u0964",
+        "\u0930\u094b\u092e \u0926\u093f\u0932\u094d\u0932\u0940 \u0917\u092f\u093e\u0964",
+    )
+    thai = Example(
+        "t",
+        "\u0e1b\u0e23\u0e30\u0e40\u0e17\u0e28\u0e44\u0e17\u0e22\u0e21\u0e35\u0e40\u0e21\u0e37\u0e2d\u0e07\u0e2b\u0e25\u0e27\u0e07",
+        "\u0e1b\u0e23\u0e30\u0e40\u0e17\u0e28\u0e44\u0e17\u0e22\u0e21\u0e35\u0e40\u0e21\u0e37\u0e2d\u0e07",
+    )
+    (h, t), _ = score(metric, [hindi, thai])
+    assert h.value == pytest.approx(2 / 3)  # two of three words shared
+    assert not t.ok and t.error.startswith("Thai text is not supported")
+    (o,), _ = score(get_metric("overlap"), [thai])
+    assert t.error == o.error.replace("overlap", "sentsim")

@@ -242,3 +242,63 @@ def test_an_empty_label_list_is_refused() -> None:
     for labels in ([], "", " , "):
         with pytest.raises(InputError, match="labels is empty"):
             get_metric("ner", labels=labels)
+
+
+@pytest.mark.parametrize(
+    ("mention", "source", "found"),
+    [
+        ("the 1990s", "Prices rose in 1990.", None),
+        ("1990", "Prices rose in the 1990s.", None),
+        ("1980", "It happened in the 1980's.", None),
+        ("the 1990s", "Prices rose in the 1990s.", "1990s"),
+        ("Americans", "An American tourist was rescued.", "American"),
+        ("\u20ac5 million", "The city spent $5 million on roads.", None),
+        ("$5 million", "It cost 5 million euros.", None),
+        ("$5 million", "The city spent $5 million on roads.", "5 million"),
+        ("$5 million", "It cost 5 million dollars.", "5 million"),
+        ("$5 million", "It cost 5 million.", "5 million"),
+    ],
+)
+def test_decades_and_currencies_are_part_of_a_mention(mention, source, found):
+    """A plural "s" was cut from digits too, so "the 1990s" was found in "1990" (and "1990" in
+    "the 1980s"), and currency signs were dropped, so "€5 million" was found in "$5 million"."""
+    from faithgate.metrics.ner import SourceText
+
+    assert SourceText(source).find(mention) == found
+
+
+def test_a_currency_swap_is_not_matched_through_the_source_entities(fake_parse):
+    """The normalised entities dropped the currency sign: "€5 million" equalled the source's
+    MONEY entity "$5 million" when the text search missed it."""
+    summary, source = "The city spent \u20ac5 million.", "The city spent $5 million."
+    fake_parse[summary] = [("\u20ac5 million", "MONEY")]
+    fake_parse[source] = [("$5 million", "MONEY")]
+    s = run(get_metric("ner"), summary=summary, source=source)
+    assert s.value == 0.0 and s.details["unsupported"] == ["\u20ac5 million"]
+    assert normalise_entity("\u20ac5 million") == "\u20ac 5 million"
+    same = "The city spent $5 million."
+    fake_parse[same] = [("$5 million", "MONEY")]
+    assert run(get_metric("ner"), summary=same, source=source).value == 1.0
+
+
+@pytest.mark.parametrize(
+    ("mention", "source", "found"),
+    [
+        (
+            "\u0930\u094b\u092e",
+            "\u0930\u093e\u092e \u0926\u093f\u0932\u094d\u0932\u0940 \u0917\u092f\u093e\u0964",
+            None,
+        ),
+        (
+            "\u0930\u093e\u092e",
+            "\u0930\u093e\u092e \u0926\u093f\u0932\u094d\u0932\u0940 \u0917\u092f\u093e\u0964",
+            "\u0930\u093e\u092e",
+        ),
+    ],
+)
+def test_words_keep_their_combining_marks(mention, source, found):
+    """Python ``re``'s \\w drops combining marks, so the Hindi "Rome" (रोम) and "Ram" (राम)
+    were both the letters र, म, and "Rome" was found in a text about Ram."""
+    from faithgate.metrics.ner import SourceText
+
+    assert SourceText(source).find(mention) == found

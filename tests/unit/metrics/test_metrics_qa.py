@@ -148,6 +148,33 @@ def test_partial_answers_give_token_f1_and_feqa_compares_with_the_span():
     assert feqa.value == pytest.approx(0.5 / 3)
 
 
+@pytest.mark.parametrize("metric", ["qgqa", "feqa"])
+def test_a_decimal_point_is_not_dropped_from_answers(metric):
+    """SQuAD's normalisation strips every punctuation mark, so "3.5 million dollars" became
+    "35 million dollars" and a summary that turned 35 into 3.5 scored as the faithful one."""
+    from faithgate.metrics._spans import answer_f1, normalize_answer
+
+    assert normalize_answer("The 3.5 million, 3,500 people.") == [
+        "3.5",
+        "million",
+        "3,500",
+        "people",
+    ]
+    assert answer_f1("35 million dollars", "35 million dollars.") == 1.0
+    source = "The company earned 35 million dollars last year."
+    values = {}
+    for summary in (source, "The company earned 3.5 million dollars last year."):
+        questions = {q.span: q.text for q in rule_questions(summary)}
+        span = next(s for s in questions if "million" in s)
+        lm = FakeLM({(questions[span], "35 million dollars"): -0.5})
+        [got] = score(metric, lm, [Example("e", source, summary)])
+        row = next(r for r in got.details["questions"] if r["question"] == questions[span])
+        values[summary] = (row["f1"], got.value)
+    faithful, changed = values.values()
+    assert faithful[0] == 1.0 and changed[0] == pytest.approx(2 / 3)
+    assert changed[1] < faithful[1]
+
+
 def test_max_questions_and_threshold_settings():
     [capped] = score("qgqa", FakeLM(TABLE), max_questions=2)
     assert [r["question"] for r in capped.details["questions"]] == [Q_WHO, Q_WHERE]
