@@ -14,7 +14,9 @@ disk, a file size limit) raises ``faithgate.errors.WriteError`` naming the path 
 bare ``OSError``; an exception of the caller's own code inside ``atomic_writer`` passes through.
 
 A symlink at the target is followed: the file it points to is replaced (and the link kept), so
-a baseline or configuration kept behind a symlink stays where the user put it.
+a baseline or configuration kept behind a symlink stays where the user put it. A target that
+exists and is not a regular file (a device such as ``/dev/null``, a FIFO, a socket) is never
+replaced: ``WriteError``.
 
 (The ``atomicwrites`` package did this once but is archived and unmaintained; this is the same
 recipe in a few lines.)
@@ -82,11 +84,17 @@ def _open_temporary(path: str | Path) -> tuple[int, Path, Path, int]:
                 errno.ENOTDIR, "a file stands where its directory should be"
             ) from None
         try:
-            perms = stat.S_IMODE(target.stat().st_mode)
+            mode = target.stat().st_mode
         except FileNotFoundError:
-            perms = 0o666 & ~_umask()
+            mode = None
+        perms = stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask()
         if target.is_dir():
             raise IsADirectoryError(errno.EISDIR, "it is a directory")
+        if mode is not None and not stat.S_ISREG(mode):
+            # A device, FIFO or socket: the rename would replace it with a regular file (as
+            # root, ``/dev/null`` itself). Never replaced; it cannot be "left unchanged" by a
+            # write into it either.
+            raise OSError(errno.EEXIST, "it is not a regular file (a device, FIFO or socket)")
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     return fd, Path(tmp_name), target, perms
 

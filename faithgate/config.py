@@ -69,9 +69,11 @@ from typing import Any
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import ConfigError
+from faithgate.escape import utf8_text
 from faithgate.execution import ExecutionSettings
 from faithgate.formats import file_report_kinds
 from faithgate.scorer import DEFAULT_METRICS
+from faithgate.userjson import parse_problem
 
 # Report files a configuration can ask for: every file format of the registry.
 REPORT_KINDS = file_report_kinds()
@@ -380,12 +382,14 @@ class GateConfig:
         return data
 
     def display_path(self, path: str | Path) -> str:
-        """``path`` relative to ``root`` when it lies inside it, else as given."""
+        """``path`` relative to ``root`` when it lies inside it, else as given; as text UTF-8
+        can hold (``escape.utf8_text``: a name's bytes that are not UTF-8 as ``\\xNN``), since
+        it is written into results and reports."""
         path = Path(path)
         try:
-            return path.resolve().relative_to(self.root.resolve()).as_posix()
+            return utf8_text(path.resolve().relative_to(self.root.resolve()).as_posix())
         except ValueError:
-            return str(path)
+            return utf8_text(path)
 
 
 # ---------------------------------------------------------------------- loading
@@ -446,13 +450,14 @@ def _from_file(table: Mapping[str, Any], file: Path, where: str) -> GateConfig:
 
 def _table_of(file: Path, required: bool) -> tuple[Mapping[str, Any] | None, str]:
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        # utf-8-sig: a BOM (as Windows editors write) is read past, as in JSONL and CSV files.
+        data = tomllib.loads(file.read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: invalid TOML ({exc})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot read ({exc})") from None
-    except RecursionError:
-        raise ConfigError(f"{file}: invalid TOML (nested too deeply)") from None
+    except (ValueError, RecursionError) as exc:  # an integer of more than 4300 digits
+        raise ConfigError(f"{file}: invalid TOML ({parse_problem(exc)})") from None
     tool = data.get("tool")
     if isinstance(tool, dict) and "faithgate" in tool:
         table = tool["faithgate"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from typing import Any
 
@@ -53,6 +54,32 @@ def printable(text: object) -> str:
     """``text`` (``str()`` of it) with line breaks, control characters, bidi controls and
     lone surrogates shown as backslash escapes: safe to print as part of one line."""
     return _UNSAFE.sub(_escape, str(text))
+
+
+def utf8_text(text: object) -> str:
+    """``text`` (a file name, ``str()`` of anything else) as text UTF-8 can encode. Linux file
+    names are bytes: Python holds the bytes that are not UTF-8 as lone surrogates
+    (``surrogateescape``), which no UTF-8 writer (a JSON report, a TOML file) accepts. Those
+    bytes are shown as ``\\xNN`` escapes (``o\\xff.jsonl``), any other lone surrogate as
+    ``\\udNNN``; UTF-8 text is returned unchanged."""
+    text = os.fsdecode(text) if isinstance(text, bytes | os.PathLike) else str(text)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that is not an escaped byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def clipped(text: object, limit: int = 120) -> str:
+    """``printable(text)`` cut to ``limit`` characters (an ellipsis ends a cut one): for a
+    short field such as an example id in a line or an annotation title, where a megabyte of
+    id would otherwise be printed in full for every failing example."""
+    shown = printable(text)
+    return shown if len(shown) <= limit else shown[: max(1, limit - 1)] + "\u2026"
 
 
 def defuse_workflow_commands(block: str) -> str:

@@ -66,6 +66,8 @@ from faithgate.rules import (
     describe_edit,
     evaluate,
     find_pairs,
+    given_pairs,
+    ignored_pair_fields,
     limits_outside_range,
     paired_bootstrap_drop,
     stale_calibrations,
@@ -312,7 +314,7 @@ class Gate:
         if not examples:
             raise InputError("no examples to gate")
         _refuse_duplicate_ids(examples)  # a file's are refused as it is read; a caller's here
-        pairs = find_pairs(examples)
+        pairs = given_pairs(self.config, examples)  # none without a pair rule
         rule = self.config.rules.pair_consistency
         if rule is not None and rule.generate:
             variants, generated = self.generate_pairs(examples)
@@ -325,6 +327,7 @@ class Gate:
             ranges = self.value_ranges()
             self.warnings = (
                 unused_thresholds(self.config)
+                + ignored_pair_fields(self.config, examples)
                 + limits_outside_range(self.config, ranges)
                 + stale_calibrations(self.config, hashes)
             )

@@ -15,7 +15,9 @@ Record rules (the same for both formats):
   benchmark fields such as ``pair_id``, ``error_type`` or ``score`` reach reports untouched.
 - A file that is not valid UTF-8 is an error naming the line of the first bad byte.
 - Text must be Unicode text: a lone surrogate (``"\\ud800"``) or a NUL character is an error
-  naming the field (``check_text``); JSON nested too deeply to parse is an error, not a crash.
+  naming the field (``check_text``); JSON nested too deeply to parse, a number of more than
+  4300 digits and a field given twice in one record (``"summary"`` twice: JSON parsers disagree
+  on which one counts) are errors naming ``file:line`` (``faithgate.userjson``), not a crash.
 - JSONL lines end at ``\\n`` only (``jsonl_lines``): U+2028, U+0085 and the other characters
   ``str.splitlines`` breaks on are legal raw inside JSON strings.
 - Blank lines in JSONL are skipped.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -33,7 +36,9 @@ from typing import Any
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
+from faithgate.paths import special_file_kind
 from faithgate.types import Example, check_text, is_blank
+from faithgate.userjson import parse_json
 
 KNOWN_FIELDS = ("id", "source", "summary", "reference", "label", "meta")
 
@@ -154,11 +159,23 @@ def _read_text(name: str) -> str:
         data = sys.stdin.buffer.read()
     else:
         path = Path(name)
-        if path.is_dir():
+        try:
+            mode = path.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            raise InputError(f"{name}: no such file") from None
+        except OSError as exc:  # a loop of links, a name too long, no permission
+            raise InputError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+        if stat.S_ISDIR(mode):
             raise InputError(f"{name}: is a directory, not a JSONL file")
-        if not path.is_file():
-            raise InputError(f"{name}: no such file")
-        data = path.read_bytes()
+        # A pipe is read like a file (``--outputs <(cmd)`` is /dev/fd/N), as ``faithgate
+        # score --source`` reads one; a device (/dev/zero would never end) is refused.
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            kind = special_file_kind(mode) or "not a regular file"
+            raise InputError(f"{name}: is {kind}, not a regular file or a pipe")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{name}: cannot read it ({exc.strerror or exc})") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -187,12 +204,9 @@ def _jsonl_rows(text: str, name: str) -> Iterator[tuple[int, Any]]:
     for line_no, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
-        try:
-            yield line_no, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{name}:{line_no}: invalid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InputError(f"{name}:{line_no}: JSON nested too deeply to read") from None
+        # One error line for bad JSON, JSON nested too deeply, a number too long to read and
+        # a field given twice (json.loads alone keeps the last: the wrong text, silently).
+        yield line_no, parse_json(line, f"{name}:{line_no}", line=True)
 
 
 def _csv_rows(text: str, name: str) -> Iterator[tuple[int, dict[str, Any]]]:

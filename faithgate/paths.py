@@ -65,15 +65,43 @@ def refuse_overwriting_inputs(
         refuse_unwritable(what, path)
 
 
+def special_file_kind(mode: int) -> str | None:
+    """What a file that is not a regular file or a directory is (``os.stat`` mode), in words,
+    or ``None`` for a regular file or a directory."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    for test, kind in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def refuse_unwritable(what: str, path: str | Path) -> None:
     """Raise ``InputError`` (exit 2) when ``path`` can never be written as a file: it is a
-    directory, or a file stands where one of its directories should be. Checked before any
-    work, so a long scoring run does not end in a write that was bound to fail."""
+    directory, a device, FIFO or socket (faithgate replaces a file whole, by rename: that would
+    replace ``/dev/null`` or a pipe with a regular file), or a file stands where one of its
+    directories should be. Checked before any work, so a long scoring run does not end in a
+    write that was bound to fail."""
     path = Path(path)
     shown = printable(path)
     try:
         if path.is_dir():
             raise InputError(f"the {what} ({shown}) is a directory: give a file path")
+        try:
+            mode = os.stat(path).st_mode  # follows a symlink: what a write would replace
+        except (FileNotFoundError, NotADirectoryError):  # nothing there yet (or a file in the
+            mode = None  # way, said below)
+        kind = special_file_kind(mode) if mode is not None else None
+        if kind is not None:
+            raise InputError(
+                f"the {what} ({shown}) is {kind}, not a regular file: faithgate writes a "
+                "report by replacing the file whole, which would replace it; give a file path"
+            )
         for ancestor in Path(os.path.abspath(path)).parents:
             if ancestor.exists():
                 if not ancestor.is_dir():

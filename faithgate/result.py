@@ -21,6 +21,7 @@ from typing import Any
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
 from faithgate.numbers import is_finite_number, mean_of
+from faithgate.userjson import parse_json
 
 RESULT_SCHEMA = 1
 # Hex digits of a source digest: 64 bits tell the articles of any example set apart.
@@ -43,6 +44,14 @@ def _digest_value(value: Any, example_id: str) -> str | None:
         raise InputError(
             f"example {example_id!r}: source_digest must be a string or null, got {value!r}"[:200]
         )
+    return value
+
+
+def _flag(value: Any, what: str) -> bool:
+    """A true/false field read back from a result JSON: a JSON boolean, never coerced
+    (``bool("false")`` is True: every baseline example would read as a pair's probe)."""
+    if not isinstance(value, bool):
+        raise InputError(f"{what} must be true or false, got {value!r}"[:200])
     return value
 
 
@@ -104,7 +113,7 @@ class MetricResult:
         return cls(
             metric=data["metric"],
             value=_score_value(data.get("value"), f"the {data['metric']} value"),
-            passed=bool(data["passed"]),
+            passed=_flag(data["passed"], f"the {data['metric']} 'passed'"),
             threshold=data.get("threshold"),
             error=data.get("error"),
             settings_hash=data.get("settings_hash", ""),
@@ -171,13 +180,17 @@ class ExampleResult:
         raw_id = data["id"]
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
             raise InputError(f"an example id must be a string, got {raw_id!r}"[:200])
+        where = f"example {str(raw_id)!r}"[:120]
+        summary = data.get("summary", "")
+        if not isinstance(summary, str):  # compared word by word with new outputs
+            raise InputError(f"{where}: summary must be a string, got {summary!r}"[:200])
         return cls(
             id=str(raw_id),
-            summary=data.get("summary", ""),
-            passed=bool(data["passed"]),
+            summary=summary,
+            passed=_flag(data["passed"], f"{where}: 'passed'"),
             scores={k: MetricResult.from_dict(v) for k, v in data.get("scores", {}).items()},
             reasons=list(data.get("reasons", [])),
-            probe=bool(data.get("probe", False)),
+            probe=_flag(data.get("probe", False), f"{where}: 'probe'"),
             meta=dict(data.get("meta") or {}),
             source_digest=_digest_value(data.get("source_digest"), str(raw_id)),
         )
@@ -210,16 +223,19 @@ class RuleResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RuleResult:
+        name = data["name"]
+        if not isinstance(name, str):
+            raise InputError(f"a rule name must be a string, got {name!r}"[:200])
         return cls(
-            name=data["name"],
-            kind=data.get("kind", data["name"]),
+            name=name,
+            kind=data.get("kind", name),
             value=data.get("value"),
             limit=data.get("limit"),
-            passed=bool(data["passed"]),
+            passed=_flag(data["passed"], f"rule {name!r}: 'passed'"),
             message=data.get("message", ""),
             metric=data.get("metric"),
             details=dict(data.get("details") or {}),
-            skipped=bool(data.get("skipped", False)),
+            skipped=_flag(data.get("skipped", False), f"rule {name!r}: 'skipped'"),
         )
 
 
@@ -392,15 +408,15 @@ class GateResult:
         """Read a result JSON (a baseline); one-line ``InputError`` naming the file if bad."""
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise InputError(f"{path}: no such file") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
             raise InputError(f"{path}: not a faithgate result JSON ({exc})") from None
-        except RecursionError:
-            raise InputError(f"{path}: not a faithgate result JSON (nested too deeply)") from None
         except OSError as exc:
             raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        # Bad JSON, nested too deeply, a number too long to read, a field given twice.
+        data = parse_json(text, path, "not a faithgate result JSON")
         return cls.from_checked_dict(data, path)
 
     @classmethod

@@ -17,9 +17,10 @@ Decision rules (see ``faithgate.config`` for their settings):
   minimal pairs in which the faithful member scores strictly higher (BUMP, Ma et al. 2023;
   ties and unscorable pairs count as inconsistent) ``>=`` ``min_rate``. Pairs are rows sharing
   ``pair_id`` with ``role`` in ``reference``/``correct`` (faithful) and
-  ``edited``/``incorrect`` (unfaithful). The unfaithful member of a pair whose faithful member
-  is present is a *probe*: it is scored and used for pairs only, not for the per-example rules
-  (it is unfaithful on purpose). With ``generate = true`` pairs are also made from every output
+  ``edited``/``incorrect`` (unfaithful). With the rule configured, the unfaithful member of a
+  pair whose faithful member is present is a *probe*: it is scored and used for pairs only, not
+  for the per-example rules (it is unfaithful on purpose). Without the rule, pair fields are
+  ignored (with a warning, ``ignored_pair_fields``) and every row is gated as an output. With ``generate = true`` pairs are also made from every output
   by ``faithgate.perturb``.
 - **regression[metric]**: against the baseline (a previous result JSON), on outputs matched to
   a baseline entry of the same source (``match_baseline``: within a source the closest
@@ -115,6 +116,33 @@ def find_pairs(examples: Sequence[Example]) -> list[Pair]:
     return pairs
 
 
+def given_pairs(config: GateConfig, examples: Sequence[Example]) -> list[Pair]:
+    """The minimal pairs given in the data, when a pair rule (``rules.pair_consistency``) is
+    configured to use them; none otherwise. Without a pair rule a row with ``pair_id`` and an
+    unfaithful ``role`` is an ordinary output, gated like the others: ``role`` values such as
+    ``unfaithful`` or ``perturbed`` must not take a row out of the gate on their own."""
+    return find_pairs(examples) if config.rules.pair_consistency is not None else []
+
+
+def ignored_pair_fields(config: GateConfig, examples: Sequence[Example]) -> list[str]:
+    """One line when rows carry ``pair_id`` and ``role`` but no pair rule uses them: they are
+    gated as ordinary outputs (the unfaithful members too)."""
+    if config.rules.pair_consistency is not None:
+        return []
+    marked = [
+        ex
+        for ex in examples
+        if ex.meta.get("pair_id") not in (None, "") and ex.meta.get("role") not in (None, "")
+    ]
+    if not marked:
+        return []
+    return [
+        f"{len(marked)} outputs carry pair_id and role fields, which are ignored: no pair rule "
+        "(rules.pair_consistency) is configured, so they are gated as ordinary outputs, "
+        "the edited members of pairs too"
+    ]
+
+
 def evaluate(
     config: GateConfig,
     examples: Sequence[Example],
@@ -130,7 +158,9 @@ def evaluate(
     """Apply the configured rules to scored examples (no model is touched).
 
     ``scores`` is aligned with ``examples`` (``Scorer.score`` output). ``pairs`` defaults to
-    ``find_pairs(examples)``; generated pairs are passed in by ``Gate.run``. ``baseline`` is
+    ``given_pairs(config, examples)``; generated pairs are passed in by ``Gate.run``. Pairs
+    (and with them probes) are used only when a pair rule is configured: without one, every
+    example is an output. ``baseline`` is
     the previous result for the regression rule; ``baseline_error`` explains why there is none
     (the rule then fails), unless ``baseline_created`` says this run writes the first baseline
     (``--update-baseline``) or ``baseline_missing`` says the file does not exist yet (a first
@@ -139,7 +169,9 @@ def evaluate(
     if len(scores) != len(examples):
         raise ValueError("scores must be aligned with examples")
     metrics = list(config.metrics)
-    pairs = list(find_pairs(examples) if pairs is None else pairs)
+    pairs = list(given_pairs(config, examples) if pairs is None else pairs)
+    if config.rules.pair_consistency is None:
+        pairs = []  # no rule uses them: nothing may leave the per-example gate as a probe
     # The unfaithful member of every pair (given or generated) is a probe, not an output.
     probes = {p.unfaithful for p in pairs}
     thresholds = {m: t for m, t in config.thresholds.items() if m in metrics}
@@ -310,14 +342,62 @@ def _limits(config: GateConfig) -> list[tuple[str, str, float]]:
     return found
 
 
+def _width(value_range: ValueRange | None) -> float | None:
+    """How far apart the lowest and highest score of a bounded metric are (None: unbounded)."""
+    low, high = value_range or (None, None)
+    return high - low if low is not None and high is not None else None
+
+
+def _active_regression(config: GateConfig) -> RegressionRule | None:
+    """The regression rule a run applies: the configured one, or the default one that a
+    baseline turns on."""
+    rule = config.rules.regression
+    if rule is None and config.baseline is not None:
+        rule = RegressionRule()
+    return rule
+
+
+def _drop_limits(
+    config: GateConfig, value_ranges: Mapping[str, ValueRange]
+) -> list[tuple[str, str, float, bool]]:
+    """``(what, metric, allowed drop, cannot fail)`` for the regression rule's ``tolerance``
+    (per metric it covers) and every ``per_example_drop``. A score of a bounded metric cannot
+    drop by more than the width of its range, so an allowed drop at or above that width can
+    never fail: like a threshold at the lowest score, it judges nothing."""
+    rule = _active_regression(config)
+    if rule is None:
+        return []
+    covered = [m for m in (rule.metrics or config.metrics) if m in config.metrics]
+    found = []
+    for m in covered:
+        width = _width(value_ranges.get(m))
+        idle = width is not None and rule.tolerance >= width
+        found.append(("rules.regression.tolerance", m, rule.tolerance, idle))
+    for m, drop in per_metric(rule.per_example_drop, covered).items():
+        if m in config.metrics:
+            width = _width(value_ranges.get(m))
+            idle = width is not None and drop >= width
+            found.append((f"rules.regression.per_example_drop {m}", m, drop, idle))
+    return found
+
+
 def limits_outside_range(
     config: GateConfig, value_ranges: Mapping[str, ValueRange] | None = None
 ) -> list[str]:
     """One line per threshold or ``min_mean`` outside the range its metric's scores can take
     (``Metric.value_range``): one at or below the lowest score judges nothing, one above the
-    highest fails every example. Warnings: ``check_has_criterion`` refuses a gate whose only
-    limits judge nothing."""
+    highest fails every example; and one per allowed regression drop (``tolerance``,
+    ``per_example_drop``) at or above the width of that range, which can never fail either.
+    Warnings: ``check_has_criterion`` refuses a gate whose only limits judge nothing."""
     notes = []
+    for what, metric, drop, idle in _drop_limits(config, value_ranges or {}):
+        if idle:
+            low, high = (value_ranges or {})[metric]
+            notes.append(
+                f"{what} = {drop:g} cannot fail for {metric}: its scores lie in "
+                f"[{low:g}, {high:g}], so no score drops by more than {high - low:g}; it "
+                "judges nothing"
+            )
     for what, metric, limit in _limits(config):
         low, high = (value_ranges or {}).get(metric) or (None, None)
         if _cannot_fail(limit, (low, high)):
@@ -341,7 +421,8 @@ def check_has_criterion(
     which turns the regression rule on). Such a gate would pass whatever the scores: it must
     not pass a build by saying nothing. A threshold or ``min_mean`` at or below the lowest
     score its metric can take (``value_ranges``: metric -> ``Metric.value_range()``) judges
-    nothing either."""
+    nothing either, nor does a regression ``tolerance`` or ``per_example_drop`` at or above
+    the width of a bounded metric's range."""
     ranges = value_ranges or {}
     thresholds_judge = config.rules.min_pass_rate > 0  # at 0 every example may fail them
     judging = [
@@ -349,6 +430,14 @@ def check_has_criterion(
         for what, metric, limit in _limits(config)
         if not _cannot_fail(limit, ranges.get(metric))
     ]
+    # The regression rule (on whenever a baseline is set) judges through an allowed drop below
+    # its metric's range width: its mean's tolerance, or a per-example drop (a per-example
+    # threshold, so only with min_pass_rate above 0).
+    drops = [(what, idle) for what, _, _, idle in _drop_limits(config, ranges)]
+    regression_judges = any(
+        not idle and (what == "rules.regression.tolerance" or thresholds_judge)
+        for what, idle in drops
+    )
     if (
         (thresholds_judge and any(what.startswith("threshold ") for what, _ in judging))
         or any(what.startswith("rules.min_mean ") for what, _ in judging)
@@ -356,8 +445,7 @@ def check_has_criterion(
         or (
             config.rules.pair_consistency is not None and config.rules.pair_consistency.min_rate > 0
         )
-        or config.rules.regression is not None
-        or config.baseline is not None
+        or regression_judges
     ):
         return
     held = set(config.metrics) & set(config.thresholds)

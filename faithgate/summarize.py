@@ -3,7 +3,8 @@
 The summarizer is named ``"package.module:function"``; the function takes one source text and
 returns its summary as a string. The dataset is JSON Lines with a ``source`` field per record
 (``id``, ``reference``, ``label`` and any other fields are optional and kept, as in
-``faithgate.io``). Every problem is one ``InputError`` line: a module that cannot be imported, a
+``faithgate.io``, except ``pair_id`` and ``role``: they describe a summary in the data, and the
+summarizer's output is always an output, never a pair's probe). Every problem is one ``InputError`` line: a module that cannot be imported, a
 missing attribute, something not callable, an exception raised on a record, or a return value
 that is not a string. An empty (or blank) summary is the summarizer's bad output, not bad
 input: it is kept, and the gate fails that example as unscorable ("empty summary").
@@ -22,6 +23,8 @@ from faithgate.io import _jsonl_rows, _read_text, check_text, record_to_example
 from faithgate.types import Example
 
 Summarizer = Callable[[str], str]
+# A data row's minimal-pair fields: they describe the row's own summary, not the summarizer's.
+PAIR_FIELDS = ("pair_id", "role")
 
 
 def load_summarizer(ref: str, search_path: Iterable[str | Path] = ()) -> Summarizer:
@@ -108,7 +111,10 @@ def summarize(
                 "expected the summary as a string"
             )
         check_text(summary, f"the summary {name} returned for record {ex.id!r}")
-        out.append(Example(ex.id, ex.source, summary, ex.reference, ex.label, dict(ex.meta)))
+        # The data file's pair fields described its rows, not this output: kept, a row with an
+        # unfaithful role would leave the gate as a pair's probe (rules.given_pairs).
+        meta = {k: v for k, v in ex.meta.items() if k not in PAIR_FIELDS}
+        out.append(Example(ex.id, ex.source, summary, ex.reference, ex.label, meta))
     return out
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import click
 
 from faithgate import __version__
-from faithgate.errors import FaithgateError, Interrupted
-from faithgate.escape import PrintableFormatter, safe_line
+from faithgate.errors import FaithgateError, InputError, Interrupted
+from faithgate.escape import PrintableFormatter, safe_line, utf8_text
 
 # command name -> "module:attribute" of its click command
 COMMANDS = {
@@ -35,6 +35,17 @@ COMMANDS = {
 }
 
 
+_NOT_UTF8 = "faithgate.argument_not_utf8"
+
+
+def _is_utf8(arg: str) -> bool:
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8, held as lone surrogates
+        return False
+    return True
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -46,10 +57,27 @@ class LazyGroup(click.Group):
         module, attr = target.split(":")
         return getattr(importlib.import_module(module), attr)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # The one place every command's arguments come in: an argument that is not UTF-8 (a
+        # Linux file name is bytes) is refused in ``invoke``, before anything reads or scores.
+        # Kept, it reached result JSON, reports and calibrated TOML, which UTF-8 cannot hold.
+        bad = next((a for a in args if not _is_utf8(a)), None)
+        if bad is not None:
+            ctx.meta[_NOT_UTF8] = bad
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         # Same contract with or without ``main()`` (e.g. click.testing.CliRunner on ``cli``):
         # a FaithgateError is one stderr line and its exit code, an unexpected error exit 1.
         try:
+            bad = ctx.meta.get(_NOT_UTF8)
+            if bad is not None:
+                raise InputError(
+                    f"the command-line argument {utf8_text(bad)} is not valid UTF-8: faithgate "
+                    "reads arguments as UTF-8 text (a file name in another encoding cannot be "
+                    "recorded in results, reports or configurations); rename the file, or pass "
+                    "the text in UTF-8"
+                )
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise  # a closed stdout (``| head``) is no internal error: see main()

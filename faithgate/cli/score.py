@@ -21,6 +21,7 @@ from faithgate.escape import defuse_workflow_commands, json_for_terminal, printa
 from faithgate.io import check_text
 from faithgate.numbers import at_least
 from faithgate.types import Score, json_safe
+from faithgate.userjson import parse_problem, unique_object
 
 # Fast, offline, no configuration needed: the default set of ``faithgate score``.
 DEFAULT_SCORE_METRICS = ("bertscore", "sentsim", "ner", "overlap")
@@ -86,9 +87,11 @@ def parse_settings(items: Sequence[str]) -> dict[str, dict[str, Any]]:
         if not dot or not metric or not name:
             raise InputError(f"--set expects METRIC.KEY=VALUE, got {key}={raw}")
         try:
-            value: Any = json.loads(raw)
+            value: Any = json.loads(raw, object_pairs_hook=unique_object)
         except json.JSONDecodeError:
-            value = raw
+            value = raw  # not JSON: the text itself
+        except (ValueError, RecursionError) as exc:  # JSON, but not one faithgate can read
+            raise InputError(f"--set {key}: {printable(parse_problem(exc))}"[:300]) from None
         settings.setdefault(metric, {})[name] = value
     return settings
 
@@ -300,11 +303,13 @@ def render_text(
         lines.append(f"{name:<{w}}{_fmt(score.value):>8}  {_fmt(limit):>9}  {verdict:<7}  {scale}")
         pad = " " * (w + 8 + 2)
         lines.append(f"{pad}{printable(summarize_details(score))}")
-        lines.append(f"{pad}hash {score.settings_hash}  models {_models_text(identities[name])}")
+        # A model's name is a user's path (or hub id): it may hold line breaks or ESC.
+        models = _models_text(identities[name])
+        lines.append(f"{pad}{printable(f'hash {score.settings_hash}  models {models}')}")
     judged = {n: v for n, v in verdicts.items() if v is not None}
     if judged:
         failed = [n for n, v in judged.items() if not v]
-        where = f" (thresholds from {threshold_source})" if threshold_source else ""
+        where = f" (thresholds from {printable(threshold_source)})" if threshold_source else ""
         if failed:
             detail = ", ".join(
                 f"{n} {_fmt(scores[n].value)} < {_fmt(thresholds[n])}"

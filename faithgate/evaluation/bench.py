@@ -79,9 +79,11 @@ def benchmark_files(path: str | Path) -> list[Path]:
         if not files:
             raise InputError(f"{p}: no .jsonl files in this directory")
         return files
-    if not p.is_file():
-        raise InputError(f"{p}: no such file or directory")
-    return [p]
+    if p.is_file() or p.is_fifo():  # a pipe (``--data <(cmd)``) is read once, as a file
+        return [p]
+    if p.exists():  # a device (/dev/zero would never end), a socket
+        raise InputError(f"{p}: not a regular file, a pipe or a directory")
+    raise InputError(f"{p}: no such file or directory")
 
 
 def refuse_same_names(files: Sequence[Path]) -> None:

@@ -37,6 +37,7 @@ survive.
 
 from __future__ import annotations
 
+import codecs
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -48,6 +49,7 @@ import numpy as np
 
 from faithgate.config import find_config_file
 from faithgate.errors import InputError
+from faithgate.escape import utf8_text
 from faithgate.evaluation.meta import (
     MIN_CI_N,
     MIN_ZERO_WIDTH_CI_N,
@@ -340,7 +342,9 @@ def _read_target(path: Path) -> tuple[bytes, Any]:
 
     raw = path.read_bytes() if path.exists() else b""
     try:
-        doc = tomlkit.parse(raw.decode("utf-8")) if path.exists() else tomlkit.document()
+        # utf-8-sig: a BOM (Windows editors) is read past, as the gate reads the file;
+        # write_calibration puts it back.
+        doc = tomlkit.parse(raw.decode("utf-8-sig")) if path.exists() else tomlkit.document()
     except Exception as exc:  # noqa: BLE001 - a parse error is the user's file: say where
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     root: Any = doc
@@ -430,7 +434,7 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     if not math.isnan(cal.cv_balanced_accuracy):
         entry["cv_balanced_accuracy"] = _r(cal.cv_balanced_accuracy)
         entry["cv_folds"] = cal.cv_folds
-    entry["data"] = cal.data
+    entry["data"] = utf8_text(cal.data)  # a file name: TOML is UTF-8
     entry["n"] = cal.n
     entry["settings_hash"] = cal.settings_hash
     entry.add(tomlkit.nl())  # a blank line before the next table, as between the others
@@ -442,5 +446,7 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
         text = text.rstrip("\n") + "\n"  # the entry's blank line, when it ends the file
     if b"\r\n" in raw:  # the user's line endings stay theirs: only the calibrated lines change
         text = text.replace("\n", "\r\n")
+    if raw.startswith(codecs.BOM_UTF8):  # and so does a byte order mark
+        text = "\ufeff" + text
     atomic_write_text(path, text)  # refused: WriteError, the old file intact
     return path

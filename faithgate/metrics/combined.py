@@ -24,6 +24,7 @@ from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, get_metric, hash_digest, register
 from faithgate.numbers import is_finite_number
 from faithgate.types import Example, Score
+from faithgate.userjson import parse_json
 
 COMBINATION_FORMAT = "faithgate-combination/1"
 # ``ensemble``'s weights: written by benchmarks/fit_ensemble.py (data and figures inside).
@@ -34,13 +35,14 @@ def load_weights(path: str | Path) -> dict[str, Any]:
     """Read and check a weights file written by ``faithgate bench --combine``."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{p}: no such weights file") from None
-    except ValueError as exc:
+    except ValueError as exc:  # not UTF-8
         raise InputError(f"{p}: not valid JSON ({exc})") from None
     except OSError as exc:  # a directory, no permission
         raise InputError(f"{p}: cannot read the weights file ({exc.strerror or exc})") from None
+    data = parse_json(text, p, "not valid JSON")  # nested too deeply, too many digits: exit 2
     if not isinstance(data, dict) or data.get("format") != COMBINATION_FORMAT:
         raise InputError(f"{p}: not a faithgate combination file (format {COMBINATION_FORMAT})")
     for key in ("metrics", "mean", "scale", "coef", "intercept"):
@@ -62,6 +64,25 @@ def load_weights(path: str | Path) -> dict[str, Any]:
         raise InputError(f"{p}: every scale must be above 0, got {data['scale']!r}"[:200])
     if not is_finite_number(data["intercept"]):
         raise InputError(f"{p}: intercept must be a finite number, got {data['intercept']!r}")
+    # Each component is made with its own settings from here: a list or a string was a
+    # TypeError / AttributeError deep inside (an internal error).
+    settings = data.get("metric_settings")
+    if settings is not None:
+        if not isinstance(settings, dict):
+            raise InputError(
+                f"{p}: metric_settings must be an object of settings per metric, "
+                f"got {type(settings).__name__}"
+            )
+        for name, value in settings.items():
+            if name not in metrics:
+                raise InputError(
+                    f"{p}: metric_settings names {name!r}, which is not one of its metrics"[:300]
+                )
+            if value is not None and not isinstance(value, dict):
+                raise InputError(
+                    f"{p}: metric_settings.{name} must be an object of settings, "
+                    f"got {type(value).__name__}"
+                )
     return data
 
 

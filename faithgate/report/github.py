@@ -39,12 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError
-from faithgate.escape import markdown_literal, printable
+from faithgate.escape import clipped, markdown_literal, printable
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.io import jsonl_lines
-from faithgate.numbers import shortest, shown_against
+from faithgate.numbers import is_finite_number, shortest, shown_against
 from faithgate.report import render
 from faithgate.result import GateResult
+from faithgate.userjson import parse_json
 
 # GitHub rejects a step summary over 1 MiB (1024 * 1024 bytes); keep room for the cut notice.
 SUMMARY_LIMIT = 1024 * 1024 - 1024
@@ -105,17 +106,65 @@ def load_result(path: str | Path) -> dict[str, Any]:
     """The gate result JSON (``GateResult.to_dict``); ``InputError`` when unreadable."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: no gate result (did faithgate check run?)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: unreadable gate result ({exc})") from None
-    except RecursionError:
-        raise InputError(f"{path}: unreadable gate result (JSON nested too deeply)") from None
+    data = parse_json(text, path, "unreadable gate result")
     if not isinstance(data, dict) or "passed" not in data or "examples" not in data:
         raise InputError(f"{path}: not a faithgate result JSON")
-    GateResult.from_checked_dict(data, path)  # every part the report steps read is well formed
+    # Every part the report steps read is well formed, before anything is printed: the
+    # examples and rules (from_checked_dict), and the top-level fields the outputs, the
+    # annotations and the job summary use.
+    GateResult.from_checked_dict(data, path)
+    problem = _top_level_problem(data)
+    if problem is not None:
+        raise InputError(f"{path}: malformed faithgate result ({problem})"[:300])
     return data
+
+
+def _top_level_problem(data: Mapping[str, Any]) -> str | None:
+    """What is wrong with the top-level fields of a result JSON that the report steps read
+    as they are (``outputs_for``, ``annotations_for``, ``summary_markdown``), or ``None``."""
+
+    def number(value: Any) -> bool:  # NaN or an infinity is a result's own (an overflow)
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    means = data.get("means")
+    metrics = data.get("metrics")
+    thresholds = data.get("thresholds")
+    checks = [
+        (isinstance(data.get("passed"), bool), "passed must be true or false"),
+        (data.get("verdict") in (None, "pass", "fail"), "verdict must be 'pass' or 'fail'"),
+        (
+            data.get("pass_rate") is None or number(data["pass_rate"]),
+            "pass_rate must be a number or null",
+        ),
+        (
+            means is None
+            or (isinstance(means, dict) and all(v is None or number(v) for v in means.values())),
+            "means must be an object of numbers or null",
+        ),
+        (
+            isinstance(metrics, list) and all(isinstance(m, str) for m in metrics),
+            "metrics must be a list of metric names",
+        ),
+        (
+            thresholds is None
+            or (
+                isinstance(thresholds, dict)
+                and all(is_finite_number(v) for v in thresholds.values())
+            ),
+            "thresholds must be an object of finite numbers",
+        ),
+        (data.get("input") is None or isinstance(data["input"], str), "input must be text"),
+        (
+            data.get("seconds") is None or number(data["seconds"]),
+            "seconds must be a number or null",
+        ),
+    ]
+    return next((why for ok, why in checks if not ok), None)
 
 
 def _fmt_rate(value: Any) -> str:
@@ -162,7 +211,7 @@ def example_lines(path: str | Path) -> dict[str, int]:
             continue
         try:
             record = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # bad JSON, a number too long: no line to place
             continue
         if isinstance(record, dict):
             lines.setdefault(str(record.get("id", number)), number)
@@ -246,7 +295,7 @@ def annotations_for(
                 example_message(example),
                 file=file if line else None,
                 line=line,
-                title=f"faithgate: example {eid} failed",
+                title=f"faithgate: example {clipped(eid)} failed",
             )
         )
     if len(failed) > max_annotations:

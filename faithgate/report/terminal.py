@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from faithgate.escape import defuse_workflow_commands, printable
+from faithgate.escape import clipped, defuse_workflow_commands, printable
 from faithgate.progress import progress_bar  # noqa: F401 - re-exported for older imports
 from faithgate.report.format import (
     fmt_against,
@@ -124,7 +124,7 @@ def to_terminal(
         lines.append(f"failing examples ({len(failed)}):")
         for ex in failed[:max_examples]:
             # In full (up to 400 characters): the sentence named is the point of the line.
-            lines.append(f"  {printable(ex.id)}: {one_line(ex.message, 400)}")
+            lines.append(f"  {clipped(ex.id)}: {one_line(ex.message, 400)}")
         if len(failed) > max_examples:
             lines.append(f"  ... and {len(failed) - max_examples} more")
     if result.cache:

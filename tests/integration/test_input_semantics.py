@@ -11,6 +11,7 @@ import json
 import math
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -203,3 +204,88 @@ def test_sigint_takes_the_interrupted_path_exit_130(project):
     assert err == "faithgate: interrupted\n"
     with sqlite3.connect(cache) as conn:
         assert conn.execute("SELECT score FROM scores WHERE key = 'k'").fetchone() == ("{}",)
+
+
+def test_pair_fields_without_a_pair_rule_do_not_take_rows_out_of_the_gate(project):
+    """A row with pair_id and role "edited" was a probe even with no pair rule: the unfaithful
+    output was left out of the per-example gate and the gate passed, with no warning."""
+    rows = [
+        {"id": "a", "source": "src", "summary": summary(0.9), "pair_id": "p", "role": "reference"},
+        {"id": "b", "source": "src", "summary": summary(0.1), "pair_id": "p", "role": "edited"},
+    ]
+    (project / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = CliRunner().invoke(cli, ["check", "-q", "--no-cache", "--threshold", "0.5"])
+    assert res.exit_code == 1, res.output
+    assert "1/2 examples pass" in res.output
+    assert "2 outputs carry pair_id and role fields, which are ignored" in res.stderr
+
+
+PAIR_SUMMARIZER = """
+def summarize(source):
+    return "0.1 aliens landed." if source == "bad" else "0.9 fine words."
+"""
+
+
+def test_a_summarizers_outputs_are_never_pair_probes(project):
+    """A summarizer's outputs kept pair_id and role from the data file, so the output made for a
+    row marked "edited" was a probe: a failing summary was left out of the gate."""
+    (project / "summ.py").write_text(PAIR_SUMMARIZER)
+    rows = [
+        {"id": "a", "source": "good", "pair_id": "p", "role": "reference"},
+        {"id": "b", "source": "bad", "pair_id": "p", "role": "edited"},
+    ]
+    (project / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (project / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\ncache_dir = ".fg"\n[thresholds]\n{NAME} = 0.5\n'
+        "[rules]\npair_consistency = { min_rate = 0.5, generate = true, per_example = 1 }\n"
+    )
+    args = ["check", "--no-cache", "--summarizer", "summ:summarize", "--data", "data.jsonl"]
+    res = CliRunner().invoke(cli, [*args, "--json", "r.json"])
+    assert res.exit_code == 1, res.output
+    result = json.loads((project / "r.json").read_text())
+    outputs = {e["id"]: e for e in result["examples"] if not e["probe"]}
+    assert sorted(outputs) == ["a", "b"] and not outputs["b"]["passed"]
+
+
+@pytest.fixture
+def pipe():
+    """A pipe holding ``text`` (written whole, then closed), named as ``<(cmd)`` names one."""
+    ends = []
+
+    def make(text: str) -> str:
+        read, write = os.pipe()
+        ends.append(read)
+        os.write(write, text.encode())
+        os.close(write)
+        return f"/dev/fd/{read}"
+
+    yield make
+    for fd in ends:
+        os.close(fd)
+
+
+def test_a_pipe_is_read_as_an_input_file(project, pipe):
+    """``--outputs <(cmd)`` (a pipe, /dev/fd/N) was "no such file", while ``faithgate score
+    --source`` read pipes; ``bench --data`` likewise said "no such file or directory"."""
+    rows = [
+        {"id": "a", "source": "src", "summary": summary(0.9), "label": 1},
+        {"id": "b", "source": "src", "summary": summary(0.2), "label": 0},
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    args = ["check", "-q", "--no-cache", "--threshold", "0.1", "--outputs", pipe(text)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "2/2 examples pass" in res.output
+    args = ["bench", "--data", pipe(text), "--metric", NAME, "--no-cache", "-q", "--json"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs UNIX sockets")
+def test_an_input_that_is_no_file_nor_pipe_says_what_it_is(project):
+    """A device or socket given as the outputs file was "no such file", which is false."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(project / "o.sock"))
+        res = CliRunner().invoke(cli, ["check", "--outputs", "o.sock"])
+    assert res.exit_code == 2
+    assert "o.sock: is a socket, not a regular file or a pipe" in res.stderr

@@ -268,6 +268,20 @@ def test_pair_consistency_per_error_type():
     assert not r.passed
 
 
+def test_pair_fields_without_a_pair_rule_are_gated_as_outputs():
+    """Rows with pair_id and an unfaithful role used to leave the per-example gate as probes
+    even with no pair rule, so an unfaithful output passed unseen."""
+    values = [(0.9, 0.1)]
+    r = pair_gate(values, {"thresholds": {M: 0.5}})
+    assert not any(e.probe for e in r.examples) and r.pairs == []
+    assert r.n_examples == 2 and not r.passed
+    cfg = GateConfig.from_dict({"metrics": [M]})
+    [line] = rules.ignored_pair_fields(cfg, pair_examples(1))
+    assert "2 outputs carry pair_id and role fields, which are ignored" in line
+    ruled = GateConfig.from_dict({"metrics": [M], "rules": {"pair_consistency": 0.5}})
+    assert rules.ignored_pair_fields(ruled, pair_examples(1)) == []
+
+
 def test_pair_rule_without_pairs_fails():
     r = gate([0.9], {"rules": {"pair_consistency": {"min_rate": 0.5}}})
     assert not rule(r, f"pair_consistency[{M}]").passed

@@ -58,6 +58,30 @@ def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            '{"id": "a", "source": "S", "summary": "Aliens.", "summary": "T"}\n',
+            "a.jsonl:1: field 'summary' given twice",
+        ),
+        (
+            '{"source": "S", "summary": "T"}\n{"source": "S", "summary": "T", "meta": '
+            '{"k": 1, "k": 2}}\n',
+            "a.jsonl:2: field 'k' given twice",
+        ),
+        ('{"id": ' + "9" * 5000 + ', "source": "S", "summary": "T"}\n', "more than 4300 digits"),
+    ],
+    ids=["summary-twice", "nested-key-twice", "5000-digits"],
+)
+def test_a_repeated_field_or_an_unreadable_number_is_an_error(tmp_path, content, message):
+    """A field given twice in a record was read as its last value, silently (the unfaithful
+    first summary was never scored); a 5000-digit number was an internal error."""
+    p = write(tmp_path, "a.jsonl", content)
+    with pytest.raises(InputError, match=message):
+        load_examples(p)
+
+
 def test_missing_field_names_the_records_fields_and_a_likely_rename(tmp_path):
     """A file written for another tool (SummaC / AggreFact: document, claim) is refused, never
     read through a guessed field, and the error says which field to rename."""

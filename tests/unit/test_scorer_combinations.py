@@ -142,6 +142,29 @@ def test_a_weights_file_that_would_score_wrongly_is_refused(tmp_path, change, me
     assert load_weights(_write(tmp_path / "ok.json", GOOD))["metrics"] == ["overlap", "sentsim"]
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 200_000 + "]" * 200_000, r"w.json: not valid JSON \(nested too deeply\)"),
+        (json.dumps({**GOOD, "metric_settings": {"overlap": [1, 2]}}), "metric_settings.overlap"),
+        (json.dumps({**GOOD, "metric_settings": "x"}), "metric_settings must be an object"),
+        (json.dumps({**GOOD, "metric_settings": {"ner": {}}}), "names 'ner', which is not one"),
+    ],
+    ids=["nested", "settings-a-list", "settings-a-string", "settings-of-another-metric"],
+)
+def test_a_malformed_weights_file_is_an_input_error_naming_it(tmp_path, text, message) -> None:
+    """JSON nested too deeply (RecursionError) and metric_settings of the wrong shape (a list:
+    TypeError, a string: AttributeError) were internal errors, exit 1."""
+    from faithgate.errors import InputError
+    from faithgate.metrics.base import get_metric
+
+    path = tmp_path / "w.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as caught:
+        get_metric("combined", weights=str(path))
+    assert str(caught.value).startswith(f"{path}: ")
+
+
 def _write(path: Path, data: dict) -> Path:
     path.write_text(json.dumps(data))
     return path

@@ -29,6 +29,9 @@ def row(i: object = "a", summary: str = "0.9 fine words.", **extra: object) -> d
 
 GOOD = jl(row("a"), row("b", "0.8 also fine."))
 DEEP = 200_000
+# More digits than Python reads into an int (sys.get_int_max_str_digits(), 4300): a bare
+# ValueError from json.loads and tomllib.loads, once an internal error (exit 1).
+HUGE = "9" * 5000
 SLOW_OK = """
 def summarize(source):
     return "0.9 " + source
@@ -65,6 +68,18 @@ CASES: list[Case] = [
     Case("two objects on a line", ["check"], _project(GOOD.rstrip("\n") + ' {"id": 1}\n')),
     Case("deeply nested JSON", ["check"], _project("[" * DEEP + "]" * DEEP + "\n")),
     Case("deeply nested object", ["check"], _project('{"a":' * DEEP + "1" + "}" * DEEP)),
+    Case(
+        "integer of 5000 digits",
+        ["check"],
+        _project(f'{{"id": {HUGE}, "source": "s", "summary": "0.9 x."}}\n'),
+        stderr_has="outputs.jsonl:1: invalid JSON (a number with more than 4300 digits)",
+    ),
+    Case(
+        "field given twice",  # the last one won: the first summary was never scored
+        ["check"],
+        _project('{"id": "a", "source": "s", "summary": "0.1 x.", "summary": "0.9 y."}\n'),
+        stderr_has="outputs.jsonl:1: field 'summary' given twice",
+    ),
     Case("missing summary", ["check"], _project(jl({"id": "a", "source": "s"}))),
     Case("null summary", ["check"], _project(jl(row(summary=None)))),  # type: ignore[arg-type]
     Case("numeric summary", ["check"], _project(jl(row(summary=3)))),  # type: ignore[arg-type]
@@ -200,6 +215,18 @@ CASES: list[Case] = [
         _project(GOOD, config="a = " + "[" * DEEP + "]" * DEEP + "\n"),
     ),
     Case("config not UTF-8", ["check"], _project(GOOD, config=b"metrics = ['\xff']\n")),
+    Case(
+        "threshold of 5000 digits",
+        ["check"],
+        _project(GOOD, config=CONFIG + f"[thresholds]\n{FAKE} = {HUGE}\n"),
+        stderr_has="invalid TOML (a number with more than 4300 digits)",
+    ),
+    Case(
+        "config with a UTF-8 BOM",  # as Windows editors write it; JSONL and CSV took one
+        ["check"],
+        _project(GOOD, config=b"\xef\xbb\xbf" + CONFIG_T.encode()),
+        codes=(0,),
+    ),
     Case("unknown config key", ["check"], _project(GOOD, config=CONFIG + "colour = 1\n")),
     Case(
         "threshold as a string",
@@ -274,6 +301,12 @@ CASES: list[Case] = [
     ),
     Case(
         "baseline is a list", ["check", "--baseline", "b.json"], _project(GOOD, **{"b.json": "[]"})
+    ),
+    Case(
+        "baseline with a 5000-digit number",
+        ["check", "--baseline", "b.json"],
+        _project(GOOD, **{"b.json": f'{{"metrics": ["{FAKE}"], "examples": [], "n": {HUGE}}}'}),
+        stderr_has="b.json: not a faithgate result JSON (a number with more than 4300 digits)",
     ),
     Case(
         "baseline with wrong types",
@@ -377,7 +410,23 @@ CASES: list[Case] = [
         ],
         {"s.txt": "The cat sat."},
         real=True,
-        stderr_has="lone surrogate",
+        stderr_has="the command-line argument caf\\xe9 is not valid UTF-8",
+    ),
+    Case(
+        "score: --set value of 5000 digits",
+        ["score", "--source", "s.txt", "--summary", "a b", "--metric", "overlap"]
+        + ["--set", f"overlap.use_stemmer={HUGE}"],
+        {"s.txt": "The cat sat."},
+        real=True,
+        stderr_has="--set overlap.use_stemmer: a number with more than 4300 digits",
+    ),
+    Case(
+        "score: --set value nested 100,000 deep",
+        ["score", "--source", "s.txt", "--summary", "a b", "--metric", "overlap"]
+        + ["--set", "overlap.use_stemmer=" + "[" * 100_000],
+        {"s.txt": "The cat sat."},
+        real=True,
+        stderr_has="--set overlap.use_stemmer: nested too deeply",
     ),
     Case(
         "score: Thai is refused plainly",

@@ -135,6 +135,21 @@ def test_write_keeps_the_files_line_endings(tmp_path) -> None:
         assert load_config(path).thresholds == {"ner": 0.3, "bertscore": 0.55123}
 
 
+def test_a_byte_order_mark_is_read_past_and_kept(tmp_path) -> None:
+    """A configuration starting with a UTF-8 BOM (as Windows editors write it) was "invalid
+    TOML" to the gate and to calibrate, while JSONL and CSV files with one were read."""
+    for name in ("faithgate.toml", "pyproject.toml"):
+        path = tmp_path / name
+        table = "[tool.faithgate]\n" if name == "pyproject.toml" else ""
+        path.write_bytes(b"\xef\xbb\xbf" + f'{table}metrics = ["ner"]\n'.encode())
+        assert list(load_config(path).metrics) == ["ner"]
+        write_calibration(path, _cal())
+        assert path.read_bytes().startswith(b"\xef\xbb\xbf") and "\ufeff" not in path.read_text(
+            encoding="utf-8-sig"
+        )
+        assert load_config(path).thresholds == {"bertscore": 0.55123}
+
+
 def test_write_new_faithgate_toml(tmp_path) -> None:
     assert default_config_path(tmp_path) == tmp_path / "faithgate.toml"
     path = write_calibration(default_config_path(tmp_path), _cal())

@@ -145,3 +145,33 @@ def test_a_token_f1_threshold_at_zero_is_no_criterion(tmp_path, metric):
         tmp_path, metric, thresholds={metric: 0.1}, metric_settings=table["metric_settings"]
     )
     rules.check_has_criterion(cfg, Gate(cfg).value_ranges())  # one that can fail is accepted
+
+
+@pytest.mark.parametrize(
+    ("regression", "idle"),
+    [
+        ({"tolerance": 5.0}, "rules.regression.tolerance = 5 cannot fail for overlap"),
+        ({"tolerance": 1.0}, "rules.regression.tolerance = 1 cannot fail for overlap"),
+        (
+            {"tolerance": 1.0, "per_example_drop": {"overlap": 2.0}},
+            "rules.regression.tolerance = 1 cannot fail for overlap",
+        ),
+    ],
+)
+def test_a_regression_drop_as_wide_as_the_range_is_no_criterion(tmp_path, regression, idle):
+    """A tolerance (or per_example_drop) at or above the width of a bounded metric's range can
+    never fail, yet counted as the gate's criterion: the mean fell from 1 to 0 and it passed."""
+    cfg = _config(tmp_path, "overlap", baseline="b.json", rules={"regression": regression})
+    ranges = Gate(cfg).value_ranges()
+    assert any(line.startswith(idle) for line in rules.limits_outside_range(cfg, ranges))
+    with pytest.raises(ConfigError, match=idle):
+        rules.check_has_criterion(cfg, ranges)
+    # Within the range it judges (a per-example drop too); an unbounded metric takes any drop.
+    ok = _config(tmp_path, "overlap", baseline="b.json", rules={"regression": {"tolerance": 0.5}})
+    rules.check_has_criterion(ok, Gate(ok).value_ranges())
+    assert rules.limits_outside_range(ok, Gate(ok).value_ranges()) == []
+    per_example = {"tolerance": 5.0, "per_example_drop": 0.2}
+    ok = _config(tmp_path, "overlap", baseline="b.json", rules={"regression": per_example})
+    rules.check_has_criterion(ok, Gate(ok).value_ranges())
+    wide = _config(tmp_path, "harim_plus", rules={"regression": {"tolerance": 50.0}})
+    rules.check_has_criterion(wide, Gate(wide).value_ranges())

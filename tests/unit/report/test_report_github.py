@@ -291,6 +291,59 @@ def test_report_on_a_malformed_result_is_an_error_step_not_a_crash(tmp_path):
     assert outputs["verdict"] == "error" and outputs["step-exit-code"] == "2"
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"means": 10**30}, "means must be an object of numbers or null"),
+        ({"means": {"m": "high"}}, "means must be an object of numbers or null"),
+        ({"pass_rate": "x"}, "pass_rate must be a number or null"),
+        ({"metrics": [{"a": 1}]}, "metrics must be a list of metric names"),
+        ({"verdict": ["pass"]}, "verdict must be 'pass' or 'fail'"),
+        ({"passed": "false"}, "passed must be true or false"),
+        ({"thresholds": {"m": "0.5"}}, "thresholds must be an object of finite numbers"),
+        (
+            {"rules": [{"name": "pass_rate", "passed": "false"}]},  # bool("false") is True
+            "rule 'pass_rate': 'passed' must be true or false",
+        ),
+    ],
+    ids=[
+        "means-int",
+        "means-text",
+        "pass-rate",
+        "metrics",
+        "verdict",
+        "passed",
+        "thresholds",
+        "rule-passed",
+    ],
+)
+def test_a_result_with_top_level_fields_of_wrong_types_is_an_error_step(
+    gate_result, tmp_path, change, message
+):
+    """Only examples and rules were checked: a wrong "means", "pass_rate" or "metrics" was an
+    internal error, for "metrics" after the annotations were already printed."""
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps({**gate_result, **change}))
+    env = _env(tmp_path)
+    rc, stdout = run_github(["report", "--result", str(bad), "--exit-code", "1"], env)
+    assert rc == 0
+    [line] = stdout.splitlines()  # the error alone: no example was annotated first
+    assert line.startswith("::error title=faithgate::") and message in line, line
+    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
+    assert outputs["verdict"] == "error" and outputs["step-exit-code"] == "2"
+
+
+def test_a_result_holding_a_5000_digit_number_is_an_error_step(gate_result, tmp_path):
+    """Python refuses to read an int of more than 4300 digits with a bare ValueError, which
+    was an internal error (exit 1) instead of the step's error annotation."""
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(gate_result)[:-1] + ', "n": ' + "9" * 5000 + "}")
+    env = _env(tmp_path)
+    rc, stdout = run_github(["report", "--result", str(bad), "--exit-code", "1"], env)
+    assert rc == 0
+    assert "unreadable gate result (a number with more than 4300 digits)" in stdout
+
+
 def test_report_args_with_a_file_as_dir_is_an_input_error(tmp_path):
     """``--dir FILE`` was an internal error (NotADirectoryError from unlink)."""
     (tmp_path / "afile").write_text("mine")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -127,6 +128,57 @@ def test_user_files_are_validated_with_line_numbers(tmp_path):
     pairs.write_text('{"source": "s", "summary": "t", "label": 2}\n')
     with pytest.raises(Exception, match=r"pairs.jsonl:1: field 'label' must be 1, 0"):
         labelled_summaries(pairs)
+
+
+@pytest.mark.parametrize(
+    ("reader", "row", "message"),
+    [
+        (user_documents, {"source": "Some text \ud800 here."}, "field 'source' contains a lone"),
+        (user_documents, {"text": "\u0000" * 40}, "field 'text' contains NUL characters"),
+        (user_documents, {"id": "\udfff", "source": "Fine text."}, "field 'id' contains a lone"),
+        (user_documents, {"source": "\u200b \ufeff"}, "expected a 'source' (or 'text') string"),
+        (
+            labelled_summaries,
+            {"source": "The mayor \ud800 opened it.", "summary": "It opened.", "label": 1},
+            "field 'source' contains a lone surrogate",
+        ),
+        (
+            labelled_summaries,
+            {"source": "The mayor opened it.", "summary": "a\u0000b", "label": 0},
+            "field 'summary' contains NUL characters",
+        ),
+        (
+            labelled_summaries,
+            {"source": "The mayor opened it.", "summary": " \u200b", "label": 0},
+            "field 'summary' is empty",
+        ),
+    ],
+    ids=[
+        "doc-surrogate",
+        "doc-nul",
+        "doc-id-surrogate",
+        "doc-blank",
+        "lab-surrogate",
+        "lab-nul",
+        "lab-blank",
+    ],
+)
+def test_user_text_that_is_not_text_is_refused_naming_file_line_and_field(
+    tmp_path, reader, row, message
+):
+    """A lone surrogate in --documents or --labelled text was an internal error (it crashed
+    while tokenising), and a document of NUL characters was trained on."""
+    from faithgate.errors import InputError
+
+    path = tmp_path / "in.jsonl"
+    path.write_text(
+        json.dumps({"source": "A fine first row.", "summary": "Fine.", "label": 1})
+        + "\n"
+        + json.dumps(row)
+        + "\n"
+    )
+    with pytest.raises(InputError, match=rf"in.jsonl:2: {re.escape(message)}"):
+        reader(path)
 
 
 def test_labelled_summaries_skip_graded_only_rows_and_key_documents_by_text(tmp_path):
