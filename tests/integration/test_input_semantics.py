@@ -229,7 +229,7 @@ def summarize(source):
 def test_a_summarizers_outputs_are_never_pair_probes(project):
     """A summarizer's outputs kept pair_id and role from the data file, so the output made for a
     row marked "edited" was a probe: a failing summary was left out of the gate."""
-    (project / "summ.py").write_text(PAIR_SUMMARIZER)
+    (project / "pair_summ.py").write_text(PAIR_SUMMARIZER)
     rows = [
         {"id": "a", "source": "good", "pair_id": "p", "role": "reference"},
         {"id": "b", "source": "bad", "pair_id": "p", "role": "edited"},
@@ -239,7 +239,7 @@ def test_a_summarizers_outputs_are_never_pair_probes(project):
         f'metrics = ["{NAME}"]\ncache_dir = ".fg"\n[thresholds]\n{NAME} = 0.5\n'
         "[rules]\npair_consistency = { min_rate = 0.5, generate = true, per_example = 1 }\n"
     )
-    args = ["check", "--no-cache", "--summarizer", "summ:summarize", "--data", "data.jsonl"]
+    args = ["check", "--no-cache", "--summarizer", "pair_summ:summarize", "--data", "data.jsonl"]
     res = CliRunner().invoke(cli, [*args, "--json", "r.json"])
     assert res.exit_code == 1, res.output
     result = json.loads((project / "r.json").read_text())
