@@ -9,7 +9,7 @@ import logging
 import numbers
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from typing import Any
 
@@ -309,27 +309,23 @@ class Scorer:
     def _prepare_metric(self, metric: Metric, examples: list[Example]) -> dict[int, str]:
         """``metric.prepare`` on ``examples``; when it raises, again one example at a time.
         Returns position -> why, for each example whose preparation still fails (it then fails
-        alone, as an exception in ``score_batch`` does). Configuration problems are raised."""
+        alone, as an exception in ``score_batch`` does). When every example fails alone too,
+        the metric cannot prepare at all (a model that does not load, memory): the run stops."""
         try:
             metric.prepare(examples, self.context)
             return {}
         except (FaithgateError, KeyboardInterrupt, Interrupted):
             raise
         except BaseException as exc:  # noqa: BLE001 - isolate the example that breaks the metric
-            log.warning(
-                "%s failed to prepare a batch (%s); retrying one example at a time",
-                metric.name,
-                safe_line(exc),
+            alone = _one_at_a_time(
+                metric,
+                "prepare",
+                exc,
+                len(examples),
+                lambda k: metric.prepare([examples[k]], self.context),
             )
-        failed: dict[int, str] = {}
-        for k, ex in enumerate(examples):
-            try:
-                metric.prepare([ex], self.context)
-            except (FaithgateError, KeyboardInterrupt, Interrupted):
-                raise
-            except BaseException as one_exc:  # noqa: BLE001
-                failed[k] = _failure(one_exc)
-        return failed
+        _stop_if_all_failed(metric, "prepare", [why for _, why in alone])
+        return {k: why for k, (_, why) in enumerate(alone) if why is not None}
 
     def _combine_metric(
         self,
@@ -338,34 +334,24 @@ class Scorer:
         component_scores: list[list[Score]],
     ) -> list[Score]:
         """``metric.combine`` with its checks; when it raises, again one example at a time, an
-        example it still cannot combine getting a ``Score.failed`` naming the exception."""
+        example it still cannot combine getting a ``Score.failed`` naming the exception; when
+        every example fails alone too, the run stops (the combination cannot work at all)."""
         try:
             scored = metric.combine(examples, component_scores, self.context)
         except (FaithgateError, KeyboardInterrupt, Interrupted):
             raise
         except BaseException as exc:  # noqa: BLE001 - isolate the example that breaks the metric
-            log.warning(
-                "%s failed to combine a batch (%s); retrying one example at a time",
-                metric.name,
-                safe_line(exc),
+            alone = _one_at_a_time(
+                metric,
+                "combine",
+                exc,
+                len(examples),
+                lambda k: metric.combine(
+                    [examples[k]], [[part[k]] for part in component_scores], self.context
+                ),
             )
-            scored = []
-            for k, ex in enumerate(examples):
-                try:
-                    scored.extend(
-                        metric.combine([ex], [[part[k]] for part in component_scores], self.context)
-                    )
-                except (FaithgateError, KeyboardInterrupt, Interrupted):
-                    raise
-                except BaseException as one_exc:  # noqa: BLE001
-                    scored.append(
-                        Score.failed(
-                            metric.name,
-                            metric.settings_hash(self.context),
-                            ex.id,
-                            _failure(one_exc),
-                        )
-                    )
+            _stop_if_all_failed(metric, "combine", [why for _, why in alone])
+            scored = self._alone_scores(metric, examples, alone)
         if len(scored) != len(examples):
             raise FaithgateError(
                 f"metric {metric.name!r} combined {len(scored)} scores for {len(examples)} examples"
@@ -380,31 +366,72 @@ class Scorer:
         # BaseException: sys.exit() or pytest.skip() in a project's metric would end the gate
         # with its code (0 passes a build) or skip it; an example it cannot score fails instead.
         except BaseException as exc:  # noqa: BLE001 - isolate the example that breaks the metric
-            log.warning(
-                "%s failed on a batch (%s); retrying one example at a time",
-                metric.name,
-                safe_line(exc),  # quotes input; the log's handler may be anyone's (pytest's)
+            alone = _one_at_a_time(
+                metric,
+                "score",
+                exc,
+                len(examples),
+                lambda k: metric.score_batch([examples[k]], self.context),
             )
-            scores = []
-            for ex in examples:
-                try:
-                    scores.extend(metric.score_batch([ex], self.context))
-                except (FaithgateError, KeyboardInterrupt, Interrupted):
-                    raise
-                except BaseException as one_exc:  # noqa: BLE001
-                    scores.append(
-                        Score.failed(
-                            metric.name,
-                            metric.settings_hash(self.context),
-                            ex.id,
-                            _failure(one_exc),
-                        )
-                    )
+            scores = self._alone_scores(metric, examples, alone)
         if len(scores) != len(examples):
             raise FaithgateError(
                 f"metric {metric.name!r} returned {len(scores)} scores for {len(examples)} examples"
             )
         return [_checked(metric, score) for score in scores]
+
+    def _alone_scores(
+        self, metric: Metric, examples: list[Example], alone: list[tuple[Any, str | None]]
+    ) -> list[Score]:
+        """The scores of a batch retried one example at a time (``_one_at_a_time``): each
+        example's own scores, or a ``Score.failed`` naming why it failed."""
+        scores: list[Score] = []
+        for ex, (got, why) in zip(examples, alone, strict=True):
+            if why is None:
+                scores.extend(got)
+            else:
+                scores.append(
+                    Score.failed(metric.name, metric.settings_hash(self.context), ex.id, why)
+                )
+        return scores
+
+
+def _one_at_a_time(
+    metric: Metric,
+    what: str,
+    batch_error: BaseException,
+    n: int,
+    run_one: Callable[[int], Any],
+) -> list[tuple[Any, str | None]]:
+    """After ``metric``'s ``what`` raised ``batch_error`` on a batch of ``n`` examples:
+    ``run_one(k)`` for each example ``k`` alone, as ``(result, None)``, or ``(None, why)`` where it raises too (a
+    configuration problem or an interrupt still stops everything)."""
+    log.warning(
+        "%s failed to %s a batch (%s); retrying one example at a time",
+        metric.name,
+        what,
+        safe_line(batch_error),  # quotes input; the log's handler may be anyone's (pytest's)
+    )
+    out: list[tuple[Any, str | None]] = []
+    for k in range(n):
+        try:
+            out.append((run_one(k), None))
+        except (FaithgateError, KeyboardInterrupt, Interrupted):
+            raise
+        except BaseException as one_exc:  # noqa: BLE001
+            out.append((None, _failure(one_exc)))
+    return out
+
+
+def _stop_if_all_failed(metric: Metric, what: str, whys: list[str | None]) -> None:
+    """Raise ``FaithgateError`` when every example failed alone in ``metric``'s ``what``
+    (``prepare`` or ``combine``): that is the metric failing, not an input it cannot read, and a
+    gate must not go on to judge a mean over nothing (or over the few that survived)."""
+    if whys and all(why is not None for why in whys):
+        raise FaithgateError(
+            f"metric {metric.name!r} failed to {what} every example ({whys[0]}); nothing it "
+            "scores can be judged"
+        )
 
 
 def _failure(exc: BaseException) -> str:
