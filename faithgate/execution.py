@@ -429,23 +429,30 @@ def chunk_bounds(examples: Sequence[Example], size: int) -> Iterator[tuple[int, 
         lo = hi
 
 
+# ``make_executor``'s default ``cache``: the given scorer's own (a sentinel, since None means
+# "no cache at all").
+SCORER_CACHE: Any = object()
+
+
 def make_executor(
     settings: ExecutionSettings | None,
     recipe: ScorerRecipe,
     *,
     scorer: Scorer | None = None,
     pool: ModelPool | None = None,
-    cache: ScoreCache | None = None,
+    cache: Any = SCORER_CACHE,
 ) -> Executor:
     """The executor ``settings`` ask for, with ``cache`` (if any) on the driver.
 
     ``scorer`` (local only) is reused as is; for ``ray`` it only computes the settings hashes.
-    Only ``cache`` is put around the executor: a cache the scorer carries serves only what
-    ``Scorer.compute`` keeps there (a combination's components), so without ``cache`` every
-    selected metric is scored afresh. ``pool`` shares loaded models between local executors.
-    For ``ray``, the driver builds a ``Scorer`` (unless given) only to compute settings hashes
-    (no model is loaded for that) and the actors build their own.
+    ``cache`` is put around the executor; left out, it is the given scorer's own cache (if it
+    has one), and ``cache=None`` scores every selected metric afresh whatever the scorer
+    carries (``Gate(use_cache=False)``). ``pool`` shares loaded models between local
+    executors. For ``ray``, the driver builds a ``Scorer`` (unless given) only to compute
+    settings hashes (no model is loaded for that) and the actors build their own.
     """
+    if cache is SCORER_CACHE:
+        cache = getattr(scorer, "cache", None)
     settings = settings or ExecutionSettings()
     if settings.executor == "local":
         if scorer is not None:

@@ -155,9 +155,19 @@ def test_a_score_made_under_other_settings_stops_the_run_and_is_never_cached(
 
 
 def test_make_executor_local_reuses_a_given_scorer(tmp_path: Path) -> None:
+    """Given a scorer with a cache (and no ``cache``), the executor uses that cache: a second
+    run is all hits (the seam fix of s20 had dropped it); ``cache=None`` scores afresh."""
     scorer = Scorer(["overlap"], cache=str(tmp_path / "s.sqlite"))
     ex = make_executor(ExecutionSettings(), ScorerRecipe(("overlap",)), scorer=scorer)
-    assert isinstance(ex, LocalExecutor) and ex.scorer is scorer
+    assert isinstance(ex, CachedExecutor) and ex.inner.scorer is scorer
+    examples = [Example("a", "The cat sat on the mat.", "The cat sat.")]
+    first, second = ex.score(examples), ex.score(examples)
+    assert first[0]["overlap"].value == second[0]["overlap"].value
+    assert (scorer.cache.hits, scorer.cache.misses) == (1, 1)
+    bare = make_executor(None, ScorerRecipe(("overlap",)), scorer=scorer, cache=None)
+    assert isinstance(bare, LocalExecutor) and bare.scorer is scorer
+    bare.score(examples)
+    assert (scorer.cache.hits, scorer.cache.misses) == (1, 1)  # not looked up
     wrapped = make_executor(None, ScorerRecipe(("overlap",)), cache=ScoreCache(tmp_path / "c.db"))
     assert isinstance(wrapped, CachedExecutor) and wrapped.name == "local"
 
