@@ -325,9 +325,10 @@ ValueRange = tuple[float | None, float | None]
 
 
 def _cannot_fail(limit: float, value_range: ValueRange | None) -> bool:
-    """Whether ``score >= limit`` holds for every score in ``value_range``."""
+    """Whether ``score >= limit`` holds for every score in ``value_range`` (compared as the
+    rule compares, ``at_least``: a limit within float noise of the floor is the floor)."""
     low = value_range[0] if value_range else None
-    return low is not None and limit <= low
+    return low is not None and at_least(low, limit)
 
 
 def _limits(config: GateConfig) -> list[tuple[str, str, float]]:
@@ -371,12 +372,12 @@ def _drop_limits(
     found = []
     for m in covered:
         width = _width(value_ranges.get(m))
-        idle = width is not None and rule.tolerance >= width
+        idle = width is not None and not above(width, rule.tolerance)  # as the rule tests
         found.append(("rules.regression.tolerance", m, rule.tolerance, idle))
     for m, drop in per_metric(rule.per_example_drop, covered).items():
         if m in config.metrics:
             width = _width(value_ranges.get(m))
-            idle = width is not None and drop >= width
+            idle = width is not None and not above(width, drop)
             found.append((f"rules.regression.per_example_drop {m}", m, drop, idle))
     return found
 

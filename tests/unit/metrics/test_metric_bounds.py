@@ -175,3 +175,26 @@ def test_a_regression_drop_as_wide_as_the_range_is_no_criterion(tmp_path, regres
     rules.check_has_criterion(ok, Gate(ok).value_ranges())
     wide = _config(tmp_path, "harim_plus", rules={"regression": {"tolerance": 50.0}})
     rules.check_has_criterion(wide, Gate(wide).value_ranges())
+
+
+def test_a_limit_within_float_noise_of_the_range_edge_is_no_criterion(tmp_path):
+    """The range checks compared exactly while the rules compare up to float noise
+    (``numbers.at_least``): a threshold of 5e-13 on overlap, or a tolerance 5e-13 short of its
+    width, could never fail yet counted as the gate's criterion."""
+    almost = 1 - 5e-13
+    for table, idle in (
+        ({"thresholds": {"overlap": 5e-13}}, 1),
+        ({"baseline": "b.json", "rules": {"regression": {"tolerance": almost}}}, 1),
+        (
+            {
+                "baseline": "b.json",
+                "rules": {"regression": {"tolerance": 2, "per_example_drop": almost}},
+            },
+            2,
+        ),
+    ):
+        cfg = _config(tmp_path, "overlap", **table)
+        ranges = Gate(cfg).value_ranges()
+        assert len(rules.limits_outside_range(cfg, ranges)) == idle, table
+        with pytest.raises(ConfigError, match="no criterion"):
+            rules.check_has_criterion(cfg, ranges)
