@@ -152,6 +152,12 @@ class ScoringWorker:
                 done.clear()
 
 
+def _host_port(address: str) -> str:
+    """``host:port`` of a Ray address (``ray://head:10001`` -> ``head:10001``), to tell
+    whether the configured address is the cluster Ray is connected to."""
+    return address.split("://", 1)[-1].strip().rstrip("/")
+
+
 class RayExecutor:
     """Scores on a Ray cluster (see the module docstring). ``stats`` counts batches, retries
     (charged to the batch a dead actor was running), batches re-sent uncharged (queued behind
@@ -320,12 +326,12 @@ class RayExecutor:
         """One warning when ``address`` is configured but Ray was initialised in this process
         before: the run scores on the cluster Ray is connected to (named when Ray says)."""
         address = self.settings.address
-        if address is None:
+        if address is None or address == "auto":  # "auto": whichever cluster is there, as now
             return
         connected = None
         with contextlib.suppress(Exception):  # Ray Client, an older or newer Ray
             connected = ray.get_runtime_context().gcs_address
-        if connected and connected == address:
+        if connected and _host_port(connected) == _host_port(address):
             return
         log.warning(
             "execution.address = %s is ignored: Ray is already initialised in this process%s, "

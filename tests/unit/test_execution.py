@@ -367,3 +367,28 @@ def test_ctrl_c_inside_a_ray_wait_reaches_the_callers_handler() -> None:
         assert signal.getsignal(signal.SIGINT) is handler
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_an_address_that_names_the_cluster_ray_is_on_is_not_reported_ignored(caplog) -> None:
+    """With Ray already initialised, ``address = "auto"`` (the documented example) and the
+    connected cluster's own address were each reported "ignored"; only another address is."""
+    import logging
+    from types import SimpleNamespace
+
+    pytest.importorskip("ray")
+    from faithgate.ray_executor import RayExecutor
+
+    ray = SimpleNamespace(get_runtime_context=lambda: SimpleNamespace(gcs_address="10.0.0.5:6379"))
+    warned = {}
+    for address in ("auto", "10.0.0.5:6379", "ray://10.0.0.5:6379", "ray://other:10001"):
+        caplog.clear()
+        settings = ExecutionSettings(executor="ray", address=address)
+        with caplog.at_level(logging.WARNING, logger="faithgate.ray_executor"):
+            RayExecutor(ScorerRecipe(("overlap",)), settings)._warn_address_ignored(ray)
+        warned[address] = any("is ignored" in r.getMessage() for r in caplog.records)
+    assert warned == {
+        "auto": False,
+        "10.0.0.5:6379": False,
+        "ray://10.0.0.5:6379": False,
+        "ray://other:10001": True,
+    }
