@@ -408,10 +408,17 @@ class Gate:
         if self.use_cache:
             # A convenience beside the cache, like the cache itself: a full disk or a
             # read-only cache directory costs it, with a warning, never the verdict or reports.
+            last = self.config.cache_path / "last-result.json"
             try:
-                result.save(self.config.cache_path / "last-result.json")
+                result.save(last)
             except WriteError as exc:
-                self.warnings.append(f"{exc}; the verdict and reports of this run stand")
+                # The previous run's file would read as this run's result: removed if it can be.
+                try:
+                    last.unlink(missing_ok=True)
+                    stale = "the previous run's last-result.json is removed"
+                except OSError:
+                    stale = f"{printable(last)} still holds the previous run's result"
+                self.warnings.append(f"{exc}; {stale}; the verdict and reports of this run stand")
         return result
 
     def check_paths(self) -> None:

@@ -683,6 +683,9 @@ def test_a_last_result_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch
         {"metrics": [NAME], "outputs": str(out), "cache_dir": ".fg", "thresholds": {NAME: 0.5}},
         root=tmp_path,
     )
+    stale = tmp_path / ".fg" / "last-result.json"
+    stale.parent.mkdir()
+    stale.write_text('{"verdict": "pass", "from": "the previous run"}')
     gate = Gate(cfg)
     result = gate.run()
     assert result.passed
@@ -690,6 +693,8 @@ def test_a_last_result_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch
     assert warning.startswith("cannot write ") and "the verdict and reports of this run stand" in (
         warning
     )
+    # The previous run's file would read as this run's result: it is gone, and the warning says so.
+    assert not stale.exists() and "the previous run's last-result.json is removed" in warning
 
 
 def test_no_cache_scores_afresh_with_a_scorer_that_has_its_own_cache(tmp_path):
