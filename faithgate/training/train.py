@@ -502,17 +502,14 @@ def _check_same_base(
     """Refuse (``InputError``) to resume a checkpoint made on another ``--base-model`` than
     this run's (a local directory whose content changed, or a hub id now at another commit):
     the run would go on from the old weights with the new tokenizer, and the manifest would
-    name the new base. A checkpoint of an earlier faithgate without the record is refused too:
-    its base cannot be checked."""
+    name the new base. (A checkpoint without the record, from an earlier faithgate, is resumed
+    unchecked, with a log line: ``_run``.)"""
     recorded = state.get("base_fingerprint")
     if recorded == fingerprint:
         return
     why = (
         f"the base model changed: --base-model {printable(config.base_model)} is now "
         f"{printable(fingerprint)}, the checkpoint started from {printable(str(recorded))}"
-        if recorded
-        else "it does not record the --base-model it started from (an earlier faithgate "
-        "version wrote it), so the base model cannot be checked"
     )
     raise InputError(
         f"{printable(path)} cannot be resumed: {why}; start afresh with a new --out, or remove "
@@ -681,7 +678,13 @@ def _run(
     base = models.resolve("embedder", config.base_model)
     if state is not None:
         _check_same_start(state, init_sha256, config, ckpt_path)
-        _check_same_base(state, base.fingerprint, config, ckpt_path)
+        if "base_fingerprint" in state:
+            _check_same_base(state, base.fingerprint, config, ckpt_path)
+        else:  # written before checkpoints recorded it: resumed, as then, with a word
+            log(
+                f"{printable(ckpt_path)} does not record the --base-model it started from (an "
+                "earlier faithgate wrote it): resumed without checking the base model"
+            )
     data = build_dataset(config, workdir, log, spacy_model)
     data_digest = data.digest()
     log(f"training pairs: {len(data.train)}; held-out pairs: {len(data.dev)}")

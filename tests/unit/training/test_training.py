@@ -761,9 +761,17 @@ def test_a_resume_after_the_base_model_changed_is_refused(tmp_path, tiny_base, t
     assert "\n" not in message and "the base model changed" in message and "r.work" in message
     assert not any(line.startswith(("resumed", "synthetic", "dataset")) for line in lines)
     save_file(weights, str(base / "model.safetensors"), metadata={"format": "pt"})
+    # A checkpoint of an earlier faithgate, without the record, is resumed unchecked, saying so.
+    import torch
+
+    ckpt = tmp_path / "r.work" / "checkpoint.pt"
+    state = torch.load(ckpt, weights_only=False)
+    del state["base_fingerprint"]
+    torch.save(state, ckpt)
     lines.clear()
     train(cfg, log=lines.append, threads=1)  # its own base again: resumed as before
     assert any(line.startswith("resumed at step 2/4") for line in lines)
+    assert any("resumed without checking the base model" in line for line in lines)
 
 
 @pytest.mark.parametrize("bad", ["labelled", "documents", "missing_documents", "init_from"])
