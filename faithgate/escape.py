@@ -133,3 +133,10 @@ def json_for_terminal(obj: Any, **kwargs: Any) -> str:
     inside JSON strings, so the text stays valid JSON and parses to the same value; other
     non-ASCII text stays readable."""
     return _NOT_PRINTABLE_ASCII.sub(_json_escape, json.dumps(obj, ensure_ascii=False, **kwargs))
+
+
+def exception_line(exc: BaseException) -> str:
+    """Why something failed, from the exception it raised: ``Type: message`` (or ``Type``
+    alone) as one escaped line, since the message may quote user text."""
+    text = str(exc).strip()
+    return safe_line(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faithgate.errors import FaithgateError, InputError
-from faithgate.escape import safe_line
+from faithgate.escape import exception_line, safe_line
 from faithgate.execution import (
     ExecutionSettings,
     Progress,
@@ -685,8 +685,7 @@ def _failure(exc: BaseException) -> str:
     unexpectedly ...``)."""
     cause = getattr(exc, "cause", None)
     if isinstance(cause, BaseException):  # as the scorer words a metric's exception locally
-        text = str(cause).strip()
-        return safe_line(f"{type(cause).__name__}: {text}" if text else type(cause).__name__)
+        return exception_line(cause)
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
     first = text.splitlines()[0].strip() if text else ""
     return safe_line(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)

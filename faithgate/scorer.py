@@ -16,7 +16,7 @@ from typing import Any
 from faithgate.backends import ModelPool
 from faithgate.cache import ScoreCache
 from faithgate.errors import FaithgateError, InputError, Interrupted
-from faithgate.escape import safe_line
+from faithgate.escape import exception_line, safe_line
 from faithgate.metrics.base import Metric, ScoringContext, get_metric
 from faithgate.threads import metric_blas_threads
 from faithgate.types import Example, Score, is_blank
@@ -435,9 +435,9 @@ def _stop_if_all_failed(metric: Metric, what: str, whys: list[str | None]) -> No
 
 
 def _failure(exc: BaseException) -> str:
-    """Why an example failed, from the exception a metric raised on it: ``Type: message`` as
-    one escaped line (it quotes the example's text, and is printed and logged)."""
-    return safe_line(f"{type(exc).__name__}: {exc}")
+    """Why an example failed, from the exception a metric raised on it (it may quote the
+    example's text, and is printed and logged)."""
+    return exception_line(exc)
 
 
 def _checked(metric: Metric, score: Any) -> Score:
