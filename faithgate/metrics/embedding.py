@@ -326,8 +326,10 @@ class SentSim(Metric):
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"sim": "cosine", "component": "precision"}
     bounds = (-1.0, 1.0)  # means of cosines (token F1: 0..1)
-    # 2: a text the embedder cannot read at all fails (its unknown tokens matched each other).
-    version = "2"
+    # 2: a text the embedder cannot read at all fails (its unknown tokens matched each other);
+    # 3: token_f1 splits words as faithgate.words does (combining marks kept, unsegmented
+    # scripts fail), and cosines are clipped to [-1, 1] (float32 noise passed 1).
+    version = "3"
     SIMS = ("cosine", "token_f1")
 
     def validate_settings(self) -> None:

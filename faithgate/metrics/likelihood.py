@@ -58,8 +58,10 @@ class LikelihoodMetric(Metric):
     # 2: per-sentence support in Score.sentences; 3: a long source is cut to its sentences
     # most relevant to the summary within a 2,048-token window (was its first 8,192 tokens);
     # 4: the selected sentences kept whole (the last was chopped), and a summary the window
-    # cannot hold whole fails (its tail was left unscored).
-    version: ClassVar[str] = "4"
+    # cannot hold whole fails (its tail was left unscored); 5: summary tokens placed in
+    # Score.sentences by the tokenizer's character offsets (after an emoji or a non-Latin
+    # letter every later token went to the wrong sentence).
+    version: ClassVar[str] = "5"
     roles: ClassVar[dict[str, str]] = {"lm": "causal-lm"}
     defaults: ClassVar[dict[str, Any]] = dict(_COMMON_DEFAULTS)
     needs: ClassVar[tuple[str, ...]] = ("y_s2s",)
