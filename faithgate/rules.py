@@ -235,6 +235,12 @@ def evaluate(
         if mean is not None:
             shown, need = shown_against(mean, minimum)
             message = f"mean {metric} {shown} over {len(values)} scored examples (need >= {need})"
+            if len(values) < len(outputs):
+                # They fail their own examples (pass_rate); the mean cannot speak for them.
+                message += (
+                    f"; {len(outputs) - len(values)} of {len(outputs)} could not be scored by "
+                    f"{metric} and are not in the mean (they fail pass_rate)"
+                )
         rules.append(
             RuleResult(f"min_mean[{metric}]", "min_mean", mean, minimum, ok, message, metric=metric)
         )

@@ -309,8 +309,8 @@ class Scorer:
     def _prepare_metric(self, metric: Metric, examples: list[Example]) -> dict[int, str]:
         """``metric.prepare`` on ``examples``; when it raises, again one example at a time.
         Returns position -> why, for each example whose preparation still fails (it then fails
-        alone, as an exception in ``score_batch`` does). When every example fails alone too,
-        the metric cannot prepare at all (a model that does not load, memory): the run stops."""
+        alone, as an exception in ``score_batch`` does; when all do, the gate's ``scorable``
+        rule fails)."""
         try:
             metric.prepare(examples, self.context)
             return {}
@@ -324,7 +324,6 @@ class Scorer:
                 len(examples),
                 lambda k: metric.prepare([examples[k]], self.context),
             )
-        _stop_if_all_failed(metric, "prepare", [why for _, why in alone])
         return {k: why for k, (_, why) in enumerate(alone) if why is not None}
 
     def _combine_metric(
@@ -334,8 +333,7 @@ class Scorer:
         component_scores: list[list[Score]],
     ) -> list[Score]:
         """``metric.combine`` with its checks; when it raises, again one example at a time, an
-        example it still cannot combine getting a ``Score.failed`` naming the exception; when
-        every example fails alone too, the run stops (the combination cannot work at all)."""
+        example it still cannot combine getting a ``Score.failed`` naming the exception."""
         try:
             scored = metric.combine(examples, component_scores, self.context)
         except (FaithgateError, KeyboardInterrupt, Interrupted):
@@ -350,7 +348,6 @@ class Scorer:
                     [examples[k]], [[part[k]] for part in component_scores], self.context
                 ),
             )
-            _stop_if_all_failed(metric, "combine", [why for _, why in alone])
             scored = self._alone_scores(metric, examples, alone)
         if len(scored) != len(examples):
             raise FaithgateError(
@@ -421,17 +418,6 @@ def _one_at_a_time(
         except BaseException as one_exc:  # noqa: BLE001
             out.append((None, _failure(one_exc)))
     return out
-
-
-def _stop_if_all_failed(metric: Metric, what: str, whys: list[str | None]) -> None:
-    """Raise ``FaithgateError`` when every example failed alone in ``metric``'s ``what``
-    (``prepare`` or ``combine``): that is the metric failing, not an input it cannot read, and a
-    gate must not go on to judge a mean over nothing (or over the few that survived)."""
-    if whys and all(why is not None for why in whys):
-        raise FaithgateError(
-            f"metric {metric.name!r} failed to {what} every example ({whys[0]}); nothing it "
-            "scores can be judged"
-        )
 
 
 def _failure(exc: BaseException) -> str:

@@ -950,3 +950,12 @@ def test_score_verdicts_compare_at_the_limit_as_the_gate_does():
 
     scores = {M: Score(M, 0.7499999999999999, "h", "1"), "n": Score("n", 0.75 - 1e-9, "h", "1")}
     assert threshold_verdicts(scores, {M: 0.75, "n": 0.75}) == {M: True, "n": False}
+
+
+def test_min_mean_says_how_many_outputs_it_could_not_score():
+    """With ``min_pass_rate = 0`` a min_mean gate passed on the one output of ten a metric could
+    score, and its message did not say that nine were left out."""
+    values = [0.9] + [float("nan")] * 9
+    r = gate(values, {"rules": {"min_pass_rate": 0.0, "min_mean": {M: 0.5}}})
+    [rule] = [x for x in r.rules if x.name == f"min_mean[{M}]"]
+    assert "9 of 10 could not be scored by m and are not in the mean" in rule.message
