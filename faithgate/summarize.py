@@ -36,6 +36,7 @@ def load_summarizer(ref: str, search_path: Iterable[str | Path] = ()) -> Summari
     extra = [str(Path(p).resolve()) for p in search_path]
     extra.append(str(Path.cwd()))
     added = [p for p in extra if p not in sys.path]
+    _forget_other_project_module(module_name.split(".")[0], extra)
     sys.path[:0] = added
     try:
         module = importlib.import_module(module_name)
@@ -64,6 +65,27 @@ def load_summarizer(ref: str, search_path: Iterable[str | Path] = ()) -> Summari
     if not callable(obj):
         raise InputError(f"summarizer {ref!r} is not callable ({type(obj).__name__})")
     return obj
+
+
+def _forget_other_project_module(top: str, search_path: list[str]) -> None:
+    """Drop ``top`` (and its submodules) from ``sys.modules`` when it was imported from
+    another file than the one the search path holds: a process that gates two projects, each
+    with its own ``summ.py``, ran the first project's summarizer for the second."""
+    found = next(
+        (
+            candidate.resolve()
+            for directory in search_path
+            for candidate in (Path(directory) / f"{top}.py", Path(directory) / top / "__init__.py")
+            if candidate.is_file()
+        ),
+        None,
+    )
+    loaded = sys.modules.get(top)
+    where = getattr(loaded, "__file__", None)
+    if found is None or loaded is None or (where and Path(where).resolve() == found):
+        return
+    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+        del sys.modules[name]
 
 
 def load_sources(path: str | Path) -> list[Example]:

@@ -172,3 +172,22 @@ def test_the_gate_reads_an_empty_summary_as_an_output(tmp_path):
     p = write(tmp_path, "s.jsonl", '{"source": " ", "summary": "T"}\n')
     with pytest.raises(InputError, match=r"s\.jsonl:1: field 'source' is empty"):
         load_examples(p, allow_empty_summary=True)
+
+
+def test_a_summarizer_module_of_another_project_is_not_reused(tmp_path, monkeypatch):
+    """Two projects with their own ``summ.py`` in one process: the second got the first's
+    summarizer, since ``summ`` was already in ``sys.modules``."""
+    import sys
+
+    from faithgate.summarize import load_summarizer
+
+    for name, says in (("a", "A"), ("b", "B")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "fg_two_projects_summ.py").write_text(
+            f"def summarize(source):\n    return {says!r}\n"
+        )
+    monkeypatch.delitem(sys.modules, "fg_two_projects_summ", raising=False)
+    ref = "fg_two_projects_summ:summarize"
+    got = [load_summarizer(ref, [tmp_path / name])("x") for name in ("a", "b", "b", "a")]
+    assert got == ["A", "B", "B", "A"]
+    sys.modules.pop("fg_two_projects_summ", None)
