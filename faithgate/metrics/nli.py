@@ -440,6 +440,9 @@ class EntailTopK(_NLIMetric):
     )
     roles = {"nli": "pair-classifier", "embedder": "text-encoder", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "k": 3}
+    # 3: a hub embedder is pooled as its 1_Pooling says (it was always mean pooling), which
+    # picks the top-k sentences (2: the family's version before).
+    version = "3"
 
     def validate_settings(self) -> None:
         super().validate_settings()
