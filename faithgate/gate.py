@@ -413,12 +413,17 @@ class Gate:
                 result.save(last)
             except WriteError as exc:
                 # The previous run's file would read as this run's result: removed if it can be.
+                stale = ""
                 try:
-                    last.unlink(missing_ok=True)
-                    stale = "the previous run's last-result.json is removed"
+                    if last.is_file():
+                        last.unlink()
+                        stale = "; the previous run's file there is removed"
                 except OSError:
-                    stale = f"{printable(last)} still holds the previous run's result"
-                self.warnings.append(f"{exc}; {stale}; the verdict and reports of this run stand")
+                    stale = "; it still holds the previous run's result"
+                self.warnings.append(
+                    f"cannot write {printable(last)}: {exc.reason}{stale}; the verdict and "
+                    "reports of this run stand"
+                )
         return result
 
     def check_paths(self) -> None:

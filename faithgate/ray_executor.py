@@ -152,10 +152,15 @@ class ScoringWorker:
                 done.clear()
 
 
-def _host_port(address: str) -> str:
-    """``host:port`` of a Ray address (``ray://head:10001`` -> ``head:10001``), to tell
-    whether the configured address is the cluster Ray is connected to."""
-    return address.split("://", 1)[-1].strip().rstrip("/")
+def _same_cluster(address: str, connected: str) -> bool:
+    """Whether a configured Ray ``address`` names the cluster whose GCS is at ``connected``
+    (``host:port``): the same ``host:port``, or for a Ray Client address (``ray://head:10001``,
+    another port than the GCS's) the same host."""
+    scheme, _, rest = address.strip().rpartition("://")
+    rest = rest.rstrip("/")
+    if scheme == "ray":
+        return rest.rsplit(":", 1)[0] == connected.rsplit(":", 1)[0]
+    return rest == connected
 
 
 class RayExecutor:
@@ -331,7 +336,7 @@ class RayExecutor:
         connected = None
         with contextlib.suppress(Exception):  # Ray Client, an older or newer Ray
             connected = ray.get_runtime_context().gcs_address
-        if connected and _host_port(connected) == _host_port(address):
+        if connected and _same_cluster(address, connected):
             return
         log.warning(
             "execution.address = %s is ignored: Ray is already initialised in this process%s, "

@@ -412,7 +412,7 @@ def limits_outside_range(
                 f"{what} = {limit} cannot fail: {metric} scores are >= {low:g}, so it "
                 "judges nothing"
             )
-        elif high is not None and limit > high:
+        elif high is not None and not at_least(high, limit):  # as the rule compares
             notes.append(
                 f"{what} = {limit} cannot be met: {metric} scores are <= {high:g}, so it "
                 "fails every run"

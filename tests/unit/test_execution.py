@@ -380,7 +380,7 @@ def test_an_address_that_names_the_cluster_ray_is_on_is_not_reported_ignored(cap
 
     ray = SimpleNamespace(get_runtime_context=lambda: SimpleNamespace(gcs_address="10.0.0.5:6379"))
     warned = {}
-    for address in ("auto", "10.0.0.5:6379", "ray://10.0.0.5:6379", "ray://other:10001"):
+    for address in ("auto", "10.0.0.5:6379", "ray://10.0.0.5:10001", "ray://other:10001"):
         caplog.clear()
         settings = ExecutionSettings(executor="ray", address=address)
         with caplog.at_level(logging.WARNING, logger="faithgate.ray_executor"):
@@ -389,6 +389,6 @@ def test_an_address_that_names_the_cluster_ray_is_on_is_not_reported_ignored(cap
     assert warned == {
         "auto": False,
         "10.0.0.5:6379": False,
-        "ray://10.0.0.5:6379": False,
+        "ray://10.0.0.5:10001": False,  # Ray Client: another port than the GCS's
         "ray://other:10001": True,
     }

@@ -694,7 +694,8 @@ def test_a_last_result_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch
         warning
     )
     # The previous run's file would read as this run's result: it is gone, and the warning says so.
-    assert not stale.exists() and "the previous run's last-result.json is removed" in warning
+    assert not stale.exists() and "the previous run's file there is removed" in warning
+    assert "left unchanged" not in warning  # it is not: the old file went
 
 
 def test_no_cache_scores_afresh_with_a_scorer_that_has_its_own_cache(tmp_path):
