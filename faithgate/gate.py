@@ -160,6 +160,8 @@ class Gate:
         # After ``run``: warnings for the entry points to print (e.g. a threshold calibrated
         # under other settings than this run's).
         self.warnings: list[str] = []
+        # Warnings of the last generate_pairs (outputs that got no generated pair, and why).
+        self.generation_notes: list[str] = []
 
     # -- scoring ---------------------------------------------------------------------------
     @property
@@ -274,11 +276,15 @@ class Gate:
         pairs: list[Pair] = []
         base = len(examples)
         taken = {ex.id for ex in examples}  # a user's id may look like a variant's ("a~0")
+        not_english = 0
         for i, ex in enumerate(examples):
             role = str(ex.meta.get("role") or "").lower()
             if role in UNFAITHFUL_ROLES or is_blank(ex.summary):  # nothing to edit
                 continue
             made = _call_perturb(perturb_module, ex, rule)
+            english = getattr(perturb_module, "reads_as_english", None)
+            if not made and english is not None and not english(ex.source):
+                not_english += 1
             for k, (text, etype) in enumerate(made[: rule.per_example]):
                 vid = f"{ex.id}~{k}"
                 while vid in taken:
@@ -298,6 +304,15 @@ class Gate:
                     )
                 )
                 pairs.append(Pair(i, base + len(variants) - 1, f"gen:{vid}", etype, True))
+        self.generation_notes = (
+            [
+                f"{not_english} output(s) got no generated minimal pair: their source does not "
+                "read as English, and faithgate.perturb's edit rules are English (they would make "
+                "garbage edits that flatter a metric)"
+            ]
+            if not_english
+            else []
+        )
         return variants, pairs
 
     # -- running ---------------------------------------------------------------------------
@@ -316,6 +331,7 @@ class Gate:
         _refuse_duplicate_ids(examples)  # a file's are refused as it is read; a caller's here
         pairs = given_pairs(self.config, examples)  # none without a pair rule
         rule = self.config.rules.pair_consistency
+        self.generation_notes = []
         if rule is not None and rule.generate:
             variants, generated = self.generate_pairs(examples)
             examples = examples + variants
@@ -330,6 +346,7 @@ class Gate:
                 + ignored_pair_fields(self.config, examples)
                 + limits_outside_range(self.config, ranges)
                 + stale_calibrations(self.config, hashes)
+                + self.generation_notes
             )
             regression = self.config.rules.regression
             required = regression is not None and regression.require_baseline

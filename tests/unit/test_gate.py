@@ -960,3 +960,29 @@ def test_min_mean_says_how_many_outputs_it_could_not_score():
     r = gate(values, {"rules": {"min_pass_rate": 0.0, "min_mean": {M: 0.5}}})
     [rule] = [x for x in r.rules if x.name == f"min_mean[{M}]"]
     assert "9 of 10 could not be scored by m and are not in the mean" in rule.message
+
+
+def test_a_source_that_does_not_read_as_english_gets_no_generated_pair_and_a_warning(tmp_path):
+    """perturb's English rules made garbage edits of German summaries, which flattered the
+    pair rule; such outputs now get no generated pair, the gate says why, and with no pair at
+    all the rule fails."""
+    german = (
+        "Der Bürgermeister von Berlin, Klaus Wowereit, eröffnete am Montag den neuen Flughafen. "
+        "Er sagte, das Projekt habe sechs Milliarden Euro gekostet und sei ein großer Erfolg für "
+        "die Stadt, die lange darauf gewartet habe."
+    )
+    rows = [{"id": "de", "source": german, "summary": summary(0.8) + " Wowereit eröffnete ihn."}]
+    out = write_outputs(tmp_path / "o.jsonl", rows)
+    cfg = GateConfig.from_dict(
+        {
+            "metrics": [NAME],
+            "outputs": str(out),
+            "rules": {"pair_consistency": {"min_rate": 0.5, "generate": True}},
+        },
+        root=tmp_path,
+    )
+    g = Gate(cfg)
+    r = g.run()
+    assert r.pairs == [] and not r.passed
+    [note] = [w for w in g.warnings if "minimal pair" in w]
+    assert note.startswith("1 output(s) got no generated minimal pair: their source does not read")

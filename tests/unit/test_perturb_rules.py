@@ -462,3 +462,26 @@ def test_a_place_is_not_swapped_for_a_name_tagged_a_person_elsewhere() -> None:
 
     assert ("the Alps", "Chebet") in swaps(2)
     assert ("the Alps", "Chebet") not in swaps(3)
+
+
+GERMAN_SOURCE = (
+    "Der Bürgermeister von Berlin, Klaus Wowereit, eröffnete am Montag den neuen Flughafen. "
+    "Er sagte, das Projekt habe sechs Milliarden Euro gekostet und sei ein großer Erfolg für die "
+    "Stadt, die lange darauf gewartet habe."
+)
+GERMAN_SUMMARY = "Klaus Wowereit eröffnete am Montag den Flughafen, der 6 Milliarden Euro kostete."
+
+
+def test_rules_3_makes_no_edit_of_a_text_that_does_not_read_as_english() -> None:
+    """English rules on German made garbage ("eröffnete am not Montag", a person swapped in for
+    "den Flughafen") that any fluency-sensitive metric ranks below the original."""
+    from faithgate.perturb import reads_as_english
+
+    assert not reads_as_english(GERMAN_SOURCE)
+    assert perturb(GERMAN_SOURCE, GERMAN_SUMMARY) == []
+    assert perturb(GERMAN_SOURCE, GERMAN_SUMMARY, rules=2)  # revision 2 is kept as it was
+    english = (
+        "The mayor of Berlin, Klaus Wowereit, opened the new airport on Monday. He said the "
+        "project had cost six billion euros and was a great success for the city."
+    )
+    assert reads_as_english(english) and reads_as_english("Wowereit eröffnete ihn.")  # too short
