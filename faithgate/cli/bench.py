@@ -488,7 +488,7 @@ def perturb_command(
     fmt: str,
 ) -> None:
     """Minimal unfaithful edits of a faithful summary (BUMP taxonomy)."""
-    from faithgate.perturb import perturb, resolve_types
+    from faithgate.perturb import perturb, reads_as_english, resolve_types
 
     types: list[str] | None = None
     if type_names:  # given but naming nothing ("", ","): an error, not "every type"
@@ -514,12 +514,17 @@ def perturb_command(
         if summary.startswith("@")
         else summary
     )
+
     variants = perturb(src, summ, types=types, seed=seed, max_per_type=max_per_type)
     if fmt == "json":
         click.echo(json_for_terminal([v.to_dict() for v in variants], indent=1))
         return
     if not variants:
-        click.echo("no safe edit found for the requested types")
+        click.echo(
+            "no safe edit found for the requested types"
+            if reads_as_english(src)
+            else "no edit: the source does not read as English, and perturb's rules are English"
+        )
     for v in variants:
         click.echo(f"[{v.type} | {v.error_type}] {v.original!r} -> {v.replacement!r}")
         click.echo(f"  {printable(v.summary)}")  # user text: one line, no escape sequences
@@ -534,12 +539,12 @@ def _perturb_file(
     fmt: str,
 ) -> None:
     from faithgate.io import load_examples, write_jsonl
-    from faithgate.perturb import perturb
+    from faithgate.perturb import perturb, reads_as_english
 
     refuse_overwriting_inputs([("--output file", output)], [("--input file", input_path)])
 
     rows = []
-    unfaithful = 0
+    unfaithful = not_english = 0
     for ex in load_examples(input_path):
         if ex.label == 0:
             # Its original would be written as the faithful (label 1) half of a pair.
@@ -547,6 +552,7 @@ def _perturb_file(
             continue
         variants = perturb(ex.source, ex.summary, types=types, seed=seed, max_per_type=max_per_type)
         if not variants:
+            not_english += not reads_as_english(ex.source)
             continue
         pair = f"{ex.id}"
         base = {"source": ex.source, "pair_id": pair, "origin": ex.meta.get("origin")}
@@ -576,6 +582,12 @@ def _perturb_file(
         click.echo(
             f"faithgate: warning: skipped {unfaithful} input row(s) labelled 0 (unfaithful): "
             "only faithful summaries are perturbed into pairs",
+            err=True,
+        )
+    if not_english:
+        click.echo(
+            f"faithgate: warning: {not_english} input row(s) got no edit: their source does not "
+            "read as English, and perturb's rules are English",
             err=True,
         )
     if output:

@@ -429,6 +429,35 @@ def test_written_paths_are_escaped(project):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("spacy")
+def test_perturb_says_which_rows_got_no_edit_for_not_reading_as_english(project):
+    """perturb's English rules made garbage pairs of German rows; those rows get no edit now,
+    and the command says how many and why."""
+    german = (
+        "Der Bürgermeister von Berlin, Klaus Wowereit, eröffnete am Montag den neuen Flughafen. "
+        "Er sagte, das Projekt habe sechs Milliarden Euro gekostet und sei ein großer Erfolg für "
+        "die Stadt, die lange darauf gewartet habe."
+    )
+    src = "Obama met Merkel in Berlin with 12 aides on Monday."
+    write_rows(
+        project / "in.jsonl",
+        [
+            {
+                "id": "de",
+                "source": german,
+                "summary": "Wowereit eröffnete am Montag den Flughafen.",
+            },
+            {"id": "en", "source": src, "summary": "Obama met Merkel with 12 aides."},
+        ],
+    )
+    res = invoke("perturb", "--input", "in.jsonl", "--types", "number", "--output", "out.jl")
+    assert res.exit_code == 0, res.output
+    assert "1 input row(s) got no edit: their source does not read as English" in res.stderr
+    rows = [json.loads(line) for line in (project / "out.jl").read_text().splitlines()]
+    assert {r["pair_id"] for r in rows} == {"en"}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spacy")
 def test_perturb_skips_input_rows_labelled_unfaithful(project):
     src = "Obama met Merkel in Berlin with 12 aides on Monday."
     write_rows(
