@@ -14,6 +14,7 @@ import importlib.util
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from faithgate import models
@@ -262,10 +263,17 @@ class ModelPool:
         name, weights fingerprint, backend, the versions of the libraries that run it and, for
         an ONNX export, its quantization."""
         spec = self.spec(role)
+        # A directory the user gave is known by its content (its fingerprint), not its name: a
+        # renamed copy must keep its cached scores and baselines (``metrics.base.hashed``).
+        # Absent for every other origin, and for a model object given without files (its
+        # fingerprint is its name), whose hashes stay as they were.
+        on_disk = spec.origin == "path" and Path(str(spec.location)).exists()
+        local = {"origin": "path"} if on_disk else {}
         if role == "spacy":  # run by spaCy itself through faithgate.text, no backend choice
             return {
                 "role": role,
                 "model": spec.name,
+                **local,
                 "fingerprint": spec.fingerprint,
                 "libraries": {"spacy": library_version("spacy")},
             }
@@ -274,6 +282,7 @@ class ModelPool:
         identity: dict[str, Any] = {
             "role": role,
             "model": spec.name,
+            **local,
             "fingerprint": spec.fingerprint,
             "backend": backend,
             "libraries": entry.versions() if entry is not None else {},

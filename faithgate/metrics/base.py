@@ -183,7 +183,7 @@ class Metric(ABC):
                 k: float(v) if isinstance(self.defaults.get(k), float) and type(v) is int else v
                 for k, v in self.settings.items()
             },
-            "models": identities,
+            "models": [hashed(i) for i in identities],
         }
         return readable_hash(self.name, identities, payload)
 
@@ -215,13 +215,30 @@ def _quantization(identity: dict[str, Any]) -> str:
     return "-"
 
 
+def hashed(identity: dict[str, Any]) -> dict[str, Any]:
+    """What of a model's identity a settings hash holds: all of it, except the name of a
+    directory the user gave (``origin`` "path"), which its content fingerprint identifies.
+    Renaming ``checkpoints/run-42`` to ``checkpoints/best`` keeps every cached score and
+    baseline; reports still show the name (``identity["model"]``)."""
+    if identity.get("origin") != "path":
+        return identity
+    return {k: v for k, v in identity.items() if k != "model"}
+
+
+def _model_label(identity: dict[str, Any]) -> str:
+    """A model as the readable prefix names it: its name, or ``local`` for a directory the
+    user gave (the name is left out of the hash, see ``hashed``)."""
+    return "local" if identity.get("origin") == "path" else _segment(identity["model"])
+
+
 def readable_hash(metric: str, identities: Sequence[dict[str, Any]], payload: Any) -> str:
     """``metric|model@fingerprint|backend|quantization|tf<version>|ort<version>|digest``.
 
     Fields of several models are joined with ``+`` (one entry per distinct value); the
     library tags are those of ``PREFIX_LIBRARIES`` that the models run on (a torch model:
     transformers; an ONNX export: onnxruntime). The spaCy pipeline is named only when it is
-    the one model (``ner``); a metric without models: ``metric|digest``.
+    the one model (``ner``); a metric without models: ``metric|digest``. A local directory is
+    named ``local`` (its fingerprint tells it; its name may change, ``hashed``).
     Only the digest decides equality; the prefix is for people reading a cache key, a report
     or a baseline."""
     parts = [_segment(metric)]
@@ -232,9 +249,7 @@ def readable_hash(metric: str, identities: Sequence[dict[str, Any]], payload: An
         def joined(values: Sequence[str]) -> str:
             return "+".join(dict.fromkeys(values))
 
-        parts.append(
-            joined([f"{_segment(i['model'])}@{str(i['fingerprint'])[:6]}" for i in identities])
-        )
+        parts.append(joined([f"{_model_label(i)}@{str(i['fingerprint'])[:6]}" for i in identities]))
         parts.append(joined([_segment(i.get("backend") or i["role"]) for i in identities]))
         parts.append(joined([_quantization(i) for i in identities]))
         libraries: dict[str, str] = {}

@@ -388,3 +388,27 @@ def test_shipped_default_models_keep_their_fingerprints():
         except ModelNotFoundError:
             pytest.skip(f"the default {role} model is not installed")
         assert (role, spec.origin, spec.fingerprint) == (role, origin, fingerprint)
+
+
+def test_a_renamed_local_model_keeps_its_settings_hash(tmp_path):
+    """A directory's name was in the settings hash beside its content fingerprint, so renaming
+    ``checkpoints/run-42`` to ``checkpoints/best`` re-scored everything and its baseline was
+    refused as made with other settings."""
+    import shutil
+
+    from faithgate.scorer import Scorer
+
+    a = fake_model_dir(tmp_path / "run-42")
+    (a / "model.safetensors").write_bytes(b"\x07" * 64)
+    renamed = tmp_path / "best"
+    shutil.copytree(a, renamed)
+    other = tmp_path / "other"
+    shutil.copytree(a, other)
+    (other / "model.safetensors").write_bytes(b"\x08" * 64)
+
+    def hashed(d):
+        return Scorer(["bertscore"], models={"embedder": str(d)}, backend="torch").settings_hashes()
+
+    assert hashed(a) == hashed(renamed)
+    assert hashed(a)["bertscore"].split("|")[1].startswith("local@")
+    assert hashed(other) != hashed(a)  # other weights: another hash
