@@ -307,24 +307,16 @@ class Scorer:
         self.context.release()
 
     def _prepare_metric(self, metric: Metric, examples: list[Example]) -> dict[int, str]:
-        """``metric.prepare`` on ``examples``; when it raises, again one example at a time.
-        Returns position -> why, for each example whose preparation still fails (it then fails
-        alone, as an exception in ``score_batch`` does; when all do, the gate's ``scorable``
-        rule fails)."""
-        try:
-            metric.prepare(examples, self.context)
-            return {}
-        except (FaithgateError, KeyboardInterrupt, Interrupted):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - isolate the example that breaks the metric
-            alone = _one_at_a_time(
-                metric,
-                "prepare",
-                exc,
-                len(examples),
-                lambda k: metric.prepare([examples[k]], self.context),
-            )
-        return {k: why for k, (_, why) in enumerate(alone) if why is not None}
+        """``metric.prepare`` on ``examples`` (``_batch_or_alone``). Returns position -> why,
+        for each example whose preparation fails alone (it then fails, as an exception in
+        ``score_batch`` does; when all do, the gate's ``scorable`` rule fails)."""
+        _, alone = _batch_or_alone(
+            metric,
+            "prepare",
+            len(examples),
+            lambda ks: metric.prepare([examples[k] for k in ks], self.context),
+        )
+        return {k: why for k, (_, why) in enumerate(alone or []) if why is not None}
 
     def _combine_metric(
         self,
@@ -332,92 +324,87 @@ class Scorer:
         examples: list[Example],
         component_scores: list[list[Score]],
     ) -> list[Score]:
-        """``metric.combine`` with its checks; when it raises, again one example at a time, an
-        example it still cannot combine getting a ``Score.failed`` naming the exception."""
-        try:
-            scored = metric.combine(examples, component_scores, self.context)
-        except (FaithgateError, KeyboardInterrupt, Interrupted):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - isolate the example that breaks the metric
-            alone = _one_at_a_time(
-                metric,
-                "combine",
-                exc,
-                len(examples),
-                lambda k: metric.combine(
-                    [examples[k]], [[part[k]] for part in component_scores], self.context
-                ),
-            )
-            scored = self._alone_scores(metric, examples, alone)
-        if len(scored) != len(examples):
-            raise FaithgateError(
-                f"metric {metric.name!r} combined {len(scored)} scores for {len(examples)} examples"
-            )
-        return [_checked(metric, one) for one in scored]
+        """``metric.combine`` with its checks (``_batch_or_alone``): an example it cannot
+        combine alone gets a ``Score.failed`` naming the exception."""
+        scored, alone = _batch_or_alone(
+            metric,
+            "combine",
+            len(examples),
+            lambda ks: metric.combine(
+                [examples[k] for k in ks],
+                [[part[k] for k in ks] for part in component_scores],
+                self.context,
+            ),
+        )
+        return self._checked_scores(metric, examples, scored, alone, "combined")
 
     def _score_metric(self, metric: Metric, examples: list[Example]) -> list[Score]:
-        try:
-            scores = metric.score_batch(examples, self.context)
-        except (FaithgateError, KeyboardInterrupt, Interrupted):
-            raise
-        # BaseException: sys.exit() or pytest.skip() in a project's metric would end the gate
-        # with its code (0 passes a build) or skip it; an example it cannot score fails instead.
-        except BaseException as exc:  # noqa: BLE001 - isolate the example that breaks the metric
-            alone = _one_at_a_time(
-                metric,
-                "score",
-                exc,
-                len(examples),
-                lambda k: metric.score_batch([examples[k]], self.context),
-            )
-            scores = self._alone_scores(metric, examples, alone)
+        scores, alone = _batch_or_alone(
+            metric,
+            "score",
+            len(examples),
+            lambda ks: metric.score_batch([examples[k] for k in ks], self.context),
+        )
+        return self._checked_scores(metric, examples, scores, alone, "returned")
+
+    def _checked_scores(
+        self,
+        metric: Metric,
+        examples: list[Example],
+        batch: Any,
+        alone: list[tuple[Any, str | None]] | None,
+        verb: str,
+    ) -> list[Score]:
+        """The scores of a batch (``batch``), or of its examples retried alone (``alone``:
+        each one's own scores, or a ``Score.failed`` naming why it failed), one per example
+        (else ``FaithgateError``), each ``_checked``."""
+        if alone is None:
+            scores = batch
+        else:
+            scores = []
+            for ex, (got, why) in zip(examples, alone, strict=True):
+                if why is None:
+                    scores.extend(got)
+                else:
+                    scores.append(
+                        Score.failed(metric.name, metric.settings_hash(self.context), ex.id, why)
+                    )
         if len(scores) != len(examples):
             raise FaithgateError(
-                f"metric {metric.name!r} returned {len(scores)} scores for {len(examples)} examples"
+                f"metric {metric.name!r} {verb} {len(scores)} scores for {len(examples)} examples"
             )
         return [_checked(metric, score) for score in scores]
 
-    def _alone_scores(
-        self, metric: Metric, examples: list[Example], alone: list[tuple[Any, str | None]]
-    ) -> list[Score]:
-        """The scores of a batch retried one example at a time (``_one_at_a_time``): each
-        example's own scores, or a ``Score.failed`` naming why it failed."""
-        scores: list[Score] = []
-        for ex, (got, why) in zip(examples, alone, strict=True):
-            if why is None:
-                scores.extend(got)
-            else:
-                scores.append(
-                    Score.failed(metric.name, metric.settings_hash(self.context), ex.id, why)
-                )
-        return scores
 
-
-def _one_at_a_time(
-    metric: Metric,
-    what: str,
-    batch_error: BaseException,
-    n: int,
-    run_one: Callable[[int], Any],
-) -> list[tuple[Any, str | None]]:
-    """After ``metric``'s ``what`` raised ``batch_error`` on a batch of ``n`` examples:
-    ``run_one(k)`` for each example ``k`` alone, as ``(result, None)``, or ``(None, why)`` where it raises too (a
-    configuration problem or an interrupt still stops everything)."""
-    log.warning(
-        "%s failed to %s a batch (%s); retrying one example at a time",
-        metric.name,
-        what,
-        safe_line(batch_error),  # quotes input; the log's handler may be anyone's (pytest's)
-    )
-    out: list[tuple[Any, str | None]] = []
+def _batch_or_alone(
+    metric: Metric, what: str, n: int, run: Callable[[list[int]], Any]
+) -> tuple[Any, list[tuple[Any, str | None]] | None]:
+    """``run`` over all ``n`` examples (their positions) as one batch: ``(result, None)``.
+    When that raises, ``run([k])`` for each example alone: ``(None, [(result, None) or (None,
+    why), ...])``, so one example that breaks ``metric``'s ``what`` fails alone. A
+    configuration problem or an interrupt still stops everything. BaseException: sys.exit()
+    or pytest.skip() in a project's metric would end the gate with its code (0 passes a build)
+    or skip it; an example it cannot score fails instead."""
+    try:
+        return run(list(range(n))), None
+    except (FaithgateError, KeyboardInterrupt, Interrupted):
+        raise
+    except BaseException as batch_error:  # noqa: BLE001 - isolate the example that breaks it
+        log.warning(
+            "%s failed to %s a batch (%s); retrying one example at a time",
+            metric.name,
+            what,
+            safe_line(batch_error),  # quotes input; the log's handler may be anyone's (pytest's)
+        )
+    alone: list[tuple[Any, str | None]] = []
     for k in range(n):
         try:
-            out.append((run_one(k), None))
+            alone.append((run([k]), None))
         except (FaithgateError, KeyboardInterrupt, Interrupted):
             raise
         except BaseException as one_exc:  # noqa: BLE001
-            out.append((None, _failure(one_exc)))
-    return out
+            alone.append((None, _failure(one_exc)))
+    return None, alone
 
 
 def _failure(exc: BaseException) -> str:
