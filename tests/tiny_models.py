@@ -94,7 +94,18 @@ def save_tiny_models(root: Path, corpus: Sequence[str]) -> tuple[dict[str, Path]
     out["nli"] = d
     bpe = bpe_tokenizer(corpus)
     d = root / "llama"
-    cfg = transformers.LlamaConfig(
+    transformers.LlamaForCausalLM(tiny_llama_config(bpe)).save_pretrained(d)
+    bpe.save_pretrained(d)
+    out["llama"] = d
+    return out, bpe
+
+
+def tiny_llama_config(bpe: Any) -> Any:
+    """The config of a tiny random Llama (2 layers, 32 wide) over the byte-level BPE ``bpe``
+    (``bpe_tokenizer``)."""
+    import transformers
+
+    return transformers.LlamaConfig(
         vocab_size=len(bpe),
         hidden_size=32,
         intermediate_size=64,
@@ -106,10 +117,6 @@ def save_tiny_models(root: Path, corpus: Sequence[str]) -> tuple[dict[str, Path]
         eos_token_id=bpe.eos_token_id,
         pad_token_id=bpe.pad_token_id,
     )
-    transformers.LlamaForCausalLM(cfg).save_pretrained(d)
-    bpe.save_pretrained(d)
-    out["llama"] = d
-    return out, bpe
 
 
 def save_tiny_bart(directory: Path, bpe: Any) -> Path:

@@ -469,24 +469,12 @@ def test_sentence_support_aligns_tokens_with_sentences() -> None:
 def byte_llama(tmp_path_factory: pytest.TempPathFactory, torch, transformers) -> Path:
     """A tiny random Llama over a byte-level BPE tokenizer: an emoji or a Cyrillic letter
     outside its small vocabulary is several byte tokens, as in SmolLM2."""
-    from tiny_models import bpe_tokenizer
+    from tiny_models import bpe_tokenizer, tiny_llama_config
 
     path = tmp_path_factory.mktemp("byte-llama")
     bpe = bpe_tokenizer([SOURCE_A, SOURCE_B, *(ex.summary for ex in EXAMPLES)])
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(bpe),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        bos_token_id=bpe.bos_token_id,
-        eos_token_id=bpe.eos_token_id,
-        pad_token_id=bpe.pad_token_id,
-    )
-    model = transformers.LlamaForCausalLM(config)
+    model = transformers.LlamaForCausalLM(tiny_llama_config(bpe))
     with torch.no_grad():  # sharpen the near-uniform random init so token values differ
         model.lm_head.weight.mul_(20)
     model.save_pretrained(path, safe_serialization=True)
