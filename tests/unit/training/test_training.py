@@ -254,6 +254,16 @@ def test_an_unfaithful_summary_is_one_unsupported_pair():
 # --- training ------------------------------------------------------------------------------
 
 
+class Stopped(Exception):
+    """Raised by ``_stop_at_3``: the tests' stand-in for a run interrupted mid-training."""
+
+
+def _stop_at_3(line: str) -> None:
+    """A ``log`` callback that interrupts a run when it reports step 3."""
+    if line.startswith("step 3/"):
+        raise Stopped
+
+
 def _config(out: Path, base: Path, docs: Path, seed: int = 0, **kw):
     from faithgate.training.train import TrainConfig
 
@@ -308,15 +318,8 @@ def test_training_is_deterministic_per_seed(tmp_path, tiny_base, tiny_docs, torc
 def test_an_interrupted_run_resumes_to_the_same_weights(tmp_path, tiny_base, tiny_docs):
     from faithgate.training.train import train
 
-    class Stop(Exception):
-        pass
-
-    def stop_at_3(line: str) -> None:
-        if line.startswith("step 3/"):
-            raise Stop
-
-    with pytest.raises(Stop):
-        train(_config(tmp_path / "r", tiny_base, tiny_docs), log=stop_at_3, threads=1, log_every=1)
+    with pytest.raises(Stopped):
+        train(_config(tmp_path / "r", tiny_base, tiny_docs), log=_stop_at_3, threads=1, log_every=1)
     assert (tmp_path / "r.work" / "checkpoint.pt").is_file()
     lines: list[str] = []
     resumed = train(_config(tmp_path / "r", tiny_base, tiny_docs), log=lines.append, threads=1)
@@ -554,17 +557,10 @@ def test_a_resume_on_changed_documents_is_refused(tmp_path, tiny_base, tiny_docs
     from faithgate.errors import InputError
     from faithgate.training.train import train
 
-    class Stop(Exception):
-        pass
-
-    def stop_at_3(line: str) -> None:
-        if line.startswith("step 3/"):
-            raise Stop
-
     docs = tmp_path / "docs.jsonl"
     docs.write_bytes(tiny_docs.read_bytes())
-    with pytest.raises(Stop):
-        train(_config(tmp_path / "r", tiny_base, docs), log=stop_at_3, threads=1, log_every=1)
+    with pytest.raises(Stopped):
+        train(_config(tmp_path / "r", tiny_base, docs), log=_stop_at_3, threads=1, log_every=1)
     docs.write_text(docs.read_text().replace("Springfield", "Ogdenville"))
     lines: list[str] = []
     with pytest.raises(InputError, match="trained on other data .* remove it to start afresh"):
@@ -695,13 +691,6 @@ def test_a_resume_after_the_init_from_weights_changed_is_refused(tmp_path, tiny_
     from faithgate.errors import InputError
     from faithgate.training.train import train
 
-    class Stop(Exception):
-        pass
-
-    def stop_at_3(line: str) -> None:
-        if line.startswith("step 3/"):
-            raise Stop
-
     first = train(_config(tmp_path / "a", tiny_base, tiny_docs), log=_quiet, threads=1)
     other = train(
         _config(tmp_path / "b", tiny_base, tiny_docs, learning_rate=1e-3), log=_quiet, threads=1
@@ -709,8 +698,8 @@ def test_a_resume_after_the_init_from_weights_changed_is_refused(tmp_path, tiny_
     start = tmp_path / "start"
     shutil.copytree(first, start)
     cfg = _config(tmp_path / "r", tiny_base, tiny_docs, init_from=str(start))
-    with pytest.raises(Stop):
-        train(cfg, log=stop_at_3, threads=1, log_every=1)
+    with pytest.raises(Stopped):
+        train(cfg, log=_stop_at_3, threads=1, log_every=1)
     shutil.rmtree(start)
     shutil.copytree(other, start)  # the same path, other weights
     lines: list[str] = []
@@ -739,18 +728,11 @@ def test_a_resume_after_the_base_model_changed_is_refused(tmp_path, tiny_base, t
     from faithgate.errors import InputError
     from faithgate.training.train import train
 
-    class Stop(Exception):
-        pass
-
-    def stop_at_3(line: str) -> None:
-        if line.startswith("step 3/"):
-            raise Stop
-
     base = tmp_path / "base"
     shutil.copytree(tiny_base, base)
     cfg = _config(tmp_path / "r", base, tiny_docs)
-    with pytest.raises(Stop):
-        train(cfg, log=stop_at_3, threads=1, log_every=1)
+    with pytest.raises(Stopped):
+        train(cfg, log=_stop_at_3, threads=1, log_every=1)
     weights = load_file(str(base / "model.safetensors"))
     changed = {name: tensor * 1.01 for name, tensor in weights.items()}
     save_file(changed, str(base / "model.safetensors"), metadata={"format": "pt"})
