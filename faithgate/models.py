@@ -343,6 +343,12 @@ def hf_cached_snapshot(hub_id: str, revision: str | None = None) -> Path | None:
 _hub_commits: dict[tuple[str, str, str], str] = {}
 
 
+def hub_problem(exc: BaseException) -> str:
+    """What went wrong asking the hub, for a one-line message: the exception's type and the
+    first line of its text (``huggingface_hub``'s errors carry a long response body)."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
 def hub_commit(spec: ModelSpec) -> str:
     """The commit the hub serves for ``spec`` (``origin == "hub"``) at its revision: the
     revision itself when it is a commit hash, else what ``huggingface_hub`` resolves it to
@@ -370,7 +376,7 @@ def hub_commit(spec: ModelSpec) -> str:
             )
             commit = Path(found).parent.name
         except Exception as exc:  # huggingface_hub raises many types; report one line
-            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            problem = hub_problem(exc)
     if commit is None or not _COMMIT.fullmatch(commit):
         raise ModelNotFoundError(
             f"cannot tell which commit of {spec.role} model {spec.name!r} the hub serves at "

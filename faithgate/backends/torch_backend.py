@@ -129,7 +129,7 @@ def _hub_sentence_files(spec: ModelSpec) -> Path | None:
     except ImportError:
         return None  # transformers could not load a hub id without it either
     from faithgate.errors import ModelNotFoundError
-    from faithgate.models import hf_hub_cache
+    from faithgate.models import hf_hub_cache, hub_problem
 
     snapshot = None
     for name, depth in (("modules.json", 1), ("1_Pooling/config.json", 2)):
@@ -141,10 +141,9 @@ def _hub_sentence_files(spec: ModelSpec) -> Path | None:
             # The hub says the file is absent; the local form means the hub was not reached.
             if isinstance(exc, EntryNotFoundError) and not isinstance(exc, LocalEntryNotFoundError):
                 continue
-            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             raise ModelNotFoundError(
                 f"cannot read the sentence pooling of {spec.role} model {spec.name!r} from the "
-                f"hub ({problem}); point the role at a local directory"
+                f"hub ({hub_problem(exc)}); point the role at a local directory"
             ) from None
         snapshot = Path(found).parents[depth - 1]
     return snapshot
