@@ -38,14 +38,6 @@ COMMANDS = {
 _NOT_UTF8 = "faithgate.argument_not_utf8"
 
 
-def _is_utf8(arg: str) -> bool:
-    try:
-        arg.encode("utf-8")
-    except UnicodeEncodeError:  # bytes that are not UTF-8, held as lone surrogates
-        return False
-    return True
-
-
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -61,7 +53,7 @@ class LazyGroup(click.Group):
         # The one place every command's arguments come in: an argument that is not UTF-8 (a
         # Linux file name is bytes) is refused in ``invoke``, before anything reads or scores.
         # Kept, it reached result JSON, reports and calibrated TOML, which UTF-8 cannot hold.
-        bad = next((a for a in args if not _is_utf8(a)), None)
+        bad = next((a for a in args if utf8_text(a) != a), None)  # not UTF-8: escaped
         if bad is not None:
             ctx.meta[_NOT_UTF8] = bad
         return super().parse_args(ctx, args)
