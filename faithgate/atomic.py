@@ -15,8 +15,8 @@ bare ``OSError``; an exception of the caller's own code inside ``atomic_writer``
 
 A symlink at the target is followed: the file it points to is replaced (and the link kept), so
 a baseline or configuration kept behind a symlink stays where the user put it. A target that
-exists and is not a regular file (a device such as ``/dev/null``, a FIFO, a socket) is never
-replaced: ``WriteError``.
+exists and is not a regular file (a directory, a device such as ``/dev/null``, a FIFO, a
+socket) is never replaced: ``WriteError``.
 
 (The ``atomicwrites`` package did this once but is archived and unmaintained; this is the same
 recipe in a few lines.)
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from faithgate.errors import WriteError
+from faithgate.paths import file_kind
 
 
 def _umask() -> int:
@@ -88,13 +89,12 @@ def _open_temporary(path: str | Path) -> tuple[int, Path, Path, int]:
         except FileNotFoundError:
             mode = None
         perms = stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask()
-        if target.is_dir():
-            raise IsADirectoryError(errno.EISDIR, "it is a directory")
-        if mode is not None and not stat.S_ISREG(mode):
-            # A device, FIFO or socket: the rename would replace it with a regular file (as
-            # root, ``/dev/null`` itself). Never replaced; it cannot be "left unchanged" by a
-            # write into it either.
-            raise OSError(errno.EEXIST, "it is not a regular file (a device, FIFO or socket)")
+        kind = file_kind(mode) if mode is not None else None
+        if kind is not None:
+            # A directory, device, FIFO or socket: the rename would replace it with a regular
+            # file (as root, ``/dev/null`` itself). Never replaced; it cannot be "left
+            # unchanged" by a write into it either.
+            raise OSError(errno.EEXIST, f"it is {kind}, not a regular file")
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     return fd, Path(tmp_name), target, perms
 

@@ -23,6 +23,7 @@ says so; ``Gate.baseline_note`` says what happened.
 from __future__ import annotations
 
 import importlib
+import os
 import random
 import sys
 import time
@@ -45,7 +46,7 @@ from faithgate.execution import (
 )
 from faithgate.io import load_examples
 from faithgate.metrics.base import metric_class, metric_names
-from faithgate.paths import refuse_overwriting_inputs, same_file
+from faithgate.paths import refuse_not_a_file, refuse_overwriting_inputs, same_file
 from faithgate.progress import terminal_progress
 from faithgate.result import (
     RESULT_SCHEMA,
@@ -104,6 +105,8 @@ PROGRESS_MIN_EXAMPLES = 50
 SCORE_CHUNK = 16
 # The score cache's file in ``cache_dir`` (shared with `pytest --faithgate`).
 CACHE_FILE = "scores.sqlite"
+# The result of the last run with a cache, beside it: a convenience, faithgate's own file.
+LAST_RESULT = "last-result.json"
 
 
 class Gate:
@@ -425,7 +428,9 @@ class Gate:
         if self.use_cache:
             # A convenience beside the cache, like the cache itself: a full disk or a
             # read-only cache directory costs it, with a warning, never the verdict or reports.
-            last = self.config.cache_path / "last-result.json"
+            # A directory, FIFO or device there is not faithgate's: never written into,
+            # replaced or removed (the atomic write refuses it), only warned about.
+            last = self.config.cache_path / LAST_RESULT
             try:
                 result.save(last)
             except WriteError as exc:
@@ -435,6 +440,8 @@ class Gate:
                     if last.is_file():
                         last.unlink()
                         stale = "; the previous run's file there is removed"
+                    elif os.path.lexists(last):
+                        stale = " (left as it was)"
                 except OSError:
                     stale = "; it still holds the previous run's result"
                 self.warnings.append(
@@ -449,15 +456,16 @@ class Gate:
         cfg = self.config
         writes = output_files(cfg, update_baseline=self.update_baseline)
         # Every run with a cache writes its result there too (a cache "directory" that is a
-        # file has its own error, from the cache).
+        # file has its own error, from the cache): never over an input or a report, but as
+        # faithgate's own bookkeeping, a directory or FIFO in its place does not stop the run
+        # (``run`` warns that it cannot be written, and leaves it as it is).
+        own: list[tuple[str, Any]] = []
         inputs = input_files(cfg, baseline=not self.update_baseline)
         if self.use_cache and not cfg.cache_path.is_file():
-            writes.append(
-                ("last result in the cache directory", cfg.cache_path / "last-result.json")
-            )
+            own.append(("last result in the cache directory", cfg.cache_path / LAST_RESULT))
             # Read and written by the run in place: a report there would replace it.
             inputs.append(("score cache", cfg.cache_path / CACHE_FILE))
-        refuse_overwriting_inputs(writes, inputs)
+        refuse_overwriting_inputs(writes, inputs, bookkeeping=own)
 
     def _skipped_by_missing_baseline(self) -> str:
         """What a missing baseline turns off: the regression rule, and the per-example
@@ -475,9 +483,16 @@ class Gate:
         path = self.config.baseline
         if path is None:
             return None, None, False
-        if path.is_dir():
-            raise InputError(f"baseline {path} is a directory, not a result JSON file")
-        if not path.is_file():
+        try:
+            mode: int | None = path.stat().st_mode
+        except OSError:  # nothing there (or nothing that can be seen)
+            mode = None
+        if mode is not None:
+            # A pipe (``--baseline <(git show main:base.json)``) is read like a file; a
+            # directory, device or socket is refused (it was taken for a missing baseline,
+            # and the regression rule skipped).
+            refuse_not_a_file(self.config.display_path(path), mode, "baseline", pipe=True)
+        else:
             where = self.config.display_path(path)
             if self.update_baseline:
                 return None, f"no previous baseline at {where} (this run creates it)", True

@@ -28,7 +28,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
-from faithgate.paths import special_file_kind
+from faithgate.paths import refuse_not_a_file
 from faithgate.types import Example, check_text, is_blank
 from faithgate.userjson import parse_json
 
@@ -165,13 +164,9 @@ def _read_text(name: str) -> str:
             raise InputError(f"{name}: no such file") from None
         except OSError as exc:  # a loop of links, a name too long, no permission
             raise InputError(f"{name}: cannot read it ({exc.strerror or exc})") from None
-        if stat.S_ISDIR(mode):
-            raise InputError(f"{name}: is a directory, not a JSONL file")
         # A pipe is read like a file (``--outputs <(cmd)`` is /dev/fd/N), as ``faithgate
         # score --source`` reads one; a device (/dev/zero would never end) is refused.
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-            kind = special_file_kind(mode) or "not a regular file"
-            raise InputError(f"{name}: is {kind}, not a regular file or a pipe")
+        refuse_not_a_file(name, mode, pipe=True)
         try:
             data = path.read_bytes()
         except OSError as exc:

@@ -9,6 +9,8 @@ a mistyped flag costs nothing and nothing is written. ``refuse_dir_over_inputs``
 guard for a directory that is published whole (``train`` and ``export --out``).
 ``owned_lock`` is the lock file beside such a directory (``DIR.lock``): created only where no
 file is, so a lock never truncates, overwrites or deletes a file of the user's.
+``refuse_not_a_file`` is the one check (and wording) of a path read or written that names a
+directory, a device, a FIFO or a socket where a file is expected.
 """
 
 from __future__ import annotations
@@ -43,34 +45,47 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 def refuse_overwriting_inputs(
     outputs: Iterable[tuple[str, str | Path | None]],
     inputs: Iterable[tuple[str, str | Path | None]],
+    *,
+    bookkeeping: Iterable[tuple[str, str | Path | None]] = (),
 ) -> None:
     """Raise ``InputError`` (exit 2) when a file to write is one of the inputs, or when two
-    files to write are the same file. Each entry is ``(what, path)``; ``None`` paths and the
-    stdin marker ``-`` are ignored. Messages name both roles, e.g. ``the json report
-    (outputs.jsonl) is the outputs file of this run``."""
+    files to write are the same file, or when an output can never be a file
+    (``refuse_unwritable``). Each entry is ``(what, path)``; ``None`` paths and the stdin
+    marker ``-`` are ignored. Messages name both roles, e.g. ``the json report
+    (outputs.jsonl) is the outputs file of this run``. ``bookkeeping`` are files faithgate
+    writes for itself (``last-result.json``), after the outputs: never over an input or an
+    output either, but one that cannot be written is no reason to refuse the run (failing to
+    write it is a warning), so they are not held to ``refuse_unwritable``."""
     ins = [(what, Path(p)) for what, p in inputs if p is not None and str(p) != "-"]
-    outs = [(what, Path(p)) for what, p in outputs if p is not None and str(p) != "-"]
-    for i, (what, path) in enumerate(outs):
+    outs = [
+        (what, Path(p), own)
+        for own, files in ((False, outputs), (True, bookkeeping))
+        for what, p in files
+        if p is not None and str(p) != "-"
+    ]
+    for i, (what, path, own) in enumerate(outs):
         for in_what, in_path in ins:
             if same_file(path, in_path):
                 raise InputError(
                     f"the {what} ({path}) is the {in_what} of this run; refusing to overwrite "
                     "an input: choose another path"
                 )
-        for other_what, other in outs[:i]:
+        for other_what, other, _ in outs[:i]:
             if same_file(path, other):
                 raise InputError(
                     f"the {what} and the {other_what} are the same file ({path}): choose two paths"
                 )
-        refuse_unwritable(what, path)
+        if not own:
+            refuse_unwritable(what, path)
 
 
-def special_file_kind(mode: int) -> str | None:
-    """What a file that is not a regular file or a directory is (``os.stat`` mode), in words,
-    or ``None`` for a regular file or a directory."""
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+def file_kind(mode: int) -> str | None:
+    """What a file that is not a regular file is (``os.stat`` mode), in words ("a directory",
+    "a named pipe (FIFO)", "a character device", ...), or ``None`` for a regular file."""
+    if stat.S_ISREG(mode):
         return None
     for test, kind in (
+        (stat.S_ISDIR, "a directory"),
         (stat.S_ISFIFO, "a named pipe (FIFO)"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
@@ -78,7 +93,36 @@ def special_file_kind(mode: int) -> str | None:
     ):
         if test(mode):
             return kind
-    return "not a regular file"
+    return "a special file"
+
+
+def refuse_not_a_file(
+    path: str | Path,
+    mode: int,
+    what: str | None = None,
+    *,
+    pipe: bool = False,
+    directory: bool = False,
+    advice: str | None = None,
+) -> None:
+    """The one check of what a path names (``os.stat`` mode ``mode``), for a file read or
+    written: raise ``InputError`` (exit 2) unless it is a regular file (or, with ``pipe``, a
+    named pipe: ``--outputs <(cmd)`` is read like a file; with ``directory``, a directory).
+    One wording everywhere, the path escaped: ``the {what} ({path}) is {kind}, not a regular
+    file[ or a pipe][; advice]`` (without ``what``: ``{path} is {kind}, ...``)."""
+    kind = file_kind(mode)
+    if kind is None or (pipe and stat.S_ISFIFO(mode)) or (directory and stat.S_ISDIR(mode)):
+        return
+    accepted = [
+        "a regular file",
+        *(["a pipe"] if pipe else []),
+        *(["a directory"] if directory else []),
+    ]
+    shown = printable(path)
+    subject = f"the {what} ({shown})" if what else shown
+    *others, last = accepted
+    alternatives = f"{', '.join(others)} or {last}" if others else last
+    raise InputError(f"{subject} is {kind}, not {alternatives}" + (f"; {advice}" if advice else ""))
 
 
 def refuse_unwritable(what: str, path: str | Path) -> None:
@@ -90,17 +134,19 @@ def refuse_unwritable(what: str, path: str | Path) -> None:
     path = Path(path)
     shown = printable(path)
     try:
-        if path.is_dir():
-            raise InputError(f"the {what} ({shown}) is a directory: give a file path")
         try:
             mode = os.stat(path).st_mode  # follows a symlink: what a write would replace
         except (FileNotFoundError, NotADirectoryError):  # nothing there yet (or a file in the
             mode = None  # way, said below)
-        kind = special_file_kind(mode) if mode is not None else None
-        if kind is not None:
-            raise InputError(
-                f"the {what} ({shown}) is {kind}, not a regular file: faithgate writes a "
-                "report by replacing the file whole, which would replace it; give a file path"
+        if mode is not None:
+            refuse_not_a_file(
+                path,
+                mode,
+                what,
+                advice="give a file path"
+                if stat.S_ISDIR(mode)
+                else "faithgate writes a report by replacing the file whole, which would "
+                "replace it; give a file path",
             )
         for ancestor in Path(os.path.abspath(path)).parents:
             if ancestor.exists():
@@ -201,8 +247,9 @@ def _open_lock(lock: Path, what: str) -> int | None:
             raise _foreign_lock(lock, "is a directory", what) from None
         raise _foreign_lock(lock, f"cannot be opened ({exc.strerror})", what) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _foreign_lock(lock, "is not a regular file", what)
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise _foreign_lock(lock, f"is {kind}", what)
         if _head(fd) not in (b"", LOCK_MARKER):
             raise _foreign_lock(lock, "exists and holds data", what)
     except BaseException:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from faithgate.errors import InputError
 from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.io import check_text
 from faithgate.numbers import at_least
+from faithgate.paths import refuse_not_a_file
 from faithgate.types import Score, json_safe
 from faithgate.userjson import parse_problem, unique_object
 
@@ -55,12 +55,8 @@ def _read_path(path: Path, value: str, what: str) -> bytes:
         raise InputError(f"{what} file {value!r} does not exist") from None
     except OSError as exc:
         raise InputError(f"{what} {value!r}: cannot read it ({exc.strerror or exc})") from None
-    if stat.S_ISDIR(mode):
-        raise InputError(f"{what} {value!r} is a directory; give a text file (or - for stdin)")
-    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # /dev/zero would never end
-        raise InputError(
-            f"{what} {value!r} is not a regular file or a pipe; give a text file (or - for stdin)"
-        )
+    # /dev/zero would never end
+    refuse_not_a_file(value, mode, what, pipe=True, advice="give a text file (or - for stdin)")
     try:
         return path.read_bytes()
     except OSError as exc:  # no permission

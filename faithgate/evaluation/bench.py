@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import random
+import stat
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -59,6 +60,7 @@ from faithgate.metrics.combined import (  # noqa: F401
     load_weights,
     weights_digest,
 )
+from faithgate.paths import refuse_not_a_file
 from faithgate.scorer import lookup_cached
 from faithgate.types import Example
 
@@ -74,16 +76,21 @@ def default_cache_path() -> Path:
 def benchmark_files(path: str | Path) -> list[Path]:
     """The ``.jsonl`` files named by ``path`` (a file, or every ``*.jsonl`` in a directory)."""
     p = Path(path)
-    if p.is_dir():
-        files = sorted(p.glob("*.jsonl"))
-        if not files:
-            raise InputError(f"{p}: no .jsonl files in this directory")
-        return files
-    if p.is_file() or p.is_fifo():  # a pipe (``--data <(cmd)``) is read once, as a file
+    try:
+        mode = p.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(f"{p}: no such file or directory") from None
+    except OSError as exc:  # a loop of links, a name too long, no permission
+        raise InputError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    # A pipe (``--data <(cmd)``) is read once, as a file; a device (/dev/zero would never
+    # end) or a socket is refused.
+    refuse_not_a_file(p, mode, pipe=True, directory=True)
+    if not stat.S_ISDIR(mode):
         return [p]
-    if p.exists():  # a device (/dev/zero would never end), a socket
-        raise InputError(f"{p}: not a regular file, a pipe or a directory")
-    raise InputError(f"{p}: no such file or directory")
+    files = sorted(p.glob("*.jsonl"))
+    if not files:
+        raise InputError(f"{p}: no .jsonl files in this directory")
+    return files
 
 
 def refuse_same_names(files: Sequence[Path]) -> None:

@@ -32,7 +32,9 @@ def one_line(text: str, limit: int = 160) -> str:
 
 def fmt_against(value: float | None, limit: float | None, digits: int = 4) -> tuple[str, str]:
     """``fmt_value`` of a value and its limit, with more digits where they would read equal
-    (a score of 0.49996 under threshold 0.5 is "0.49996" and "0.5", never "0.5000 ❌")."""
+    (a score of 0.49996 under threshold 0.5 is "0.49996" and "0.50000", never "0.5000 ❌").
+    ``numbers.fixed_against`` is the same ``decimals_apart`` for the gate's messages; this one
+    keeps a table's cells (``-``, ``nan``, 1 not 1.00000)."""
     if value is None or limit is None or math.isnan(value) or math.isnan(limit):
         return fmt_value(value, digits), fmt_value(limit, digits)
     d = decimals_apart(float(value), float(limit), digits)

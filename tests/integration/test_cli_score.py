@@ -102,9 +102,15 @@ def test_source_from_stdin(files):
             ["--summary", "x", "--metric", "sentsimm"],
             "unknown metric 'sentsimm' (did you mean 'sentsim'?); available: bertscore, ",
         ),
-        (["--source", ".", "--summary", "x"], "source '.' is a directory"),
-        (["--source", "/dev/zero", "--summary", "x"], "is not a regular file or a pipe"),
-        (["--summary", "@/dev/zero"], "is not a regular file or a pipe"),
+        (["--source", ".", "--summary", "x"], "the source (.) is a directory"),
+        (
+            ["--source", "/dev/zero", "--summary", "x"],
+            "the source (/dev/zero) is a character device, not a regular file or a pipe",
+        ),
+        (
+            ["--summary", "@/dev/zero"],
+            "the summary (/dev/zero) is a character device, not a regular file or a pipe",
+        ),
     ],
 )
 def test_bad_usage_or_input_exits_2_with_one_line(files, args, message):

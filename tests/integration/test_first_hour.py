@@ -292,7 +292,10 @@ def test_score_says_a_directory_is_a_directory(score_files, option):
         cli, ["score", "--source", args["--source"], "--summary", args["--summary"]]
     )
     assert res.exit_code == 2
-    assert res.stderr.strip().endswith("'adir' is a directory; give a text file (or - for stdin)")
+    assert res.stderr.strip().endswith(
+        f"the {option[2:]} (adir) is a directory, not a regular file or a pipe; give a text file "
+        "(or - for stdin)"
+    )
     assert "does not exist" not in res.stderr
 
 

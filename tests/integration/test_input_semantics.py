@@ -288,4 +288,44 @@ def test_an_input_that_is_no_file_nor_pipe_says_what_it_is(project):
         sock.bind(str(project / "o.sock"))
         res = CliRunner().invoke(cli, ["check", "--outputs", "o.sock"])
     assert res.exit_code == 2
-    assert "o.sock: is a socket, not a regular file or a pipe" in res.stderr
+    assert "o.sock is a socket, not a regular file or a pipe" in res.stderr
+
+
+def test_a_baseline_given_as_a_pipe_is_read_not_skipped(project, pipe):
+    """``--baseline <(git show main:base.json)`` was taken for a missing baseline: exit 0 with
+    the regression rule skipped, where the drop against it fails the gate."""
+    res = CliRunner().invoke(cli, ["check", "--json", "base.json", "--threshold", "0.1"])
+    assert res.exit_code == 0, res.output
+    rows = [{"id": "a", "source": "src", "summary": summary(0.2)}]
+    (project / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = (project / "base.json").read_text()
+    res = CliRunner().invoke(cli, ["check", "--threshold", "0.1", "--baseline", pipe(base)])
+    assert res.exit_code == 1, res.output
+    assert "no baseline" not in res.output
+    assert f"regression[{NAME}]" in res.output
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs UNIX sockets")
+@pytest.mark.parametrize(
+    "args, subject",
+    [
+        (["check", "--outputs", "o.sock"], "o.sock"),
+        (["check", "--baseline", "o.sock"], "the baseline (o.sock)"),
+        (["check", "--config", "o.sock"], "o.sock"),
+        (["bench", "--data", "o.sock", "--metric", NAME, "--no-cache"], "o.sock"),
+        (["score", "--source", "o.sock", "--summary", "x"], "the source (o.sock)"),
+        (["check", "--json", "o.sock"], "o.sock)"),  # the json report (/abs/path/o.sock)
+    ],
+    ids=["check-outputs", "check-baseline", "check-config", "bench-data", "score-source", "json"],
+)
+def test_every_command_names_a_special_file_in_one_wording(project, args, subject):
+    """Inputs that are no file were refused in three wordings ("is not a regular file or a
+    pipe" without saying what it is, "not a regular file, a pipe or a directory"), a
+    configuration file that is a socket was "not found", and a baseline that is one was
+    taken for a missing baseline (exit 0, the regression rule skipped)."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(project / "o.sock"))
+        res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    [line] = res.stderr.strip().splitlines()
+    assert f"{subject} is a socket, not a regular file" in line, line

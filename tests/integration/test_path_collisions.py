@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 import pytest
 from click.testing import CliRunner
@@ -104,6 +105,36 @@ def test_a_baseline_kept_as_the_cache_directorys_last_result_is_not_overwritten(
     assert check("--baseline", ".fg/last-result.json", "--no-cache").exit_code == 0
 
 
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_last_result_that_is_no_file_is_a_warning_and_left_as_it_is(project, kind):
+    """A directory or FIFO at .fg/last-result.json (faithgate's own bookkeeping, not a report
+    the user asked for) stopped the run before scoring (exit 2, no verdict, no reports), while
+    failing to write that file at the end is only a warning. Now it is that warning too, and
+    what is there is neither written into, replaced nor removed."""
+    if kind == "fifo" and not hasattr(os, "mkfifo"):
+        pytest.skip("needs mkfifo")
+    last = project / ".fg" / "last-result.json"
+    last.parent.mkdir()
+    if kind == "directory":
+        last.mkdir()
+        (last / "keep.txt").write_text("mine\n")
+    else:
+        os.mkfifo(last)
+    res = check("--json", "r.json")
+    assert res.exit_code == 0, res.output
+    assert "PASS" in res.output
+    assert json.loads((project / "r.json").read_text())["passed"] is True
+    [warning] = [line for line in res.stderr.splitlines() if "last-result.json" in line]
+    kinds = {"directory": "a directory", "fifo": "a named pipe (FIFO)"}
+    assert f"it is {kinds[kind]}, not a regular file (left as it was)" in warning
+    assert "the verdict and reports of this run stand" in warning
+    if kind == "directory":
+        assert last.is_dir() and (last / "keep.txt").read_text() == "mine\n"
+    else:
+        assert stat.S_ISFIFO(os.lstat(last).st_mode)
+    assert not [p for p in last.parent.iterdir() if p.name.startswith(".last-result")]  # no tmp
+
+
 def test_a_report_at_the_score_cache_is_refused(project):
     """`--markdown .fg/scores.sqlite` replaced the cache the run had just written to."""
     assert check().exit_code == 0
@@ -160,7 +191,10 @@ def test_a_report_path_that_cannot_be_a_file_is_refused_before_scoring(project):
         (project / "faithgate.toml").read_text() + '[reports]\njson = "sub"\n'
     )
     res = check()
-    assert res.exit_code == 2 and "sub) is a directory: give a file path" in res.output
+    assert (
+        res.exit_code == 2
+        and "sub) is a directory, not a regular file; give a file path" in res.output
+    )
 
 
 def test_a_report_name_too_long_for_the_file_system_is_one_line_exit_2(project):

@@ -111,9 +111,13 @@ def test_undecodable_bytes_name_the_line(tmp_path):
 def test_missing_file_and_unknown_format(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         load_examples(tmp_path / "nope.jsonl")
-    with pytest.raises(InputError, match="is a directory, not a JSONL file"):  # "no such file"
+    with pytest.raises(
+        InputError, match="is a directory, not a regular file or a pipe"
+    ):  # "no such file"
         load_examples(tmp_path)
-    with pytest.raises(InputError, match="is a directory; give the configuration file"):
+    with pytest.raises(
+        InputError, match="is a directory, not a regular file; give the configuration file"
+    ):
         load_config(tmp_path)
     with pytest.raises(InputError, match="unknown input format"):
         load_examples(tmp_path / "x.txt", fmt="xml")
