@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from faithgate.errors import ConfigError, InputError
 from faithgate.escape import safe_line
+from faithgate.result import first_settings_mismatch
 from faithgate.types import Example, Score
 
 if TYPE_CHECKING:
@@ -398,20 +399,19 @@ def check_settings_hashes(
     another configuration (other model files, library versions or faithgate on a worker), so
     it may not be cached under the driver's hash nor compared as this configuration's score.
     ``where`` names the executor or the worker it came from."""
-    for row in rows:
-        for metric, score in row.items():
-            expected = hashes.get(metric)
-            if not expected or not score.settings_hash or score.settings_hash == expected:
-                continue
-            source = f" on {where}" if where else ""
-            raise InputError(
-                safe_line(
-                    f"the {metric} score of example {score.example_id!r} was made{source} with "
-                    f"settings {score.settings_hash}, but this run's {metric} settings are "
-                    f"{expected}: the models, library versions or faithgate differ between the "
-                    "driver and where it scored (docs/scale-out.md); make them the same"
-                )
-            )
+    mismatch = first_settings_mismatch(hashes, rows)
+    if mismatch is None:
+        return
+    i, metric, made, expected = mismatch
+    source = f" on {where}" if where else ""
+    raise InputError(
+        safe_line(
+            f"the {metric} score of example {rows[i][metric].example_id!r} was made{source} "
+            f"with settings {made}, but this run's {metric} settings are {expected}: the "
+            "models, library versions or faithgate differ between the driver and where it "
+            "scored (docs/scale-out.md); make them the same"
+        )
+    )
 
 
 def chunk_bounds(examples: Sequence[Example], size: int) -> Iterator[tuple[int, int]]:

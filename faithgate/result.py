@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -445,14 +445,32 @@ def consistent_settings_hashes(
     Checked when a result is read, made (``rules.evaluate``) and saved, so faithgate never
     writes a result it refuses to read. ``whose`` names the recorded hashes in the error."""
     hashes = {str(k): str(v) for k, v in dict(recorded).items() if v}
-    for ex in examples:
+    for ex in examples:  # an unrecorded metric: its first score's hash, the others checked
         for metric, score in ex.scores.items():
-            if not score.settings_hash:
-                continue
-            known = hashes.setdefault(metric, score.settings_hash)
-            if score.settings_hash != known:
-                raise InputError(
-                    f"example {ex.id!r}: its {metric} score was made with settings "
-                    f"{score.settings_hash}, {whose} {metric} scores with {known}"[:300]
-                )
+            if score.settings_hash:
+                hashes.setdefault(metric, score.settings_hash)
+    mismatch = first_settings_mismatch(hashes, [ex.scores for ex in examples])
+    if mismatch is not None:
+        i, metric, made, known = mismatch
+        raise InputError(
+            f"example {examples[i].id!r}: its {metric} score was made with settings "
+            f"{made}, {whose} {metric} scores with {known}"[:300]
+        )
     return hashes
+
+
+def first_settings_mismatch(
+    hashes: Mapping[str, str], rows: Iterable[Mapping[str, Any]]
+) -> tuple[int, str, str, str] | None:
+    """The first score in ``rows`` (each metric -> ``Score`` or ``MetricResult``) made under
+    another settings hash than ``hashes`` gives for its metric, as (its row's index, metric,
+    its hash, the expected hash); None when there is none. A score without a hash, or of a
+    metric ``hashes`` has none for, is not compared. The one comparison behind both checks:
+    a result's recorded hashes against its scores (``consistent_settings_hashes``) and the
+    scores an executor returns against the driver's (``execution.check_settings_hashes``)."""
+    for i, row in enumerate(rows):
+        for metric, score in row.items():
+            expected = hashes.get(metric)
+            if expected and score.settings_hash and score.settings_hash != expected:
+                return i, metric, score.settings_hash, expected
+    return None

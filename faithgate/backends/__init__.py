@@ -87,7 +87,8 @@ def get_backend(name: str) -> Backend:
 # Loader options that only split the work (batch sizes, threads): scores are the same under
 # any of them (batch independence is tested), so they are left out of the settings hash.
 # Every other option (an encoder's window ``stride``, ``max_length``, the execution
-# ``provider``) can move a score and is part of the model's identity.
+# ``provider``, as resolved: ``ModelPool.identity``) can move a score and is part of the
+# model's identity.
 WORK_SPLIT_OPTIONS = frozenset({"batch_size", "batch_tokens", "threads"})
 
 
@@ -298,6 +299,15 @@ class ModelPool:
             for k, v in sorted(self._options_for(backend, role, task, {}).items())
             if k not in WORK_SPLIT_OPTIONS
         }
+        if backend == "onnx":
+            # The provider the sessions run on, not the word configured: "auto" (or none) is
+            # CUDA on a machine with onnxruntime-gpu and a GPU, the CPU elsewhere, and their
+            # scores differ slightly, so a CPU driver and a CUDA worker must not share a hash.
+            # A CPU run records none: "cpu", "auto" there and no provider hash the same.
+            from faithgate.backends.onnx_backend import resolved_provider
+
+            if resolved_provider(options.pop("provider", None)) == "cuda":
+                options = dict(sorted({**options, "provider": "cuda"}.items()))
         if options:  # absent when none: the hashes of default runs stay as they were
             identity["options"] = options
         return identity

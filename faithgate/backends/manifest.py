@@ -22,7 +22,10 @@ from faithgate.escape import printable
 log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "faithgate_onnx.json"
-MANIFEST_FORMAT = 1
+# 2: a text encoder's ``config.pooling`` is its source's own (the torch encoder's, read from
+# ``1_Pooling/config.json``, a hub model's too, and only cls or mean). Format 1 recorded mean
+# for every hub model and for a pooling it did not apply (max, ...): ``_stale_pooling``.
+MANIFEST_FORMAT = 2
 # The end of every damaged-manifest error.
 AGAIN = "export it again with `faithgate export`"
 
@@ -200,8 +203,9 @@ def _file_inside(directory: Path, name: str) -> bool:
 def check_manifest(data: Any, directory: Path | None = None) -> dict[str, Any]:
     """The fields of a parsed manifest, each checked to be what faithgate writes (types, the
     task's parts and runtime config, the quantization mode, the format); with ``directory``,
-    each ONNX file must be a file inside that directory. Raises one-line ``InputError`` naming
-    the file and the field; unknown top-level keys are ignored (a later minor addition)."""
+    each ONNX file must be a file inside that directory; a format-1 text encoder must not pool
+    otherwise than its source (``_stale_pooling``). Raises one-line ``InputError`` naming the
+    file and the field; unknown top-level keys are ignored (a later minor addition)."""
     from faithgate.backends.quantize import MODES  # imported on use: numpy, no cycle
 
     where = str(directory / MANIFEST_NAME) if directory is not None else "ONNX manifest"
@@ -279,6 +283,11 @@ def check_manifest(data: Any, directory: Path | None = None) -> dict[str, Any]:
     for name, (wanted, valid) in optional.items():
         if name in config and not valid(config[name]):
             raise bad(f"config.{name}", wanted, config[name])
+    stale = _stale_pooling(data)
+    if stale is not None:
+        raise InputError(
+            f"{where}: {stale}; export it again with `faithgate export {data['role']}`"
+        )
     if task == "causal-lm" and config.get("with_past"):
         for name in ("num_kv_heads", "head_dim"):
             if name not in config:
@@ -289,6 +298,44 @@ def check_manifest(data: Any, directory: Path | None = None) -> dict[str, Any]:
     return {
         k: data[k] for k in ExportManifest.__dataclass_fields__ if k in data and k != "directory"
     }
+
+
+# The sentence-transformers poolings a text encoder applies (``windowing.pool_and_normalise``).
+_POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean"}
+
+
+def _stale_pooling(data: dict[str, Any]) -> str | None:
+    """Why a format-1 text-encoder export's recorded pooling is not its source's, or None.
+    Format 1 wrote mean for every hub model (its ``1_Pooling`` was not fetched) and for any
+    pooling the source's ``1_Pooling/config.json`` asks for other than cls (max, several at
+    once, ...), so such an export pooled by mean where the model does not. A source directory
+    that is gone (or has no pooling config) leaves nothing to contradict the export."""
+    if data["task"] != "text-encoder" or data.get("format", 1) >= 2:
+        return None
+    recorded = data["config"].get("pooling", "mean")
+    made = f"this text-encoder export (format 1) pools by {recorded}"
+    source = data["source"]
+    if source.get("origin") == "hub":
+        return f"{made}, written without reading the hub model's pooling (1_Pooling/config.json)"
+    location = source.get("location")
+    if not isinstance(location, str) or not location:
+        return None
+    config_file = Path(location) / "1_Pooling" / "config.json"
+    try:
+        pooling = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # absent or unreadable: the torch path reports a bad one
+        return None
+    if not isinstance(pooling, dict):
+        return None
+    modes = sorted(
+        str(k) if isinstance(v, bool) else f"{k}={v}"
+        for k, v in pooling.items()
+        if str(k).startswith("pooling_mode") and v
+    )
+    if [_POOLING_MODES.get(m) for m in modes] == [recorded]:
+        return None
+    asked = " + ".join(modes) or "(no pooling)"
+    return f"{made}, but its source asks for {asked} in {printable(str(config_file))}"
 
 
 def default_export_dir(spec: models.ModelSpec, task: str) -> Path:

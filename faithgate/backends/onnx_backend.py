@@ -73,6 +73,13 @@ def providers_for(provider: str | None = None) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
+def resolved_provider(provider: str | None = None) -> str:
+    """Where sessions asked for with ``provider`` run here: ``"cuda"`` or ``"cpu"``
+    (``providers_for``'s first). ``auto`` (or none) is CUDA where onnxruntime-gpu sees a GPU,
+    else the CPU: what the settings hash records (``ModelPool.identity``), not the word."""
+    return "cuda" if providers_for(provider)[0] == "CUDAExecutionProvider" else "cpu"
+
+
 # The in-memory forms a session can load a file as (get_session's ``graph``).
 GRAPHS = ("stored", "expanded", "context-int8")
 

@@ -154,6 +154,54 @@ def test_a_score_made_under_other_settings_stops_the_run_and_is_never_cached(
     assert all(cache.get(driver, e.source, e.summary) is None for e in EXAMPLES)
 
 
+def test_the_executor_and_result_checks_find_the_same_first_mismatch() -> None:
+    """``check_settings_hashes`` (an executor's scores against the driver's hashes) and
+    ``result.consistent_settings_hashes`` (a result's recorded hashes against its scores) made
+    the same comparison in two copies; both now ask ``first_settings_mismatch``: the same first
+    score, each in its own words. A score without a hash, or of a metric without an expected
+    one, is not compared."""
+    from faithgate.execution import check_settings_hashes
+    from faithgate.result import (
+        ExampleResult,
+        MetricResult,
+        consistent_settings_hashes,
+        first_settings_mismatch,
+    )
+
+    hashes = {"m": "m|a", "n": "n|a"}
+    rows = [
+        {"m": Score("m", 0.5, "m|a", "e0"), "n": Score("n", 0.5, "", "e0")},
+        {"m": Score("m", 0.5, "m|a", "e1"), "x": Score("x", 0.5, "x|b", "e1")},
+        {"n": Score("n", 0.5, "n|b", "e2"), "m": Score("m", 0.5, "m|b", "e2")},
+    ]
+    assert first_settings_mismatch(hashes, rows) == (2, "n", "n|b", "n|a")
+    assert first_settings_mismatch(hashes, rows[:2]) is None
+    with pytest.raises(InputError) as err:
+        check_settings_hashes(rows, hashes, where="w")
+    assert str(err.value).startswith(
+        "the n score of example 'e2' was made on w with settings n|b, but this run's n "
+        "settings are n|a: "
+    )
+    results = [
+        ExampleResult(
+            row["m"].example_id,
+            "s",
+            True,
+            scores={
+                k: MetricResult(k, 0.5, True, settings_hash=s.settings_hash) for k, s in row.items()
+            },
+        )
+        for row in rows
+    ]
+    with pytest.raises(InputError) as err:
+        consistent_settings_hashes(hashes, results, whose="this run's")
+    assert str(err.value) == (
+        "example 'e2': its n score was made with settings n|b, this run's n scores with n|a"
+    )
+    # A metric the result records no hash for takes its first score's: x|b, and m's first.
+    assert consistent_settings_hashes({}, results[:2]) == {"m": "m|a", "x": "x|b"}
+
+
 def test_make_executor_local_reuses_a_given_scorer(tmp_path: Path) -> None:
     """Given a scorer with a cache (and no ``cache``), the executor uses that cache: a second
     run is all hits (the seam fix of s20 had dropped it); ``cache=None`` scores afresh."""

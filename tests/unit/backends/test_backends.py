@@ -149,6 +149,34 @@ def test_cpu_and_auto_providers_stay_out_of_a_torch_models_identity() -> None:
     assert identity({"provider": "cpu"}) == identity({}) == identity({"provider": "Auto"})
 
 
+@pytest.mark.parametrize("provider", [None, "auto", "Auto"])
+def test_an_onnx_models_identity_names_the_provider_auto_resolves_to(
+    provider: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Provider "auto" (or none) was hashed as written, so a CPU driver and a CUDA worker
+    (whose scores differ slightly) shared one settings hash. The identity names where the
+    sessions run: "cuda" where onnxruntime-gpu sees a GPU; on the CPU nothing, as "cpu" and no
+    provider always did, so those three hash the same. No GPU is used: the providers
+    onnxruntime reports are patched, and no export or session is needed for the identity."""
+    ort = pytest.importorskip("onnxruntime")
+    cuda_here = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+    def identity(available: list[str], options: dict) -> dict:
+        monkeypatch.setattr(ort, "get_available_providers", lambda: available)
+        pool = ModelPool(backend="onnx", model_options={"embedder": options})
+        return pool.identity("embedder", "text-encoder")
+
+    given = {} if provider is None else {"provider": provider, "stride": 8}
+    on_cpu = identity(["CPUExecutionProvider"], given)
+    on_cuda = identity(cuda_here, given)
+    assert on_cuda["options"] == {**given, "provider": "cuda"}
+    assert on_cpu.get("options") == ({"stride": 8} if given else None)
+    cpu_said = {**given, "provider": "cpu"}
+    assert identity(["CPUExecutionProvider"], cpu_said) == on_cpu
+    assert identity(cuda_here, cpu_said) == on_cpu  # "cpu" refuses the GPU that is there
+    assert identity(cuda_here, {**given, "provider": "cuda"}) == on_cuda
+
+
 def test_options_for_keeps_a_backends_own_options_and_refuses_cuda_elsewhere() -> None:
     from faithgate.backends import options_for
 

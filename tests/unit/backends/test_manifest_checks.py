@@ -2,8 +2,9 @@
 line naming the file and the field (exit 2), never an internal error; ``files`` stay inside the
 export directory; a damaged manifest in a user's export directory is an error about it, one in
 the cache is skipped by ``auto`` with a warning (an error under ``--backend onnx``). Also:
-``export --device cuda`` without a CUDA device fails before any work, and the README's table of
-``auto``'s candidates is the code's. No model is loaded: the exports here are hand-made."""
+``export --device cuda`` without a CUDA device fails before any work, the README's table of
+``auto``'s candidates is the code's, and a format-1 text encoder that pools otherwise than its
+source is refused. No model is loaded: the exports here are hand-made."""
 
 from __future__ import annotations
 
@@ -179,6 +180,99 @@ def test_a_damaged_cache_manifest_is_skipped_by_auto_and_an_error_for_onnx(
         assert choose_backend(spec, "text-encoder", "onnx") == "onnx"
         with pytest.raises(InputError, match=re.escape(str(cache / MANIFEST_NAME))):
             OnnxBackend().load(spec, "text-encoder")
+
+
+# --- a format-1 text encoder that pools otherwise than its source ----------------------------
+
+MAX_POOLING = {"word_embedding_dimension": 32, "pooling_mode_max_tokens": True}
+
+
+def _encoder(source: dict[str, Any], fmt: int = 1, **config: Any) -> dict[str, Any]:
+    """A text-encoder manifest of ``format`` ``fmt`` made from ``source``."""
+    data = _changed(format=fmt, role="embedder", task="text-encoder", source=source)
+    data["config"] = {
+        "max_length": 64,
+        "pad_id": 0,
+        "hidden_size": 32,
+        "num_layers": 2,
+        "special_prefix": [101],
+        "special_suffix": [102],
+        **config,
+    }
+    return data
+
+
+def _pooled_model(path: Path, pooling: dict[str, Any]) -> Path:
+    _model_dir(path)
+    (path / "1_Pooling").mkdir()
+    (path / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    return path
+
+
+@pytest.mark.parametrize("recorded", [{"pooling": "mean"}, {}])
+def test_a_format_1_export_of_a_max_pooling_model_is_refused(tmp_path, recorded):
+    """Format 1 wrote mean for a pooling it did not apply (max, ...), and the runtime pooled
+    such an export by mean: refused, one line, saying how to export it again."""
+    model = _pooled_model(tmp_path / "model", MAX_POOLING)
+    source = {"name": "m", "location": str(model), "origin": "path"}
+    directory = _export_dir(tmp_path / "exp", _encoder(source, **recorded))
+    with pytest.raises(InputError) as info:
+        load_manifest(directory)
+    text = str(info.value)
+    assert text == (
+        f"{directory / MANIFEST_NAME}: this text-encoder export (format 1) pools by mean, but "
+        f"its source asks for pooling_mode_max_tokens in {model / '1_Pooling' / 'config.json'}; "
+        "export it again with `faithgate export embedder`"
+    )
+    assert info.value.exit_code == 2
+
+
+def test_a_format_1_encoder_is_refused_only_where_its_pooling_is_not_its_sources(tmp_path):
+    cls = _pooled_model(tmp_path / "cls", {"pooling_mode_cls_token": True})
+    mean = _pooled_model(tmp_path / "mean", {"pooling_mode_mean_tokens": True})
+    usable = [
+        _encoder({"location": str(mean), "origin": "path"}, pooling="mean"),
+        _encoder({"location": str(cls), "origin": "path"}, pooling="cls"),
+        _encoder({"location": str(tmp_path / "gone"), "origin": "path"}),
+        _encoder({"location": str(tmp_path / "max"), "origin": "path"}, fmt=2, pooling="mean"),
+        _encoder({"location": "org/m", "origin": "hub"}, fmt=2, pooling="cls"),
+    ]
+    _pooled_model(tmp_path / "max", MAX_POOLING)  # format 2 read the source's: trusted
+    for i, data in enumerate(usable):
+        load_manifest(_export_dir(tmp_path / f"ok{i}", data))
+    stale = {
+        "cls source": (
+            _encoder({"location": str(cls), "origin": "package"}, pooling="mean"),
+            "pools by mean, but its source asks for pooling_mode_cls_token",
+        ),
+        "hub": (
+            _encoder({"location": "org/m", "origin": "hub"}, pooling="mean"),
+            "pools by mean, written without reading the hub model's pooling",
+        ),
+    }
+    for case, (data, message) in stale.items():
+        with pytest.raises(InputError, match=re.escape(message)):
+            load_manifest(_export_dir(tmp_path / case, data))
+
+
+def test_a_stale_format_1_cache_export_is_skipped_by_auto_and_an_error_for_onnx(
+    tmp_path, monkeypatch, caplog
+):
+    pytest.importorskip("tokenizers")
+    from faithgate.backends.onnx_backend import OnnxBackend
+
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    model = _pooled_model(tmp_path / "model", MAX_POOLING)
+    spec = models.resolve("embedder", str(model))
+    source = {"location": str(model), "origin": "path", "fingerprint": spec.fingerprint}
+    cache = _export_dir(default_export_dir(spec, "text-encoder"), _encoder(source))
+    again = "export it again with `faithgate export embedder`"
+    with caplog.at_level(logging.WARNING, logger="faithgate"):
+        assert choose_backend(spec, "text-encoder") == "torch"
+    assert any(again in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
+    with pytest.raises(InputError, match=re.escape(str(cache / MANIFEST_NAME))) as info:
+        OnnxBackend().load(spec, "text-encoder")
+    assert again in str(info.value) and info.value.exit_code == 2
 
 
 # --- export --device cuda without a CUDA device ----------------------------------------------
