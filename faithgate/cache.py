@@ -8,11 +8,19 @@ A cache file that is not a SQLite database (a crashed copy, a file someone put t
 aside to ``scores.sqlite.corrupt-<time>`` with a one-line warning and a fresh cache is started
 (when it is named like a cache, ``*.sqlite``; any other file at the cache path is refused):
 a cache only saves time, so losing it must not stop a gate, and nothing is deleted. A cache
-location that cannot be created or opened at all is an input error naming the path. A stored
-score that no longer parses is a miss (it is scored again and overwritten). A file damaged beyond
-its first page is found when it is opened (SQLite's ``quick_check``) and moved aside too; damage
-or an SQLite failure met later in a run (a full disk) is one warning, and the run goes on without
-the cache.
+location that cannot be created or opened at all is an input error naming the path. A file
+damaged beyond its first page is found when it is opened (SQLite's ``quick_check``) and moved
+aside too; damage or an SQLite failure met later in a run (a full disk) is one warning, and the
+run goes on without the cache.
+
+Each row is the score's JSON and a digest of it and its key (``_digest``): ``quick_check``
+checks the file's structure, not what a row holds, so a flipped bit in a stored score
+(``"value": 1.0`` read as ``0.0``) was served as a score. A row is a miss (scored again and
+overwritten) unless its digest matches and it reads back as a score of the shape the cache
+writes (``_stored_score``): a JSON object, a finite number for its value (not ``true``, not
+NaN, not text), no error. A row an older faithgate wrote has no digest: it is a miss once, and
+an older faithgate reads a row with one as unreadable, a miss as well. A digest is no
+signature: it finds damage, not a deliberate edit (which can compute it again).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from pathlib import Path
 
 from faithgate.errors import InputError
 from faithgate.escape import safe_line
+from faithgate.numbers import is_finite_number
 from faithgate.types import Score
 
 # The first bytes of every SQLite 3 database file, and the names a cache file may have when
@@ -44,6 +53,62 @@ log = logging.getLogger(__name__)
 def cache_key(settings_hash: str, source: str, summary: str) -> str:
     blob = json.dumps([settings_hash, source, summary], ensure_ascii=False).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def _digest(key: str, text: bytes) -> bytes:
+    """The digest stored after a row's JSON ``text``: 16 hex digits of the SHA-256 of its key
+    and text, so a row changed by damage, or another key's row in its place, is found."""
+    return hashlib.sha256(key.encode() + b"\n" + text).hexdigest()[:16].encode()
+
+
+def _stored_row(key: str, score: Score) -> tuple[str, str]:
+    """The ``(key, score)`` row of ``score``: its JSON, a newline, ``_digest``."""
+    text = json.dumps(score.to_dict()).encode()
+    return key, (text + b"\n" + _digest(key, text)).decode()
+
+
+def _stored_score(key: str, stored: object) -> Score | None:
+    """The score of a row (``stored``: its bytes, as ``_stored_row`` wrote them), or None when
+    the row is not one: no digest or another, not UTF-8 or JSON, not an object, a value that
+    is no finite number (``true``, NaN, ``"0.5"``), an error (failed scores are never stored),
+    or fields of other types. None is a miss: the example is scored again and the row
+    overwritten."""
+    if not isinstance(stored, bytes):
+        return None  # NULL, or a number: no row this cache wrote
+    text, newline, digest = stored.rpartition(b"\n")
+    if not newline or digest != _digest(key, text):
+        return None
+    try:
+        data = json.loads(text.decode("utf-8"))
+        if not (
+            isinstance(data, dict)
+            and isinstance(data.get("metric"), str)
+            and is_finite_number(data.get("value"))
+            and isinstance(data.get("settings_hash"), str)
+            and isinstance(data.get("example_id", ""), str)
+            and isinstance(data.get("sentences", []), list)
+            and all(_is_sentence(s) for s in data.get("sentences", []))
+            and isinstance(data.get("details") or {}, dict)
+            and data.get("error") is None
+        ):
+            return None
+        return Score.from_dict(data)
+    # OverflowError: an integer too large for a float (is_finite_number's isfinite)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
+        return None
+
+
+def _is_sentence(data: object) -> bool:
+    """Whether ``data`` reads as a stored ``SentenceScore`` (its value None when it was NaN)."""
+    return (
+        isinstance(data, dict)
+        and set(data) <= {"index", "text", "value", "evidence"}
+        and isinstance(data.get("index"), int)
+        and not isinstance(data.get("index"), bool)
+        and isinstance(data.get("text"), str)
+        and (data.get("value") is None or is_finite_number(data.get("value")))
+        and (data.get("evidence") is None or isinstance(data.get("evidence"), str))
+    )
 
 
 class ScoreCache:
@@ -121,7 +186,9 @@ class ScoreCache:
             try:
                 with self._connect() as conn:
                     conn.execute(_SCHEMA)
-                    conn.execute("SELECT key, score FROM scores LIMIT 1").fetchall()
+                    # Both columns, not their text: a damaged row that is not UTF-8 is a miss
+                    # when looked up, not a cache that cannot be opened.
+                    conn.execute("SELECT typeof(key), typeof(score) FROM scores LIMIT 1").fetchall()
                     # A damaged page past the first shows only when read: check every page now
                     # (about 50 ms for 60 MB), not halfway through a run.
                     verdict = conn.execute("PRAGMA quick_check").fetchone()
@@ -231,14 +298,14 @@ class ScoreCache:
 
     def get(self, settings_hash: str, source: str, summary: str) -> Score | None:
         row = None
+        key = cache_key(settings_hash, source, summary)
         if not self._failed:
             try:
+                # As bytes: a damaged row that is not UTF-8 would make SQLite's text an
+                # error, and the cache would be off for every run, not that row a miss.
                 row = (
                     self._connect()
-                    .execute(
-                        "SELECT score FROM scores WHERE key = ?",
-                        (cache_key(settings_hash, source, summary),),
-                    )
+                    .execute("SELECT CAST(score AS BLOB) FROM scores WHERE key = ?", (key,))
                     .fetchone()
                 )
             except sqlite3.Error as exc:
@@ -246,10 +313,9 @@ class ScoreCache:
         if row is None:
             self.misses += 1
             return None
-        try:
-            score = Score.from_dict(json.loads(row[0]))
-        except (ValueError, TypeError, KeyError, RecursionError):
-            self.misses += 1  # an unreadable entry: score again (put() overwrites it)
+        score = _stored_score(key, row[0])
+        if score is None:
+            self.misses += 1  # an unreadable or damaged entry: score again (put() overwrites it)
             return None
         if score.settings_hash and score.settings_hash != settings_hash:
             # Made under other settings (an older faithgate cached a Ray worker's scores under
@@ -266,7 +332,7 @@ class ScoreCache:
         """``put`` for many ``(settings_hash, source, summary, score)`` in one transaction (one
         commit, not one per score: a commit costs a disk sync, ~25 ms on a busy machine)."""
         rows = [
-            (cache_key(h, source, summary), json.dumps(score.to_dict()))
+            _stored_row(cache_key(h, source, summary), score)
             for h, source, summary, score in items
             if score.ok
         ]
