@@ -736,11 +736,17 @@ _memo_lock = threading.Lock()
 
 
 def _file_digests(paths: list[Path]) -> list[str]:
-    """SHA-256 of each file's content, remembered by (real path, size, mtime, inode) in
-    ``<faithgate home>/fingerprints.json`` (written once per call, when a file was new): a
-    540 MB model is read once (about 0.4 s), not on every run, and a file rewritten in place
-    (new weights of the same size) is read again. The memo is best effort: unreadable or
-    unwritable, every file is hashed."""
+    """SHA-256 of each file's content, remembered by (real path, size, mtime, inode, ctime,
+    device) in ``<faithgate home>/fingerprints.json`` (written once per call, when a file was
+    new): a 540 MB model is read once (about 0.4 s), not on every run. A file whose content
+    may have changed is read again: size and mtime alone miss new weights of the same size
+    whose mtime was kept (``cp -p``, ``rsync -a``, ``touch -r``, an archive's fixed dates),
+    and the inode misses a rewrite in place (``cp`` over the file, ``rsync --inplace``) or a
+    new file given a freed inode number. The change time (ctime) moves on every write, rename
+    or re-creation and no copy tool can set it (git's index and Bazel rely on it the same
+    way); a chmod or chown moves it too, which costs one re-read. (On Windows before Python
+    3.12 ``st_ctime`` is the creation time, which a rewrite in place keeps.) The memo is best
+    effort: unreadable or unwritable, every file is hashed."""
     global _memo
     memo_path = faithgate_home() / FINGERPRINT_MEMO
     if _memo is None:
@@ -752,7 +758,10 @@ def _file_digests(paths: list[Path]) -> list[str]:
     digests, new = [], {}
     for path in paths:
         st = path.stat()
-        key = f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+        key = (
+            f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+            f"|{st.st_ctime_ns}|{st.st_dev}"
+        )
         if key not in _memo:
             new[key] = file_sha256(path)
         digests.append(new.get(key) or _memo[key])

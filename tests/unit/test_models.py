@@ -124,8 +124,47 @@ def test_fingerprint_is_the_weights_content_not_their_size_or_place(tmp_path, mo
     monkeypatch.chdir(tmp_path / "copy")
     specs = [models.resolve("embedder", n) for n in ("./m", "m", "m/")]
     assert {(s.name, s.fingerprint) for s in specs} == {("m", before)}
-    # The content digests are remembered (by path, size, mtime, inode) in the faithgate home.
+    # The content digests are remembered (by path, size, mtime, inode, ctime, device) in the
+    # faithgate home.
     assert (tmp_path / "home" / models.FINGERPRINT_MEMO).is_file()
+
+
+def test_weights_rewritten_in_place_with_their_mtime_kept_are_read_again(tmp_path, monkeypatch):
+    """The memo was keyed by (path, size, mtime, inode): new weights of the same size written
+    over the file (``cp`` over it, ``rsync --inplace``: the inode stays) with the mtime put
+    back (``cp -p``, ``touch -r``) kept the old weights' fingerprint, so their cached scores
+    and baselines were reused. The change time cannot be put back."""
+    import os
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    d = fake_model_dir(tmp_path / "m")
+    weights = d / "model.safetensors"
+    weights.write_bytes(b"\x00" * 64)
+    old = weights.stat()
+    before = models.resolve("embedder", "m").fingerprint
+    with open(weights, "r+b") as f:  # in place: same inode, same size
+        f.write(b"\x01" * 64)
+    os.utime(weights, ns=(old.st_atime_ns, old.st_mtime_ns))
+    for _ in range(200):  # ctime has the clock's coarse tick: one write may not move it
+        if weights.stat().st_ctime_ns != old.st_ctime_ns:
+            break
+        time.sleep(0.01)
+        os.utime(weights, ns=(old.st_atime_ns, old.st_mtime_ns))
+    new = weights.stat()
+    assert (new.st_size, new.st_mtime_ns, new.st_ino, new.st_dev) == (
+        old.st_size,
+        old.st_mtime_ns,
+        old.st_ino,
+        old.st_dev,
+    )
+    assert new.st_ctime_ns != old.st_ctime_ns
+    after = models.resolve("embedder", "m").fingerprint
+    assert after != before
+    # What a fresh memo (another machine) gives for these weights.
+    monkeypatch.setattr(models, "_memo", None)
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "other-home"))
+    assert models.resolve("embedder", "m").fingerprint == after
 
 
 def test_trust_remote_code_off_unless_asked(tmp_path):
