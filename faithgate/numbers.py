@@ -10,8 +10,14 @@ from typing import Any
 
 def is_finite_number(value: Any) -> bool:
     """A finite int or float, and not a bool: NaN and the infinities compare false or win every
-    comparison, so a bound or weight made of them turns a check off."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    comparison, so a bound or weight made of them turns a check off. An int too large for a
+    float (10**400) is not one either: every use of it as a float would raise."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 # A score, mean, rate or drop the gate computes is compared with a limit the user wrote as a

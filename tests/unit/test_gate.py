@@ -986,3 +986,14 @@ def test_a_source_that_does_not_read_as_english_gets_no_generated_pair_and_a_war
     assert r.pairs == [] and not r.passed
     [note] = [w for w in g.warnings if "minimal pair" in w]
     assert note.startswith("1 output(s) got no generated minimal pair: their source does not read")
+
+
+def test_an_int_too_large_for_a_float_is_no_finite_number():
+    # math.isfinite(10**400) raises OverflowError: a cache row or bound of that size must be
+    # refused as "no number", not crash its reader.
+    from faithgate.numbers import is_finite_number
+
+    assert is_finite_number(3) and is_finite_number(0.5)
+    assert not is_finite_number(10**400)
+    assert not is_finite_number(-(10**400))
+    assert not is_finite_number(True)
