@@ -204,13 +204,18 @@ def bench_command(
 ) -> None:
     """Meta-evaluate metrics on labelled benchmark files (Markdown table, or --json).
 
+    Balanced accuracy is held out, by the method of SummaC (Laban et al. 2022) on a seeded
+    50/50 split of each file's distinct items (by item, stratified by label): the threshold is
+    chosen on one half and balanced accuracy measured on the other, about half of the n shown.
+    Its CI resamples both halves and re-chooses the threshold in each resample.
+
     A 95% confidence interval needs at least 3 pairs (consistency) or 3 items of each class
-    (ROC AUC, balanced accuracy), and a zero-width one at least 10; below that it is shown as
-    "n too small" (null in --json, listed under ci_n_too_small) with a warning. Two --data
-    files with the same name (a/d.jsonl, b/d.jsonl) are refused: results and --plots files are
-    named after the file. A file with only one class, or with neither labels nor human
-    `score`s, gets a warning that no label-based figure can be computed (still exit 0: its
-    timing, scores and any correlations are reported)."""
+    (ROC AUC; balanced accuracy: in each half), and a zero-width one at least 10; below that
+    it is shown as "n too small" (null in --json, listed under ci_n_too_small) with a warning.
+    Two --data files with the same name (a/d.jsonl, b/d.jsonl) are refused: results and
+    --plots files are named after the file. A file with only one class, or with neither labels
+    nor human `score`s, gets a warning that no label-based figure can be computed (still exit
+    0: its timing, scores and any correlations are reported)."""
     from faithgate.evaluation.bench import (
         benchmark_files,
         json_ready,

@@ -367,25 +367,25 @@ class Bench:
                 import click
 
                 click.echo(f"  scoring: {min(start + self.batch_size, n)}/{n}", err=True)
-        combinations = {
-            metric.name: metric
-            for metric in (scorer.metrics if scorer else [])
-            if metric.components
-        }
+        parts = self._component_hashes(scorer, hashes)
         runs: dict[str, MetricRun] = {}
         for m in names:
             timed = computed[m]  # items scored inside the timed batches
-            if timed:
-                self.timings.add(hashes[m], seconds[m], timed)
-            per_item = (seconds[m] / timed) if timed else self.timings.per_item(hashes[m])
-            if m in combinations and per_item is not None:
-                # Its own seconds are its formula's: its cost adds its components' (measured
-                # whenever they were computed, by settings hash), unknown if one never was.
-                parts = [
-                    self.timings.per_item(part.settings_hash(scorer.context))
-                    for part in combinations[m].components
-                ]
-                per_item = None if None in parts else per_item + sum(parts)
+            if m not in parts:
+                if timed:
+                    self.timings.add(hashes[m], seconds[m], timed)
+                per_item = (seconds[m] / timed) if timed else self.timings.per_item(hashes[m])
+            elif scorer is None and timed:
+                # Remotely a combination's seconds are the batch's wall time, its components'
+                # included (computed on the worker): kept apart from the formula's own.
+                self.timings.add(_with_components(hashes[m]), seconds[m], timed)
+                per_item = seconds[m] / timed
+            else:
+                if timed:  # in process: its formula's seconds only
+                    self.timings.add(hashes[m], seconds[m], timed)
+                per_item = self._combination_per_item(
+                    hashes[m], parts[m], (seconds[m] / timed) if timed else None
+                )
             total = timed + (1 if m in warm else 0)  # the warm-up item was computed too
             runs[m] = MetricRun(
                 m,
@@ -398,6 +398,46 @@ class Bench:
                 load_seconds[m],
             )
         return runs
+
+    def _component_hashes(
+        self, scorer: Any, hashes: Mapping[str, str]
+    ) -> dict[str, list[str] | None]:
+        """Per selected combination (``ensemble``), its components' settings hashes: from the
+        scorer in process, else from the bench's own metrics (a remote executor has no scorer
+        here); None where they would not give the combination the executor's hash."""
+        from faithgate.metrics.base import ScoringContext
+
+        if scorer is not None:
+            metrics, ctx = scorer.metrics, scorer.context
+        else:
+            metrics, ctx = self.metrics, ScoringContext(self.pool)
+        return {
+            m.name: [part.settings_hash(ctx) for part in m.components]
+            if m.settings_hash(ctx) == hashes.get(m.name)
+            else None
+            for m in metrics
+            if m.components and m.name in hashes
+        }
+
+    def _combination_per_item(
+        self, settings_hash: str, parts: Sequence[str] | None, formula: float | None
+    ) -> float | None:
+        """A combination's seconds per item: its formula's (``formula``, this run's, else
+        remembered) plus each component's (remembered by settings hash, wherever they were
+        computed and timed in process); else, one of these unknown, the whole cost a remote
+        run measured (``_with_components``); else unknown. Its components count once."""
+        if formula is None:
+            formula = self.timings.per_item(settings_hash)
+        costs = [self.timings.per_item(h) for h in parts] if parts is not None else [None]
+        if formula is not None and None not in costs:
+            return formula + sum(c for c in costs if c is not None)
+        return self.timings.per_item(_with_components(settings_hash))
+
+
+def _with_components(settings_hash: str) -> str:
+    """The timings key of a combination's whole cost measured remotely (formula and
+    components in one wall time), beside its formula's own under ``settings_hash``."""
+    return f"{settings_hash}+components"
 
 
 # ---------------------------------------------------------------- learned combination
@@ -775,7 +815,8 @@ def _metric_cell(name: str, m: Mapping[str, Any]) -> str:
 def markdown_report(result: Mapping[str, Any]) -> str:
     """Main table (one row per dataset x metric) plus breakdowns by error type and origin."""
     lines = [
-        "| dataset | metric | n | consistency [95% CI] | ROC AUC [95% CI] | bal. acc. (SummaC) "
+        "| dataset | metric | n | consistency [95% CI] | ROC AUC [95% CI] "
+        "| bal. acc., test half [95% CI] "
         "| Pearson | Spearman | Kendall | s/item |",
         "|---|---|---:|---|---|---|---:|---:|---:|---:|",
     ]

@@ -237,6 +237,82 @@ def test_a_combination_costs_its_components_too(data_file, tmp_path, monkeypatch
         assert CALLS.get("test_word_support", 0) == (5 if cache.name == "fresh.sqlite" else 0)
 
 
+class _RemoteLike:
+    """What bench's driver sees of a Ray run: no ``scorer`` here; the worker's scorer, built
+    from the recipe without a cache, computes a combination's components itself and returns
+    only the selected metrics' cells (``ray_executor.ScoringWorker.score``)."""
+
+    name = "remote-like"
+
+    def __init__(self, recipe) -> None:
+        self._worker = recipe.build()
+
+    def score(self, examples, *, todo=None, progress=None):
+        return self._worker.compute(list(examples), todo)
+
+    def settings_hashes(self) -> dict[str, str]:
+        return self._worker.settings_hashes()
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_combination_costs_its_components_once_after_a_remote_run(
+    data_file, tmp_path, monkeypatch
+) -> None:
+    """After a remote run of ``combined`` (its components computed on the worker, inside its
+    wall time), a local run that reads it from the cache and times its component again
+    counted the component twice (about 20 ms an item for a 10 ms one); and a remote run that
+    read it from the cache left its components out. Its seconds per item are now the same
+    (its component's once) whichever executor computed or timed what."""
+    import time as time_module
+
+    from faithgate.execution import CachedExecutor
+
+    slow = WordSupport.score_batch
+
+    def slower(self, examples, ctx):
+        time_module.sleep(0.01 * len(examples))
+        return slow(self, examples, ctx)
+
+    monkeypatch.setattr(WordSupport, "score_batch", slower)
+    weights = tmp_path / "w.json"
+    weights.write_text(
+        json.dumps(
+            {
+                "format": "faithgate-combination/1",
+                "metrics": ["test_word_support"],
+                "metric_settings": {},
+                "mean": [0.5],
+                "scale": [0.25],
+                "coef": [1.0],
+                "intercept": 0.0,
+            }
+        )
+    )
+    settings = {"combined": {"weights": str(weights)}}
+    local_executor = Bench._executor
+
+    def remote_executor(self):
+        return CachedExecutor(_RemoteLike(self.recipe), self.cache)
+
+    def per_item(metrics, cache, remote):
+        monkeypatch.setattr(Bench, "_executor", remote_executor if remote else local_executor)
+        res = run_bench([data_file], metrics, cache=cache, metric_settings=settings, n_resamples=10)
+        return {m: r["seconds_per_item"] for m, r in res["datasets"]["tiny"]["metrics"].items()}
+
+    first = per_item(["combined"], tmp_path / "r.sqlite", remote=True)
+    assert 0.009 <= first["combined"] < 0.019  # its component's 10 ms, measured remotely
+    # the component computed and timed in process; the combination read from the cache
+    then = per_item(["test_word_support", "combined"], tmp_path / "r.sqlite", remote=False)
+    assert 0.009 <= then["test_word_support"] < 0.019
+    assert 0.009 <= then["combined"] < 0.019  # was about 0.02: the component counted twice
+    # the other way round: timed in process first, then read from the cache remotely
+    per_item(["combined"], tmp_path / "l.sqlite", remote=False)
+    again = per_item(["combined"], tmp_path / "l.sqlite", remote=True)
+    assert again["combined"] is not None and 0.009 <= again["combined"] < 0.019
+
+
 def test_limit_keeps_pairs_whole(data_file) -> None:
     examples = load_examples(data_file)
     for seed in range(5):

@@ -92,6 +92,63 @@ def test_summac_split_is_stratified_and_reproducible() -> None:
     assert 0.1 < res["threshold"] < 0.9
 
 
+def _split_scores(n_per_class: int, seed: int = 0) -> tuple[list[int], np.ndarray]:
+    """Labels and scores laid out on ``stratified_split``'s halves: the validation half is
+    separated widely (0.40 | 0.60, steps of 0.05), so its threshold is 0.5, and the test half
+    narrowly around it (0.499 | 0.501, steps of 0.001): separated at 0.5, not at a threshold
+    chosen on a resampled validation half that lacks its lowest positive or highest negative."""
+    labels = [1] * (2 * n_per_class) + [0] * (2 * n_per_class)
+    val, test = meta.stratified_split(labels, 0.5, seed)
+    y = np.asarray(labels)
+    scores = np.zeros(len(labels))
+    for half, gap, step in ((val, 0.1, 0.05), (test, 0.001, 0.001)):
+        pos, neg = half[y[half] == 1], half[y[half] == 0]
+        scores[pos] = 0.5 + gap + step * np.arange(len(pos))
+        scores[neg] = 0.5 - gap - step * np.arange(len(neg))
+    return labels, scores
+
+
+def test_balanced_accuracy_ci_re_chooses_the_threshold_in_every_resample() -> None:
+    """The interval holds the threshold choice's uncertainty: resampled at the one threshold
+    chosen on the validation half, a test half it separates perfectly gave [1.0, 1.0]; each
+    resample re-chooses it on a resampled validation half, which moves it off 0.5 often."""
+    labels, scores = _split_scores(12)
+    items = [Item(("src", f"s{i}"), y) for i, y in enumerate(labels)]
+    out = meta.evaluate_group(items, scores, n_resamples=500, seed=0)
+    assert out["threshold"] == pytest.approx(0.5)
+    assert out["balanced_accuracy"] == 1.0  # the point estimate is as before
+    lo, hi = out["balanced_accuracy_ci95"]
+    assert hi == 1.0 and lo <= 0.75
+    # the same draws as a hand-written loop over best_threshold (seeded like bootstrap_ci)
+    val, test = meta.stratified_split(labels, 0.5, 0)
+    y = np.asarray(labels)
+    rng = np.random.default_rng(0)
+    values = []
+    for _ in range(200):
+        iv = val[rng.integers(0, len(val), len(val))]
+        it = test[rng.integers(0, len(test), len(test))]
+        t = meta.best_threshold(scores[iv], y[iv])[0]
+        if not math.isnan(t):
+            values.append(meta.balanced_accuracy(scores[it], y[it], t))
+    expected = tuple(np.quantile(values, [0.025, 0.975]))
+    got = meta.split_balanced_accuracy_ci(scores, labels, val, test, n_resamples=200, seed=0)
+    assert got == pytest.approx(expected)
+
+
+def test_balanced_accuracy_ci_needs_three_of_each_class_in_each_half() -> None:
+    """Five of a class split 2 / 3: the threshold is re-chosen on the half holding two."""
+    labels = [1] * 5 + [0] * 8
+    val, test = meta.stratified_split(labels, 0.5, 0)
+    y = np.asarray(labels)
+    assert (y[val] == 1).sum() == 2 and (y[test] == 1).sum() == 3
+    scores = np.random.default_rng(1).random(len(labels)) + 0.3 * y  # overlapping classes
+    items = [Item(("src", f"s{i}"), v) for i, v in enumerate(labels)]
+    out = meta.evaluate_group(items, scores, n_resamples=100, seed=0)
+    assert not math.isnan(out["balanced_accuracy"])
+    assert out["balanced_accuracy_ci95"] == [None, None]
+    assert "balanced_accuracy" in out["ci_n_too_small"]
+
+
 def test_bootstrap_ci_bounds_the_estimate() -> None:
     rng = np.random.default_rng(0)
     wins = (rng.random(300) < 0.7).astype(float)
