@@ -57,7 +57,11 @@ source uses the class-mate as a verb, extrinsic when the source does not have th
 Nor does it swap a place, organisation or other non-person mention for a name that is tagged a
 person elsewhere in the texts ("trained in the Alps" -> "trained in Chebet"). Its rules are
 English: a source that does not read as English (``reads_as_english``) gets no edit at all, where
-rules 1 and 2 made garbage ("eröffnete am Montag" -> "eröffnete am not Montag").
+rules 1 and 2 made garbage ("eröffnete am Montag" -> "eröffnete am not Montag"). An antonym of
+a time or place word is filed as the circumstance it changes ("before the election" -> "after",
+"north of Sydney" -> "south", "arrived late" -> "early"), and a bound's before a number
+("more than 200" -> "fewer than 200") as a number edit; rules 1 and 2 call them all
+``predicate_antonym``.
 """
 
 from __future__ import annotations
@@ -340,15 +344,47 @@ def _antonym(ctx: _Context) -> Iterator[_Candidate]:
         if ctx.rules >= 2 and (tok.ent_type_ or _not_an_age_antonym(tok, rep)):
             continue  # inside a name ('Black Fell'), or 'five years young', 'a young chapel'
         intrinsic = lemma in ctx.src_lemmas or rep.lower() in ctx.src_words
+        kind = "predicate_antonym"
+        error_type = "Intrinsic Predicate" if intrinsic else "Extrinsic Predicate"
+        if ctx.rules >= 3 and tok.pos_ != "VERB":
+            word = tok.lower_
+            if word in _BOUND_ANTONYMS and _before_number(tok):
+                kind, error_type = "number", None  # 'more than 200' -> 'fewer than 200'
+            elif word in _TIME_ANTONYMS or word in _PLACE_ANTONYMS:
+                # 'before the election' -> 'after', 'north of Sydney' -> 'south': when or
+                # where, BUMP's circumstance, not the predicate
+                kind = "circumstance_intrinsic" if intrinsic else "circumstance_extrinsic"
+                error_type = None
         yield _Candidate(
-            "predicate_antonym",
+            kind,
             tok.idx,
             tok.idx + len(tok.text),
             _match_case(rep, tok.text, tok.is_sent_start),
             "antonym",
-            "Intrinsic Predicate" if intrinsic else "Extrinsic Predicate",
+            error_type,
             lemma=lemma,
         )
+
+
+# Antonyms (rules 3) that change when or where something happened (circumstance), or a bound
+# of a number (number); the other words of ``antonyms.json`` change the predicate. Rules 1
+# and 2 file them all under predicate_antonym (their edits stay as they were).
+_TIME_ANTONYMS = frozenset({"before", "after", "early", "late", "earlier", "later"})
+_PLACE_ANTONYMS = frozenset(
+    {"north", "south", "east", "west", "northern", "southern", "eastern", "western",
+     "inside", "outside"}
+)  # fmt: skip
+_BOUND_ANTONYMS = frozenset({"more", "fewer", "most", "least"})
+
+
+def _before_number(tok: Any) -> bool:
+    """'more' in 'more than 200', 'more than $5m', 'at least 3': a number follows, past
+    'than' and a currency sign."""
+    doc = tok.doc
+    i = tok.i + 1
+    while i < len(doc) and (doc[i].lower_ == "than" or doc[i].tag_ == "$"):
+        i += 1
+    return i < len(doc) and doc[i].like_num
 
 
 _AGE_UNITS = frozenset({"year", "month", "week", "day", "hour", "minute", "decade", "century"})
@@ -1118,6 +1154,8 @@ _RULE_TYPES = {
         strict=True,
     )
 }
+# rules 3 file a time or place antonym under circumstance and a bound's under number
+_RULE_TYPES["_antonym"] |= {t for t in TYPES if t.startswith(("circumstance", "number"))}
 
 
 # ---------------------------------------------------------------- public API
@@ -1236,8 +1274,8 @@ def _still_true(ctx: _Context, cand: _Candidate) -> bool:
     """Would this predicate edit leave the sentence true? Either the new word is a synonym of
     the old, or one source sentence of the same polarity holds every content word of the
     edited sentence (text or lemma), so the source says it in its own words."""
-    if cand.type not in _MEANING_EDITS:
-        return False
+    if cand.type not in _MEANING_EDITS and cand.detail != "antonym":
+        return False  # an antonym filed under circumstance or number (rules 3) is checked too
     edited_tokens = [t for t in ctx.doc if cand.start <= t.idx < cand.end]
     if cand.lemma and any(_synonyms(t.lemma_, cand.lemma) for t in edited_tokens):
         return True
@@ -1268,7 +1306,7 @@ def _tidy(ctx: _Context, cand: _Candidate, original: str) -> _Candidate:
     ends 'U.S.', one article ('The BBC' -> 'The World Bank', not 'The the World Bank') and a
     lower-case 'the' inside a sentence ('on the United States')."""
     rep, start = cand.replacement, cand.start
-    if cand.type.startswith(("entity", "circumstance")):
+    if cand.type.startswith(("entity", "circumstance")) and cand.detail != "antonym":
         det = next(
             (
                 t

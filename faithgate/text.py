@@ -57,9 +57,17 @@ def _parse_cached(text: str, spacy_model: str | None) -> Any:
     nlp = load_spacy(spacy_model)
     if len(text) <= PARSE_PIECE_CHARS:
         return nlp(text)
+    return parse_in_pieces(nlp, text)
+
+
+def parse_in_pieces(nlp: Any, text: str) -> Any:
+    """``text`` parsed by the pipeline ``nlp`` in ``pieces`` of at most ``PARSE_PIECE_CHARS``
+    characters (and never more than ``nlp.max_length``), joined into one ``Doc`` whose text is
+    ``text``: for texts spaCy would refuse (E088) or need gigabytes for in one call."""
     from spacy.tokens import Doc
 
-    return Doc.from_docs(list(nlp.pipe(pieces(text, PARSE_PIECE_CHARS))), ensure_whitespace=False)
+    limit = min(PARSE_PIECE_CHARS, nlp.max_length)
+    return Doc.from_docs(list(nlp.pipe(pieces(text, limit))), ensure_whitespace=False)
 
 
 def pieces(text: str, limit: int) -> list[str]:

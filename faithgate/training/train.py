@@ -691,12 +691,16 @@ def _run(
 
     tokenizer = AutoTokenizer.from_pretrained(base.location)
     torch.manual_seed(config.seed)  # the fresh head's initialisation
-    model = AutoModelForSequenceClassification.from_pretrained(
-        init["location"] if init else base.location,
-        num_labels=len(LABELS),
-        id2label=dict(enumerate(LABELS)),
-        label2id={name: i for i, name in enumerate(LABELS)},
-    )
+    from faithgate.backends.torch_common import load_warnings_to
+
+    start_from = init["location"] if init else base.location
+    with load_warnings_to(log, start_from):  # its "Some weights ..." line quotes the path
+        model = AutoModelForSequenceClassification.from_pretrained(
+            start_from,
+            num_labels=len(LABELS),
+            id2label=dict(enumerate(LABELS)),
+            label2id={name: i for i, name in enumerate(LABELS)},
+        )
     if config.freeze_word_embeddings:
         model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
     if config.init_precision == "float16":

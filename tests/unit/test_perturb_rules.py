@@ -363,6 +363,90 @@ def test_a_pronoun_is_not_pointed_at_a_person_the_summary_named_before_it() -> N
     assert swaps(2) == {("He", "Ben Hale"), ("her", "Ben Hale")}
 
 
+# --- rules 3: an antonym of a time, place or bound word is filed under what it changes -----
+
+
+@pytest.mark.parametrize(
+    ("source", "summary", "swap", "kind"),
+    [
+        (
+            "The talks were held in Geneva before the election in May. Officials from both "
+            "parties attended the talks and said progress had been made.",
+            "The talks were held before the election.",
+            ("before", "after"),
+            ("circumstance_extrinsic", "Extrinsic Circumstance"),
+        ),
+        (
+            "The storm hit the coast north of Sydney on Monday, cutting power to thousands of "
+            "homes. Emergency crews worked through the night to restore supplies.",
+            "The storm hit the coast north of Sydney.",
+            ("north", "south"),
+            ("circumstance_extrinsic", "Extrinsic Circumstance"),
+        ),
+        (
+            "Rebels control the north of the country. The army holds the south.",
+            "Rebels control the north of the country.",
+            ("north", "south"),  # 'the north' keeps its article: 'the south', not 'south'
+            ("circumstance_intrinsic", "Intrinsic Circumstance"),
+        ),
+        (
+            "The train arrived late on Friday. The team was happy.",
+            "The train arrived late and the team was happy.",
+            ("late", "early"),
+            ("circumstance_extrinsic", "Extrinsic Circumstance"),
+        ),
+        (
+            "The train arrived late on Friday. The team was happy.",
+            "The train arrived late and the team was happy.",
+            ("happy", "sad"),
+            ("predicate_antonym", "Extrinsic Predicate"),  # a state, not when or where
+        ),
+    ],
+)
+def test_a_time_or_place_antonym_is_a_circumstance_edit(source, summary, swap, kind) -> None:
+    def found(rules: int) -> dict[tuple[str, str], tuple[str, str, str]]:
+        return {
+            (p.original, p.replacement): (p.type, p.error_type, p.summary)
+            for p in perturb(source, summary, max_per_type=None, rules=rules)
+            if p.detail == "antonym"
+        }
+
+    old, new = found(1)[swap], found(3)[swap]
+    assert old[0] == "predicate_antonym"  # rules 1 and 2 unchanged
+    assert old[1] == kind[1].split()[0] + " Predicate"  # intrinsic or extrinsic alike
+    assert found(2)[swap] == old
+    assert new[:2] == kind
+    assert new[2] == old[2]  # the same edit, under another type
+    everything = perturb(source, summary, max_per_type=None)
+    alone = perturb(source, summary, types=[kind[0]], max_per_type=None)
+    assert new[2] in {p.summary for p in alone} and new[2] in {p.summary for p in everything}
+    predicate = perturb(source, summary, types=["predicate"], max_per_type=None)
+    assert (new[2] in {p.summary for p in predicate}) == (kind[0] == "predicate_antonym")
+
+
+def test_a_bound_antonym_before_a_number_is_a_number_edit() -> None:
+    # The tagger folds 'More than 200' into a CARDINAL, whose words rules 2 leave alone; where
+    # it does not, 'more' -> 'fewer' changes the number's bound, not the predicate.
+    source = (
+        "More than 200 people attended the rally in the city centre on Saturday. Police said "
+        "the crowd was peaceful."
+    )
+    summary = "More than 200 people attended the rally."
+
+    def edits_without_entities(rules: int) -> list[tuple[str, str, str]]:
+        ctx = perturb_module._Context(source, summary, None, rules)
+        doc = ctx.doc.copy()  # parses are cached: leave the shared one alone
+        doc.ents = []
+        ctx.doc = doc
+        made = [perturb_module._apply(ctx, c) for c in perturb_module._antonym(ctx)]
+        return [(p.type, p.error_type, p.summary) for p in made if p is not None]
+
+    fewer = "Fewer than 200 people attended the rally."
+    assert edits_without_entities(2) == [("predicate_antonym", "Extrinsic Predicate", fewer)]
+    assert edits_without_entities(3) == [("number", "Number", fewer)]
+    assert perturb_module._before_number(perturb_module._Context(source, summary, None).doc[0])
+
+
 # --- rules 3: a verb is swapped only for a class-mate that fits its frame ------------------
 
 
