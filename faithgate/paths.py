@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from faithgate.errors import InputError
@@ -259,7 +259,9 @@ def _open_lock(lock: Path, what: str) -> int | None:
 
 
 @contextlib.contextmanager
-def owned_lock(lock: str | Path, what: str = "--out") -> Iterator[None]:
+def owned_lock(
+    lock: str | Path, what: str = "--out", waiting: Callable[[], None] | None = None
+) -> Iterator[None]:
     """Hold the lock file ``lock`` (``DIR.lock`` beside a directory faithgate publishes) for the
     duration: one process at a time writes that directory.
 
@@ -269,7 +271,8 @@ def owned_lock(lock: str | Path, what: str = "--out") -> Iterator[None]:
     (a file with data, a symbolic link, a directory) is the user's: ``InputError`` (exit 2)
     naming it, ``what`` (the option that chose the directory) in the advice. A lock faithgate
     made is deleted when released; a waiter that then holds the deleted file sees that and
-    locks the new one."""
+    locks the new one. ``waiting``, when given, is called once if another process holds the
+    lock, before this one waits for it (to say why nothing happens)."""
     lock = Path(lock)
     try:
         import fcntl
@@ -287,7 +290,13 @@ def owned_lock(lock: str | Path, what: str = "--out") -> Iterator[None]:
         if fd is None:
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if waiting else 0))
+            except BlockingIOError:  # only with LOCK_NB: held by another process
+                waiting, say = None, waiting
+                if say is not None:
+                    say()
+                fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 here = os.stat(lock, follow_symlinks=False)
             except FileNotFoundError:

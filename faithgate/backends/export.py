@@ -39,6 +39,7 @@ from faithgate.backends.manifest import (
 from faithgate.backends.onnx_backend import OnnxBackend, providers_for
 from faithgate.backends.quantize import (
     AUTO_CANDIDATES,
+    MIN_PARITY_PAIRS,
     NEEDS_FEEDS,
     Tolerance,
     Triple,
@@ -438,6 +439,20 @@ def export_model(
     check_device(device)
     tolerance = tolerance or Tolerance()
     triples = list(calibration) if calibration is not None else load_calibration(None)
+    candidates = (
+        list(auto_candidates(device, task))
+        if quant == "auto"
+        else ([] if quant == "none" else [quant])
+    )
+    if candidates and len(triples) < MIN_PARITY_PAIRS:
+        # compare() on no pairs finds nothing to refuse: a gate that measured nothing must
+        # not pass a quantized form (fp32 needs no gate; its parity is only recorded).
+        raise InputError(
+            f"{quant} export of {spec.name!r}: the parity gate has {len(triples)} calibration "
+            f"pairs ({calibration_source}) and needs at least {MIN_PARITY_PAIRS}; give "
+            "calibration pairs (a minimal-pairs file, or the built-in ones), or export fp32 "
+            "(quantize none)"
+        )
     target = Path(out) if out is not None else default_export_dir(spec, task)
     if out is not None:
         # The user's directory: replaced only when it is an earlier export (its manifest), and
@@ -493,11 +508,6 @@ def export_model(
                     for k in ref_scores
                 },
             }
-            candidates = (
-                list(auto_candidates(device, task))
-                if quant == "auto"
-                else ([] if quant == "none" else [quant])
-            )
             del fp32
             fp32_bytes = sum((tmp / name).stat().st_size for name in files.values())
             parity["file_bytes"] = {"none": fp32_bytes}

@@ -153,6 +153,11 @@ def quantized_file_name(name: str, mode: str) -> str:
     return name.replace(".onnx", f".{tag}.onnx")
 
 
+# The fewest calibration pairs the parity gate decides on: with none, every measure is vacuous
+# (no pair ranked otherwise, no consistency moved), so a quantized form would pass unmeasured.
+MIN_PARITY_PAIRS = 1
+
+
 @dataclass(frozen=True)
 class Tolerance:
     """Limits of the parity gate (defaults from issues 5 and 13).
@@ -221,6 +226,8 @@ def compare(
     cons_new = float(np.mean(new[:, 0] > new[:, 1])) if len(new) else 0.0
     mean_diff = float(diff.mean()) if diff.size else 0.0
     reasons = []
+    if len(ref) < MIN_PARITY_PAIRS:  # nothing measured is nothing passed
+        reasons.append(f"{len(ref)} calibration pairs < {MIN_PARITY_PAIRS}")
     if bounded and mean_diff > tolerance.max_mean_abs_diff:
         reasons.append(f"mean |diff| {mean_diff:.4f} > {tolerance.max_mean_abs_diff}")
     if not bounded and mean_diff > tolerance.max_mean_abs_nats:

@@ -10,6 +10,7 @@ import click
 
 from faithgate.cli.params import FiniteFloatRange
 from faithgate.escape import safe_line
+from faithgate.perturb import RULES
 from faithgate.training.synth import SynthConfig
 from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
 
@@ -24,12 +25,14 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     "OUT.work/). An existing OUT must be empty or an earlier faithgate train output (it holds "
     "faithgate_training.json), which is replaced as a whole; an existing OUT.work must be "
     "empty or made by faithgate train (it holds faithgate_work.json), whose checkpoint is "
-    "resumed.",
+    "resumed. OUT.work.lock, beside it, is held while the run lasts: a second run on the same "
+    "OUT waits for the first, then resumes.",
 )
 @click.option(
     "--documents",
     multiple=True,
-    help=f"Unlabelled documents for synthetic pairs: {', '.join(BUILTIN_CORPORA)} (built in) or a JSONL file with a 'source' field. Repeatable; default: the built-in corpora.",
+    help=f"Unlabelled documents for synthetic pairs: {', '.join(BUILTIN_CORPORA)} (built in) or a JSONL file with a 'source' field (a file, not '-': each is read twice "
+    "and its SHA-256 recorded). Repeatable, each once; default: the built-in corpora.",
 )
 @click.option(
     "--labelled",
@@ -37,7 +40,8 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     type=click.Path(dir_okay=False),
     help="Optional labelled summaries: JSONL with source, summary, label (1 faithful / 0 not), "
     "as faithgate bench reads; turned into sentence-level pairs against retrieved evidence. "
-    "Repeatable.",
+    "Repeatable, each file once. A --documents text that is also the source of a held-out "
+    "labelled item is left out of the synthetic training pairs.",
 )
 @click.option(
     "--labelled-dev-fraction",
@@ -79,7 +83,15 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     help="Stop after this many optimiser steps (the learning-rate schedule ends there).",
 )
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
-@click.option("--max-length", default=256, show_default=True, type=click.IntRange(min=16))
+@click.option(
+    "--max-length",
+    default=256,
+    show_default=True,
+    type=click.IntRange(min=16),
+    help="Tokens per pair; a long premise is cut. A pair whose hypothesis alone leaves no "
+    "room for the premise (e.g. a long unfaithful --labelled summary) is skipped, counted in "
+    "the log and the manifest.",
+)
 @click.option(
     "--lr",
     "learning_rate",
@@ -97,6 +109,17 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     "resolved, names shortened, numbers, reporting tense, attribution dropped, sentences "
     "fused) as a supported pair, and an edit of it as an unsupported one (measured: no gain "
     "for the shipped checker; docs/models/checker.md).",
+)
+@click.option(
+    "--perturb-rules",
+    default=SynthConfig.perturb_rules,
+    show_default=True,
+    type=click.IntRange(1, RULES),
+    help="Revision of faithgate perturb's edit rules that makes the contradiction pairs: 1 "
+    "reproduces the shipped checker's pairs, including edits a review found still true or "
+    'unreadable ("More than 200 people" -> "More than 120 people", labelled '
+    f"contradiction); 2 skips those, {RULES} also swaps verbs only within their class "
+    "(perturb's own default). A recipe setting: other than 1 is a new recipe hash.",
 )
 @click.option("--dev-fraction", default=0.05, show_default=True, type=FiniteFloatRange(0, 0.5))
 @click.option("--checkpoint-every", default=100, show_default=True, type=click.IntRange(min=1))
@@ -124,7 +147,9 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     "--threads",
     default=None,
     type=click.IntRange(min=1),
-    help="torch CPU threads (default: torch's choice).",
+    help="torch CPU threads (default: torch's choice). Not part of the recipe, but the weights "
+    "are bit-identical only for the same thread count and device: both are recorded in the "
+    "checkpoint and manifest, and a resume on others says so.",
 )
 def train_command(
     output: str,
@@ -142,6 +167,7 @@ def train_command(
     learning_rate: float,
     claims_per_document: int,
     paraphrase_probability: float,
+    perturb_rules: int,
     dev_fraction: float,
     checkpoint_every: int,
     seed: int,
@@ -150,7 +176,7 @@ def train_command(
     threads: int | None,
 ) -> None:
     """Train an NLI cross-encoder checker: SNLI + synthetic pairs from documents (+ labels)."""
-    from faithgate.training.train import check_output, train
+    from faithgate.training.train import check_output, refuse_repeated_files, train
 
     config = TrainConfig(
         output=output,
@@ -165,6 +191,7 @@ def train_command(
             claims_per_document=claims_per_document,
             seed=seed,
             paraphrase_probability=paraphrase_probability,
+            perturb_rules=perturb_rules,
         ),
         dev_fraction=dev_fraction,
         epochs=epochs,
@@ -176,7 +203,9 @@ def train_command(
         seed=seed,
         init_precision=init_precision,
     )
-    check_output(config)  # a refused --out is the only line printed (train checks it too)
+    # A refused --out, or file named twice, is the only line printed (train checks them too).
+    check_output(config)
+    refuse_repeated_files(config)
     # Paths (and messages quoting them) are the user's text: one safe line each.
     click.echo(safe_line(f"faithgate train: recipe {config.recipe_hash()} -> {output}"), err=True)
     train(

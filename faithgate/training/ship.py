@@ -99,6 +99,14 @@ def ship(
         spec = models.ModelSpec("nli", models.CHECKER, str(assembled), "cache")
         config = TrainConfig(**{**meta["recipe"], "output": str(trained)})
         triples = held_out_triples(config, synth_file, calibration_pairs)
+        if quantize != "none" and not triples:  # a gate on no pairs would pass anything
+            raise InputError(
+                f"--quantize {quantize}: no held-out synthetic triples to measure the parity "
+                f"gate on (--calibration-pairs {calibration_pairs}; the run's --dev-fraction is "
+                f"{config.dev_fraction}, and held-out documents are a seeded share of the "
+                "documents); give --calibration-pairs 1 or more, retrain with a larger "
+                "--dev-fraction or more documents, or ship fp32 with --quantize none"
+            )
         from faithgate.backends.export import export_model
 
         log(f"exporting to ONNX ({quantize}), parity on {len(triples)} held-out synthetic triples")
@@ -188,8 +196,8 @@ def main(argv: list[str] | None = None) -> None:
             calibration_pairs=args.calibration_pairs,
         )
     except FaithgateError as exc:  # one line, no traceback: 2 for bad input, 1 otherwise
-        print(f"faithgate ship: {safe_line(exc)}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        print(f"faithgate ship: {safe_line(str(exc))}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
 
 
 if __name__ == "__main__":

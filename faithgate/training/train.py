@@ -28,6 +28,7 @@ import re
 import shutil
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from faithgate import models, paths
-from faithgate.errors import InputError
+from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.escape import printable
 from faithgate.training import corpora, synth
 from faithgate.training.corpora import LABELS, NLIPair
@@ -146,13 +147,43 @@ class Dataset:
 
     @classmethod
     def load(cls, path: Path) -> Dataset:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            rows = json.load(fh)
-        lists = {
-            name: [NLIPair(**p) for p in rows[name]]
-            for name in ("train", "dev", "dev_labelled", "snli_test")
-        }
+        """The dataset ``save`` wrote to ``path``; ``InputError`` (exit 2) naming the file when
+        it is damaged, truncated or not such a file (it may have been copied from elsewhere)."""
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                rows = json.load(fh)
+            lists = {
+                name: [NLIPair(**p) for p in rows[name]]
+                for name in ("train", "dev", "dev_labelled", "snli_test")
+            }
+            whole = isinstance(rows["sources"], dict) and all(
+                isinstance(p.premise, str)
+                and isinstance(p.hypothesis, str)
+                and isinstance(p.kind, str)
+                and type(p.label) is int
+                and 0 <= p.label < len(LABELS)
+                for pairs in lists.values()
+                for p in pairs
+            )
+        except OSError as exc:
+            if exc.strerror is None:  # gzip's BadGzipFile: not the file's permissions
+                raise _damaged_dataset(path, exc) from None
+            raise InputError(f"{printable(path)} cannot be read ({exc.strerror})") from None
+        except (EOFError, ValueError, KeyError, TypeError, AttributeError, zlib.error,
+                RecursionError) as exc:  # fmt: skip
+            raise _damaged_dataset(path, exc) from None
+        if not whole:
+            raise _damaged_dataset(path)
         return cls(sources=rows["sources"], **lists)
+
+
+def _damaged_dataset(path: Path, exc: BaseException | None = None) -> InputError:
+    why = f" ({type(exc).__name__})" if exc is not None else ""
+    return InputError(
+        f"{printable(path)} is not a dataset this faithgate can read (damaged, truncated or "
+        f"written by another version){why}: remove it to build the dataset afresh, or copy "
+        "it again"
+    )
 
 
 SNLI_TEST_PAIRS = 2000  # the first pairs of the SNLI test set, scored after training
@@ -170,6 +201,10 @@ def dataset_file(config: TrainConfig, workdir: Path) -> Path:
         # Documents of a user's file have ids namespaced by the file (corpora.user_documents)
         # since this marker: a dataset kept from before, built on the old ids, is not reused.
         key_data["document_ids"] = "per-file"
+    if config.labelled:
+        # Since this marker a document that is also a held-out labelled source is kept out of
+        # the synthetic training pairs (``_build_dataset``): a dataset kept from before is not.
+        key_data["held_out_sources"] = "not trained on"
     key = json.dumps(key_data, sort_keys=True)
     return workdir / f"dataset-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json.gz"
 
@@ -190,6 +225,7 @@ def build_dataset(
     """Gather SNLI, synthesise document pairs (cached in ``workdir``, resumable) and split
     held-out documents off for evaluation. The result is kept in ``dataset_file`` and read
     back from there when it exists."""
+    refuse_repeated_files(config)
     cached = dataset_file(config, workdir)
     digests = _user_file_digests(config)
     if cached.is_file():
@@ -208,6 +244,35 @@ def build_dataset(
     dataset = _build_dataset(config, workdir, log, spacy_model, digests)
     dataset.save(cached)
     return dataset
+
+
+def refuse_repeated_files(config: TrainConfig) -> None:
+    """Refuse (``InputError``) a ``--documents`` or ``--labelled`` file named twice (the same
+    file under any spelling) or standard input ("-"): a repeat would count its pairs twice,
+    and training reads each file twice (checked, then turned into pairs) and records its
+    SHA-256, which standard input cannot give."""
+    for option, names in (("--documents", config.documents), ("--labelled", config.labelled)):
+        seen: dict[Any, str] = {}
+        for name in names:
+            if name == "-":
+                raise InputError(
+                    f"{option} -: training cannot read standard input (it reads each file "
+                    "twice and records its SHA-256); save it to a file and pass that path"
+                )
+            builtin = option == "--documents" and name in BUILTIN_CORPORA
+            key = name if builtin else Path(name).resolve()
+            if key in seen:
+                same = "" if seen[key] == name else f" (as {printable(seen[key])})"
+                raise InputError(
+                    f"{option} {printable(name)} is given twice{same}: its pairs would count "
+                    "twice; give each file once"
+                )
+            seen[key] = name
+
+
+def _normalised(text: str) -> str:
+    """Text as compared across files: whitespace runs made one space, ends stripped."""
+    return " ".join(text.split())
 
 
 def _user_file_digests(config: TrainConfig) -> dict[str, str]:
@@ -268,10 +333,30 @@ def _build_dataset(
             log(f"synthetic pairs: {k}/{n} documents ({time.monotonic() - started:.0f} s)")
 
     by_doc = synth.write_pairs(documents, config.synth, cache, spacy_model, progress)
+    labelled = {path: corpora.labelled_summaries(path) for path in config.labelled}
+    # A document that is also the source of a held-out labelled item must not be trained on
+    # (as synthetic pairs), or the held-out labelled figures would measure training data.
+    held_sources = {
+        _normalised(item.source)
+        for items in labelled.values()
+        for item in items
+        if is_held_out(item.document_key, config.labelled_dev_fraction, config.seed)
+    }
+    texts = {doc.id: doc.text for doc in documents}
     split: dict[bool, list[NLIPair]] = {True: [], False: []}
+    left_out = 0
     for doc_id, pairs in by_doc.items():
-        split[is_held_out(doc_id, config.dev_fraction, config.seed)].extend(pairs)
+        held = is_held_out(doc_id, config.dev_fraction, config.seed)
+        if not held and held_sources and _normalised(texts[doc_id]) in held_sources:
+            left_out += 1
+            continue
+        split[held].extend(pairs)
     train, dev = split[False], split[True]
+    if left_out:
+        log(
+            f"synthetic pairs: {left_out} documents left out of training: each is the source "
+            "of a held-out labelled item (--labelled-dev-fraction)"
+        )
     if config.max_synthetic_pairs is not None and len(train) > config.max_synthetic_pairs:
         train = random.Random(f"{config.seed}:synthetic").sample(train, config.max_synthetic_pairs)
     snli_test: list[NLIPair] = []
@@ -288,8 +373,7 @@ def _build_dataset(
             "licence": "CC BY-SA 4.0",
         }
     dev_labelled: list[NLIPair] = []
-    for path in config.labelled:
-        items = corpora.labelled_summaries(path)
+    for path, items in labelled.items():
         by_id = {item.id: item for item in items}
 
         def make(doc: corpora.Document, by_id: dict[str, Any] = by_id) -> list[NLIPair]:
@@ -322,6 +406,8 @@ def _build_dataset(
         "dev": synth.label_counts(dev),
         "dev_labelled": synth.label_counts(dev_labelled),
     }
+    if config.labelled:  # documents that are held-out labelled sources (not in the first recipe)
+        sources["synthetic"]["documents_left_out_as_held_out_labelled_sources"] = left_out
     return Dataset(train, dev, sources, dev_labelled, snli_test)
 
 
@@ -412,6 +498,30 @@ def _load_checkpoint(path: Path, config: TrainConfig, device: str) -> dict[str, 
     return state
 
 
+def over_long(tokenizer: Any, pairs: Sequence[NLIPair], max_length: int) -> set[int]:
+    """Indices of the pairs that ``max_length`` tokens cannot hold: their hypothesis (with the
+    special tokens) leaves no room for even one token of the premise, which is the only part
+    truncation cuts (``truncation="only_first"`` raises on them)."""
+    if not pairs:
+        return set()
+    room = max_length - tokenizer.num_special_tokens_to_add(pair=True)
+    ids = tokenizer(
+        [p.hypothesis for p in pairs],
+        add_special_tokens=False,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )["input_ids"]
+    out = set()
+    for i, hyp in enumerate(ids):
+        if len(hyp) > room:
+            out.add(i)
+        elif len(hyp) == room:  # fits only with nothing of the premise to cut
+            premise = tokenizer(pairs[i].premise, add_special_tokens=False)["input_ids"]
+            if premise:
+                out.add(i)
+    return out
+
+
 def evaluate(
     model: Any,
     tokenizer: Any,
@@ -420,12 +530,18 @@ def evaluate(
     batch_size: int = 64,
     device: str = "cpu",
 ) -> dict[str, float]:
-    """Three-way accuracy and ROC AUC of P(entailment) for supported vs unsupported."""
+    """Three-way accuracy and ROC AUC of P(entailment) for supported vs unsupported; pairs
+    too long to encode (``over_long``) are left out and counted."""
     import torch
     from sklearn.metrics import roc_auc_score
 
     if not pairs:
         return {}
+    skip = over_long(tokenizer, pairs, max_length)
+    if skip:
+        pairs = [p for i, p in enumerate(pairs) if i not in skip]
+        if not pairs:
+            return {"n": 0, "skipped_over_long": len(skip)}
     model.eval()
     probs = []
     order = sorted(
@@ -451,6 +567,8 @@ def evaluate(
     supported = (gold == 0).astype(int)
     if 0 < supported.sum() < len(gold):
         result["supported_auc"] = float(roc_auc_score(supported, p[:, 0]))
+    if skip:
+        result["skipped_over_long"] = len(skip)
     model.train()
     return result
 
@@ -461,14 +579,38 @@ def _init_checker(path: str) -> dict[str, Any]:
     location = Path(path)
     weights = location / "model.safetensors"
     if not weights.is_file():
-        raise InputError(f"--init-from {path}: no model.safetensors there (a trained checker dir)")
-    labels = json.loads((location / "config.json").read_text()).get("id2label", {})
+        raise InputError(
+            f"--init-from {printable(path)}: no model.safetensors there (a trained checker dir)"
+        )
+    config = _json_object(location / "config.json", f"--init-from {printable(path)}")
+    labels = config.get("id2label")
+    labels = labels if isinstance(labels, dict) else {}
     if [labels.get(str(i)) for i in range(len(LABELS))] != list(LABELS):
-        raise InputError(f"--init-from {path}: its labels are not {', '.join(LABELS)}")
+        raise InputError(f"--init-from {printable(path)}: its labels are not {', '.join(LABELS)}")
     meta_path = location / TRAINING_META
-    recipe = json.loads(meta_path.read_text()).get("recipe_hash") if meta_path.is_file() else None
-    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    recipe = None
+    if meta_path.exists():
+        recipe = _json_object(meta_path, f"--init-from {printable(path)}").get("recipe_hash")
+    try:
+        digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise InputError(f"{printable(weights)} cannot be read ({exc.strerror})") from None
     return {"location": str(location), "meta": {"recipe_hash": recipe, "sha256": digest}}
+
+
+def _json_object(path: Path, what: str) -> dict[str, Any]:
+    """The JSON object in ``path``; ``InputError`` naming ``what`` and the file otherwise."""
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise InputError(f"{what}: no {path.name} there (a trained checker dir)") from None
+    except OSError as exc:
+        raise InputError(f"{what}: {path.name} cannot be read ({exc.strerror})") from None
+    except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8
+        raise InputError(f"{what}: {path.name} is not valid JSON ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{what}: {path.name} is not a JSON object")
+    return data
 
 
 def _check_same_start(
@@ -523,6 +665,10 @@ def check_inputs(config: TrainConfig) -> dict[str, Any] | None:
     and the ``--init-from`` checker, whose identity (``_init_checker``) is returned. A file
     that is absent is accepted only where a dataset built earlier (``dataset_file``) stands
     in for it, as ``build_dataset`` allows."""
+    refuse_repeated_files(config)
+    rules = config.synth.perturb_rules
+    if isinstance(rules, bool) or rules not in (1, 2, 3):  # perturb's revisions
+        raise InputError(f"--perturb-rules {rules!r}: expected 1, 2 or 3")
     kept = dataset_file(config, work_dir(config.output)).is_file()
     for name in config.documents:
         if name not in BUILTIN_CORPORA and (not kept or Path(name).exists()):
@@ -531,6 +677,33 @@ def check_inputs(config: TrainConfig) -> dict[str, Any] | None:
         if not kept or Path(path).exists():
             corpora.labelled_summaries(path)
     return _init_checker(config.init_from) if config.init_from else None
+
+
+def check_base(config: TrainConfig) -> tuple[models.ModelSpec, Any]:
+    """The ``--base-model`` (resolved) and its tokenizer, loaded before any long work: a
+    missing model, or a directory without a tokenizer or a usable config.json, is an
+    ``InputError`` (exit 2) naming it, not an internal error after the dataset is built."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    name = printable(config.base_model)
+    try:
+        # Any encoder directory or hub id; the role only picks the offline fallbacks.
+        base = models.resolve("embedder", config.base_model)
+    except ModelNotFoundError:
+        raise InputError(
+            f"--base-model {name}: not found (no such directory, and not in the faithgate "
+            "cache, an installed package or the Hugging Face cache); give a local model "
+            "directory or a hub id downloaded earlier"
+        ) from None
+    try:
+        AutoConfig.from_pretrained(base.location)
+        tokenizer = AutoTokenizer.from_pretrained(base.location)
+    except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise InputError(
+            f"--base-model {name}: cannot load its config.json and tokenizer "
+            f"({type(exc).__name__}); give a transformers model directory that holds both"
+        ) from None
+    return base, tokenizer
 
 
 def work_dir(output: str | Path) -> Path:
@@ -626,17 +799,30 @@ def train(
 
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InputError(f"--device {device}: this torch has no CUDA device")
-    previous = torch.are_deterministic_algorithms_enabled()
+    base = check_base(config)  # the tokenizer too: before the dataset is built
     workdir = work_dir(config.output)
-    made = not workdir.exists() and not workdir.is_symlink()
-    try:
-        return _run(config, log, threads, spacy_model, log_every, device, init)
-    except InputError:
-        if made:  # refused before anything was kept there: leave no OUT.work behind
-            _remove_if_unused(workdir)
-        raise
-    finally:  # a library call must not leave the process's torch settings changed
-        torch.use_deterministic_algorithms(previous)
+    workdir.parent.mkdir(parents=True, exist_ok=True)
+    lock = Path(str(workdir) + ".lock")
+
+    def waiting() -> None:
+        log(f"waiting for another faithgate train on this --out to finish ({printable(lock)})")
+
+    # One run at a time per OUT.work: two would write the same checkpoint and dataset
+    # temporaries and append to the same pairs file. The second waits, then resumes.
+    with paths.owned_lock(lock, "--out", waiting):
+        previous = torch.are_deterministic_algorithms_enabled()
+        previous_threads = torch.get_num_threads()
+        made = not workdir.exists() and not workdir.is_symlink()
+        try:
+            return _run(config, log, threads, spacy_model, log_every, device, init, base)
+        except InputError:
+            if made:  # refused before anything was kept there: leave no OUT.work behind
+                _remove_if_unused(workdir)
+            raise
+        finally:  # a library call must not leave the process's torch settings changed
+            torch.use_deterministic_algorithms(previous)
+            if torch.get_num_threads() != previous_threads:
+                torch.set_num_threads(previous_threads)
 
 
 def _remove_if_unused(workdir: Path) -> None:
@@ -656,16 +842,19 @@ def _run(
     log_every: int,
     device: str,
     init: dict[str, Any] | None,
+    base_and_tokenizer: tuple[models.ModelSpec, Any],
 ) -> Path:
     torch = _seed_everything(config.seed)
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-        get_linear_schedule_with_warmup,
-    )
+    from transformers import AutoModelForSequenceClassification, get_linear_schedule_with_warmup
 
     if threads:
         torch.set_num_threads(threads)
+    # Provenance, not recipe: CPU kernels split their sums by thread, so the same recipe on
+    # another thread count (or device) can differ in the last bits of the weights.
+    here = {
+        "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
+    }
     output = Path(config.output)
     workdir = work_dir(output)
     _open_work_dir(workdir)
@@ -674,8 +863,7 @@ def _run(
     # another recipe's is refused at once, not after minutes of synthesis.
     state = _load_checkpoint(ckpt_path, config, device) if ckpt_path.exists() else None
     init_sha256 = init["meta"]["sha256"] if init else None
-    # Any encoder directory or hub id; the role only picks the offline fallbacks.
-    base = models.resolve("embedder", config.base_model)
+    base, tokenizer = base_and_tokenizer
     if state is not None:
         _check_same_start(state, init_sha256, config, ckpt_path)
         if "base_fingerprint" in state:
@@ -688,19 +876,38 @@ def _run(
     data = build_dataset(config, workdir, log, spacy_model)
     data_digest = data.digest()
     log(f"training pairs: {len(data.train)}; held-out pairs: {len(data.dev)}")
+    # A hypothesis that leaves no room for the premise cannot be encoded (only the premise is
+    # cut): such pairs are skipped, counted, rather than failing the run at their batch.
+    too_long = over_long(tokenizer, data.train, config.max_length)
+    skipped = {"train": len(too_long)}
+    skipped["held_out"] = len(over_long(tokenizer, data.dev, config.max_length))
+    skipped["held_out_labelled"] = len(over_long(tokenizer, data.dev_labelled, config.max_length))
+    skipped = {k: n for k, n in skipped.items() if n}
+    if skipped:
+        counts = ", ".join(f"{n} {k.replace('_', '-')}" for k, n in skipped.items())
+        log(
+            f"skipping pairs whose hypothesis leaves no room for a premise in --max-length "
+            f"{config.max_length} tokens: {counts}"
+        )
 
-    tokenizer = AutoTokenizer.from_pretrained(base.location)
     torch.manual_seed(config.seed)  # the fresh head's initialisation
     from faithgate.backends.torch_common import load_warnings_to
 
     start_from = init["location"] if init else base.location
-    with load_warnings_to(log, start_from):  # its "Some weights ..." line quotes the path
-        model = AutoModelForSequenceClassification.from_pretrained(
-            start_from,
-            num_labels=len(LABELS),
-            id2label=dict(enumerate(LABELS)),
-            label2id={name: i for i, name in enumerate(LABELS)},
-        )
+    try:
+        with load_warnings_to(log, start_from):  # its "Some weights ..." line quotes the path
+            model = AutoModelForSequenceClassification.from_pretrained(
+                start_from,
+                num_labels=len(LABELS),
+                id2label=dict(enumerate(LABELS)),
+                label2id={name: i for i, name in enumerate(LABELS)},
+            )
+    except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        what = f"--init-from {config.init_from}" if init else f"--base-model {config.base_model}"
+        raise InputError(
+            f"{printable(what)}: its weights cannot be loaded ({type(exc).__name__}: "
+            f"{printable(str(exc))[:200]})"
+        ) from None
     if config.freeze_word_embeddings:
         model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
     if config.init_precision == "float16":
@@ -728,7 +935,7 @@ def _run(
         total = min(total, config.max_steps)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup * total), total)
 
-    step, history = 0, []
+    step, history, runs = 0, [], [{"from_step": 0, **here}]
     if state is not None:
         # The recipe hash names the user's files by path, not content: the data itself (and
         # so the number of steps) must be the checkpoint's, or the run would mix two datasets.
@@ -747,8 +954,20 @@ def _run(
         except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise _damaged(ckpt_path, exc) from None
         step, history = state["step"], state["history"]
+        # Checkpoints before this record are of unknown threads and device.
+        runs = list(state.get("runs") or [{"from_step": 0, "threads": None, "device": None}])
         del state  # the weights are in the model now: do not hold a second copy
         log(f"resumed at step {step}/{total}")
+        before = {k: runs[-1].get(k) for k in here}
+        if before != here:
+            runs.append({"from_step": step, **here})
+            changed = [f"{k} {before[k]} -> {here[k]}" for k in here if before[k] != here[k]]
+            if all(before[k] is not None for k in here):
+                log(
+                    f"resumed with other {' and '.join(k for k in here if before[k] != here[k])} "
+                    f"than the checkpoint was trained with ({'; '.join(changed)}): the weights "
+                    "may differ from an uninterrupted run's in the last bits"
+                )
 
     def checkpoint() -> None:
         _save_atomic(
@@ -767,11 +986,31 @@ def _run(
                 "scheduler": scheduler.state_dict(),
                 "step": step,
                 "history": history,
+                "runs": runs,  # the threads and device of each stretch of steps (provenance)
                 "torch_rng": torch.get_rng_state(),
                 **({"cuda_rng": torch.cuda.get_rng_state()} if device.startswith("cuda") else {}),
             },
             ckpt_path,
         )
+
+    def end_of_epoch(epoch: int) -> None:
+        """Evaluate the held-out pairs after ``epoch`` (0-based) and checkpoint."""
+        figures = evaluate(model, tokenizer, data.dev, config.max_length, device=device)
+        entry = {"step": step, "epoch": epoch + 1, "held_out": figures}
+        log(f"held-out after epoch {epoch + 1}: {figures}")
+        if data.dev_labelled:
+            entry["held_out_labelled"] = evaluate(
+                model, tokenizer, data.dev_labelled, config.max_length, device=device
+            )
+            log(f"held-out labelled after epoch {epoch + 1}: {entry['held_out_labelled']}")
+        history.append(entry)
+        checkpoint()
+
+    at_end = step > 0 and (step % steps_per_epoch == 0 or step >= total)
+    if at_end and (not history or history[-1]["step"] != step):
+        # Resumed from the step checkpoint written just before an epoch's evaluation, which
+        # did not finish (interrupted): the loop below would go past it, so evaluate now.
+        end_of_epoch((step - 1) // steps_per_epoch)
 
     model.train()
     started = time.monotonic()
@@ -786,43 +1025,38 @@ def _run(
         for k in range(step - epoch * steps_per_epoch, len(batches)):
             if step >= total:
                 break
-            idx = batches[k]
-            enc = tokenizer(
-                [data.train[i].premise for i in idx],
-                [data.train[i].hypothesis for i in idx],
-                truncation="only_first",
-                max_length=config.max_length,
-                padding=True,
-                return_tensors="pt",
-            ).to(device)
-            labels = torch.tensor([data.train[i].label for i in idx], device=device)
-            loss = torch.nn.functional.cross_entropy(model(**enc).logits, labels)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
+            idx = [i for i in batches[k] if i not in too_long]
+            if idx:  # (empty only when every pair of the batch was skipped as over-long)
+                enc = tokenizer(
+                    [data.train[i].premise for i in idx],
+                    [data.train[i].hypothesis for i in idx],
+                    truncation="only_first",
+                    max_length=config.max_length,
+                    padding=True,
+                    return_tensors="pt",
+                ).to(device)
+                labels = torch.tensor([data.train[i].label for i in idx], device=device)
+                loss = torch.nn.functional.cross_entropy(model(**enc).logits, labels)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()  # without gradients (an empty batch) it changes nothing
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            loss_avg = loss.item() if loss_avg is None else 0.98 * loss_avg + 0.02 * loss.item()
+            if idx:
+                loss_value = loss.item()
+                loss_avg = loss_value if loss_avg is None else 0.98 * loss_avg + 0.02 * loss_value
             if step % log_every == 0 or step == total:
                 rate = (time.monotonic() - started) / max(step - done_at_start, 1)
+                shown = "-" if loss_avg is None else f"{loss_avg:.4f}"
                 log(
-                    f"step {step}/{total} epoch {epoch + 1} loss {loss_avg:.4f} "
+                    f"step {step}/{total} epoch {epoch + 1} loss {shown} "
                     f"({rate:.2f} s/step, ~{rate * (total - step) / 60:.0f} min left)"
                 )
             if step % config.checkpoint_every == 0:
                 checkpoint()
         if step % steps_per_epoch == 0 or step >= total:
-            figures = evaluate(model, tokenizer, data.dev, config.max_length, device=device)
-            entry = {"step": step, "epoch": epoch + 1, "held_out": figures}
-            log(f"held-out after epoch {epoch + 1}: {figures}")
-            if data.dev_labelled:
-                entry["held_out_labelled"] = evaluate(
-                    model, tokenizer, data.dev_labelled, config.max_length, device=device
-                )
-                log(f"held-out labelled after epoch {epoch + 1}: {entry['held_out_labelled']}")
-            history.append(entry)
-            checkpoint()
+            end_of_epoch(epoch)
 
     snli_eval = evaluate(model, tokenizer, data.snli_test, config.max_length, device=device)
     meta = {
@@ -840,8 +1074,13 @@ def _run(
         "snli_test_first_2000": snli_eval,
         "train_seconds_this_run": round(time.monotonic() - started, 1),
         "versions": {"torch": torch.__version__, "python": platform.python_version()},
-        "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
+        "device": here["device"],
+        # Not in the recipe: the weights are bit-reproducible for the same threads and device.
+        "threads": here["threads"],
+        "runs": runs,
     }
+    if skipped:
+        meta["skipped_over_long_hypothesis"] = skipped
     # A fresh directory beside the output (never a fixed name: that could be the user's).
     tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:
