@@ -121,6 +121,16 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     f"contradiction); 2 skips those, {RULES} also swaps verbs only within their class "
     "(perturb's own default). A recipe setting: other than 1 is a new recipe hash.",
 )
+@click.option(
+    "--synthesis",
+    default=SynthConfig.synthesis,
+    show_default=True,
+    type=click.IntRange(1, 2),
+    help="Revision of the synthetic-pair rules: 2 keeps conditions and restrictive clauses in "
+    "compressed claims, never labels unsupported what the premise states, and holds out "
+    "copies of one text and chunks of one article together; 1 reproduces the shipped "
+    "checker's data (onnx_models/build_checker.sh).",
+)
 @click.option("--dev-fraction", default=0.05, show_default=True, type=FiniteFloatRange(0, 0.5))
 @click.option("--checkpoint-every", default=100, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -168,6 +178,7 @@ def train_command(
     claims_per_document: int,
     paraphrase_probability: float,
     perturb_rules: int,
+    synthesis: int,
     dev_fraction: float,
     checkpoint_every: int,
     seed: int,
@@ -192,6 +203,7 @@ def train_command(
             seed=seed,
             paraphrase_probability=paraphrase_probability,
             perturb_rules=perturb_rules,
+            synthesis=synthesis,
         ),
         dev_fraction=dev_fraction,
         epochs=epochs,

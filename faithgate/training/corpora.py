@@ -56,6 +56,20 @@ class Document:
     id: str
     text: str
     corpus: str
+    # The article a document was cut from, when it is one of several chunks (``wikipedia``):
+    # the held-out split keeps an article's chunks together (``held_out_key``).
+    article: str = ""
+
+
+def held_out_key(doc: Document) -> str:
+    """What the train / held-out split hashes for ``doc`` (synthesis 2; revision 1 hashed the
+    id): its article when it is a chunk of one, else a digest of its text with case and
+    whitespace normalised, so the same article under two ids (the Lee corpus holds 7 such
+    pairs) or in two files falls on one side."""
+    if doc.article:
+        return f"article:{doc.article}"
+    normalised = " ".join(doc.text.casefold().split())
+    return "text:" + hashlib.sha256(normalised.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -145,7 +159,7 @@ def wikipedia(archive: Archive | None = None, chunk_chars: int = 2500) -> list[D
             continue
         paragraphs = [p for p in clean_wiki(html.unescape(body.group(1))) if len(p) > 200]
         for k, chunk in enumerate(_chunks(paragraphs, chunk_chars)):
-            docs.append(Document(f"wiki-{title.group(1)}-{k}", chunk, "wikipedia"))
+            docs.append(Document(f"wiki-{title.group(1)}-{k}", chunk, "wikipedia", title.group(1)))
     return docs
 
 

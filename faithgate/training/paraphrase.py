@@ -9,7 +9,8 @@ lexical paraphrase, reference adjustment); each rewrite here is one of them, mad
 spaCy's parse so that it keeps what the sentence asserts:
 
 - ``resolve_pronoun``: a subject "he"/"she" (or a possessive "his") becomes the one person the
-  two sentences before name (reference adjustment: summaries name people);
+  two sentences before name (reference adjustment: summaries name people); from synthesis 2
+  only the subject of the sentence before, and only when a first name or title agrees;
 - ``shorten_names`` / ``expand_names``: "Mary Doyle Keefe" -> "Keefe", and a surname back to
   the full name an earlier sentence gives;
 - ``number_format``: "three" <-> "3";
@@ -48,6 +49,32 @@ _SUBJECT = {"nsubj", "nsubjpass"}
 _PLURAL_SUBJECTS = {"they", "we", "i", "you"}
 
 
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Synthesis 2's agreement check: a few first names and titles of unambiguous gender (the Lee
+# news corpus's people and common English names). A name not listed is not guessed at: the
+# pronoun stays.
+_MALE = _word_set(
+    "mr sir lord king prince father john peter simon alexander philip yasser ariel george "
+    "osama tony pervez colin donald dick bill bob paul mark david michael james robert "
+    "william richard thomas charles joseph daniel matthew andrew stephen steve christopher "
+    "anthony kevin brian gary ian malcolm jim tim greg geoff graham hamid mohammed muhammad "
+    "ahmed vladimir jacques gerhard helmut ben nick adam jack harry henry edward frank fred "
+    "ted ron ronald ray neil bruce craig shane glenn wayne warren keith allan alan barry "
+    "ricky gordon ken kenneth larry martin patrick scott jeff jeffrey eric roger ross steven"
+)
+_FEMALE = _word_set(
+    "mrs ms miss dame lady queen princess mother sister mary elizabeth margaret sarah susan "
+    "jennifer linda patricia barbara helen anne ann jane catherine kate karen lisa laura emma "
+    "anna julia julie amanda natasha cheryl carmen jenny janet joan judith ruth rachel "
+    "rebecca nicole michelle maria christine hillary condoleezza madeleine megawati benazir "
+    "sonia angela emily sophie alice grace diana louise claire fiona jessica heather kylie"
+)
+_HUMAN_PRONOUNS = frozenset(["he", "she", "i", "we", "they", "you"])
+
+
 def render(tokens: Iterable[Any], rewrite: Rewrite | None = None) -> str:
     """The text of ``tokens`` (spaCy tokens, in order) with ``rewrite`` applied, its first letter
     capitalised and a final full stop ensured."""
@@ -81,11 +108,13 @@ def _people(sents: Sequence[Any], lo: int, hi: int) -> dict[str, tuple[str, int]
     return found
 
 
-def resolve_pronoun(sents: Sequence[Any], i: int) -> tuple[Rewrite, int] | None:
+def resolve_pronoun(
+    sents: Sequence[Any], i: int, agreeing: bool = False
+) -> tuple[Rewrite, int] | None:
     """Sentence ``i``'s opening subject "he"/"she" (or possessive "his") -> the name of the one
     person named in the two sentences before it.
     Returns the rewrite and the index of the sentence naming the person (the premise must
-    reach back to it)."""
+    reach back to it). ``agreeing`` (synthesis 2): only when ``_agrees``."""
     sent = sents[i]
     # Only a sentence-initial pronoun: one later in the sentence may refer to a person the
     # sentence itself names ("Rockwell told her that he would paint her").
@@ -97,7 +126,40 @@ def resolve_pronoun(sents: Sequence[Any], i: int) -> tuple[Rewrite, int] | None:
     if len(people) != 1:
         return None
     name, j = next(iter(people.values()))
+    if agreeing and not _agrees(sents, i, name, "female" if lead.lower_ == "she" else "male"):
+        return None
     return {lead.i: name if subject else name + "'s"}, j
+
+
+def _agrees(sents: Sequence[Any], i: int, name: str, gender: str) -> bool:
+    """Whether a pronoun of ``gender`` opening sentence ``i`` may safely stand for ``name``
+    (the one person named in the two sentences before): that person is the main subject of
+    sentence ``i - 1``, no other person or personal pronoun is a subject there, and a first
+    name or title says ``gender`` ("Prime Minister John Howard met nurses. The union's head
+    spoke. She said ..." is not Howard)."""
+    if i < 1:
+        return False
+    prev = sents[i - 1]
+    named = [
+        e
+        for e in prev.ents
+        if e.label_ == "PERSON"
+        and e[-1].text == name.split()[-1]
+        and e.root.dep_ in _SUBJECT
+        and e.root.head == prev.root
+    ]
+    if len(named) != 1:
+        return False
+    ent = named[0]
+    for tok in prev:
+        human = tok.ent_type_ == "PERSON" or tok.lower_ in _HUMAN_PRONOUNS
+        if human and tok.dep_ in _SUBJECT and not ent.start <= tok.i < ent.end:
+            return False
+    words = [w.lower().rstrip(".") for w in name.split()]
+    if ent.start > prev.start:  # a title just before the name: "Mrs Smith", "Sir John"
+        words.insert(0, prev.doc[ent.start - 1].lower_.rstrip("."))
+    listed, other = (_FEMALE, _MALE) if gender == "female" else (_MALE, _FEMALE)
+    return any(w in listed for w in words[:2]) and not any(w in other for w in words)
 
 
 def shorten_names(sent: Any) -> Rewrite | None:
@@ -181,6 +243,7 @@ class _Draft:
     sents: Sequence[Any]
     i: int
     max_words: int
+    synthesis: int = 1
     rewrite: Rewrite = field(default_factory=dict)
     fused_with: Any = None
     # Set from ``sents[i]`` by ``__post_init__``; the rewrites narrow or widen them.
@@ -203,7 +266,7 @@ class _Draft:
 
 
 def _pronoun(d: _Draft, rng: random.Random) -> bool:
-    found = resolve_pronoun(d.sents, d.i)
+    found = resolve_pronoun(d.sents, d.i, agreeing=d.synthesis >= 2)
     return found is not None and d.widen(found)
 
 
@@ -246,12 +309,13 @@ _REWRITES: dict[str, Callable[[_Draft, random.Random], bool]] = {
 
 
 def paraphrase(
-    sents: Sequence[Any], i: int, rng: random.Random, max_words: int
+    sents: Sequence[Any], i: int, rng: random.Random, max_words: int, synthesis: int = 1
 ) -> tuple[str, int, int, str] | None:
     """A rewrite of sentence ``i`` that keeps what it asserts: one to three rewrites chosen at
     random among those that apply. Returns (text, first sentence, end sentence the premise must
-    span, the rewrites' names joined by "+"), or ``None`` when none applies."""
-    draft = _Draft(sents, i, max_words)
+    span, the rewrites' names joined by "+"), or ``None`` when none applies. ``synthesis``:
+    ``SynthConfig.synthesis`` (2 checks a resolved pronoun's antecedent)."""
+    draft = _Draft(sents, i, max_words, synthesis)
     options = list(_REWRITES)
     rng.shuffle(options)
     wanted = rng.randint(1, 3)

@@ -15,6 +15,21 @@ phrase dropped), and its *premise* is a window of the document's sentences that 
 
 Every choice is drawn from ``random.Random`` seeded per document, so a corpus and a seed give
 the same pairs in any order or process.
+
+``SynthConfig.synthesis`` is the revision of these rules. 1 is what the first shipped checker
+was trained on (``onnx_models/build_checker.sh`` passes it, so that checker rebuilds byte for
+byte). 2, the default, fixes labels that 1 got wrong. It makes 1's random draws until a claim
+comes out different (the rest of that document's draws then differ):
+
+- ``compress`` keeps a condition ("if", "unless", "provided", "until", "as long as", ...) and
+  a restrictive relative clause (one no comma sets off), and rejects a result left with a
+  dangling word ("..., according.", "as workers had been.");
+- no unsupported pair (edit, other sentence, added detail) states what its premise says word
+  for word (a sentence repeated in the document fell outside its own window);
+- the held-out split keeps documents of the same text, and chunks of one article, together
+  (``corpora.held_out_key``; ``faithgate.training.train``);
+- the optional paraphrases resolve "he"/"she"/"his" only to the subject of the sentence before,
+  and only when a first name or title agrees (``paraphrase.resolve_pronoun``).
 """
 
 from __future__ import annotations
@@ -39,6 +54,25 @@ from faithgate.words import words
 ENTAILMENT, NEUTRAL, CONTRADICTION = 0, 1, 2
 # Dependents whose subtree a summary often drops without changing what the rest asserts.
 _DROPPABLE = {"appos", "relcl", "advcl", "parataxis", "npadvmod"}
+# Synthesis 2: words that open a condition. The rest of the sentence holds only under it, so
+# without it the claim says more than the document ("raise rates if inflation rises").
+_CONDITIONS = frozenset(
+    ["if", "unless", "provided", "providing", "until", "till", "lest", "assuming", "supposing"]
+)
+_CONDITION_PHRASES = ("as long as", "so long as", "in case", "on condition")
+# A claim ending in one of these lost the words it needed ("..., according.", "had been.").
+_DANGLING_POS = frozenset(["ADP", "AUX", "SCONJ", "CCONJ", "DET", "PART"])
+_DANGLING_TAGS = frozenset(["MD", "IN", "TO", "WDT", "WP", "POS"])
+# Words that make their head's context negative: a detail dropped there strengthens the claim.
+_NEGATIVES = frozenset(["no", "not", "never", "nobody", "nothing", "none", "neither", "nor"])
+_CLOSING = frozenset([",", ".", ";", ":", "!", "?", ")"])
+_TIME_PLACE = frozenset(["DATE", "TIME", "GPE", "LOC", "FAC"])
+# What a verb may keep after a drop to still say something (objects, complements, modifiers).
+_COMPLEMENTS = frozenset(
+    ["dobj", "obj", "attr", "acomp", "ccomp", "xcomp", "dative", "oprd", "prep", "prt"]
+    + ["advmod", "npadvmod", "agent", "advcl", "pcomp", "pobj", "acl", "neg"]
+)
+SYNTHESIS_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -58,6 +92,13 @@ class SynthConfig:
     # Revision of ``faithgate.perturb``'s edit rules for the contradiction pairs
     # (``perturb(..., rules=...)``). 1 reproduces the recipe of the first shipped checker.
     perturb_rules: int = 1
+    # Revision of these synthesis rules (the module docstring): 1 reproduces the data of the
+    # first shipped checker; 2 fixes its wrong labels and the held-out split.
+    synthesis: int = 2
+
+    def __post_init__(self) -> None:
+        if self.synthesis not in SYNTHESIS_VERSIONS or isinstance(self.synthesis, bool):
+            raise ValueError(f"synthesis must be one of {SYNTHESIS_VERSIONS}: {self.synthesis!r}")
 
     def recipe(self) -> dict[str, Any]:
         """The settings as recorded and hashed; a setting added later is left out at its
@@ -67,7 +108,15 @@ class SynthConfig:
             data.pop("paraphrase_probability")
         if self.perturb_rules == 1:
             data.pop("perturb_rules")
+        if self.synthesis == 1:
+            data.pop("synthesis")
         return data
+
+    @classmethod
+    def from_recipe(cls, recipe: dict[str, Any]) -> SynthConfig:
+        """The config a recorded ``recipe()`` describes: a recipe without ``synthesis`` was
+        made by revision 1 (the field's default is the newest revision)."""
+        return cls(**{"synthesis": 1, **recipe})
 
 
 def _edits(premise: str, claim: str, rng: random.Random, rules: int = 1) -> list[Any]:
@@ -80,9 +129,11 @@ def _edits(premise: str, claim: str, rng: random.Random, rules: int = 1) -> list
         return []
 
 
-def compress(sent, rng: random.Random) -> str:  # type: ignore[no-untyped-def]
+def compress(sent, rng: random.Random, synthesis: int = 1) -> str:  # type: ignore[no-untyped-def]
     """Drop one optional subtree of a parsed sentence (spaCy ``Span``), keeping the clause
-    whole; returns the sentence unchanged when nothing can safely go."""
+    whole; returns the sentence unchanged when nothing can safely go. ``synthesis`` 2 also
+    keeps conditions and restrictive relative clauses and refuses a dangling result
+    (``_keeps_meaning``), drawing the same random numbers as 1."""
     candidates = []
     for tok in sent:
         if (
@@ -103,11 +154,19 @@ def compress(sent, rng: random.Random) -> str:  # type: ignore[no-untyped-def]
         if hi - lo + 1 > 0.6 * len(sent):  # would drop most of the sentence
             continue
         # Take the commas that set the subtree off along with it (", X," and ", X." alike).
-        if lo - 1 >= sent.start and sent.doc[lo - 1].text == ",":
+        opened = lo - 1 >= sent.start and sent.doc[lo - 1].text == ","
+        if opened:
             lo -= 1
-        if hi + 1 < sent.end and sent.doc[hi + 1].text == ",":
+        # Synthesis 2 leaves a comma that closes an enclosing clause (one comma before the
+        # subtree is still open): "The library, which was built in 1952, will ..." loses
+        # "in 1952", not ", will".
+        inside = sum(t.text == "," for t in sent.doc[sent.start : lo]) % 2 == 1
+        closes = synthesis < 2 or opened or not inside
+        if hi + 1 < sent.end and sent.doc[hi + 1].text == "," and closes:
             hi += 1
         if not any(t.dep_ == "ROOT" for t in sent if not lo <= t.i <= hi):
+            continue
+        if synthesis >= 2 and not _keeps_meaning(sent, tok, lo, hi):
             continue
         doc = sent.doc
         left = doc.text[sent.start_char : doc[lo].idx].rstrip()
@@ -117,6 +176,93 @@ def compress(sent, rng: random.Random) -> str:  # type: ignore[no-untyped-def]
         if len(text.split()) >= 5:
             return text[0].upper() + text[1:]
     return sent.text.strip()
+
+
+def _keeps_meaning(sent, tok, lo: int, hi: int) -> bool:  # type: ignore[no-untyped-def]
+    """Synthesis 2: whether dropping ``tok``'s subtree (tokens ``lo``..``hi`` of ``sent``'s doc,
+    commas included) leaves a claim the sentence entails, and a whole one."""
+    doc = sent.doc
+    if tok.dep_ == "relcl" and doc[lo].text != ",":
+        return False  # restrictive ("fires that threaten property"): it narrows its noun
+    subtree = list(tok.subtree)
+    if len(subtree) != subtree[-1].i - subtree[0].i + 1:
+        return False  # the subtree has a gap: the parse is crossed, the span is not its own
+    unclosed = hi + 1 < sent.end and doc[hi + 1].text not in _CLOSING
+    if doc[lo].text == "," and doc[hi].text != "," and unclosed:
+        return False  # ", which it is feared will devour": opened by a comma, not closed
+    if _opens_condition(sent, tok):
+        return False  # "raise rates if inflation rises" does not entail "raise rates"
+    for anc in tok.ancestors:
+        # Nor may a condition, a restrictive clause or a negation lose a detail from inside:
+        # "smokers who quit (before forty) live as long", "if inflation rises (next year)",
+        # "did not close the plant (in March)".
+        edge = anc.left_edge.i
+        # (an infinitive, "a decision to evacuate people (from their homes)", restricts little)
+        restrictive = (anc.dep_ == "relcl" or (anc.dep_ == "acl" and anc.tag_ != "VB")) and not (
+            edge > sent.start and doc[edge - 1].text == ","
+        )
+        negated = anc.lower_ == "without" or any(
+            c.dep_ == "neg" or c.lower_ in _NEGATIVES for c in anc.children
+        )
+        if restrictive or negated or _opens_condition(sent, anc):
+            return False
+    kept = [t for t in sent if not lo <= t.i <= hi and not t.is_punct]
+    if not kept:
+        return False
+    # The claim's last word, and the word before the gap when punctuation follows it
+    # ("... infections were, compared to ...").
+    ends = [kept[-1]]
+    if lo > sent.start and (hi + 1 >= sent.end or doc[hi + 1].is_punct):
+        ends.append(doc[lo - 1])
+    for end in ends:
+        if end.pos_ in _DANGLING_POS or end.tag_ in _DANGLING_TAGS or end.lemma_ == "be":
+            return False
+    # Part of a word: "Pakistan-based" -> "-based".
+    if (lo > sent.start and not doc[lo - 1].whitespace_ and doc[lo].text not in _CLOSING) or (
+        hi + 1 < sent.end and not doc[hi].whitespace_ and doc[hi + 1].text not in _CLOSING
+    ):
+        return False
+    # The word the subtree hung from must still say something without it: "according" (to),
+    # "been" (for years), "to ease" (any of the fires) or an active "have referred" (to the
+    # report) does not; "would close" (although the union offered cuts) does. A verb's
+    # prepositional object ("will lead" to a fall, "was put" on hold) looks like an adjunct to
+    # the parse, so a phrase after the verb goes only when it names a time or place.
+    head = tok.head
+    if not lo <= head.i <= hi:
+        rest = [c for c in head.children if not lo <= c.i <= hi]
+        phrase = tok.dep_ in {"prep", "npadvmod"}
+        after = [c for c in rest if c.dep_ in _COMPLEMENTS and (c.i > head.i or not phrase)]
+        if not after:
+            adjunct = phrase and any(t.ent_type_ in _TIME_PLACE for t in subtree)
+            passive = any(c.dep_ in {"auxpass", "nsubjpass"} for c in rest)
+            infinitive = head.tag_ == "VB" and any(c.tag_ == "TO" for c in rest)
+            if head.pos_ == "ADP" or head.lemma_ == "be" or (phrase and not adjunct):
+                return False
+            if head.tag_ == "VBG" or infinitive or (head.tag_ == "VBN" and not passive):
+                return False
+    return True
+
+
+def _opens_condition(sent, tok) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``tok``'s subtree is a condition: it opens with (or its marker is) "if",
+    "unless", "provided", "until", ..., follows "as long" / "so long", or is an inverted "had
+    the referee allowed the goal"."""
+    doc = sent.doc
+    first = tok.left_edge
+    opening = " ".join(t.lower_ for t in doc[max(sent.start, first.i - 2) : first.i + 2])
+    return (
+        first.lower_ in _CONDITIONS
+        or any(c.dep_ == "mark" and c.lower_ in _CONDITIONS for c in tok.children)
+        or any(phrase in opening for phrase in _CONDITION_PHRASES)
+        or (tok.dep_ == "advcl" and first.lower_ in {"had", "were", "should"} and first.head == tok)
+    )
+
+
+def _stated(hypothesis: str, premise: str) -> bool:
+    """Whether ``premise`` says ``hypothesis`` word for word (case and punctuation aside): such
+    a pair cannot be labelled unsupported (synthesis 2 drops it)."""
+    claim = " ".join(words(hypothesis))
+    return bool(claim) and f" {claim} " in f" {' '.join(words(premise))} "
 
 
 def document_pairs(
@@ -138,6 +284,7 @@ def document_pairs(
         and any(t.pos_ in {"VERB", "AUX"} for t in s)
     ]
     rng.shuffle(eligible)
+    checked = config.synthesis >= 2  # no unsupported pair that its premise states verbatim
     out: list[NLIPair] = []
     for i in eligible[: config.claims_per_document]:
         size = rng.randint(1, config.max_window_sentences)
@@ -147,13 +294,15 @@ def document_pairs(
         verbatim = sents[i].text.strip()
         claim = verbatim
         if rng.random() < config.compress_probability:
-            claim = compress(sents[i], rng)
+            claim = compress(sents[i], rng, config.synthesis)
         # Both forms are supported: the compressed one keeps positives from being mere copies.
         out.append(NLIPair(premise, verbatim, 0, "supported:verbatim"))
         if claim != verbatim:
             out.append(NLIPair(premise, claim, 0, "supported:compressed"))
         edits = _edits(premise, claim, rng, config.perturb_rules)
         rng.shuffle(edits)
+        if checked:  # after the shuffle: the same random numbers as synthesis 1
+            edits = [e for e in edits if not _stated(e.summary, premise)]
         for edit in edits[: config.edits_per_claim]:
             out.append(NLIPair(premise, edit.summary, CONTRADICTION, edit.type))
         if config.paraphrase_probability and rng.random() < config.paraphrase_probability:
@@ -162,11 +311,14 @@ def document_pairs(
         if outside and rng.random() < config.unrelated_probability:
             j = rng.choice(outside)
             other = sents[j].text.strip()
-            if len(other.split()) >= config.min_claim_words:
+            # Outside the window by index, yet maybe a sentence the window repeats.
+            if len(other.split()) >= config.min_claim_words and not (
+                checked and _stated(other, premise)
+            ):
                 out.append(NLIPair(premise, other, NEUTRAL, "unrelated_sentence"))
         if outside and rng.random() < config.insert_probability:
             added = _insert_modifier(claim, [sents[j] for j in outside], premise, rng)
-            if added is not None:
+            if added is not None and not (checked and _stated(added, premise)):
                 out.append(NLIPair(premise, added, NEUTRAL, "inserted_modifier"))
     return out
 
@@ -177,7 +329,7 @@ def _paraphrased_pairs(
     """A rewrite of claim ``i`` that keeps its meaning (``entailment``) and one edit of that
     rewrite (``contradiction``), against the window widened to the sentences the rewrite draws
     on: minimal pairs on abstractive text, so that wording alone does not decide the label."""
-    found = paraphrase(sents, i, rng, config.max_claim_words)
+    found = paraphrase(sents, i, rng, config.max_claim_words, config.synthesis)
     if found is None:
         return []
     text, lo, hi, kind = found
@@ -186,7 +338,8 @@ def _paraphrased_pairs(
     edits = _edits(premise, text, rng, config.perturb_rules)
     if edits:
         edit = rng.choice(edits)
-        out.append(NLIPair(premise, edit.summary, CONTRADICTION, f"paraphrased:{edit.type}"))
+        if not (config.synthesis >= 2 and _stated(edit.summary, premise)):
+            out.append(NLIPair(premise, edit.summary, CONTRADICTION, f"paraphrased:{edit.type}"))
     return out
 
 
@@ -213,12 +366,15 @@ def write_pairs(
     spacy_model: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     make: Callable[[Document], list[NLIPair]] | None = None,
+    split_key: Callable[[Document], str] | None = None,
 ) -> dict[str, list[NLIPair]]:
     """Pairs of each document (by id, in ``documents`` order), generated into ``path`` (JSONL,
     one line per document) and resumed after the documents already there: an interrupted run
     loses at most the document it was writing. ``make`` builds one document's pairs (default:
-    ``document_pairs``). Ids must be unique: pairs are kept per id (callers check, with
-    messages naming the files)."""
+    ``document_pairs``). ``split_key``: written into each line as ``split`` (the key the
+    held-out split hashes, for readers of the file that have no documents, e.g. ``ship``).
+    Ids must be unique: pairs are kept per id (callers check, with messages naming the
+    files)."""
     repeated = sorted(k for k, n in Counter(doc.id for doc in documents).items() if n > 1)
     if repeated:  # one document's pairs would silently stand in for the other's
         raise ValueError(f"document ids repeated: {', '.join(map(repr, repeated[:5]))}")
@@ -239,7 +395,10 @@ def write_pairs(
         for k, doc in enumerate(documents):
             if doc.id not in done:
                 pairs = make(doc) if make is not None else document_pairs(doc, config, spacy_model)
-                fh.write(json.dumps({"doc": doc.id, "pairs": [asdict(p) for p in pairs]}) + "\n")
+                row: dict[str, Any] = {"doc": doc.id, "pairs": [asdict(p) for p in pairs]}
+                if split_key is not None:
+                    row["split"] = split_key(doc)
+                fh.write(json.dumps(row) + "\n")
                 fh.flush()
                 done[doc.id] = pairs
             if progress is not None:
@@ -358,6 +517,8 @@ def labelled_summary_pairs(
         out.append(NLIPair(premise, sent, ENTAILMENT, "labelled:faithful"))
         edits = _edits(premise, sent, rng, config.perturb_rules)
         rng.shuffle(edits)
+        if config.synthesis >= 2:
+            edits = [e for e in edits if not _stated(e.summary, premise)]
         for edit in edits[: config.edits_per_claim]:
             out.append(NLIPair(premise, edit.summary, CONTRADICTION, f"labelled:{edit.type}"))
     return out

@@ -30,7 +30,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -209,10 +209,12 @@ def dataset_file(config: TrainConfig, workdir: Path) -> Path:
     return workdir / f"dataset-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json.gz"
 
 
-def is_held_out(doc_id: str, fraction: float, seed: int) -> bool:
-    """Whether a document belongs to the held-out split (a seeded hash of its id, so the
-    split does not depend on corpus order or size)."""
-    h = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
+def is_held_out(key: str, fraction: float, seed: int) -> bool:
+    """Whether a document belongs to the held-out split (a seeded hash of its key, so the
+    split does not depend on corpus order or size). The key is ``corpora.held_out_key`` of
+    the document (synthesis 2; an article's chunks and copies of one text share it), its id
+    (synthesis 1) or a labelled item's ``document_key``."""
+    h = hashlib.sha256(f"{seed}:{key}".encode()).digest()
     return int.from_bytes(h[:4], "big") / 2**32 < fraction
 
 
@@ -332,7 +334,13 @@ def _build_dataset(
         if k % 50 == 0 or k == n:
             log(f"synthetic pairs: {k}/{n} documents ({time.monotonic() - started:.0f} s)")
 
-    by_doc = synth.write_pairs(documents, config.synth, cache, spacy_model, progress)
+    # Synthesis 1 split by id, so copies of one text and chunks of one article fell on both
+    # sides; 2 splits by corpora.held_out_key (also written into the pairs file, for ship).
+    split_key = corpora.held_out_key if config.synth.synthesis >= 2 else None
+    by_doc = synth.write_pairs(
+        documents, config.synth, cache, spacy_model, progress, split_key=split_key
+    )
+    keys = {doc.id: split_key(doc) if split_key else doc.id for doc in documents}
     labelled = {path: corpora.labelled_summaries(path) for path in config.labelled}
     # A document that is also the source of a held-out labelled item must not be trained on
     # (as synthetic pairs), or the held-out labelled figures would measure training data.
@@ -346,7 +354,7 @@ def _build_dataset(
     split: dict[bool, list[NLIPair]] = {True: [], False: []}
     left_out = 0
     for doc_id, pairs in by_doc.items():
-        held = is_held_out(doc_id, config.dev_fraction, config.seed)
+        held = is_held_out(keys[doc_id], config.dev_fraction, config.seed)
         if not held and held_sources and _normalised(texts[doc_id]) in held_sources:
             left_out += 1
             continue
@@ -491,9 +499,15 @@ def _load_checkpoint(path: Path, config: TrainConfig, device: str) -> dict[str, 
     if missing:
         raise _damaged(path)
     if state["recipe_hash"] != config.recipe_hash():
+        first = replace(config, synth=replace(config.synth, synthesis=1))
+        hint = (
+            ": that of --synthesis 1 (the default before synthesis 2); add it to resume"
+            if state["recipe_hash"] == first.recipe_hash()
+            else ""
+        )
         raise InputError(
-            f"{printable(path)} belongs to another recipe ({printable(state['recipe_hash'])}); "
-            "remove it or use another --out"
+            f"{printable(path)} belongs to another recipe ({printable(state['recipe_hash'])})"
+            f"{hint}; remove it or use another --out"
         )
     return state
 

@@ -76,10 +76,15 @@ def test_the_shipped_synth_recipe_keeps_its_hash() -> None:
 
     assert "perturb_rules" not in SynthConfig().recipe()
     assert SynthConfig(perturb_rules=2).recipe()["perturb_rules"] == 2
-    built = TrainConfig(output="x", snli_pairs=15000, max_steps=1200, seed=0)
+    shipped = SynthConfig(synthesis=1)  # onnx_models/build_checker.sh: --synthesis 1
+    built = TrainConfig(output="x", snli_pairs=15000, max_steps=1200, seed=0, synth=shipped)
     assert built.recipe_hash() == "9a2ffc29a8d5"
     newer = TrainConfig(
-        output="x", snli_pairs=15000, max_steps=1200, seed=0, synth=SynthConfig(perturb_rules=2)
+        output="x",
+        snli_pairs=15000,
+        max_steps=1200,
+        seed=0,
+        synth=SynthConfig(perturb_rules=2, synthesis=1),
     )
     assert newer.recipe_hash() != "9a2ffc29a8d5"
 

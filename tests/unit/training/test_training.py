@@ -474,12 +474,13 @@ def test_the_shipped_checkers_recipe_keeps_its_hash():
         ).read_text()
     )
     recipe = dict(manifest["recipe"])
-    recipe["synth"] = synth.SynthConfig(**recipe["synth"])
+    recipe["synth"] = synth.SynthConfig.from_recipe(recipe["synth"])
     from_manifest = TrainConfig(output="x", **recipe)
     assert from_manifest.recipe() == manifest["recipe"]
     assert from_manifest.recipe_hash() == manifest["recipe_hash"]
-    # onnx_models/build_checker.sh: --snli-pairs 15000 --max-steps 1200 --seed 0
-    built = TrainConfig(output="x", snli_pairs=15000, max_steps=1200, seed=0)
+    # onnx_models/build_checker.sh: --snli-pairs 15000 --max-steps 1200 --seed 0 --synthesis 1
+    shipped = synth.SynthConfig(synthesis=1)
+    built = TrainConfig(output="x", snli_pairs=15000, max_steps=1200, seed=0, synth=shipped)
     assert built.recipe_hash() == manifest["recipe_hash"]
 
 
