@@ -419,6 +419,30 @@ def _build_dataset(
     return Dataset(train, dev, sources, dev_labelled, snli_test)
 
 
+def _library_versions(torch_version: str, spacy_model: str | None) -> dict[str, str]:
+    """The versions a run's weights and data depend on, for its record: Python, torch,
+    transformers, numpy, and spaCy, thinc and the spaCy pipeline (which tag the documents the
+    synthetic pairs are made from). Only recorded, never compared: not in the recipe hash."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"torch": torch_version, "python": platform.python_version()}
+    for package in ("transformers", "numpy", "spacy", "thinc"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    try:
+        from faithgate.text import load_spacy
+
+        meta = load_spacy(spacy_model).meta
+        found["spacy_pipeline"] = (
+            f"{meta.get('lang', '')}_{meta.get('name', '')}=={meta.get('version', '')}"
+        )
+    except Exception:  # noqa: BLE001 - a record, not a check: a pipeline that cannot load is left out
+        pass
+    return found
+
+
 def _seed_everything(seed: int) -> Any:
     import torch
 
@@ -1087,7 +1111,10 @@ def _run(
         "history": history,
         "snli_test_first_2000": snli_eval,
         "train_seconds_this_run": round(time.monotonic() - started, 1),
-        "versions": {"torch": torch.__version__, "python": platform.python_version()},
+        # What the weights and the synthetic pairs came from: spaCy's tagging decides which
+        # edits perturb makes, so another spaCy (or pipeline) makes other pairs.
+        "versions": _library_versions(torch.__version__, spacy_model),
+        "dataset_sha256": data.digest(),
         "device": here["device"],
         # Not in the recipe: the weights are bit-reproducible for the same threads and device.
         "threads": here["threads"],

@@ -176,6 +176,14 @@ def test_threads_and_device_are_recorded_and_a_resume_on_other_threads_says_so(
         {"from_step": 2, "threads": 2, "device": "cpu"},
     ]
     assert "threads" not in meta["recipe"]  # provenance, not recipe
+    # The libraries the pairs and weights came from (spaCy's tagging decides perturb's edits),
+    # and the digest of the pairs trained on, so a rebuild can be compared with this run.
+    import spacy
+
+    assert meta["versions"]["spacy"] == spacy.__version__
+    assert {"torch", "python", "transformers", "numpy", "thinc"} <= set(meta["versions"])
+    assert re.fullmatch(r"en_core_web_sm\w*==3\.\d+\.\d+", meta["versions"]["spacy_pipeline"])
+    assert re.fullmatch(r"[0-9a-f]{64}", meta["dataset_sha256"])
     assert torch.get_num_threads() == before
     # The same threads again: resumed without a word about them.
     lines.clear()
