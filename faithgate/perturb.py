@@ -25,7 +25,9 @@ sentence ("No one was injured" makes "Nobody was injured" true, whatever verb it
 These are heuristics: the edits are meant for meta-evaluation (does a
 metric rank the faithful summary higher?), not as ground truth.
 
-``rules=1`` gives the edits the first shipped checker was trained on. ``rules=2`` also: moves
+``rules=1`` gives the edits the first shipped checker was trained on, with the predicate
+filter above, which came after its pairs were made (``drop_still_true=False`` leaves it out, as
+``faithgate train --synthesis 1`` does to make those pairs again). ``rules=2`` also: moves
 a bounded number past its bound ("more than 105" -> "more than 210", never "more than 63";
 "up to 200" only lower); does not negate a sentence that already holds a negation
 ("Nobody was hurt"); leaves numbers in names ("Apollo 11", "Boeing 737") and lone multipliers
@@ -237,6 +239,7 @@ class _Context:
         from faithgate.text import parse
 
         self.rules = rules
+        self.drop_still_true = True
         self.source = source
         self.summary = summary
         self.src = parse(source, spacy_model)
@@ -1195,6 +1198,7 @@ def perturb(
     spacy_model: str | None = None,
     *,
     rules: int = RULES,
+    drop_still_true: bool = True,
 ) -> list[Perturbation]:
     """Minimal unfaithful variants of ``summary`` given ``source`` (BUMP taxonomy).
 
@@ -1203,7 +1207,9 @@ def perturb(
     for which no safe edit exists are simply absent. Raises ``InputError`` for empty input.
 
     ``rules`` picks the revision of the edit rules: 1 reproduces the edits the first shipped
-    checker was trained on (``SynthConfig.perturb_rules``), 2 adds the review fixes listed in the
+    checker was trained on (``SynthConfig.perturb_rules``) when ``drop_still_true`` is False
+    (its pairs were made before the predicate filter that drops edits which stay true; ``faithgate
+    train --synthesis 1`` turns it off), 2 adds the review fixes listed in the
     module docstring, 3 (the default, ``RULES``) swaps verbs only within their class and frame. The same ``rules`` and ``seed`` give the same edits.
     """
     if not isinstance(source, str) or not source.strip():
@@ -1226,6 +1232,7 @@ def perturb(
     if rules >= 3 and not reads_as_english(source):
         return []  # English rules on another language make garbage, which flatters a metric
     ctx = _Context(source, summary, spacy_model, rules)
+    ctx.drop_still_true = drop_still_true
     by_type: dict[str, list[Perturbation]] = {t: [] for t in wanted}
     seen: set[str] = set()
     last = max(i for i, rule in enumerate(_RULES) if _RULE_TYPES[rule.__name__] & set(wanted))
@@ -1351,7 +1358,7 @@ def _apply(ctx: _Context, cand: _Candidate) -> Perturbation | None:
         original = ctx.summary[cand.start : cand.end]
         if cand.replacement == original:
             return None
-    if _still_true(ctx, cand):
+    if ctx.drop_still_true and _still_true(ctx, cand):
         return None
     edited = ctx.summary[: cand.start] + cand.replacement + ctx.summary[cand.end :]
     if edited == ctx.summary:

@@ -316,7 +316,9 @@ def _stale_pooling(data: dict[str, Any]) -> str | None:
     made = f"this text-encoder export (format 1) pools by {recorded}"
     source = data["source"]
     if source.get("origin") == "hub":
-        return f"{made}, written without reading the hub model's pooling (1_Pooling/config.json)"
+        return (
+            f"{made}; format 1 of a hub model may not have read its pooling (1_Pooling/config.json)"
+        )
     location = source.get("location")
     if not isinstance(location, str) or not location:
         return None

@@ -75,6 +75,8 @@ def ship(
         )
     meta = json.loads((trained / TRAINING_META).read_text())
     synth_file = synth_file or find_synth_file(trained, meta)  # before any work
+    if not synth_file.is_file():
+        raise InputError(f"--synth-file {printable(synth_file)} is not a file of synthetic pairs")
     state = load_file(str(trained / "model.safetensors"))
     delta = {
         k: v.to(torch.float16).contiguous() for k, v in state.items() if k != _WORD_EMBEDDINGS_KEY

@@ -119,12 +119,23 @@ class SynthConfig:
         return cls(**{"synthesis": 1, **recipe})
 
 
-def _edits(premise: str, claim: str, rng: random.Random, rules: int = 1) -> list[Any]:
+def _edits(
+    premise: str, claim: str, rng: random.Random, rules: int = 1, synthesis: int = 2
+) -> list[Any]:
     """``faithgate.perturb``'s edits of ``claim`` (at most one per type), seeded from ``rng``;
-    none when the parse hits a corner case, which costs that claim its edits, not the corpus."""
+    none when the parse hits a corner case, which costs that claim its edits, not the corpus.
+    Synthesis 1 keeps predicate edits that stay true: the shipped checker's pairs were made
+    before perturb dropped them (commit f4224a5), and synthesis 1 makes those pairs again."""
     seed = rng.randrange(1 << 30)
     try:
-        return perturb(premise, claim, seed=seed, max_per_type=1, rules=rules)
+        return perturb(
+            premise,
+            claim,
+            seed=seed,
+            max_per_type=1,
+            rules=rules,
+            drop_still_true=synthesis >= 2,
+        )
     except Exception:  # noqa: BLE001 - see the docstring
         return []
 
@@ -299,7 +310,7 @@ def document_pairs(
         out.append(NLIPair(premise, verbatim, 0, "supported:verbatim"))
         if claim != verbatim:
             out.append(NLIPair(premise, claim, 0, "supported:compressed"))
-        edits = _edits(premise, claim, rng, config.perturb_rules)
+        edits = _edits(premise, claim, rng, config.perturb_rules, config.synthesis)
         rng.shuffle(edits)
         if checked:  # after the shuffle: the same random numbers as synthesis 1
             edits = [e for e in edits if not _stated(e.summary, premise)]
@@ -335,7 +346,7 @@ def _paraphrased_pairs(
     text, lo, hi, kind = found
     premise = " ".join(s.text.strip() for s in sents[min(first, lo) : max(last, hi)])
     out = [NLIPair(premise, text, ENTAILMENT, f"supported:paraphrase:{kind}")]
-    edits = _edits(premise, text, rng, config.perturb_rules)
+    edits = _edits(premise, text, rng, config.perturb_rules, config.synthesis)
     if edits:
         edit = rng.choice(edits)
         if not (config.synthesis >= 2 and _stated(edit.summary, premise)):
@@ -515,7 +526,7 @@ def labelled_summary_pairs(
     out: list[NLIPair] = []
     for premise, sent in zip(premises, sents, strict=True):
         out.append(NLIPair(premise, sent, ENTAILMENT, "labelled:faithful"))
-        edits = _edits(premise, sent, rng, config.perturb_rules)
+        edits = _edits(premise, sent, rng, config.perturb_rules, config.synthesis)
         rng.shuffle(edits)
         if config.synthesis >= 2:
             edits = [e for e in edits if not _stated(e.summary, premise)]

@@ -262,6 +262,20 @@ def refuse_repeated_files(config: TrainConfig) -> None:
                     "twice and records its SHA-256); save it to a file and pass that path"
                 )
             builtin = option == "--documents" and name in BUILTIN_CORPORA
+            if not builtin:
+                try:
+                    mode = os.stat(name).st_mode
+                except OSError:
+                    mode = None  # missing: the reader names it
+                if mode is not None:
+                    # A pipe (``<(cmd)``) cannot be read twice either; a directory or device
+                    # is no file of documents.
+                    paths.refuse_not_a_file(
+                        name,
+                        mode,
+                        f"{option} file",
+                        advice="training reads each file twice; save it to a file",
+                    )
             key = name if builtin else Path(name).resolve()
             if key in seen:
                 same = "" if seen[key] == name else f" (as {printable(seen[key])})"

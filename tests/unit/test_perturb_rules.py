@@ -49,6 +49,27 @@ def test_rules_1_gives_the_first_checkers_edits_on_the_example_project() -> None
     )
 
 
+def test_rules_1_without_the_later_predicate_filter_gives_the_shipped_checkers_edits() -> None:
+    """The edits of the code that made the shipped checker's pairs (commit ea83d0c, before
+    f4224a5's filter of predicate edits that stay true), on examples/news/outputs.jsonl,
+    computed with that code: ``faithgate train --synthesis 1`` makes them again."""
+    rows = [json.loads(line) for line in (ROOT / "examples/news/outputs.jsonl").open()]
+    out = []
+    for r in rows:
+        kw = {"rules": 1, "drop_still_true": False}
+        out.append(
+            [p.to_dict() for p in perturb(r["source"], r["summary"], max_per_type=None, **kw)]
+        )
+        for t in (["entity"], ["predicate"], ["number", "circumstance"], ["coreference"]):
+            found = perturb(r["source"], r["summary"], types=t, max_per_type=2, seed=3, **kw)
+            out.append([p.to_dict() for p in found])
+    digest = hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()
+    assert (digest, sum(map(len, out))) == (
+        "22b4efc99406e17ab374338366f1386d1e6264915f6d9e76b2fbf153540d348b",
+        1162,
+    )
+
+
 def test_rules_1_keeps_the_reviewed_defects() -> None:
     assert "Police seized cocaine worth more than $63 million." in edits(
         "Police seized cocaine worth more than $105 million.",

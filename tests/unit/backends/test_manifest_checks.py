@@ -247,7 +247,7 @@ def test_a_format_1_encoder_is_refused_only_where_its_pooling_is_not_its_sources
         ),
         "hub": (
             _encoder({"location": "org/m", "origin": "hub"}, pooling="mean"),
-            "pools by mean, written without reading the hub model's pooling",
+            "pools by mean; format 1 of a hub model may not have read its pooling",
         ),
     }
     for case, (data, message) in stale.items():

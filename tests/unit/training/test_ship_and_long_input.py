@@ -158,3 +158,16 @@ def test_the_base_model_path_in_transformers_load_warning_is_escaped(
     warning = [line for line in lines if line.startswith("Some weights of")]
     assert len(warning) == 1 and "\\x1b[31mRED\\n::error::forged" in warning[0], lines
     assert "newly initialized" in warning[0] and "\n" not in warning[0]
+
+
+def test_a_synth_file_that_is_no_file_is_refused_before_any_work(tmp_path, torch, capsys):
+    trained = _trained(tmp_path, torch, work=True)
+    for given in (tmp_path / "missing.jsonl", tmp_path):
+        with pytest.raises(SystemExit) as exit_info:
+            ship.main([str(trained), str(tmp_path / "checker"), "--synth-file", str(given)])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("faithgate ship: --synth-file ") and "is not a file" in err
+        assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "checker").exists()
+    assert not list(tmp_path.glob("assembled*")) and not list(tmp_path.glob(".checker*"))

@@ -77,6 +77,26 @@ def test_standard_input_is_refused_as_a_file(tmp_path, tiny_base, tiny_docs, opt
     assert not (tmp_path / "m.work").exists()
 
 
+@pytest.mark.parametrize("option", ["documents", "labelled"])
+def test_a_pipe_or_directory_is_refused_as_a_file_before_any_work(
+    tmp_path, tiny_base, tiny_docs, no_dataset, option
+):
+    import os
+
+    from faithgate.training.train import train
+
+    pipe = tmp_path / "rows.fifo"
+    os.mkfifo(pipe)  # what `--documents <(cmd)` names: it could be read only once
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for given, kind in ((pipe, r"a named pipe \(FIFO\)"), (folder, "a directory")):
+        config = _config(tmp_path / "o", tiny_base, tiny_docs)
+        setattr(config, option, [*getattr(config, option), str(given)])
+        with pytest.raises(InputError, match=f"the --{option} file .* is {kind}, not a regular"):
+            train(config, log=_quiet, threads=1)
+    assert not (tmp_path / "o.work").exists()
+
+
 def test_a_file_given_twice_is_refused_before_any_work(
     tmp_path, tiny_base, tiny_docs, monkeypatch, no_dataset
 ):
