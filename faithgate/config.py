@@ -72,7 +72,7 @@ from faithgate.errors import ConfigError
 from faithgate.escape import utf8_text
 from faithgate.execution import ExecutionSettings
 from faithgate.formats import file_report_kinds
-from faithgate.paths import refuse_not_a_file
+from faithgate.paths import input_mode, refuse_not_a_file
 from faithgate.scorer import DEFAULT_METRICS
 from faithgate.userjson import parse_problem
 
@@ -407,12 +407,7 @@ def load_config(path: str | Path | None = None, *, start: str | Path | None = No
     """
     if path is not None:
         file = Path(path)
-        try:
-            mode = file.stat().st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            raise ConfigError(f"{file}: configuration file not found") from None
-        except OSError as exc:  # a loop of links, a name too long, no permission
-            raise ConfigError(f"{file}: cannot read it ({exc.strerror or exc})") from None
+        mode = input_mode(file, file, f"{file}: configuration file not found", ConfigError)
         refuse_not_a_file(  # a pipe too: its relative paths need the file's directory
             file, mode, advice="give the configuration file (faithgate.toml or pyproject.toml)"
         )

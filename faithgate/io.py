@@ -35,7 +35,7 @@ from typing import Any
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
-from faithgate.paths import refuse_not_a_file
+from faithgate.paths import input_mode, refuse_not_a_file
 from faithgate.types import Example, check_text, is_blank
 from faithgate.userjson import parse_json
 
@@ -158,12 +158,7 @@ def _read_text(name: str) -> str:
         data = sys.stdin.buffer.read()
     else:
         path = Path(name)
-        try:
-            mode = path.stat().st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            raise InputError(f"{name}: no such file") from None
-        except OSError as exc:  # a loop of links, a name too long, no permission
-            raise InputError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+        mode = input_mode(path, name, f"{name}: no such file")
         # A pipe is read like a file (``--outputs <(cmd)`` is /dev/fd/N), as ``faithgate
         # score --source`` reads one; a device (/dev/zero would never end) is refused.
         refuse_not_a_file(name, mode, pipe=True)

@@ -9,8 +9,9 @@ a mistyped flag costs nothing and nothing is written. ``refuse_dir_over_inputs``
 guard for a directory that is published whole (``train`` and ``export --out``).
 ``owned_lock`` is the lock file beside such a directory (``DIR.lock``): created only where no
 file is, so a lock never truncates, overwrites or deletes a file of the user's.
-``refuse_not_a_file`` is the one check (and wording) of a path read or written that names a
-directory, a device, a FIFO or a socket where a file is expected.
+``refuse_not_a_file`` (after ``input_mode`` for an input) is the one check (and wording) of a
+path read or written that names a directory, a device, a FIFO or a socket where a file is
+expected.
 """
 
 from __future__ import annotations
@@ -94,6 +95,20 @@ def file_kind(mode: int) -> str | None:
         if test(mode):
             return kind
     return "a special file"
+
+
+def input_mode(
+    path: str | Path, shown: object, missing: str, error: type[InputError] = InputError
+) -> int:
+    """``os.stat(path).st_mode`` of an input about to be checked with ``refuse_not_a_file``;
+    ``error`` (one line) otherwise: ``missing`` when nothing is there, ``{shown}: cannot read
+    it (...)`` for any other failure (a loop of links, a name too long, no permission)."""
+    try:
+        return os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise error(missing) from None
+    except OSError as exc:
+        raise error(f"{shown}: cannot read it ({exc.strerror or exc})") from None
 
 
 def refuse_not_a_file(

@@ -60,7 +60,7 @@ from faithgate.metrics.combined import (  # noqa: F401
     load_weights,
     weights_digest,
 )
-from faithgate.paths import refuse_not_a_file
+from faithgate.paths import input_mode, refuse_not_a_file
 from faithgate.scorer import lookup_cached
 from faithgate.types import Example
 
@@ -76,12 +76,7 @@ def default_cache_path() -> Path:
 def benchmark_files(path: str | Path) -> list[Path]:
     """The ``.jsonl`` files named by ``path`` (a file, or every ``*.jsonl`` in a directory)."""
     p = Path(path)
-    try:
-        mode = p.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        raise InputError(f"{p}: no such file or directory") from None
-    except OSError as exc:  # a loop of links, a name too long, no permission
-        raise InputError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    mode = input_mode(p, p, f"{p}: no such file or directory")
     # A pipe (``--data <(cmd)``) is read once, as a file; a device (/dev/zero would never
     # end) or a socket is refused.
     refuse_not_a_file(p, mode, pipe=True, directory=True)
