@@ -197,9 +197,9 @@ def test_cache_avoids_recomputation(data_file, tmp_path) -> None:
     assert ms["test_word_support"]["seconds_per_item"] is not None
 
 
-def test_a_combination_costs_its_components_too(data_file, tmp_path, monkeypatch) -> None:
-    """A combination's own seconds are its formula's; bench reports them plus its components'
-    (remembered by settings hash), whether the components were computed now or earlier."""
+def _combination_of_a_slow_component(tmp_path, monkeypatch) -> dict:
+    """``combined`` settings over ``test_word_support`` alone, which is made to take 10 ms an
+    item, so a combination's seconds per item show whether its component was counted."""
     import time as time_module
 
     slow = WordSupport.score_batch
@@ -223,7 +223,13 @@ def test_a_combination_costs_its_components_too(data_file, tmp_path, monkeypatch
             }
         )
     )
-    settings = {"combined": {"weights": str(weights)}}
+    return {"combined": {"weights": str(weights)}}
+
+
+def test_a_combination_costs_its_components_too(data_file, tmp_path, monkeypatch) -> None:
+    """A combination's own seconds are its formula's; bench reports them plus its components'
+    (remembered by settings hash), whether the components were computed now or earlier."""
+    settings = _combination_of_a_slow_component(tmp_path, monkeypatch)
     for cache in (tmp_path / "fresh.sqlite", tmp_path / "warm.sqlite"):
         if cache.name == "warm.sqlite":  # the component scored (and timed) first, alone
             run_bench([data_file], ["test_word_support"], cache=cache, n_resamples=10)
@@ -265,32 +271,9 @@ def test_a_combination_costs_its_components_once_after_a_remote_run(
     counted the component twice (about 20 ms an item for a 10 ms one); and a remote run that
     read it from the cache left its components out. Its seconds per item are now the same
     (its component's once) whichever executor computed or timed what."""
-    import time as time_module
-
     from faithgate.execution import CachedExecutor
 
-    slow = WordSupport.score_batch
-
-    def slower(self, examples, ctx):
-        time_module.sleep(0.01 * len(examples))
-        return slow(self, examples, ctx)
-
-    monkeypatch.setattr(WordSupport, "score_batch", slower)
-    weights = tmp_path / "w.json"
-    weights.write_text(
-        json.dumps(
-            {
-                "format": "faithgate-combination/1",
-                "metrics": ["test_word_support"],
-                "metric_settings": {},
-                "mean": [0.5],
-                "scale": [0.25],
-                "coef": [1.0],
-                "intercept": 0.0,
-            }
-        )
-    )
-    settings = {"combined": {"weights": str(weights)}}
+    settings = _combination_of_a_slow_component(tmp_path, monkeypatch)
     local_executor = Bench._executor
 
     def remote_executor(self):
