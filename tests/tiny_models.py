@@ -164,3 +164,25 @@ def save_minilm_bert(
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path, model, tokenizer
+
+
+def tiny_train_config(out: Path, base: Path, docs: Path, **overrides: Any) -> Any:
+    """A `faithgate train` recipe for the training tests: the tiny base, the given documents
+    (three claims each, seed 0), no SNLI, nothing held out, batches of 4 pairs of at most 96
+    tokens, 4 steps with a checkpoint after each; ``overrides`` replace any of these."""
+    from faithgate.training import synth
+    from faithgate.training.train import TrainConfig
+
+    settings = {
+        "output": str(out),
+        "base_model": str(base),
+        "documents": [str(docs)],
+        "snli_pairs": 0,
+        "synth": synth.SynthConfig(claims_per_document=3, seed=0),
+        "dev_fraction": 0.0,
+        "batch_size": 4,
+        "max_length": 96,
+        "max_steps": 4,
+        "checkpoint_every": 1,
+    }
+    return TrainConfig(**{**settings, **overrides})

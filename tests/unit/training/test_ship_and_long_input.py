@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from tiny_models import MAYOR_TEXT
+from tiny_models import MAYOR_TEXT, tiny_train_config
 
 from faithgate.errors import BackendError, InputError
 from faithgate.training import ship, synth
@@ -127,21 +127,18 @@ def test_the_base_model_path_in_transformers_load_warning_is_escaped(
     reached the terminal or CI log as it was."""
     import shutil
 
-    from faithgate.training.train import TrainConfig, train
+    from faithgate.training.train import train
 
     base = tmp_path / "b\x1b[31mRED\n::error::forged"
     shutil.copytree(tiny_base, base)
     lines: list[str] = []
-    config = TrainConfig(
-        output=str(tmp_path / "out"),
-        base_model=str(base),
-        documents=[str(tiny_docs)],
-        snli_pairs=0,
+    config = tiny_train_config(
+        tmp_path / "out",
+        base,
+        tiny_docs,
         synth=synth.SynthConfig(claims_per_document=2, seed=0),
-        dev_fraction=0.0,
-        batch_size=4,
-        max_length=96,
         max_steps=1,
+        checkpoint_every=100,
     )
     # What transformers' own stderr handler would get (its stream is whatever sys.stderr was
     # when transformers was imported, so capsys/capfd cannot be relied on to see it).

@@ -8,31 +8,12 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-from tiny_models import MAYOR_TEXT
+from tiny_models import MAYOR_TEXT, tiny_train_config
 
 from faithgate.errors import InputError
 from faithgate.training import synth
-
-
-def _config(out: Path, base: Path, docs: Path, **kw):
-    from faithgate.training.train import TrainConfig
-
-    settings = {
-        "output": str(out),
-        "base_model": str(base),
-        "documents": [str(docs)],
-        "snli_pairs": 0,
-        "synth": synth.SynthConfig(claims_per_document=3, seed=0),
-        "dev_fraction": 0.0,
-        "batch_size": 4,
-        "max_length": 96,
-        "max_steps": 4,
-        "checkpoint_every": 1,
-    }
-    return TrainConfig(**{**settings, **kw})
 
 
 def _quiet(line: str) -> None:
@@ -90,7 +71,7 @@ def test_a_pipe_or_directory_is_refused_as_a_file_before_any_work(
     folder = tmp_path / "folder"
     folder.mkdir()
     for given, kind in ((pipe, r"a named pipe \(FIFO\)"), (folder, "a directory")):
-        config = _config(tmp_path / "o", tiny_base, tiny_docs)
+        config = tiny_train_config(tmp_path / "o", tiny_base, tiny_docs)
         setattr(config, option, [*getattr(config, option), str(given)])
         with pytest.raises(InputError, match=f"the --{option} file .* is {kind}, not a regular"):
             train(config, log=_quiet, threads=1)
@@ -105,14 +86,16 @@ def test_a_file_given_twice_is_refused_before_any_work(
     lab = tmp_path / "lab.jsonl"
     lab.write_text(json.dumps({"source": MAYOR_TEXT, "summary": "It was.", "label": 1}) + "\n")
     monkeypatch.chdir(tmp_path)
-    twice = _config(tmp_path / "o", tiny_base, tiny_docs, labelled=[str(lab), "./lab.jsonl"])
+    twice = tiny_train_config(
+        tmp_path / "o", tiny_base, tiny_docs, labelled=[str(lab), "./lab.jsonl"]
+    )
     with pytest.raises(InputError, match=r"--labelled \./lab\.jsonl is given twice \(as .*lab"):
         train(twice, log=_quiet, threads=1)
-    docs = _config(tmp_path / "o", tiny_base, tiny_docs)
+    docs = tiny_train_config(tmp_path / "o", tiny_base, tiny_docs)
     docs.documents = [str(tiny_docs), str(tiny_docs)]
     with pytest.raises(InputError, match=r"--documents .*docs\.jsonl is given twice"):
         train(docs, log=_quiet, threads=1)
-    builtin = _config(tmp_path / "o", tiny_base, tiny_docs)
+    builtin = tiny_train_config(tmp_path / "o", tiny_base, tiny_docs)
     builtin.documents = ["lee-news", "lee-news"]
     with pytest.raises(InputError, match="--documents lee-news is given twice"):
         train(builtin, log=_quiet, threads=1)
@@ -125,7 +108,7 @@ def test_the_same_labelled_file_twice_does_not_double_its_pairs(tmp_path, tiny_b
 
     lab = tmp_path / "lab.jsonl"
     lab.write_text(json.dumps({"source": MAYOR_TEXT, "summary": "It was.", "label": 1}) + "\n")
-    cfg = _config(tmp_path / "o", tiny_base, tiny_docs, labelled=[str(lab), str(lab)])
+    cfg = tiny_train_config(tmp_path / "o", tiny_base, tiny_docs, labelled=[str(lab), str(lab)])
     with pytest.raises(InputError, match="given twice"):
         build_dataset(cfg, tmp_path / "work", log=_quiet)
 
@@ -156,7 +139,7 @@ def test_an_init_from_directory_it_cannot_read_is_an_input_error(
     labels = {"id2label": {"0": "entailment", "1": "neutral", "2": "contradiction"}}
     for name, text in files.items():
         (start / name).write_text(json.dumps(labels) if text == "GOOD" else text)
-    cfg = _config(tmp_path / "o", tiny_base, tiny_docs, init_from=str(start))
+    cfg = tiny_train_config(tmp_path / "o", tiny_base, tiny_docs, init_from=str(start))
     with pytest.raises(InputError, match=message) as err:
         train(cfg, log=_quiet, threads=1)
     assert "\n" not in str(err.value)
@@ -175,7 +158,7 @@ def test_a_base_model_it_cannot_load_is_refused_before_the_dataset(
         shutil.copy(tiny_base / "model.safetensors", base)
         config = "{}" if broken == "empty_config" else (tiny_base / "config.json").read_text()
         (base / "config.json").write_text(config)
-    cfg = _config(tmp_path / "o", base, tiny_docs)
+    cfg = tiny_train_config(tmp_path / "o", base, tiny_docs)
     message = {
         "missing": r"--base-model .*notok: not found .*give a local model directory",
         "no_tokenizer": r"--base-model .*notok: cannot load its config\.json and tokenizer",
@@ -197,7 +180,7 @@ def test_a_base_model_it_cannot_load_is_refused_before_the_dataset(
 def test_a_damaged_kept_dataset_is_an_input_error_naming_it(tmp_path, tiny_base, tiny_docs):
     from faithgate.training.train import build_dataset, dataset_file, train
 
-    cfg = _config(tmp_path / "m", tiny_base, tiny_docs)
+    cfg = tiny_train_config(tmp_path / "m", tiny_base, tiny_docs)
     work = tmp_path / "m.work"
     build_dataset(cfg, work, log=_quiet)
     kept = dataset_file(cfg, work)
@@ -250,7 +233,7 @@ def test_pairs_too_long_for_max_length_are_skipped_and_counted(tmp_path, tiny_ba
     lab.write_text(
         json.dumps({"id": "long", "source": MAYOR_TEXT, "summary": long_summary, "label": 0}) + "\n"
     )
-    cfg = _config(
+    cfg = tiny_train_config(
         tmp_path / "m", tiny_base, tiny_docs, labelled=[str(lab)], labelled_dev_fraction=0.0,
         max_length=48, max_steps=None, dev_fraction=0.5, seed=1,
     )  # fmt: skip
@@ -291,7 +274,7 @@ def test_perturb_rules_is_an_option_and_rules_1_keeps_the_recipe_hash(monkeypatc
     res = _cli("--out", out, "--perturb-rules", "4")
     assert res.exit_code == 2 and "--perturb-rules" in res.output and len(seen) == 2
     # Library callers are checked too: perturb would fail every edit, quietly, on another value.
-    bad = _config(tmp_path / "o", tmp_path, tmp_path / "docs.jsonl")
+    bad = tiny_train_config(tmp_path / "o", tmp_path, tmp_path / "docs.jsonl")
     bad.synth = synth.SynthConfig(perturb_rules=4)
     with pytest.raises(InputError, match="--perturb-rules 4: expected 1, 2 or 3"):
         train_module.check_inputs(bad)

@@ -10,27 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tiny_models import MAYOR_TEXT
-
-from faithgate.training import synth
-
-
-def _config(out: Path, base: Path, docs: Path, **kw):
-    from faithgate.training.train import TrainConfig
-
-    settings = {
-        "output": str(out),
-        "base_model": str(base),
-        "documents": [str(docs)],
-        "snli_pairs": 0,
-        "synth": synth.SynthConfig(claims_per_document=3, seed=0),
-        "dev_fraction": 0.0,
-        "batch_size": 4,
-        "max_length": 96,
-        "max_steps": 4,
-        "checkpoint_every": 1,
-    }
-    return TrainConfig(**{**settings, **kw})
+from tiny_models import MAYOR_TEXT, tiny_train_config
 
 
 def _quiet(line: str) -> None:
@@ -72,15 +52,17 @@ def test_an_evaluation_interrupted_at_the_end_is_run_on_resume(
     kw = {"dev_fraction": 0.5, "seed": 1}
     monkeypatch.setattr(train_module, "evaluate", interrupted)
     with pytest.raises(Stopped):
-        train(_config(tmp_path / "r", tiny_base, tiny_docs, **kw), log=_quiet, threads=1)
+        train(tiny_train_config(tmp_path / "r", tiny_base, tiny_docs, **kw), log=_quiet, threads=1)
     monkeypatch.setattr(train_module, "evaluate", evaluate)
     lines: list[str] = []
     resumed = train(
-        _config(tmp_path / "r", tiny_base, tiny_docs, **kw), log=lines.append, threads=1
+        tiny_train_config(tmp_path / "r", tiny_base, tiny_docs, **kw), log=lines.append, threads=1
     )
     assert any(re.fullmatch(r"resumed at step (\d+)/\1", line) for line in lines)
     assert any(line.startswith("held-out after epoch 1: {'n': ") for line in lines)
-    straight = train(_config(tmp_path / "s", tiny_base, tiny_docs, **kw), log=_quiet, threads=1)
+    straight = train(
+        tiny_train_config(tmp_path / "s", tiny_base, tiny_docs, **kw), log=_quiet, threads=1
+    )
     meta = json.loads((resumed / "faithgate_training.json").read_text())
     want = json.loads((straight / "faithgate_training.json").read_text())
     assert meta["held_out_pairs"] > 0 and meta["history"][0]["held_out"]["n"] > 0
@@ -88,7 +70,9 @@ def test_an_evaluation_interrupted_at_the_end_is_run_on_resume(
     assert _same(_weights(resumed), _weights(straight))
     # Resumed again, from the checkpoint that now holds the evaluation: not evaluated twice.
     lines.clear()
-    train(_config(tmp_path / "r", tiny_base, tiny_docs, **kw), log=lines.append, threads=1)
+    train(
+        tiny_train_config(tmp_path / "r", tiny_base, tiny_docs, **kw), log=lines.append, threads=1
+    )
     assert not any(line.startswith("held-out after") for line in lines)
     meta = json.loads((resumed / "faithgate_training.json").read_text())
     assert meta["history"] == want["history"]
@@ -119,7 +103,9 @@ def test_a_document_that_is_a_held_out_labelled_source_is_not_trained_on(tmp_pat
     ]  # fmt: skip
     lab = tmp_path / "lab.jsonl"
     lab.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = _config(tmp_path / "m", tiny_base, docs, labelled=[str(lab)], labelled_dev_fraction=0.5)
+    cfg = tiny_train_config(
+        tmp_path / "m", tiny_base, docs, labelled=[str(lab)], labelled_dev_fraction=0.5
+    )
     lines: list[str] = []
     data = build_dataset(cfg, tmp_path / "work", log=lines.append)
     from faithgate.training.corpora import labelled_summaries
@@ -160,10 +146,17 @@ def test_threads_and_device_are_recorded_and_a_resume_on_other_threads_says_so(
 
     before = torch.get_num_threads()
     with pytest.raises(Stopped):
-        train(_config(tmp_path / "r", tiny_base, tiny_docs), log=stop_at_3, threads=1, log_every=1)
+        train(
+            tiny_train_config(tmp_path / "r", tiny_base, tiny_docs),
+            log=stop_at_3,
+            threads=1,
+            log_every=1,
+        )
     assert torch.get_num_threads() == before  # a library call leaves torch's setting alone
     lines: list[str] = []
-    out = train(_config(tmp_path / "r", tiny_base, tiny_docs), log=lines.append, threads=2)
+    out = train(
+        tiny_train_config(tmp_path / "r", tiny_base, tiny_docs), log=lines.append, threads=2
+    )
     warned = [line for line in lines if line.startswith("resumed with other threads")]
     assert warned == [
         "resumed with other threads than the checkpoint was trained with (threads 1 -> 2): the "
@@ -187,7 +180,7 @@ def test_threads_and_device_are_recorded_and_a_resume_on_other_threads_says_so(
     assert torch.get_num_threads() == before
     # The same threads again: resumed without a word about them.
     lines.clear()
-    train(_config(tmp_path / "r", tiny_base, tiny_docs), log=lines.append, threads=2)
+    train(tiny_train_config(tmp_path / "r", tiny_base, tiny_docs), log=lines.append, threads=2)
     assert not any(line.startswith("resumed with other") for line in lines)
 
 
@@ -209,7 +202,7 @@ def test_a_second_run_on_the_same_out_waits_for_the_first(tmp_path, tiny_base, t
 
     def run() -> None:
         try:
-            result.append(train(_config(out, tiny_base, tiny_docs), log=log, threads=1))
+            result.append(train(tiny_train_config(out, tiny_base, tiny_docs), log=log, threads=1))
         except BaseException as exc:  # noqa: BLE001 - reported by the assertions below
             result.append(exc)
 

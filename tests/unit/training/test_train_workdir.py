@@ -8,26 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tiny_models import tiny_train_config
 
 from faithgate.errors import InputError
-from faithgate.training import synth
-
-
-def _config(out: Path, base: Path, docs: Path):
-    from faithgate.training.train import TrainConfig
-
-    return TrainConfig(
-        output=str(out),
-        base_model=str(base),
-        documents=[str(docs)],
-        snli_pairs=0,
-        synth=synth.SynthConfig(claims_per_document=3, seed=0),
-        dev_fraction=0.0,
-        batch_size=4,
-        max_length=96,
-        max_steps=3,
-        checkpoint_every=1,
-    )
 
 
 def _cli(out: Path, base: Path, docs: Path):
@@ -53,7 +36,9 @@ def test_an_out_work_the_user_made_is_refused_untouched(tmp_path, tiny_base, tin
     (work / "notes.txt").write_text("mine\n")
     before = _listing(work)
     with pytest.raises(InputError, match=r"m\\x1b\[2J\.work .*not made by faithgate train"):
-        train(_config(out, tiny_base, tiny_docs), log=lambda _: None, threads=1)
+        train(
+            tiny_train_config(out, tiny_base, tiny_docs, max_steps=3), log=lambda _: None, threads=1
+        )
     res = _cli(out, tiny_base, tiny_docs)
     assert res.exit_code == 2, res.output
     assert res.output.count("\n") == 1 and res.output.startswith("faithgate: ")
@@ -63,7 +48,11 @@ def test_an_out_work_the_user_made_is_refused_untouched(tmp_path, tiny_base, tin
     # A file where the directory would be is refused too (it was an internal error).
     (tmp_path / "f.work").write_text("mine\n")
     with pytest.raises(InputError, match=r"f\.work .*is a file, not a directory"):
-        train(_config(tmp_path / "f", tiny_base, tiny_docs), log=lambda _: None, threads=1)
+        train(
+            tiny_train_config(tmp_path / "f", tiny_base, tiny_docs, max_steps=3),
+            log=lambda _: None,
+            threads=1,
+        )
     assert (tmp_path / "f.work").read_text() == "mine\n"
 
 
@@ -79,11 +68,16 @@ def test_a_work_directory_faithgate_made_is_resumed(tmp_path, tiny_base, tiny_do
 
     out = tmp_path / "r"
     with pytest.raises(Stop):
-        train(_config(out, tiny_base, tiny_docs), log=stop_at_2, threads=1, log_every=1)
+        train(
+            tiny_train_config(out, tiny_base, tiny_docs, max_steps=3),
+            log=stop_at_2,
+            threads=1,
+            log_every=1,
+        )
     work = tmp_path / "r.work"
     assert (work / WORK_MARKER).is_file() and (work / "checkpoint.pt").is_file()
     lines: list[str] = []
-    train(_config(out, tiny_base, tiny_docs), log=lines.append, threads=1)
+    train(tiny_train_config(out, tiny_base, tiny_docs, max_steps=3), log=lines.append, threads=1)
     assert any(line.startswith("resumed at step 1/3") for line in lines), lines
     # One from before the marker (only the files a run writes there) is faithgate's too, and
     # so is one holding just a dataset file copied in to train on another machine.
@@ -93,7 +87,7 @@ def test_a_work_directory_faithgate_made_is_resumed(tmp_path, tiny_base, tiny_do
     for name in [p.name for p in work.iterdir() if p != dataset]:
         (work / name).unlink()
     lines.clear()
-    train(_config(out, tiny_base, tiny_docs), log=lines.append, threads=1)
+    train(tiny_train_config(out, tiny_base, tiny_docs, max_steps=3), log=lines.append, threads=1)
     assert any(line.startswith("dataset: ") for line in lines)  # read back, not rebuilt
     assert (work / WORK_MARKER).is_file()
 
@@ -104,7 +98,7 @@ def test_an_earlier_versions_checkpoint_says_what_to_do(tmp_path, tiny_base, tin
     out = tmp_path / "m\x1b[2J"
     work = tmp_path / "m\x1b[2J.work"
     work.mkdir()
-    cfg = _config(out, tiny_base, tiny_docs)
+    cfg = tiny_train_config(out, tiny_base, tiny_docs, max_steps=3)
     # As written before checkpoints recorded the dataset digest and the total step count.
     legacy = {"recipe_hash": cfg.recipe_hash(), "model": {}, "optimizer": {}, "scheduler": {},
               "step": 1, "history": [], "torch_rng": torch.get_rng_state()}  # fmt: skip
