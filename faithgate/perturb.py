@@ -234,12 +234,17 @@ class _Context:
     """Parsed source and summary plus the lookups every rule needs."""
 
     def __init__(
-        self, source: str, summary: str, spacy_model: str | None, rules: int = RULES
+        self,
+        source: str,
+        summary: str,
+        spacy_model: str | None,
+        rules: int = RULES,
+        drop_still_true: bool = True,
     ) -> None:
         from faithgate.text import parse
 
         self.rules = rules
-        self.drop_still_true = True
+        self.drop_still_true = drop_still_true
         self.source = source
         self.summary = summary
         self.src = parse(source, spacy_model)
@@ -1231,8 +1236,7 @@ def perturb(
         raise InputError("perturb: types is empty: name at least one type, or pass None for all")
     if rules >= 3 and not reads_as_english(source):
         return []  # English rules on another language make garbage, which flatters a metric
-    ctx = _Context(source, summary, spacy_model, rules)
-    ctx.drop_still_true = drop_still_true
+    ctx = _Context(source, summary, spacy_model, rules, drop_still_true)
     by_type: dict[str, list[Perturbation]] = {t: [] for t in wanted}
     seen: set[str] = set()
     last = max(i for i, rule in enumerate(_RULES) if _RULE_TYPES[rule.__name__] & set(wanted))
