@@ -437,14 +437,12 @@ def _library_versions(torch_version: str, spacy_model: str | None) -> dict[str, 
     """The versions a run's weights and data depend on, for its record: Python, torch,
     transformers, numpy, and spaCy, thinc and the spaCy pipeline (which tag the documents the
     synthetic pairs are made from). Only recorded, never compared: not in the recipe hash."""
-    from importlib.metadata import PackageNotFoundError, version
+    from faithgate.backends import library_version
 
     found = {"torch": torch_version, "python": platform.python_version()}
     for package in ("transformers", "numpy", "spacy", "thinc"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            continue
+        if (installed := library_version(package)) is not None:
+            found[package] = installed
     try:
         from faithgate.text import load_spacy
 
