@@ -28,7 +28,14 @@ from faithgate import models
 from faithgate.backends.quantize import Triple
 from faithgate.errors import FaithgateError, InputError
 from faithgate.escape import printable, safe_line
-from faithgate.training.train import BUILTIN_CORPORA, TRAINING_META, TrainConfig, is_held_out
+from faithgate.training.train import (
+    BUILTIN_CORPORA,
+    TRAINING_META,
+    TrainConfig,
+    is_held_out,
+    synth_pairs_file,
+    work_dir,
+)
 
 _WORD_EMBEDDINGS_KEY = "bert.embeddings.word_embeddings.weight"
 
@@ -143,7 +150,7 @@ def find_synth_file(trained: Path, meta: dict[str, Any]) -> Path:
     its work directory, ``TRAINED.work``): the only one there, or, when an earlier recipe or
     an edited documents file left others, the one whose key the manifest's recipe and data
     give (as ``train.build_dataset`` names it). Anything else is an ``InputError``."""
-    workdir = trained.with_name(trained.name + ".work")
+    workdir = work_dir(trained)
     found = sorted(workdir.glob("synth-*.jsonl"))
     if len(found) == 1:
         return found[0]
@@ -156,21 +163,17 @@ def find_synth_file(trained: Path, meta: dict[str, Any]) -> Path:
     recipe = meta.get("recipe", {})
     data = meta.get("data", {})
     documents = recipe.get("documents", [])
-    key_parts: list[Any] = [documents, recipe.get("synth")]
     user_documents = {
         path: data[path]["sha256"]
         for path in documents
         if path not in BUILTIN_CORPORA and isinstance(data.get(path), dict)
     }
-    if user_documents:
-        key_parts.append(user_documents)
-    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:12]
-    mine = workdir / f"synth-{key}.jsonl"
+    mine = synth_pairs_file(workdir, documents, recipe.get("synth"), user_documents)
     if mine in found:
         return mine
     raise InputError(
         f"{len(found)} synthetic pair files in {printable(workdir)} and none is this model's "
-        f"(synth-{key}.jsonl): pass --synth-file"
+        f"({mine.name}): pass --synth-file"
     )
 
 

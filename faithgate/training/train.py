@@ -336,12 +336,8 @@ def _build_dataset(
                 )
             origin[doc.id] = name
         documents.extend(docs)
-    key_parts: list[Any] = [config.documents, config.synth.recipe()]
     user_documents = {path: d for path, d in digests.items() if path in config.documents}
-    if user_documents:  # an edited file gets fresh pairs (the built-in corpora keep their key)
-        key_parts.append(user_documents)
-    synth_key = json.dumps(key_parts, sort_keys=True)
-    cache = workdir / f"synth-{hashlib.sha256(synth_key.encode()).hexdigest()[:12]}.jsonl"
+    cache = synth_pairs_file(workdir, config.documents, config.synth.recipe(), user_documents)
     started = time.monotonic()
 
     def progress(k: int, n: int) -> None:
@@ -754,6 +750,20 @@ def check_base(config: TrainConfig) -> tuple[models.ModelSpec, Any]:
             f"({type(exc).__name__}); give a transformers model directory that holds both"
         ) from None
     return base, tokenizer
+
+
+def synth_pairs_file(
+    workdir: Path, documents: Sequence[str], synth_recipe: Any, user_digests: dict[str, str]
+) -> Path:
+    """Where the synthetic pairs of ``documents`` under ``synth_recipe`` are kept in a run's
+    work directory (``synth-<key>.jsonl``, so ``ship`` finds its model's among others). The
+    key holds the user files' SHA-256 (``user_digests``): an edited file gets fresh pairs,
+    while the built-in corpora keep their key."""
+    key_parts: list[Any] = [list(documents), synth_recipe]
+    if user_digests:
+        key_parts.append(user_digests)
+    key = json.dumps(key_parts, sort_keys=True)
+    return workdir / f"synth-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsonl"
 
 
 def work_dir(output: str | Path) -> Path:
