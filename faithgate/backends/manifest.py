@@ -16,6 +16,7 @@ from typing import Any
 
 from faithgate import models
 from faithgate.atomic import atomic_write_text
+from faithgate.backends.windowing import ST_POOLINGS, pooling_modes
 from faithgate.errors import BackendError, InputError
 from faithgate.escape import printable
 
@@ -300,10 +301,6 @@ def check_manifest(data: Any, directory: Path | None = None) -> dict[str, Any]:
     }
 
 
-# The sentence-transformers poolings a text encoder applies (``windowing.pool_and_normalise``).
-_POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean"}
-
-
 def _stale_pooling(data: dict[str, Any]) -> str | None:
     """Why a format-1 text-encoder export's recorded pooling is not its source's, or None.
     Format 1 wrote mean for every hub model (its ``1_Pooling`` was not fetched) and for any
@@ -329,12 +326,8 @@ def _stale_pooling(data: dict[str, Any]) -> str | None:
         return None
     if not isinstance(pooling, dict):
         return None
-    modes = sorted(
-        str(k) if isinstance(v, bool) else f"{k}={v}"
-        for k, v in pooling.items()
-        if str(k).startswith("pooling_mode") and v
-    )
-    if [_POOLING_MODES.get(m) for m in modes] == [recorded]:
+    modes = pooling_modes(pooling)
+    if [ST_POOLINGS.get(m) for m in modes] == [recorded]:
         return None
     asked = " + ".join(modes) or "(no pooling)"
     return f"{made}, but its source asks for {asked} in {printable(str(config_file))}"

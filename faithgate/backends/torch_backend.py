@@ -27,8 +27,10 @@ from faithgate.backends.torch_common import (  # noqa: F401 - re-exported for ol
 from faithgate.backends.torch_lm import load_language_model
 from faithgate.backends.torch_qa import load_qa_model
 from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old imports
+    ST_POOLINGS,
     equal_length_batches,
     pool_and_normalise,
+    pooling_modes,
     read_pooling,
     run_in_length_order,
     stitch_windows,
@@ -63,7 +65,6 @@ class _TokenizedModel:
 # The sentence-transformers modules the text encoder reproduces: the transformer, its pooling
 # (cls or mean, ``windowing.pool_and_normalise``) and the L2 normalisation it always applies.
 _ST_MODULES = ("Transformer", "Pooling", "Normalize")
-_ST_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean"}
 
 
 def _read_json(path: Path) -> Any:
@@ -103,18 +104,14 @@ def sentence_pooling(spec: ModelSpec) -> str:
     config = _read_json(config_file)
     if not isinstance(config, dict):
         raise ModelFileError(f"cannot read {config_file}: not a JSON object")
-    modes = sorted(
-        k if isinstance(v, bool) else f"{k}={v}"
-        for k, v in config.items()
-        if str(k).startswith("pooling_mode") and v
-    )
-    if len(modes) != 1 or modes[0] not in _ST_POOLINGS:
+    modes = pooling_modes(config)
+    if len(modes) != 1 or modes[0] not in ST_POOLINGS:
         raise ModelFileError(
             f"{spec.role} model {model_label(spec)} asks for pooling "
             f"{' + '.join(modes) or '(none)'} in {config_file}; faithgate pools by "
             "pooling_mode_cls_token or pooling_mode_mean_tokens only"
         )
-    return _ST_POOLINGS[modes[0]]  # what read_pooling reads for it too
+    return ST_POOLINGS[modes[0]]  # what read_pooling reads for it too
 
 
 def _hub_sentence_files(spec: ModelSpec) -> Path | None:

@@ -53,6 +53,22 @@ def pool_and_normalise(vectors: list[np.ndarray], pooling: str, dim: int) -> np.
     return pooled / np.clip(norms, 1e-12, None)
 
 
+# The sentence-transformers poolings a text encoder applies (``pool_and_normalise``), by the
+# ``1_Pooling/config.json`` key that asks for each.
+ST_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean"}
+
+
+def pooling_modes(config: dict[str, Any]) -> list[str]:
+    """The poolings a ``1_Pooling/config.json`` asks for, sorted: each ``pooling_mode_*`` key
+    that is on, with its value where that is not a boolean (several means pooling by several
+    at once; only one of ``ST_POOLINGS`` is one faithgate applies)."""
+    return sorted(
+        str(k) if isinstance(v, bool) else f"{k}={v}"
+        for k, v in config.items()
+        if str(k).startswith("pooling_mode") and v
+    )
+
+
 def read_pooling(model_dir: str | Path) -> str:
     """sentence-transformers pooling mode from ``1_Pooling/config.json`` (default: mean)."""
     cfg = Path(model_dir) / "1_Pooling" / "config.json"
