@@ -301,12 +301,13 @@ class ModelPool:
         }
         if backend == "onnx":
             # The provider the sessions run on, not the word configured: "auto" (or none) is
-            # CUDA on a machine with onnxruntime-gpu and a GPU, the CPU elsewhere, and their
-            # scores differ slightly, so a CPU driver and a CUDA worker must not share a hash.
-            # A CPU run records none: "cpu", "auto" there and no provider hash the same.
-            from faithgate.backends.onnx_backend import resolved_provider
+            # CUDA where a session really gets it, the CPU elsewhere, and their scores differ
+            # slightly, so a CPU run and a CUDA run must not share a hash. An explicit "cuda"
+            # is recorded as written (a CPU Ray driver of GPU workers). A CPU run records
+            # none: "cpu", "auto" there and no provider hash the same.
+            from faithgate.backends.onnx_backend import hashed_provider
 
-            if resolved_provider(options.pop("provider", None)) == "cuda":
+            if hashed_provider(options.pop("provider", None)) == "cuda":
                 options = dict(sorted({**options, "provider": "cuda"}.items()))
         if options:  # absent when none: the hashes of default runs stay as they were
             identity["options"] = options

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -59,25 +60,79 @@ def _ort() -> Any:
     return onnxruntime
 
 
-def providers_for(provider: str | None = None) -> list[str]:
-    """Execution providers: CUDA first when available (and not refused), CPU always last."""
-    ort = _ort()
-    available = ort.get_available_providers()
+# A one-node Identity graph (opset 13, float[1] -> float[1]), serialised: enough for a session
+# to say which provider it really got, without the onnx package (not in the runtime extra).
+_PROBE_MODEL = (
+    b'\x08\x07:;\n\x10\n\x01x\x12\x01y"\x08Identity\x12\x05probeZ\x0f\n\x01x\x12\n\n\x08'
+    b"\x08\x01\x12\x04\n\x02\x08\x01b\x0f\n\x01y\x12\n\n\x08\x08\x01\x12\x04\n\x02\x08\x01B\x04\n\x00\x10\r"
+)
+_CUDA_USABLE: list[bool] = []  # memo: one probe per process
+_CUDA_PROBE_LOCK = threading.Lock()
+
+
+def cuda_usable() -> bool:
+    """Whether a session here really runs on CUDA, not only whether onnxruntime lists it.
+
+    ``get_available_providers()`` names what the wheel was built with: onnxruntime-gpu lists
+    CUDA on a machine without a GPU or without libcublas, and its sessions then fall back to
+    the CPU. So a probe session is made once per process and asked what it got.
+    """
+    with _CUDA_PROBE_LOCK:
+        if not _CUDA_USABLE:
+            ort = _ort()
+            usable = False
+            if "CUDAExecutionProvider" in ort.get_available_providers():
+                options = ort.SessionOptions()
+                options.log_severity_level = 3  # the fallback's warning is this function's answer
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        probe = ort.InferenceSession(
+                            _PROBE_MODEL,
+                            sess_options=options,
+                            providers=["CUDAExecutionProvider", "CPUExecutionProvider"],
+                        )
+                    usable = probe.get_providers()[0] == "CUDAExecutionProvider"
+                except Exception:  # noqa: BLE001 - any failure to start CUDA means "not usable"
+                    usable = False
+            _CUDA_USABLE.append(usable)
+        return _CUDA_USABLE[0]
+
+
+def _wanted_provider(provider: str | None) -> str:
     wanted = (provider or "auto").lower()
     if wanted not in ("auto", "cpu", "cuda"):
         raise BackendError(f"unknown execution provider {provider!r}; choose auto, cpu or cuda")
-    if wanted == "cuda" and "CUDAExecutionProvider" not in available:
-        raise BackendError("provider cuda asked for, but onnxruntime-gpu sees no CUDA device")
-    if wanted != "cpu" and "CUDAExecutionProvider" in available:
+    return wanted
+
+
+def providers_for(provider: str | None = None) -> list[str]:
+    """Execution providers: CUDA first where a session can run on it, CPU always last.
+
+    ``cuda`` where CUDA cannot start here is an error rather than a quiet run on the CPU.
+    """
+    wanted = _wanted_provider(provider)
+    if wanted == "cuda" and not cuda_usable():
+        raise BackendError(
+            "provider cuda asked for, but onnxruntime finds no CUDA device it can run on here "
+            "(it needs onnxruntime-gpu, a GPU and the CUDA libraries)"
+        )
+    if wanted != "cpu" and cuda_usable():
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
 
 
-def resolved_provider(provider: str | None = None) -> str:
-    """Where sessions asked for with ``provider`` run here: ``"cuda"`` or ``"cpu"``
-    (``providers_for``'s first). ``auto`` (or none) is CUDA where onnxruntime-gpu sees a GPU,
-    else the CPU: what the settings hash records (``ModelPool.identity``), not the word."""
-    return "cuda" if providers_for(provider)[0] == "CUDAExecutionProvider" else "cpu"
+def hashed_provider(provider: str | None = None) -> str:
+    """The provider a settings hash records for ``provider``: ``"cuda"`` or ``"cpu"``.
+
+    ``auto`` (or none) is resolved: CUDA where a probe session really runs on it
+    (``cuda_usable``), else the CPU. An explicit ``cuda`` is recorded as written, without
+    needing a GPU here: a CPU Ray driver hashes what its GPU workers will run.
+    """
+    wanted = _wanted_provider(provider)
+    if wanted == "auto":
+        return "cuda" if cuda_usable() else "cpu"
+    return wanted
 
 
 # The in-memory forms a session can load a file as (get_session's ``graph``).

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from faithgate.backends import ModelPool
-from faithgate.errors import ConfigError, InputError
+from faithgate.errors import BackendError, ConfigError, InputError
 
 
 def test_unknown_backend_and_role_are_input_errors() -> None:
@@ -155,26 +155,65 @@ def test_an_onnx_models_identity_names_the_provider_auto_resolves_to(
 ) -> None:
     """Provider "auto" (or none) was hashed as written, so a CPU driver and a CUDA worker
     (whose scores differ slightly) shared one settings hash. The identity names where the
-    sessions run: "cuda" where onnxruntime-gpu sees a GPU; on the CPU nothing, as "cpu" and no
-    provider always did, so those three hash the same. No GPU is used: the providers
-    onnxruntime reports are patched, and no export or session is needed for the identity."""
-    ort = pytest.importorskip("onnxruntime")
-    cuda_here = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    sessions run: "cuda" where a session really starts on CUDA; on the CPU nothing, as "cpu"
+    and no provider always did, so those three hash the same. No GPU is used: whether CUDA is
+    usable is patched, and no export or session is needed for the identity."""
+    pytest.importorskip("onnxruntime")
+    from faithgate.backends import onnx_backend
 
-    def identity(available: list[str], options: dict) -> dict:
-        monkeypatch.setattr(ort, "get_available_providers", lambda: available)
+    def identity(cuda: bool, options: dict) -> dict:
+        monkeypatch.setattr(onnx_backend, "cuda_usable", lambda: cuda)
         pool = ModelPool(backend="onnx", model_options={"embedder": options})
         return pool.identity("embedder", "text-encoder")
 
     given = {} if provider is None else {"provider": provider, "stride": 8}
-    on_cpu = identity(["CPUExecutionProvider"], given)
-    on_cuda = identity(cuda_here, given)
+    on_cpu = identity(False, given)
+    on_cuda = identity(True, given)
     assert on_cuda["options"] == {**given, "provider": "cuda"}
     assert on_cpu.get("options") == ({"stride": 8} if given else None)
     cpu_said = {**given, "provider": "cpu"}
-    assert identity(["CPUExecutionProvider"], cpu_said) == on_cpu
-    assert identity(cuda_here, cpu_said) == on_cpu  # "cpu" refuses the GPU that is there
-    assert identity(cuda_here, {**given, "provider": "cuda"}) == on_cuda
+    assert identity(False, cpu_said) == on_cpu
+    assert identity(True, cpu_said) == on_cpu  # "cpu" refuses the GPU that is there
+    assert identity(True, {**given, "provider": "cuda"}) == on_cuda
+
+
+def test_an_explicit_cuda_provider_is_hashed_as_written_on_a_machine_without_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CPU Ray driver builds the settings hashes of its GPU workers: "cuda" there raised
+    "no CUDA device" while the hash was computed. It is recorded as written (the sessions,
+    which need the GPU, still refuse to start without one)."""
+    pytest.importorskip("onnxruntime")
+    from faithgate.backends import onnx_backend
+
+    monkeypatch.setattr(onnx_backend, "cuda_usable", lambda: False)
+    pool = ModelPool(backend="onnx", model_options={"embedder": {"provider": "cuda"}})
+    assert pool.identity("embedder", "text-encoder")["options"] == {"provider": "cuda"}
+    with pytest.raises(BackendError, match="no CUDA device"):
+        onnx_backend.providers_for("cuda")
+    with pytest.raises(BackendError, match="unknown execution provider"):
+        onnx_backend.hashed_provider("gpu")
+
+
+def test_cuda_listed_by_onnxruntime_but_not_startable_is_not_usable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """onnxruntime-gpu lists CUDAExecutionProvider on machines with no GPU or no CUDA
+    libraries, and its sessions then fall back to the CPU: the hash said "cuda" for a CPU run.
+    ``cuda_usable`` asks a probe session which provider it really got. On a CPU-only
+    onnxruntime a session asked for CUDA falls back the same way, which this reproduces."""
+    ort = pytest.importorskip("onnxruntime")
+    from faithgate.backends import onnx_backend
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has CUDA: the fallback is not reproducible here")
+    monkeypatch.setattr(
+        ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    )
+    monkeypatch.setattr(onnx_backend, "_CUDA_USABLE", [])
+    assert onnx_backend.cuda_usable() is False
+    assert onnx_backend.hashed_provider("auto") == "cpu"
+    assert onnx_backend.providers_for("auto") == ["CPUExecutionProvider"]
 
 
 def test_options_for_keeps_a_backends_own_options_and_refuses_cuda_elsewhere() -> None:

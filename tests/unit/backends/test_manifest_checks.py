@@ -279,12 +279,13 @@ def test_a_stale_format_1_cache_export_is_skipped_by_auto_and_an_error_for_onnx(
 
 
 def test_export_device_cuda_without_a_gpu_fails_before_any_work(monkeypatch):
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     from click.testing import CliRunner
 
+    from faithgate.backends import onnx_backend
     from faithgate.cli import cli
 
-    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    monkeypatch.setattr(onnx_backend, "cuda_usable", lambda: False)
     done: list[str] = []
 
     def resolve(*args: Any, **kwargs: Any) -> Any:
@@ -299,11 +300,12 @@ def test_export_device_cuda_without_a_gpu_fails_before_any_work(monkeypatch):
 
 
 def test_export_model_device_cuda_without_a_gpu_fails_before_loading(tmp_path, monkeypatch):
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     export = pytest.importorskip("faithgate.backends.export")
+    from faithgate.backends import onnx_backend
     from faithgate.errors import BackendError
 
-    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    monkeypatch.setattr(onnx_backend, "cuda_usable", lambda: False)
     monkeypatch.setattr(export, "_torch_model", lambda *a: pytest.fail("the model was loaded"))
     spec = models.ModelSpec("embedder", "m", str(_model_dir(tmp_path / "m")), "path")
     with pytest.raises(BackendError, match="no CUDA device"):

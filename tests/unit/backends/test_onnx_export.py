@@ -969,9 +969,9 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "
 
 
 def _cuda_available() -> bool:
-    import onnxruntime as ort
+    from faithgate.backends.onnx_backend import cuda_usable
 
-    return "CUDAExecutionProvider" in ort.get_available_providers()
+    return cuda_usable()
 
 
 @pytest.mark.skipif(
