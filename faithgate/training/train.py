@@ -291,6 +291,12 @@ def _normalised(text: str) -> str:
     return " ".join(text.split())
 
 
+def _same_text_key(text: str) -> str:
+    """Text as the held-out-labelled exclusion compares it: case and whitespace normalised,
+    as ``corpora.held_out_key`` groups copies for the split."""
+    return " ".join(text.casefold().split())
+
+
 def _user_file_digests(config: TrainConfig) -> dict[str, str]:
     """SHA-256 of each document or labelled file the user named that exists here."""
     paths = [name for name in config.documents if name not in BUILTIN_CORPORA]
@@ -354,26 +360,37 @@ def _build_dataset(
     labelled = {path: corpora.labelled_summaries(path) for path in config.labelled}
     # A document that is also the source of a held-out labelled item must not be trained on
     # (as synthetic pairs), or the held-out labelled figures would measure training data.
+    # Synthesis 2 leaves such documents out; synthesis 1 (a recipe whose data must rebuild as
+    # it was) keeps them and says so.
     held_sources = {
-        _normalised(item.source)
+        _same_text_key(item.source)
         for items in labelled.values()
         for item in items
         if is_held_out(item.document_key, config.labelled_dev_fraction, config.seed)
     }
+    leave_out = config.synth.synthesis >= 2
     texts = {doc.id: doc.text for doc in documents}
     split: dict[bool, list[NLIPair]] = {True: [], False: []}
-    left_out = 0
+    overlapping = 0
     for doc_id, pairs in by_doc.items():
         held = is_held_out(keys[doc_id], config.dev_fraction, config.seed)
-        if not held and held_sources and _normalised(texts[doc_id]) in held_sources:
-            left_out += 1
-            continue
+        if not held and held_sources and _same_text_key(texts[doc_id]) in held_sources:
+            overlapping += 1
+            if leave_out:
+                continue
         split[held].extend(pairs)
     train, dev = split[False], split[True]
+    left_out = overlapping if leave_out else 0
     if left_out:
         log(
             f"synthetic pairs: {left_out} documents left out of training: each is the source "
             "of a held-out labelled item (--labelled-dev-fraction)"
+        )
+    elif overlapping:
+        log(
+            f"warning: synthetic pairs: {overlapping} training documents are sources of "
+            "held-out labelled items, so the held-out labelled figures measure text trained on; "
+            "--synthesis 1 keeps them to rebuild its data as it was, --synthesis 2 leaves them out"
         )
     if config.max_synthetic_pairs is not None and len(train) > config.max_synthetic_pairs:
         train = random.Random(f"{config.seed}:synthetic").sample(train, config.max_synthetic_pairs)

@@ -81,7 +81,11 @@ def test_an_evaluation_interrupted_at_the_end_is_run_on_resume(
 # --- item 4: held-out labelled sources are not synthetic training documents ----------------
 
 
-def test_a_document_that_is_a_held_out_labelled_source_is_not_trained_on(tmp_path, tiny_base):
+def _labelled_overlap_run(tmp_path, tiny_base, synthesis: int):
+    """Four documents, each also the (reflowed, upper-cased) source of a labelled item, half of
+    which are held out: the dataset, its log lines, and the held-out towns."""
+    from faithgate.training import synth
+    from faithgate.training.corpora import labelled_summaries
     from faithgate.training.train import build_dataset, is_held_out
 
     towns = ["Springfield", "Shelbyville", "Ogdenville", "Brockway"]
@@ -96,20 +100,23 @@ def test_a_document_that_is_a_held_out_labelled_source_is_not_trained_on(tmp_pat
         "".join(json.dumps({"id": str(i), "source": s}) + "\n" for i, s in enumerate(sources))
     )
     rows = [
-        # the same article, its whitespace reflowed: still the same text
-        {"id": str(i), "source": "  " + s.replace(". ", ".\n"), "label": 1,
+        # the same article, its whitespace reflowed and its case changed: still the same text
+        {"id": str(i), "source": "  " + s.replace(". ", ".\n").upper(), "label": 1,
          "summary": f"The library in {town} cost 4 million dollars."}
         for i, (town, s) in enumerate(zip(towns, sources, strict=True))
     ]  # fmt: skip
     lab = tmp_path / "lab.jsonl"
     lab.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = tiny_train_config(
-        tmp_path / "m", tiny_base, docs, labelled=[str(lab)], labelled_dev_fraction=0.5
+        tmp_path / "m",
+        tiny_base,
+        docs,
+        labelled=[str(lab)],
+        labelled_dev_fraction=0.5,
+        synth=synth.SynthConfig(claims_per_document=3, seed=0, synthesis=synthesis),
     )
     lines: list[str] = []
     data = build_dataset(cfg, tmp_path / "work", log=lines.append)
-    from faithgate.training.corpora import labelled_summaries
-
     held = [
         towns[int(item.id.split(":")[-1])]
         for item in labelled_summaries(lab)
@@ -117,11 +124,18 @@ def test_a_document_that_is_a_held_out_labelled_source_is_not_trained_on(tmp_pat
     ]
     assert held and len(held) < len(towns)  # both sides of the split are exercised
     synthetic = [p for p in data.train if not p.kind.startswith("labelled:")]
-    for town in towns:
-        trained = any(town in p.premise or town in p.hypothesis for p in synthetic)
-        assert trained == (town not in held), town
+    trained = {t for t in towns if any(t in p.premise or t in p.hypothesis for p in synthetic)}
+    return data, lines, held, towns, trained
+
+
+def test_a_document_that_is_a_held_out_labelled_source_is_not_trained_on(tmp_path, tiny_base):
+    """Synthesis 2 leaves such documents out, their copies in another case too (the split's
+    ``held_out_key`` case-folds; the exclusion compared whitespace only)."""
+    data, lines, held, towns, trained = _labelled_overlap_run(tmp_path, tiny_base, 2)
+    held_dev = {t for t in towns if t in held}
+    assert trained == set(towns) - held_dev
     assert data.dev_labelled and all(
-        any(town in p.premise for town in held) for p in data.dev_labelled
+        any(town.upper() in p.premise for town in held) for p in data.dev_labelled
     )
     left_out = [line for line in lines if "left out of training" in line]
     assert left_out == [
@@ -130,6 +144,21 @@ def test_a_document_that_is_a_held_out_labelled_source_is_not_trained_on(tmp_pat
     ]
     counts = data.sources["synthetic"]
     assert counts["documents_left_out_as_held_out_labelled_sources"] == len(held)
+
+
+def test_synthesis_1_keeps_its_data_and_warns_of_held_out_labelled_sources(tmp_path, tiny_base):
+    """Synthesis 1 is the recipe whose data must rebuild as it was: leaving documents out there
+    changed the data under an unchanged recipe hash (and a resume said a file had changed).
+    It keeps them, and says that the held-out labelled figures measure text trained on."""
+    data, lines, held, towns, trained = _labelled_overlap_run(tmp_path, tiny_base, 1)
+    assert trained == set(towns)
+    assert not [line for line in lines if "left out of training" in line]
+    assert [line for line in lines if line.startswith("warning: synthetic pairs:")] == [
+        f"warning: synthetic pairs: {len(held)} training documents are sources of held-out "
+        "labelled items, so the held-out labelled figures measure text trained on; --synthesis 1 "
+        "keeps them to rebuild its data as it was, --synthesis 2 leaves them out"
+    ]
+    assert data.sources["synthetic"]["documents_left_out_as_held_out_labelled_sources"] == 0
 
 
 # --- item 10: threads and device are provenance ---------------------------------------------
