@@ -315,11 +315,9 @@ def hf_hub_cache() -> Path:
     return Path(os.path.expanduser(home)) / "hub"
 
 
-def hf_cached_snapshot(hub_id: str, revision: str | None = None) -> Path | None:
-    """The snapshot of ``hub_id`` at ``revision`` (default ``main``) in the Hugging Face cache
-    (``models--org--name/snapshots/<commit>``, the commit read from ``refs/<revision>`` unless
-    the revision is one), when it holds a loadable model (``config.json`` and safetensors
-    weights); else None. Reads files only, never the network."""
+def _hf_cached_commit_dir(hub_id: str, revision: str | None) -> tuple[Path, str] | None:
+    """The cache folder of ``hub_id`` and the commit ``revision`` (default ``main``) names
+    there (read from ``refs/<revision>`` unless the revision is a commit); None if unknown."""
     if not hub_id or hub_id.startswith(("/", ".")) or ".." in hub_id:
         return None
     repo = hf_hub_cache() / ("models--" + hub_id.replace("/", "--"))
@@ -332,6 +330,35 @@ def hf_cached_snapshot(hub_id: str, revision: str | None = None) -> Path | None:
             return None
         if not _COMMIT.fullmatch(commit):
             return None
+    return repo, commit
+
+
+def hf_cached_file(hub_id: str, filename: str, revision: str | None = None) -> Path | bool | None:
+    """``filename`` of ``hub_id`` at ``revision`` in the Hugging Face cache: its path when
+    cached; False where the cache records that the repository has no such file
+    (``.no_exist/<commit>/``, as ``huggingface_hub`` leaves it); None where the cache does not
+    know. Reads files only, never the network."""
+    found = _hf_cached_commit_dir(hub_id, revision)
+    if found is None:
+        return None
+    repo, commit = found
+    path = repo / "snapshots" / commit / filename
+    if path.is_file():
+        return path
+    if (repo / ".no_exist" / commit / filename).exists():
+        return False
+    return None
+
+
+def hf_cached_snapshot(hub_id: str, revision: str | None = None) -> Path | None:
+    """The snapshot of ``hub_id`` at ``revision`` (default ``main``) in the Hugging Face cache
+    (``models--org--name/snapshots/<commit>``, the commit read from ``refs/<revision>`` unless
+    the revision is one), when it holds a loadable model (``config.json`` and safetensors
+    weights); else None. Reads files only, never the network."""
+    found = _hf_cached_commit_dir(hub_id, revision)
+    if found is None:
+        return None
+    repo, commit = found
     snapshot = repo / "snapshots" / commit
     if not _is_model_dir(snapshot):
         return None

@@ -35,6 +35,7 @@ from faithgate.backends.manifest import (
     find_export,
     forget_manifest,
     load_manifest,
+    manifest_format_for,
 )
 from faithgate.backends.onnx_backend import OnnxBackend, providers_for
 from faithgate.backends.quantize import (
@@ -492,6 +493,7 @@ def export_model(
                 config=config,
                 tools=_versions(),
                 created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                format=manifest_format_for(task),
                 directory=tmp,
             )
             manifest.save(tmp)

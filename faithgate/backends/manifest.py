@@ -27,6 +27,15 @@ MANIFEST_NAME = "faithgate_onnx.json"
 # ``1_Pooling/config.json``, a hub model's too, and only cls or mean). Format 1 recorded mean
 # for every hub model and for a pooling it did not apply (max, ...): ``_stale_pooling``.
 MANIFEST_FORMAT = 2
+
+
+def manifest_format_for(task: str) -> int:
+    """The format an export of ``task`` is written in: 2 for text encoders, whose pooling is
+    what changed, and 1 for every other task, which format 2 leaves as it was (so an older
+    faithgate still reads new NLI, LM and other exports)."""
+    return MANIFEST_FORMAT if task == "text-encoder" else 1
+
+
 # The end of every damaged-manifest error.
 AGAIN = "export it again with `faithgate export`"
 
@@ -303,9 +312,10 @@ def check_manifest(data: Any, directory: Path | None = None) -> dict[str, Any]:
 
 def _stale_pooling(data: dict[str, Any]) -> str | None:
     """Why a format-1 text-encoder export's recorded pooling is not its source's, or None.
-    Format 1 wrote mean for every hub model (its ``1_Pooling`` was not fetched) and for any
-    pooling the source's ``1_Pooling/config.json`` asks for other than cls (max, several at
-    once, ...), so such an export pooled by mean where the model does not. A source directory
+    Format 1 wrote mean for any pooling the source's ``1_Pooling/config.json`` asks for other
+    than cls (max, several at once, ...), and, before it fetched that file from the hub, for
+    every hub model, so such an export pooled by mean where the model does not. A hub model's
+    file is looked up in the local hub cache (where the export fetched it); a source directory
     that is gone (or has no pooling config) leaves nothing to contradict the export."""
     if data["task"] != "text-encoder" or data.get("format", 1) >= 2:
         return None
@@ -313,13 +323,26 @@ def _stale_pooling(data: dict[str, Any]) -> str | None:
     made = f"this text-encoder export (format 1) pools by {recorded}"
     source = data["source"]
     if source.get("origin") == "hub":
-        return (
-            f"{made}; format 1 of a hub model may not have read its pooling (1_Pooling/config.json)"
+        name = source.get("name")
+        revision = source.get("revision")
+        cached = models.hf_cached_file(
+            name if isinstance(name, str) else "",
+            "1_Pooling/config.json",
+            revision if isinstance(revision, str) else None,
         )
-    location = source.get("location")
-    if not isinstance(location, str) or not location:
-        return None
-    config_file = Path(location) / "1_Pooling" / "config.json"
+        if cached is None:
+            return (
+                f"{made}; format 1 of a hub model did not always read its pooling, and the hub "
+                "cache has no 1_Pooling/config.json of it to check that against"
+            )
+        if cached is False:  # the repository has none: a plain transformers model, mean
+            return None if recorded == "mean" else f"{made}, but its source has no pooling config"
+        config_file = cached
+    else:
+        location = source.get("location")
+        if not isinstance(location, str) or not location:
+            return None
+        config_file = Path(location) / "1_Pooling" / "config.json"
     try:
         pooling = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # absent or unreadable: the torch path reports a bad one

@@ -246,13 +246,51 @@ def test_a_format_1_encoder_is_refused_only_where_its_pooling_is_not_its_sources
             "pools by mean, but its source asks for pooling_mode_cls_token",
         ),
         "hub": (
-            _encoder({"location": "org/m", "origin": "hub"}, pooling="mean"),
-            "pools by mean; format 1 of a hub model may not have read its pooling",
+            _encoder({"name": "org/m", "location": "org/m", "origin": "hub"}, pooling="mean"),
+            "pools by mean; format 1 of a hub model did not always read its pooling, and the hub "
+            "cache has no 1_Pooling/config.json of it to check that against",
         ),
     }
     for case, (data, message) in stale.items():
         with pytest.raises(InputError, match=re.escape(message)):
             load_manifest(_export_dir(tmp_path / case, data))
+
+
+def test_a_format_1_hub_encoder_is_checked_against_the_hub_cache(tmp_path, monkeypatch):
+    """Exports made once faithgate fetched a hub model's 1_Pooling (still format 1) were
+    refused with every other format-1 hub export, saying they "may not have read" it: the file
+    the export fetched is in the hub cache, and is read as a source directory's is."""
+    hub = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    commit = "a" * 40
+
+    def repo(name: str) -> Path:
+        folder = hub / ("models--" + name.replace("/", "--"))
+        (folder / "refs").mkdir(parents=True)
+        (folder / "refs" / "main").write_text(commit)
+        return folder
+
+    cls_file = repo("org/cls") / "snapshots" / commit / "1_Pooling" / "config.json"
+    cls_file.parent.mkdir(parents=True)
+    cls_file.write_text(json.dumps({"pooling_mode_cls_token": True}))
+    plain = repo("org/plain") / ".no_exist" / commit / "1_Pooling" / "config.json"
+    plain.parent.mkdir(parents=True)
+    plain.touch()  # huggingface_hub's record that the repository has no such file
+
+    def hub_encoder(name: str, pooling: str) -> dict[str, Any]:
+        return _encoder({"name": name, "location": name, "origin": "hub"}, pooling=pooling)
+
+    for i, data in enumerate([hub_encoder("org/cls", "cls"), hub_encoder("org/plain", "mean")]):
+        load_manifest(_export_dir(tmp_path / f"ok{i}", data))
+    stale = {
+        "cls": (hub_encoder("org/cls", "mean"), f"asks for pooling_mode_cls_token in {cls_file}"),
+        "plain": (hub_encoder("org/plain", "cls"), "but its source has no pooling config"),
+        "uncached": (hub_encoder("org/other", "mean"), "the hub cache has no 1_Pooling"),
+    }
+    for case, (data, message) in stale.items():
+        with pytest.raises(InputError, match=re.escape(message)) as info:
+            load_manifest(_export_dir(tmp_path / case, data))
+        assert info.value.exit_code == 2
 
 
 def test_a_stale_format_1_cache_export_is_skipped_by_auto_and_an_error_for_onnx(

@@ -1089,3 +1089,14 @@ def test_export_prints_paths_as_safe_lines(tiny, tmp_path):
     assert res.exit_code == 0, res.output
     assert "\x1b" not in res.output and "\n::warning" not in res.output
     assert "-> " in res.output and "\\x1b[2J\\n::warning::forged" in res.output
+
+
+def test_only_text_encoder_exports_are_written_in_manifest_format_2(exports):
+    """Format 2 changed what a text encoder's pooling means and nothing else: an NLI, LM or
+    seq2seq export written as format 2 was refused by a faithgate one release older ("manifest
+    format 2 is newer than this faithgate"), with nothing in it that faithgate could not read."""
+    formats = {
+        key: json.loads((directory / MANIFEST_NAME).read_text())["format"]
+        for key, directory in exports.items()
+    }
+    assert formats == {"bert": 2, "nli": 1, "llama": 1, "llama_nocache": 1, "bart": 1}
