@@ -485,8 +485,15 @@ class Gate:
             return None, None, False
         try:
             mode: int | None = path.stat().st_mode
-        except OSError:  # nothing there (or nothing that can be seen)
+        except (FileNotFoundError, NotADirectoryError):  # nothing there: no baseline yet
             mode = None
+        except OSError as exc:
+            # Unreadable is not missing: taken for a missing baseline, it skipped the
+            # regression rule (fail-open) for, e.g., a directory the runner cannot search.
+            raise InputError(
+                f"cannot read baseline {printable(str(self.config.display_path(path)))}: "
+                f"{printable(exc.strerror or type(exc).__name__)}"
+            ) from None
         if mode is not None:
             # A pipe (``--baseline <(git show main:base.json)``) is read like a file; a
             # directory, device or socket is refused (it was taken for a missing baseline,

@@ -428,3 +428,21 @@ def test_a_summarizer_returning_an_empty_summary_fails_that_example(project):
     assert res.exit_code == 1, res.output
     assert "1/2 examples pass" in res.stdout.splitlines()[0]
     assert "y: empty summary" in res.stdout
+
+
+def test_a_configured_baseline_that_cannot_be_looked_up_fails_rather_than_counting_as_missing(
+    project,
+):
+    """Only "no such file" is a missing baseline (a warning, the regression rule skipped). Any
+    other failure to look the file up (here a name too long for the file system; on a runner,
+    a folder it may not search) was taken for one too: the regression rule silently off."""
+    config = project / "faithgate.toml"
+    long_dir = "b" * 300  # ENAMETOOLONG: not FileNotFoundError
+    config.write_text(f'baseline = "{long_dir}/baseline.json"\n' + config.read_text())
+    res = CliRunner().invoke(cli, ["check"])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith(f"faithgate: cannot read baseline {long_dir}/baseline.json: ")
+    assert "name too long" in res.output.lower() and res.output.count("\n") == 1
+    config.write_text(config.read_text().replace(long_dir, "absent"))
+    res = CliRunner().invoke(cli, ["check"])
+    assert res.exit_code == 0 and "no baseline yet at absent/baseline.json" in res.output
