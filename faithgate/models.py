@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faithgate.atomic import _umask
 from faithgate.errors import InputError, ModelNotFoundError
 
 ROLES = ("embedder", "lm", "spacy", "nli", "seq2seq", "qa", "qg")
@@ -731,6 +732,9 @@ def publish_dir(tmp: Path, target: Path, manifest: str | None = None) -> None:
     ``refuse_foreign_dir`` allows it (checked again here: the run may have taken hours)."""
     if manifest is not None:
         refuse_foreign_dir(target, manifest)
+    # ``tempfile.mkdtemp`` made ``tmp`` 0700: published, it gets a new directory's usual mode
+    # (a model directory made for others, a shared cache, a Docker image run as another user).
+    os.chmod(tmp, 0o777 & ~_umask())
     if not target.exists():
         tmp.rename(target)
         return
@@ -741,9 +745,14 @@ def publish_dir(tmp: Path, target: Path, manifest: str | None = None) -> None:
     target.rename(aside)
     try:
         tmp.rename(target)
-    except OSError:
-        aside.rename(target)
-        holder.rmdir()
+    except BaseException:
+        # Ctrl-C (``Interrupted``, ``KeyboardInterrupt``) too: the old one goes back unless the
+        # new one got there just before the interrupt.
+        if not target.exists():
+            aside.rename(target)
+            holder.rmdir()
+        elif not tmp.exists():  # the new one is in place: only the old one to delete
+            shutil.rmtree(holder, ignore_errors=True)
         raise
     shutil.rmtree(holder, ignore_errors=True)
 

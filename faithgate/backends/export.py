@@ -14,10 +14,11 @@ used there, and torch / transformers / optimum are imported inside the export fu
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
@@ -37,7 +38,7 @@ from faithgate.backends.manifest import (
     load_manifest,
     manifest_format_for,
 )
-from faithgate.backends.onnx_backend import OnnxBackend, providers_for
+from faithgate.backends.onnx_backend import OnnxBackend, drop_sessions, providers_for
 from faithgate.backends.quantize import (
     AUTO_CANDIDATES,
     MIN_PARITY_PAIRS,
@@ -383,6 +384,27 @@ def quantization_feeds(
     )
 
 
+def onnx_files(name: str) -> list[str]:
+    """The files of the graph ``name``: itself and, past protobuf's 2 GB limit, its tensors in
+    ``<name>_data`` (``save_onnx``, optimum), which are unlinked and counted with it."""
+    return [name, name + "_data"]
+
+
+def _files_bytes(directory: Path, names: Iterable[str]) -> int:
+    return sum(
+        (directory / f).stat().st_size
+        for name in names
+        for f in onnx_files(name)
+        if (directory / f).exists()
+    )
+
+
+def _unlink_graphs(directory: Path, names: Iterable[str]) -> None:
+    for name in names:
+        for f in onnx_files(name):
+            (directory / f).unlink(missing_ok=True)
+
+
 def _previous_good_export(target: Path, spec: models.ModelSpec) -> ExportManifest | None:
     """The quantized export already in ``target`` for the same weights, if any."""
     if not (target / MANIFEST_NAME).is_file():
@@ -422,7 +444,8 @@ def export_model(
     """Export ``spec`` to ONNX for ``task``, quantize it, gate it, write the manifest.
 
     ``quantize`` is a mode of ``quantize.MODES`` or ``auto`` (default): the candidates of
-    ``AUTO_CANDIDATES[device]`` smallest first, the first that passes the gate kept. Parity is
+    ``AUTO_CANDIDATES[device]`` smallest first, the first that passes the gate kept (one that
+    cannot be made here, its quantizer failing, is refused and the next tried). Parity is
     measured on ``calibration`` triples: torch fp32 vs ONNX fp32 (recorded), and each
     quantized form vs torch fp32 (gated by ``tolerance``), run on ``device`` (``cpu`` or
     ``cuda``: onnxruntime's execution provider). When no quantized form passes, the fp32
@@ -454,7 +477,9 @@ def export_model(
             "calibration pairs (a minimal-pairs file, or the built-in ones), or export fp32 "
             "(quantize none)"
         )
-    target = Path(out) if out is not None else default_export_dir(spec, task)
+    # Absolute and normalised: ``--out .`` (or ``..``) has no name of its own to make the
+    # temporary directory and the lock beside, and a cwd cannot be renamed away by that name.
+    target = Path(os.path.abspath(out)) if out is not None else default_export_dir(spec, task)
     if out is not None:
         # The user's directory: replaced only when it is an earlier export (its manifest), and
         # never when it is (or holds, or lies in) the model being exported.
@@ -511,45 +536,60 @@ def export_model(
                 },
             }
             del fp32
-            fp32_bytes = sum((tmp / name).stat().st_size for name in files.values())
+            drop_sessions(tmp)  # the cache holds the session: this frees it
+            fp32_bytes = _files_bytes(tmp, files.values())
             parity["file_bytes"] = {"none": fp32_bytes}
             refusals: list[str] = []
             tried: list[str] = []
             for mode in candidates:
                 tried.append(mode)
                 qfile = {p: quantized_file_name(f, mode) for p, f in files.items()}
-                feeds = quantization_feeds(manifest, mode, triples)
-                recipes = {}
-                for part, name in files.items():
-                    log(f"quantizing {name} ({mode})")
-                    recipes[part] = quantize_file(
-                        mode, tmp / name, tmp / qfile[part], feeds, manifest.task
-                    )
                 qmanifest = ExportManifest(
                     **{**manifest.to_dict(), "quantization": mode, "files": qfile},
                     directory=tmp,
                 )
-                qmodel = OnnxBackend().load_manifest(qmanifest, threads=threads, provider=device)
-                q_scores = probe_scores(qmodel, triples)
-                del qmodel
+                try:
+                    feeds = quantization_feeds(manifest, mode, triples)
+                    recipes = {}
+                    for part, name in files.items():
+                        log(f"quantizing {name} ({mode})")
+                        recipes[part] = quantize_file(
+                            mode, tmp / name, tmp / qfile[part], feeds, manifest.task
+                        )
+                    qmodel = OnnxBackend().load_manifest(
+                        qmanifest, threads=threads, provider=device
+                    )
+                    q_scores = probe_scores(qmodel, triples)
+                    del qmodel
+                except Exception as exc:
+                    # auto: a form that cannot be made here (a missing quantizer package, a
+                    # graph the quantizer does not take) is refused like one that fails the
+                    # gate, and the next is tried; a mode asked for by name fails.
+                    drop_sessions(tmp)
+                    _unlink_graphs(tmp, qfile.values())
+                    if quant != "auto":
+                        raise
+                    why = f"could not be made: {' '.join(str(exc).split()) or type(exc).__name__}"
+                    refusals.append(f"{mode}: {why}")
+                    log(f"{mode} {why}")
+                    continue
+                drop_sessions(tmp)
                 reports = {
                     k: compare(k, ref_scores[k][0], q_scores[k][0], ref_scores[k][1], tolerance)
                     for k in ref_scores
                 }
                 passed = all(r.passed for r in reports.values())
                 parity[f"{mode}_vs_torch"] = {k: r.to_dict() for k, r in reports.items()}
-                parity["file_bytes"][mode] = sum((tmp / n).stat().st_size for n in qfile.values())
+                parity["file_bytes"][mode] = _files_bytes(tmp, qfile.values())
                 parity.setdefault("recipes", {})[mode] = recipes
                 if passed:
-                    for name in files.values():
-                        (tmp / name).unlink()
+                    _unlink_graphs(tmp, files.values())
                     manifest = qmanifest
                     log(f"{mode} passed the parity gate")
                     break
                 why = "; ".join(f"{k}: {r}" for k, rep in reports.items() for r in rep.reasons)
                 refusals.append(f"{mode}: {why}")
-                for name in qfile.values():
-                    (tmp / name).unlink(missing_ok=True)
+                _unlink_graphs(tmp, qfile.values())
                 log(f"{mode} refused by the parity gate ({why})")
             if candidates:
                 parity["tried"] = tried
@@ -578,9 +618,11 @@ def export_model(
             manifest.save(tmp)
             models.publish_dir(tmp, target, manifest=MANIFEST_NAME if out is not None else None)
         finally:
+            drop_sessions(tmp)
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     forget_manifest(target)
+    drop_sessions(target)  # sessions of the files this export replaced
     return load_manifest(target)
 
 

@@ -6,14 +6,17 @@ model mirrors its torch reference in ``torch_backend`` / ``torch_lm`` step for s
 tokenization, windowing, batching and padding), so scores agree within float rounding (fp32)
 or within the parity gate measured at export (int8).
 
-Sessions are created once per process per (file, threads, providers) and shared; CPU by
-default, CUDA first when onnxruntime-gpu sees a GPU (``provider="cuda"`` to insist,
-``"cpu"`` to refuse it). ``threads`` sets onnxruntime's intra-op thread count.
+Sessions are created once per process per (file, threads, providers) and shared (a file
+replaced under the same name, by a re-export, gets a new session; ``drop_sessions`` lets go of
+a directory's); CPU by default, CUDA first when onnxruntime-gpu sees a GPU
+(``provider="cuda"`` to insist, ``"cpu"`` to refuse it). ``threads`` sets onnxruntime's
+intra-op thread count.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import warnings
 from collections.abc import Sequence
@@ -139,13 +142,36 @@ def hashed_provider(provider: str | None = None) -> str:
 GRAPHS = ("stored", "expanded", "context-int8")
 
 
+def _file_identity(path: Path) -> tuple[int, ...]:
+    """What tells the file now at ``path`` from an earlier one of that name: a re-export
+    publishes new files under the same names, and a session of the old one would score the old
+    graph under the new model's hash."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()  # no file: loading it fails below, with a one-line error
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def drop_sessions(directory: str | Path) -> None:
+    """Forget the cached sessions of files under ``directory``. The cache holds the reference
+    that keeps a session (and its weights) in memory: an export lets go of its temporary
+    graphs' sessions after each parity run, and of those of the directory it replaced."""
+    prefix = os.path.join(os.path.abspath(directory), "")
+    with _SESSIONS_LOCK:
+        for key in [k for k in _SESSIONS if k[0].startswith(prefix)]:
+            del _SESSIONS[key]
+
+
 def get_session(
     path: Path,
     threads: int | None = None,
     provider: str | None = None,
     graph: str = "stored",
 ) -> Any | None:
-    """One ``InferenceSession`` per (file, threads, providers, graph) per process.
+    """One ``InferenceSession`` per (file, threads, providers, graph) per process; a file
+    replaced at ``path`` (``_file_identity``) is loaded again, and the old one's sessions
+    dropped.
 
     ``graph`` is one of ``GRAPHS``: ``"stored"``, the file as it is; ``"expanded"``
     (``w8a32`` exports), its 8-bit weight blocks dequantized to fp32 once at load
@@ -157,10 +183,15 @@ def get_session(
         raise ValueError(f"graph must be one of {GRAPHS}, not {graph!r}")
     ort = _ort()
     providers = providers_for(provider)
-    key = (str(path), int(threads or 0), tuple(providers), graph)
+    name = os.path.abspath(path)
+    identity = _file_identity(path)
+    key = (name, int(threads or 0), tuple(providers), graph, identity)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(key)
         if session is None and key not in _SESSIONS:
+            # Sessions of a file no longer at this path are never asked for again.
+            for old in [k for k in _SESSIONS if k[0] == name and k[4] != identity]:
+                del _SESSIONS[old]
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             # Idle threads sleep: spinning ones took the cores of a shared machine (threads.py).

@@ -1,11 +1,14 @@
 """The lock file beside an exported directory (``DIR.lock``, ``faithgate.paths.owned_lock``):
 made by faithgate with O_EXCL and deleted when done; a user's file of that name is refused
 and left byte for byte as it was, never truncated, written or deleted. No model is loaded:
-the lock is taken before anything heavy, so these tests take milliseconds."""
+the lock is taken before anything heavy, so these tests take milliseconds. Also how the
+finished directory takes its place (``models.publish_dir``): its mode, and an interrupt."""
 
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -13,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from faithgate import models, paths
-from faithgate.errors import InputError
+from faithgate.errors import InputError, Interrupted
 
 
 def _export_cli(*args: str):
@@ -107,3 +110,51 @@ def test_a_lock_is_held_by_one_holder_at_a_time(tmp_path):
     waiter.join(10)
     assert events == ["first out", "second in"]
     assert not lock.exists()
+
+
+# --- publish_dir: how an export (or a shipped model) takes its directory's place ---------------
+
+
+def _new_dir(parent: Path, content: str) -> Path:
+    tmp = Path(tempfile.mkdtemp(prefix="out.", dir=parent))  # 0700, as every publisher's
+    (tmp / "file.txt").write_text(content)
+    return tmp
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_a_published_directory_has_the_umask_mode(tmp_path, mask):
+    old = os.umask(mask)
+    try:
+        target = tmp_path / "out"
+        for content in ("first", "second"):  # a new target, then one replaced
+            models.publish_dir(_new_dir(tmp_path, content), target)
+            assert stat.S_IMODE(target.stat().st_mode) == 0o777 & ~mask
+            assert (target / "file.txt").read_text() == content
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("interrupt", [Interrupted, KeyboardInterrupt, OSError])
+@pytest.mark.parametrize("after", [False, True])
+def test_an_interrupt_while_publishing_never_loses_the_target(
+    tmp_path, monkeypatch, interrupt, after
+):
+    target = tmp_path / "out"
+    models.publish_dir(_new_dir(tmp_path, "old"), target)
+    new = _new_dir(tmp_path, "new")
+    rename = Path.rename
+
+    def interrupted_rename(self: Path, dst: Path) -> Path:
+        if self != new:
+            return rename(self, dst)
+        if after:  # the signal arrives once the new directory is in place
+            rename(self, dst)
+        raise interrupt()
+
+    monkeypatch.setattr(Path, "rename", interrupted_rename)
+    with pytest.raises(interrupt):
+        models.publish_dir(new, target)
+    # The old directory back (or the new one, complete), and nothing left beside it.
+    assert (target / "file.txt").read_text() == ("new" if after else "old")
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == (["out"] if after else sorted(["out", new.name]))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -23,7 +25,8 @@ pytest.importorskip("onnxruntime")
 from tiny_models import save_tiny_bart, save_tiny_models  # noqa: E402
 
 from faithgate import models  # noqa: E402
-from faithgate.backends import ModelPool, choose_backend  # noqa: E402
+from faithgate.atomic import _umask  # noqa: E402
+from faithgate.backends import ModelPool, choose_backend, onnx_backend  # noqa: E402
 from faithgate.backends.export import (  # noqa: E402
     MANIFEST_NAME,
     ExportManifest,
@@ -776,6 +779,124 @@ def test_refused_export_keeps_the_previous_good_one(tiny, tmp_path):
     assert load_manifest(fp32_out).parity["refused"].startswith("w4: ")
 
 
+def test_a_re_export_in_the_same_process_scores_the_new_model(tiny, tmp_path, torch, transformers):
+    # A second BERT: the same tokenizer, other weights.
+    other = tmp_path / "bert2"
+    shutil.copytree(tiny["bert"], other)
+    torch.manual_seed(123)
+    config = transformers.BertConfig.from_pretrained(other)
+    transformers.BertModel(config).save_pretrained(other)
+    out = tmp_path / "same"
+
+    def embed(model_dir: Path) -> np.ndarray:
+        export_model(models.resolve("embedder", str(model_dir)), out=out, quantize="none")
+        onx = OnnxBackend().load(models.resolve("embedder", str(out)), "text-encoder")
+        return np.asarray(onx.sentence_embeddings(TEXTS[:2]))
+
+    first, second = embed(tiny["bert"]), embed(other)
+    # The same file names hold the other model's graph: its session, not the first one's.
+    ref = TorchBackend().load(models.resolve("embedder", str(other)), "text-encoder")
+    np.testing.assert_allclose(second, ref.sentence_embeddings(TEXTS[:2]), atol=1e-4)
+    assert not np.allclose(first, second, atol=1e-3)
+
+
+def test_a_file_replaced_under_its_name_gets_a_new_session(exports, tmp_path):
+    path = tmp_path / "model.onnx"
+    shutil.copyfile(exports["bert"] / "model.onnx", path)
+    encoder = onnx_backend.get_session(path)
+    assert onnx_backend.get_session(path) is encoder  # cached while it is the same file
+    replacement = tmp_path / "new.onnx"
+    shutil.copyfile(exports["nli"] / "model.onnx", replacement)
+    replacement.replace(path)
+    classifier = onnx_backend.get_session(path)
+    assert classifier is not encoder
+    assert [o.name for o in classifier.get_outputs()] != [o.name for o in encoder.get_outputs()]
+    # The replaced file's session is dropped, not kept beside the new one.
+    assert len([k for k in onnx_backend._SESSIONS if k[0] == str(path)]) == 1
+    assert encoder not in onnx_backend._SESSIONS.values()
+    onnx_backend.drop_sessions(tmp_path)
+    assert not [k for k in onnx_backend._SESSIONS if k[0].startswith(str(tmp_path))]
+
+
+def test_export_releases_the_sessions_of_its_parity_runs(tiny, tmp_path):
+    # The cache holds the only reference to a session: every candidate's (the fp32 one, each
+    # quantized one) would stay in memory until exit, pointing at a deleted directory.
+    out = tmp_path / "o"
+    manifest = export_model(models.resolve("embedder", str(tiny["bert"])), out=out, quantize="w8")
+    assert manifest.quantization == "w8"
+    assert not [k[0] for k in onnx_backend._SESSIONS if k[0].startswith(str(tmp_path))]
+    # Published with a new directory's usual mode, not mkdtemp's 0700.
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~_umask()
+
+
+def _external_data_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every graph written with its tensors in ``<name>_data``, as past protobuf's 2 GB."""
+    import onnx
+
+    from faithgate.backends import export as export_module
+    from faithgate.backends import quantize as quantize_module
+
+    def save(model, dst: Path) -> None:
+        onnx.save(model, str(dst), save_as_external_data=True, location=dst.name + "_data")
+
+    monkeypatch.setattr(quantize_module, "save_onnx", save)
+    monkeypatch.setattr(export_module, "save_onnx", save)
+
+
+def test_external_data_files_are_counted_and_never_orphaned(tiny, tmp_path, monkeypatch):
+    _external_data_everywhere(monkeypatch)
+    spec = models.resolve("lm", str(tiny["llama"]))
+    kept = export_model(spec, out=tmp_path / "kept", quantize="w8")
+    names = sorted(p.name for p in kept.directory.iterdir() if "onnx" in p.name)
+    assert kept.quantization == "w8"
+    assert [n for n in names if n != "faithgate_onnx.json"] == [
+        "model.w8.onnx",
+        "model.w8.onnx_data",
+    ]  # the fp32 graph's tensors went with it
+    sizes = kept.parity["file_bytes"]
+    d = kept.directory
+    assert sizes["w8"] == sum(
+        (d / n).stat().st_size for n in ("model.w8.onnx", "model.w8.onnx_data")
+    )
+    assert sizes["none"] > (d / "model.w8.onnx_data").stat().st_size
+    refused = export_model(
+        spec, out=tmp_path / "refused", quantize="w8", tolerance=Tolerance.zero()
+    )
+    assert refused.quantization == "none"
+    names = sorted(p.name for p in refused.directory.iterdir() if p.name.startswith("model"))
+    assert names == ["model.onnx", "model.onnx_data"]  # no refused form's tensors
+    d = refused.directory
+    assert refused.parity["file_bytes"]["none"] == sum(
+        (d / n).stat().st_size for n in ("model.onnx", "model.onnx_data")
+    )
+
+
+def test_auto_refuses_a_form_that_cannot_be_made_and_tries_the_next(tiny, tmp_path, monkeypatch):
+    from faithgate.backends import export as export_module
+
+    real = export_module.quantize_file
+
+    def quantize_file(mode, src, dst, *args, **kwargs):
+        if mode == "w4":
+            dst.write_bytes(b"half a graph")  # what a failed quantizer may leave
+            raise InputError("w4 needs onnx-ir: pip install onnx-ir")
+        return real(mode, src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(export_module, "quantize_file", quantize_file)
+    spec = models.resolve("embedder", str(tiny["bert"]))
+    manifest = export_model(spec, out=tmp_path / "auto")
+    assert manifest.quantization == "w8" and manifest.parity["tried"] == ["w4", "w8"]
+    assert (
+        manifest.parity["refused"] == "w4: could not be made: w4 needs onnx-ir: pip install onnx-ir"
+    )
+    assert not list(manifest.directory.glob("model.w4.*"))
+    # A mode asked for by name fails as before, and writes nothing.
+    with pytest.raises(InputError, match="onnx-ir"):
+        export_model(spec, out=tmp_path / "w4", quantize="w4")
+    assert not (tmp_path / "w4").exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("w4.")]
+
+
 @pytest.mark.parametrize("bits", [8, 4])
 def test_quantized_gather_matches_its_dequantized_table(tmp_path, bits, monkeypatch):
     """GatherBlockQuantized rows equal the table rounded to ``bits`` per 32-value block."""
@@ -1048,6 +1169,21 @@ def test_export_refuses_an_out_it_did_not_write_and_its_own_model(tiny, tmp_path
         assert res.exit_code == 0, res.output
         assert load_manifest(out).task == "pair-classifier"
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_export_to_the_current_directory(tiny, tmp_path, monkeypatch):
+    # ``--out .`` has no name of its own: the temporary directory was made inside it (then
+    # refused as "not empty"), or the cwd renamed by the name "." (EBUSY, a stray ``..old.*``).
+    here = tmp_path / "here"
+    here.mkdir()
+    model = ["nli", "--model", str(tiny["nli"]), "--quantize", "none"]
+    for out in (".", "../here"):  # empty, then an earlier export
+        monkeypatch.chdir(here)  # the same path; the directory there is the new one
+        res = _export_cli(*model, "--out", out)
+        assert res.exit_code == 0, res.output
+        assert load_manifest(here).task == "pair-classifier"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]
+        assert not [p.name for p in here.iterdir() if p.name.startswith(".")]
 
 
 def _bump_rows(**edited: object) -> str:
