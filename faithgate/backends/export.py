@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,12 @@ from faithgate.backends.windowing import read_pooling
 from faithgate.errors import BackendError, InputError
 
 DEFAULT_OPSET = 18
+
+# The fp32 ONNX graph is held to the user's tolerance, with mean |diff| limits no tighter than
+# this: it and torch differ by kernel summation order (~1e-6, the shipped checker 4e-6), so a
+# zero tolerance (``Tolerance.zero``: "bit-identical", for quantized forms) would refuse every
+# fp32 graph. A real defect (a mis-export, a runtime config unlike torch's) is far above it.
+FP32_MIN_DIFF_LIMIT = 1e-4
 
 # Which task each role's model serves, and which optimum task exports it.
 ROLE_TASKS: dict[str, str] = {
@@ -446,9 +452,11 @@ def export_model(
     ``quantize`` is a mode of ``quantize.MODES`` or ``auto`` (default): the candidates of
     ``AUTO_CANDIDATES[device]`` smallest first, the first that passes the gate kept (one that
     cannot be made here, its quantizer failing, is refused and the next tried). Parity is
-    measured on ``calibration`` triples: torch fp32 vs ONNX fp32 (recorded), and each
-    quantized form vs torch fp32 (gated by ``tolerance``), run on ``device`` (``cpu`` or
-    ``cuda``: onnxruntime's execution provider). When no quantized form passes, the fp32
+    measured on ``calibration`` triples: torch fp32 vs ONNX fp32, and each quantized form vs
+    torch fp32, gated by ``tolerance`` (the fp32 graph's diff limits no tighter than
+    ``FP32_MIN_DIFF_LIMIT``), run on ``device`` (``cpu`` or ``cuda``: onnxruntime's execution
+    provider). An fp32 graph that fails is refused (``BackendError``; nothing written, a
+    previous export in ``target`` untouched). When no quantized form passes, the fp32
     export is written and the manifest says why, unless ``target`` already holds a quantized
     export of the same weights that passed its gate: that one is kept untouched. With
     ``require_quantized`` the export is refused instead (``BackendError``; nothing written).
@@ -470,7 +478,7 @@ def export_model(
     )
     if candidates and len(triples) < MIN_PARITY_PAIRS:
         # compare() on no pairs finds nothing to refuse: a gate that measured nothing must
-        # not pass a quantized form (fp32 needs no gate; its parity is only recorded).
+        # not pass a quantized form (fp32 needs no pairs; with some, its graph is gated too).
         raise InputError(
             f"{quant} export of {spec.name!r}: the parity gate has {len(triples)} calibration "
             f"pairs ({calibration_source}) and needs at least {MIN_PARITY_PAIRS}; give "
@@ -485,7 +493,13 @@ def export_model(
         # never when it is (or holds, or lies in) the model being exported.
         models.refuse_foreign_dir(target, MANIFEST_NAME)
     paths.refuse_dir_over_inputs(target, [("--model directory", spec.location)])
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a regular file on the way, no permission: the user's path
+        what = "--out" if out is not None else "export directory"
+        raise InputError(
+            f"{what} {target}: cannot create its parent directory ({exc.strerror or exc})"
+        ) from None
     # DIR.lock beside the directory: made by faithgate (O_EXCL, never truncating a file there);
     # a file of the user's with that name is refused untouched.
     with paths.owned_lock(str(target) + ".lock", "--out"):
@@ -527,13 +541,29 @@ def export_model(
             del reference  # free the torch weights before loading ONNX sessions
             fp32 = OnnxBackend().load_manifest(manifest, threads=threads, provider=device)
             fp32_scores = probe_scores(fp32, triples)
+            fp32_tolerance = replace(
+                tolerance,
+                max_mean_abs_diff=max(tolerance.max_mean_abs_diff, FP32_MIN_DIFF_LIMIT),
+                max_mean_abs_nats=max(tolerance.max_mean_abs_nats, FP32_MIN_DIFF_LIMIT),
+            )
+            fp32_reports = {
+                k: compare(k, ref_scores[k][0], fp32_scores[k][0], ref_scores[k][1], fp32_tolerance)
+                for k in ref_scores
+            }
+            if len(triples) >= MIN_PARITY_PAIRS:  # fp32 on no pairs is exported unmeasured
+                # Every quantized form is measured against torch through this graph: one that
+                # disagrees would have them all refused and then be published itself (and
+                # picked by backend auto). Refused: the previous export, if any, stays.
+                wrong = [f"{k}: {r}" for k, rep in fp32_reports.items() for r in rep.reasons]
+                if wrong:
+                    raise BackendError(
+                        f"export of {spec.name!r} refused: the fp32 ONNX graph disagrees with "
+                        f"torch ({'; '.join(wrong)}); nothing was written to {target}"
+                    )
             parity: dict[str, Any] = {
                 "calibration": {"source": calibration_source, "n_pairs": len(triples)},
                 "tolerance": asdict(tolerance),
-                "onnx_fp32_vs_torch": {
-                    k: compare(k, ref_scores[k][0], fp32_scores[k][0], ref_scores[k][1]).to_dict()
-                    for k in ref_scores
-                },
+                "onnx_fp32_vs_torch": {k: r.to_dict() for k, r in fp32_reports.items()},
             }
             del fp32
             drop_sessions(tmp)  # the cache holds the session: this frees it

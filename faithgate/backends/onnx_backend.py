@@ -35,8 +35,9 @@ from faithgate.backends.base import (
 )
 from faithgate.backends.expand import context_model_bytes, expanded_model_bytes
 from faithgate.backends.lm_graph import SCORE_FROM
-from faithgate.backends.manifest import ExportManifest, find_export
+from faithgate.backends.manifest import AGAIN, MANIFEST_NAME, ExportManifest, find_export
 from faithgate.backends.windowing import (
+    DEFAULT_STRIDE,
     batches_by_token_budget,
     equal_length_batches,
     pool_and_normalise,
@@ -44,6 +45,7 @@ from faithgate.backends.windowing import (
     split_by_sizes,
     stitch_windows,
     token_windows,
+    window_stride,
 )
 from faithgate.errors import BackendError, ModelFileError
 from faithgate.models import ModelSpec
@@ -298,11 +300,17 @@ class OnnxTextEncoder(_OnnxRoleMixin, TextEncoder):
         TextEncoder.__init__(self, spec, backend="onnx", quantization=manifest.quantization)
         self._setup(manifest, threads, provider)
         self.batch_size = batch_size
-        self.stride = int(stride if stride is not None else self.config.get("stride", 64))
         self.pooling = self.config.get("pooling", "mean")
         self.prefix = list(self.config["special_prefix"])
         self.suffix = list(self.config["special_suffix"])
         self.session = self.sessions["model"]
+        # The option, checked against the window token_embeddings uses; else the export's.
+        self.stride = window_stride(
+            stride,
+            self.max_length - len(self.prefix) - len(self.suffix),
+            spec.role,
+            default=int(self.config.get("stride", DEFAULT_STRIDE)),
+        )
 
     def _output_name(self, layer: int | None) -> str:
         if layer is None:
@@ -514,6 +522,7 @@ class OnnxCausalLM(_OnnxLMBase):
         self.session = self.sessions["model"]
         self.with_past = bool(self.config.get("with_past"))
         self.kv_names = [n for n in sorted(self.input_names["model"]) if n.startswith("past_")]
+        self._check_config_fits_graph()
         self.present_names = [
             o.name for o in self.session.get_outputs() if o.name.startswith("present")
         ]
@@ -530,6 +539,31 @@ class OnnxCausalLM(_OnnxLMBase):
             if manifest.quantization == "w8a32-ctx8" and self.with_past
             else None
         )
+
+    def _check_config_fits_graph(self) -> None:
+        """``ModelFileError`` (exit 2) where the manifest's cache settings are not the graph's:
+        fed as they are, onnxruntime fails on every pass with an error about an input."""
+        where = self.manifest.directory / MANIFEST_NAME if self.manifest.directory else "manifest"
+        wrong: list[str] = []
+        if self.with_past != bool(self.kv_names):
+            wrong.append(
+                f"with_past is {str(self.with_past).lower()} and the graph has "
+                f"{'' if self.kv_names else 'no '}key/value cache inputs"
+            )
+        elif self.with_past:
+            for i in self.session.get_inputs():
+                if i.name not in self.kv_names or len(i.shape) != 4:
+                    continue
+                for axis, key in ((1, "num_kv_heads"), (3, "head_dim")):
+                    dim = i.shape[axis]  # a static dimension is an int, a symbolic one a str
+                    if isinstance(dim, int) and dim != self.config.get(key):
+                        wrong.append(f"{key} is {self.config.get(key)!r}, its graph has {dim}")
+                if wrong:
+                    break
+        if wrong:
+            raise ModelFileError(
+                f"{where}: config does not match its graph ({'; '.join(wrong)}); {AGAIN}"
+            )
 
     def _empty_past(self, batch: int) -> dict[str, np.ndarray]:
         shape = (batch, int(self.config["num_kv_heads"]), 0, int(self.config["head_dim"]))

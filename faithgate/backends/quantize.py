@@ -55,6 +55,7 @@ the first that passes; fp32 when none does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -200,7 +201,11 @@ class ParityReport:
     reasons: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        # A non-finite figure is null: json.dumps would write a bare NaN, which is not JSON.
+        return {
+            k: ((round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v)
+            for k, v in asdict(self).items()
+        }
 
 
 def compare(
@@ -218,9 +223,10 @@ def compare(
     new = np.asarray(candidate, dtype=np.float64)
     if ref.shape != new.shape or ref.ndim != 2 or ref.shape[1] != 2:
         raise ValueError(f"score arrays must both be (n, 2), got {ref.shape} and {new.shape}")
-    diff = np.abs(ref - new)
-    ref_order = np.sign(ref[:, 0] - ref[:, 1])
-    new_order = np.sign(new[:, 0] - new[:, 1])
+    with np.errstate(invalid="ignore"):  # inf - inf is NaN, refused below: no warning
+        diff = np.abs(ref - new)
+        ref_order = np.sign(ref[:, 0] - ref[:, 1])
+        new_order = np.sign(new[:, 0] - new[:, 1])
     agreement = float(np.mean(ref_order == new_order)) if len(ref) else 1.0
     cons_ref = float(np.mean(ref[:, 0] > ref[:, 1])) if len(ref) else 0.0
     cons_new = float(np.mean(new[:, 0] > new[:, 1])) if len(new) else 0.0
@@ -228,13 +234,19 @@ def compare(
     reasons = []
     if len(ref) < MIN_PARITY_PAIRS:  # nothing measured is nothing passed
         reasons.append(f"{len(ref)} calibration pairs < {MIN_PARITY_PAIRS}")
-    if bounded and mean_diff > tolerance.max_mean_abs_diff:
+    # A NaN or infinite score (an fp16 overflow, inf - inf in a norm) is no score: refused by
+    # name. Every check below is also written so that NaN fails it (a comparison with NaN is
+    # False, so "not (x <= limit)"): one NaN used to turn the mean |diff| check off.
+    bad = int(np.size(ref) - np.isfinite(ref).sum()), int(np.size(new) - np.isfinite(new).sum())
+    if any(bad):
+        reasons.append(f"non-finite scores ({bad[0]} in the reference, {bad[1]} in the candidate)")
+    if bounded and not mean_diff <= tolerance.max_mean_abs_diff:
         reasons.append(f"mean |diff| {mean_diff:.4f} > {tolerance.max_mean_abs_diff}")
-    if not bounded and mean_diff > tolerance.max_mean_abs_nats:
+    if not bounded and not mean_diff <= tolerance.max_mean_abs_nats:
         reasons.append(f"mean |diff| {mean_diff:.4f} nats > {tolerance.max_mean_abs_nats}")
-    if agreement < tolerance.min_rank_agreement:
+    if not agreement >= tolerance.min_rank_agreement:
         reasons.append(f"pair ranking agreement {agreement:.3f} < {tolerance.min_rank_agreement}")
-    if abs(cons_new - cons_ref) > tolerance.max_consistency_change + 1e-12:
+    if not abs(cons_new - cons_ref) <= tolerance.max_consistency_change + 1e-12:
         reasons.append(
             f"consistency moved {100 * abs(cons_new - cons_ref):.1f} points "
             f"> {100 * tolerance.max_consistency_change:.1f}"
@@ -242,7 +254,7 @@ def compare(
     if (
         tolerance.max_mean_abs_diff == 0.0
         and tolerance.max_mean_abs_nats == 0.0
-        and float(diff.max(initial=0.0)) > 0.0
+        and not float(diff.max(initial=0.0)) <= 0.0
     ):
         # A zero tolerance means "bit-identical", also for unbounded scores.
         reasons.append(f"max |diff| {float(diff.max()):.2e} > 0")

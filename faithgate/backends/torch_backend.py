@@ -35,6 +35,7 @@ from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old i
     run_in_length_order,
     stitch_windows,
     token_windows,
+    window_stride,
 )
 from faithgate.errors import BackendError, ModelFileError
 from faithgate.models import ModelSpec
@@ -147,7 +148,7 @@ def _hub_sentence_files(spec: ModelSpec) -> Path | None:
 
 
 class TorchTextEncoder(_TokenizedModel, TextEncoder):
-    def __init__(self, spec: ModelSpec, batch_size: int = 32, stride: int = 64) -> None:
+    def __init__(self, spec: ModelSpec, batch_size: int = 32, stride: int | None = None) -> None:
         super().__init__(spec, backend="torch")
         self.torch = import_torch()
         from transformers import AutoModel
@@ -156,7 +157,7 @@ class TorchTextEncoder(_TokenizedModel, TextEncoder):
         self.tokenizer = load_tokenizer(spec)
         self.model = load_hf_model(spec, AutoModel, self.task)
         self.batch_size = batch_size
-        self.stride = stride
+        self.stride = window_stride(stride, self.max_length - 2, spec.role)  # [CLS], [SEP]
 
     def _forward(self, batch_ids: list[list[int]], layer: int | None) -> list[np.ndarray]:
         """Run id sequences (special tokens included) and return per-token vectors."""

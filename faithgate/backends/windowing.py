@@ -13,12 +13,36 @@ from typing import Any
 
 import numpy as np
 
+from faithgate.errors import ConfigError
+
+# The overlap of consecutive windows of a text encoder (``model_options.<role>.stride``).
+DEFAULT_STRIDE = 64
+
+
+def window_stride(stride: int | None, size: int, role: str, default: int = DEFAULT_STRIDE) -> int:
+    """The overlap of consecutive windows of ``size`` tokens. A ``stride`` the user set must be
+    below ``size`` (``ConfigError`` when the encoder loads): ``token_windows`` once advanced by
+    one token instead, silently, hundreds of times the passes. Not set (None), it is ``default``
+    (a manifest's recorded stride, else ``DEFAULT_STRIDE``), half the window where that does
+    not fit (a model with a window of 64 tokens or less)."""
+    if stride is None:
+        return default if 0 <= default < size else size // 2
+    if not 0 <= stride < size:
+        raise ConfigError(
+            f"model_options.{role}.stride = {stride} must be below the model's window of "
+            f"{size} tokens (it is the overlap of consecutive windows)"
+        )
+    return stride
+
 
 def token_windows(n_tokens: int, size: int, stride: int) -> list[tuple[int, int]]:
-    """[start, end) windows of at most ``size`` covering ``n_tokens`` with ``stride`` overlap."""
+    """[start, end) windows of at most ``size`` covering ``n_tokens`` with ``stride`` overlap
+    (``0 <= stride < size``: ``window_stride``)."""
     if n_tokens <= size:
         return [(0, n_tokens)]
-    step = max(1, size - stride)
+    if not 0 <= stride < size:
+        raise ValueError(f"stride {stride} must be in [0, {size})")
+    step = size - stride
     spans, start = [], 0
     while True:
         end = min(start + size, n_tokens)

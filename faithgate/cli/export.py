@@ -153,10 +153,16 @@ def export_command(
             continue
         for score, rep in block.items():
             status = "ok" if rep["passed"] else "FAIL"
+            # Score names carry the model config's label names (someone else's text): one
+            # safe line, as the progress lines.
             click.echo(
-                f"  {key:<22} {score:<20} mean|d| {rep['mean_abs_diff']:.5f}  "
-                f"max|d| {rep['max_abs_diff']:.5f}  agree {rep['rank_agreement']:.3f}  "
-                f"cons {rep['consistency_ref']:.3f}->{rep['consistency_new']:.3f}  {status}"
+                safe_line(
+                    f"  {key:<22} {score:<20} mean|d| {_figure(rep['mean_abs_diff'], 5)}  "
+                    f"max|d| {_figure(rep['max_abs_diff'], 5)}  "
+                    f"agree {_figure(rep['rank_agreement'], 3)}  "
+                    f"cons {_figure(rep['consistency_ref'], 3)}->"
+                    f"{_figure(rep['consistency_new'], 3)}  {status}"
+                )
             )
     sizes = manifest.parity.get("file_bytes", {})
     if sizes:
@@ -166,6 +172,13 @@ def export_command(
         )
     if manifest.parity.get("refused"):
         click.echo(
-            f"  refused by the parity gate: {manifest.parity['refused']}; "
-            f"kept: {manifest.quantization}"
+            safe_line(
+                f"  refused by the parity gate: {manifest.parity['refused']}; "
+                f"kept: {manifest.quantization}"
+            )
         )
+
+
+def _figure(value: float | None, digits: int) -> str:
+    """A parity figure; a non-finite one is null in the manifest (``ParityReport.to_dict``)."""
+    return "nan" if value is None else f"{value:.{digits}f}"

@@ -72,6 +72,10 @@ def test_relevant_sentences_skips_what_does_not_fit_and_falls_back_to_the_lead()
 def test_token_windows_cover_everything():
     assert token_windows(5, 8, 2) == [(0, 5)]
     assert token_windows(7, 4, 2) == [(0, 4), (2, 6), (4, 7)]
+    # A stride of the window or more is no overlap: it once silently stepped one token.
+    for stride in (4, 5):
+        with pytest.raises(ValueError, match="stride"):
+            token_windows(7, 4, stride)
 
 
 def test_stitch_takes_each_token_once_from_the_window_where_it_is_central():

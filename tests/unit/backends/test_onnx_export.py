@@ -38,7 +38,7 @@ from faithgate.backends.export import (  # noqa: E402
 from faithgate.backends.onnx_backend import OnnxBackend  # noqa: E402
 from faithgate.backends.quantize import Tolerance  # noqa: E402
 from faithgate.backends.torch_backend import TorchBackend  # noqa: E402
-from faithgate.errors import BackendError, InputError  # noqa: E402
+from faithgate.errors import BackendError, ConfigError, InputError, ModelFileError  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("onnx")
 
@@ -897,6 +897,41 @@ def test_auto_refuses_a_form_that_cannot_be_made_and_tries_the_next(tiny, tmp_pa
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("w4.")]
 
 
+def test_an_fp32_graph_that_disagrees_with_torch_is_refused(tiny, tmp_path, monkeypatch):
+    """Every quantized form is measured against torch through the fp32 graph: one that
+    disagrees (here its runtime config pools by cls where the model pools by mean, standing in
+    for any mis-export) had them all refused, was then published as fp32 and picked by backend
+    auto. It is refused, and the earlier export in the directory stays as it was."""
+    from faithgate.backends import export as export_module
+
+    spec = models.resolve("embedder", str(tiny["bert"]))
+    out = tmp_path / "out"
+    good = export_model(spec, out=out, quantize="none")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = export_module._export_fp32
+
+    def cls_pooled(*args, **kwargs):
+        files, config = real(*args, **kwargs)
+        config["pooling"] = "cls"
+        return files, config
+
+    monkeypatch.setattr(export_module, "_export_fp32", cls_pooled)
+    with pytest.raises(BackendError) as err:
+        export_model(spec, out=out)
+    message = str(err.value)
+    assert "the fp32 ONNX graph disagrees with torch (sentsim_cosine: " in message
+    assert "\n" not in message
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert load_manifest(out) == good
+    # The command: one line, exit 1 (a BackendError), also for an fp32 export.
+    res = _export_cli("embedder", "--model", str(tiny["bert"]), "--quantize", "none",
+                      "--out", str(out))  # fmt: skip
+    error = [line for line in res.output.splitlines() if line.startswith("faithgate: ")]
+    assert res.exit_code == 1 and len(error) == 1, res.output
+    assert "disagrees with torch" in error[0] and "internal error" not in res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 @pytest.mark.parametrize("bits", [8, 4])
 def test_quantized_gather_matches_its_dequantized_table(tmp_path, bits, monkeypatch):
     """GatherBlockQuantized rows equal the table rounded to ``bits`` per 32-value block."""
@@ -1225,6 +1260,80 @@ def test_export_prints_paths_as_safe_lines(tiny, tmp_path):
     assert res.exit_code == 0, res.output
     assert "\x1b" not in res.output and "\n::warning" not in res.output
     assert "-> " in res.output and "\\x1b[2J\\n::warning::forged" in res.output
+
+
+def test_export_summary_escapes_label_names(tiny, tmp_path):
+    """An NLI probe's score is named after a label of the model's config.json (someone else's
+    text on the hub): the summary lines printed it raw, escape sequences and all."""
+    model = tmp_path / "nli"
+    shutil.copytree(tiny["nli"], model)
+    config = json.loads((model / "config.json").read_text())
+    label = config["id2label"]["0"]
+    config["id2label"]["0"] = label + "\x1b]0;pwned\x07\x1b[2K"
+    config["label2id"] = {v: int(k) for k, v in config["id2label"].items()}
+    (model / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "out"
+    res = _export_cli("nli", "--model", str(model), "--quantize", "none", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.output and "\x07" not in res.output
+    assert f"p_{label.lower()}\\x1b]0;pwned\\x07\\x1b[2k" in res.output  # labels are lowercased
+
+
+def test_export_out_below_a_regular_file_is_an_input_error(tiny, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("mine\n")
+    res = _export_cli("nli", "--model", str(tiny["nli"]), "--quantize", "none",
+                      "--out", str(afile / "sub"))  # fmt: skip
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    assert "cannot create its parent directory" in res.output
+    assert "internal error" not in res.output and afile.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize(
+    "key, change, wrong",
+    [
+        ("llama", {"num_kv_heads": 3}, "num_kv_heads is 3, its graph has"),
+        ("llama", {"head_dim": 5}, "head_dim is 5, its graph has"),
+        ("llama", {"with_past": False}, "with_past is false and the graph has key/value"),
+        ("llama_nocache", {"with_past": True, "num_kv_heads": 2, "head_dim": 8},
+         "with_past is true and the graph has no key/value"),
+    ],
+)  # fmt: skip
+def test_a_causal_lm_manifest_that_does_not_match_its_graph_is_a_model_file_error(
+    exports, tmp_path, key, change, wrong
+):
+    """Config values are checked for type by the manifest; ones the graph contradicts failed on
+    every pass inside onnxruntime (an internal error), now when the model loads (exit 2)."""
+    directory = tmp_path / key
+    shutil.copytree(exports[key], directory)
+    data = json.loads((directory / MANIFEST_NAME).read_text())
+    data["config"].update(change)
+    (directory / MANIFEST_NAME).write_text(json.dumps(data))
+    with pytest.raises(ModelFileError) as err:
+        OnnxBackend().load(models.resolve("lm", str(directory)), "causal-lm")
+    message = str(err.value)
+    assert message.startswith(f"{directory / MANIFEST_NAME}: config does not match its graph")
+    assert wrong in message and "export it again" in message and "\n" not in message
+
+
+def test_an_encoder_stride_not_below_its_window_is_refused_when_it_loads(tiny, exports):
+    """A stride of the window or more became a step of one token (62 windows where 2 do):
+    refused on both backends, naming the option; the default fits any window."""
+    window = 64 - 2  # the tiny BERT's 64 positions less [CLS] and [SEP]
+    for backend, location in (("torch", tiny["bert"]), ("onnx", exports["bert"])):
+        for stride in (window, 600):
+            pool = ModelPool({"embedder": str(location)}, backend=backend,
+                             model_options={"embedder": {"stride": stride}})  # fmt: skip
+            with pytest.raises(ConfigError) as err:
+                pool.get("embedder", "text-encoder")
+            assert str(err.value).startswith(f"model_options.embedder.stride = {stride} ")
+            assert f"window of {window} tokens" in str(err.value)
+        pool = ModelPool({"embedder": str(location)}, backend=backend,
+                         model_options={"embedder": {"stride": window - 1}})  # fmt: skip
+        assert pool.get("embedder", "text-encoder").stride == window - 1
+        # Not set, the stride is 64 where that fits the window, else half the window.
+        default = ModelPool({"embedder": str(location)}, backend=backend)
+        assert default.get("embedder", "text-encoder").stride == window // 2
 
 
 def test_only_text_encoder_exports_are_written_in_manifest_format_2(exports):

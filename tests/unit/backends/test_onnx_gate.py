@@ -48,6 +48,28 @@ def test_compare_by_hand():
         compare("s", ref, ref[:2], True)
 
 
+def test_a_non_finite_score_never_passes_the_gate():
+    """A NaN compares false with everything: one NaN score turned the mean |diff| check off,
+    so a form whose scores all moved by 0.5 (50x the limit) passed on 100 pairs."""
+    rng = np.random.default_rng(0)
+    ref = np.stack([rng.uniform(0.6, 0.9, 100), rng.uniform(0.1, 0.4, 100)], 1)
+    for new in (ref.copy(), ref + 0.5):
+        new[0, 1] = np.nan
+        rep = compare("p_entailment", ref, new, True)
+        assert not rep.passed
+        assert "non-finite scores (0 in the reference, 1 in the candidate)" in rep.reasons
+        # The manifest and ``export --json`` hold valid JSON: null, never a bare NaN.
+        data = rep.to_dict()
+        assert data["mean_abs_diff"] is None and data["max_abs_diff"] is None
+        json.dumps(data, allow_nan=False)
+    # Either side, and infinities too; a loose gate passes none of them.
+    bad_ref = ref.copy()
+    bad_ref[3, 0] = np.inf
+    for a, b in ((bad_ref, ref), (ref, -bad_ref), (bad_ref, bad_ref)):
+        assert not compare("s", a, b, False, Tolerance.loose()).passed
+    assert compare("s", ref, ref, True).to_dict()["mean_abs_diff"] == 0.0
+
+
 def test_calibration_sample(tmp_path):
     assert load_calibration(None) == list(BUILTIN_CALIBRATION)
     rows = []

@@ -1,6 +1,6 @@
 """A parity gate that measured no pairs passes nothing: a quantized export on no calibration
-pairs is refused before any model is loaded (an fp32 export, which the gate does not decide,
-needs none). No model is loaded here."""
+pairs is refused before any model is loaded (an fp32 export, whose graph the gate checks only
+on the pairs it has, needs none). No model is loaded here."""
 
 from __future__ import annotations
 
