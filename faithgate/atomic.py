@@ -58,11 +58,19 @@ def atomic_writer(
     fd, tmp, target, perms = _open_temporary(path)
     try:
         kwargs = {"encoding": encoding, "newline": ""} if mode == "w" else {}
-        with os.fdopen(fd, mode, **kwargs) as fh:
+        fh = os.fdopen(fd, mode, **kwargs)
+        try:
             yield fh
+            # The close too: a full disk on a small file fails at its last flush, not in write.
             with _as_write_error(path):
                 fh.flush()
                 os.fsync(fh.fileno())
+                fh.close()
+        finally:
+            # After a failed write the bytes stay buffered and close() flushes them again: its
+            # second OSError must not replace the WriteError (or the caller's own exception).
+            with contextlib.suppress(OSError):
+                fh.close()
         with _as_write_error(path):
             os.chmod(tmp, perms)
             os.replace(tmp, target)
@@ -103,21 +111,23 @@ def atomic_write_files(files: Sequence[tuple[str | Path, str]], encoding: str = 
     """Replace several files as one: every file's new text is written and fsynced to a
     temporary file beside it first, and only when all are ready are they renamed into place.
     A failure while writing any of them (a directory in the way, a full disk on the largest)
-    leaves every target as it was, so a set of reports never mixes two runs."""
+    leaves every target as it was, so a set of reports never mixes two runs. So does a rename
+    failing (``_replace_all``: those already renamed are put back); ``WriteError.replaced``
+    names any that could not be."""
     staged: list[tuple[Path, Path, str | Path]] = []
     try:
         for path, text in files:
             fd, tmp, target, perms = _open_temporary(path)
             staged.append((tmp, target, path))
-            with os.fdopen(fd, "w", encoding=encoding, newline="") as fh, _as_write_error(path):
+            # WriteError outside the file: its close flushes again, and a full disk on a small
+            # file fails only there.
+            with _as_write_error(path), os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
             with _as_write_error(path):
                 os.chmod(tmp, perms)
-        for tmp, target, path in staged:
-            with _as_write_error(path):
-                os.replace(tmp, target)
+        _replace_all(staged)
     except BaseException:
         for tmp, _, _ in staged:
             with contextlib.suppress(OSError):
@@ -125,6 +135,69 @@ def atomic_write_files(files: Sequence[tuple[str | Path, str]], encoding: str = 
         raise
     for directory in {target.parent for _, target, _ in staged}:
         _fsync_dir(directory)
+
+
+def _replace_all(staged: Sequence[tuple[Path, Path, str | Path]]) -> None:
+    """Rename each staged temporary file over its target. A rename failing part way (a file of
+    another user in a sticky directory, a directory put in the way meanwhile) must not leave
+    the targets renamed before it replaced: each previous file is kept aside as a hard link
+    until every rename succeeded, and put back (a target that did not exist is removed)."""
+    kept: list[Path] = []
+    done: list[tuple[Path, Path | None, bool, str | Path]] = []  # target, kept, existed, path
+    try:
+        for tmp, target, path in staged:
+            old, existed = _keep_aside(target)
+            if old is not None:
+                kept.append(old)
+            with _as_write_error(path):
+                os.replace(tmp, target)
+            done.append((target, old, existed, path))
+    except WriteError as exc:
+        exc.add_replaced([path for *_, path in _put_back(done)])
+        raise
+    except BaseException:
+        _put_back(done)
+        raise
+    finally:
+        for old in kept:
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
+def _keep_aside(target: Path) -> tuple[Path | None, bool]:
+    """(a hard link to the file at ``target``, or None; whether there is one). No link where
+    the file system has none (or refuses it): that target cannot be put back, and is named."""
+    for _ in range(10):  # a random name taken: try another
+        old = target.with_name(f".{target.name}.{os.urandom(4).hex()}.old")
+        try:
+            os.link(target, old)
+            return old, True
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            return None, False
+        except OSError:
+            break
+    return None, os.path.lexists(target)
+
+
+def _put_back(
+    done: Sequence[tuple[Path, Path | None, bool, str | Path]],
+) -> list[tuple[Path, Path | None, bool, str | Path]]:
+    """Undo the renames of ``done`` (newest first); returns those that could not be undone."""
+    failed = []
+    for entry in reversed(done):
+        target, old, existed, _ = entry
+        try:
+            if old is not None:
+                os.replace(old, target)
+            elif not existed:
+                target.unlink()
+            else:
+                failed.append(entry)
+        except OSError:
+            failed.append(entry)
+    return failed[::-1]
 
 
 @contextlib.contextmanager

@@ -29,7 +29,9 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable
@@ -38,6 +40,7 @@ from pathlib import Path
 from faithgate.errors import InputError
 from faithgate.escape import safe_line
 from faithgate.numbers import is_finite_number
+from faithgate.paths import refuse_not_a_file
 from faithgate.types import Score
 
 # The first bytes of every SQLite 3 database file, and the names a cache file may have when
@@ -146,7 +149,14 @@ class ScoreCache:
         not an SQLite database, and not named like one (``.sqlite``, ``.sqlite3``, ``.db``).
         SQLite would take over an empty file and a damaged cache is moved aside; a test module
         or an outputs file given as the cache path (``--faithgate-cache test_a.py``) must stay
-        as it is."""
+        as it is. A FIFO, device or socket there is refused before it is opened: reading a named
+        pipe with no writer blocked ``faithgate check`` forever."""
+        try:
+            mode = os.stat(self.path).st_mode
+        except OSError:
+            return  # created here, or an unusable path: _open's error names it
+        if not stat.S_ISDIR(mode):  # a directory: SQLite cannot open it, and _open says so
+            refuse_not_a_file(self.path, mode, "score cache", advice=CACHE_HINT)
         try:
             with self.path.open("rb") as f:
                 head = f.read(len(SQLITE_HEADER))

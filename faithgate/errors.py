@@ -40,6 +40,16 @@ class WriteError(InputError):
         super().__init__(f"cannot write {path} (left unchanged): {reason}")
         self.path = path
         self.reason = reason
+        # Other files of the same set (``atomic_write_files``) that were replaced before this
+        # one failed and could not be put back: rare (a file system without hard links).
+        self.replaced: list[object] = []
+
+    def add_replaced(self, paths: list[object]) -> None:
+        """Record (and say) that ``paths``, of the same set, were replaced all the same."""
+        if paths:
+            self.replaced += paths
+            shown = ", ".join(str(p) for p in paths)
+            self.args = (f"{self.args[0]}; already replaced, could not be put back: {shown}",)
 
 
 class ModelNotFoundError(FaithgateError):

@@ -12,11 +12,17 @@ the terminal. Three functions, used by every printer:
   crash the stream's encoder) becomes a visible backslash escape (``\\n``, ``\\x1b``,
   ``\\u2028``). Text without such characters is returned unchanged.
 - ``json_for_terminal(obj)`` for JSON printed to stdout: ``json.dumps`` with every character
-  ``printable`` would escape written as a ``\\uXXXX`` escape (still valid, equal JSON).
+  ``printable`` would escape written as a ``\\uXXXX`` escape, and the ``[`` of a legacy
+  workflow command's ``##[`` as ``\\u005b`` (still valid, equal JSON).
 - ``defuse_workflow_commands(block)`` for a whole block written to stdout/stderr: a line whose
   first non-blank characters are ``::`` is what GitHub's runner parses as a command, so its
   first colon is escaped (``\\::``). Once fields went through ``printable`` this can only
-  happen when a field (an id, say) begins a line.
+  happen when a field (an id, say) begins a line. The runner also still parses the legacy
+  form ``##[name props]data`` *anywhere* in a line (``ActionCommand.TryParse``), so every
+  ``##[`` is broken up as well (``#\\#[``).
+
+Report files get the same treatment: ``markdown_literal`` (Markdown, via ``printable``) and
+``printable_lines`` (JUnit XML and HTML, which keep tabs and line breaks as layout).
 
 GitHub workflow commands that faithgate *means* to emit are built by one function,
 ``faithgate.report.github.workflow_command``, which escapes with GitHub's own rules (and runs
@@ -56,6 +62,13 @@ def printable(text: object) -> str:
     return _UNSAFE.sub(_escape, str(text))
 
 
+def printable_lines(text: object) -> str:
+    """``text`` for a report file that holds several lines (JUnit XML, HTML): as ``printable``
+    (C0 and C1 controls, DEL, bidi controls, U+2028 / U+2029, lone surrogates escaped), but
+    tab, LF and CR, which such a file shows as layout, are kept."""
+    return _UNSAFE.sub(lambda m: m.group() if m.group() in "\t\n\r" else _escape(m), str(text))
+
+
 def utf8_text(text: object) -> str:
     """``text`` (a file name, ``str()`` of anything else) as text UTF-8 can encode. Linux file
     names are bytes: Python holds the bytes that are not UTF-8 as lone surrogates
@@ -83,9 +96,10 @@ def clipped(text: object, limit: int = 120) -> str:
 
 
 def defuse_workflow_commands(block: str) -> str:
-    """Escape the leading ``:`` of every line that GitHub's runner would take for a workflow
-    command (``::name ...::``, after leading blanks)."""
-    return _COMMAND_LINE.sub(lambda m: m.group(1) + "\\:", block)
+    """Escape what GitHub's runner would take for a workflow command: the leading ``:`` of a
+    line starting ``::name ...::`` (after leading blanks), and every legacy ``##[name]``
+    prefix, which the runner looks for anywhere in a line (``#\\#[``)."""
+    return _COMMAND_LINE.sub(lambda m: m.group(1) + "\\:", block).replace("##[", "#\\#[")
 
 
 def safe_line(text: object) -> str:
@@ -132,7 +146,9 @@ def json_for_terminal(obj: Any, **kwargs: Any) -> str:
     bidi overrides, lone surrogates) becomes a ``\\uXXXX`` escape. Such characters occur only
     inside JSON strings, so the text stays valid JSON and parses to the same value; other
     non-ASCII text stays readable."""
-    return _NOT_PRINTABLE_ASCII.sub(_json_escape, json.dumps(obj, ensure_ascii=False, **kwargs))
+    text = _NOT_PRINTABLE_ASCII.sub(_json_escape, json.dumps(obj, ensure_ascii=False, **kwargs))
+    # "##[" (a legacy workflow command, parsed anywhere in a line) occurs only inside strings.
+    return text.replace("##[", "##\\u005b")
 
 
 def exception_line(exc: BaseException) -> str:

@@ -131,6 +131,11 @@ class Gate:
     file that does not exist is then an ``InputError`` (exit 2; most likely a typo) unless this
     run creates it (``update_baseline``). A configured baseline that does not exist yet is a
     first run: the regression rule is skipped with a warning.
+
+    ``defer_baseline`` (with ``update_baseline``) leaves the baseline write to the caller:
+    ``run`` sets ``baseline_to_write`` instead, for ``write_reports(..., baseline=...)`` to
+    write with the reports as one set, so a report that cannot be written leaves the baseline
+    as it was (``baseline_note`` then says what happens once that write succeeds).
     """
 
     def __init__(
@@ -144,6 +149,7 @@ class Gate:
         force_baseline: bool = False,
         use_cache: bool = True,
         explicit_baseline: bool = False,
+        defer_baseline: bool = False,
     ) -> None:
         self.config = config
         self.explicit_baseline = explicit_baseline
@@ -154,6 +160,10 @@ class Gate:
         self.progress = progress
         self.update_baseline = update_baseline
         self.force_baseline = force_baseline
+        self.defer_baseline = defer_baseline
+        # After ``run`` with ``defer_baseline``: where the caller writes the result as the new
+        # baseline (None: not to be replaced).
+        self.baseline_to_write: Path | None = None
         # After ``run`` with ``update_baseline``: one line saying whether the baseline was
         # written or refused (and why), for the entry points to print.
         self.baseline_note: str | None = None
@@ -320,7 +330,8 @@ class Gate:
 
     # -- running ---------------------------------------------------------------------------
     def run(self, examples: Sequence[Example] | None = None) -> GateResult:
-        """Load (unless given), score and evaluate; also writes the baseline when asked.
+        """Load (unless given), score and evaluate; also writes the baseline when asked (unless
+        ``defer_baseline``: then the caller does, with the reports).
         Reports are written by the caller (``faithgate.report.write_reports``)."""
         start = time.perf_counter()
         check_rule_metrics(self.config)  # before any model loads: fail fast on a typo
@@ -408,7 +419,10 @@ class Gate:
                 )
             where = cfg.display_path(self.config.baseline)
             if result.passed or self.force_baseline:
-                result.save(self.config.baseline)
+                if self.defer_baseline:
+                    self.baseline_to_write = self.config.baseline
+                else:
+                    result.save(self.config.baseline)
                 self.baseline_note = f"baseline updated: {where}" + (
                     " (forced: this run FAILED the gate, and is now the reference)"
                     if not result.passed

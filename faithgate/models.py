@@ -37,6 +37,7 @@ from typing import Any
 
 from faithgate.atomic import _umask
 from faithgate.errors import InputError, ModelNotFoundError
+from faithgate.escape import safe_line
 
 ROLES = ("embedder", "lm", "spacy", "nli", "seq2seq", "qa", "qg")
 
@@ -473,7 +474,7 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
 
 def _progress(message: str) -> None:
     """A progress line on stderr for a long one-off step (stdout stays the command's output)."""
-    print(f"faithgate: {message}", file=sys.stderr, flush=True)
+    print(f"faithgate: {safe_line(message)}", file=sys.stderr, flush=True)  # names a file
 
 
 def _torch_backend_installed() -> bool:

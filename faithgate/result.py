@@ -66,6 +66,22 @@ def _score_value(value: Any, what: str) -> float | None:
     return float(value)
 
 
+def _number(value: Any, what: str) -> float | int | None:
+    """A number a result records as it is (a rule's value or limit, a threshold): an int or a
+    float (NaN and the infinities too: a rule's own overflow), or null; never text or a bool,
+    nor an int too large for a float, which every report turns into one."""
+    if value is None or isinstance(value, float) or is_finite_number(value):
+        return value
+    raise InputError(f"{what} must be a number or null, got {value!r}"[:200])
+
+
+def _text(value: Any, what: str, *, null: bool = False) -> Any:
+    """A text field read back from a result JSON (``null`` allowed when ``null``)."""
+    if isinstance(value, str) or (null and value is None):
+        return value
+    raise InputError(f"{what} must be text{' or null' if null else ''}, got {value!r}"[:200])
+
+
 @dataclass
 class SentenceRef:
     """The least supported summary sentence of one example under one metric."""
@@ -80,7 +96,11 @@ class SentenceRef:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SentenceRef:
-        return cls(data["metric"], int(data["index"]), data["text"], float(data["value"]))
+        value = _number(data["value"], "a least supported sentence's value")
+        if value is None:
+            raise InputError("a least supported sentence's value must be a number, got null")
+        text = _text(data["text"], "a least supported sentence's text")
+        return cls(data["metric"], int(data["index"]), text, float(value))
 
 
 @dataclass
@@ -110,15 +130,16 @@ class MetricResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetricResult:
         ls = data.get("least_supported")
+        metric = _text(data["metric"], "a score's metric")
         return cls(
-            metric=data["metric"],
-            value=_score_value(data.get("value"), f"the {data['metric']} value"),
-            passed=_flag(data["passed"], f"the {data['metric']} 'passed'"),
-            threshold=data.get("threshold"),
-            error=data.get("error"),
+            metric=metric,
+            value=_score_value(data.get("value"), f"the {metric} value"),
+            passed=_flag(data["passed"], f"the {metric} 'passed'"),
+            threshold=_number(data.get("threshold"), f"the {metric} threshold"),
+            error=_text(data.get("error"), f"the {metric} error", null=True),
             settings_hash=data.get("settings_hash", ""),
             least_supported=SentenceRef.from_dict(ls) if ls else None,
-            baseline=_score_value(data.get("baseline"), f"the {data['metric']} baseline value"),
+            baseline=_score_value(data.get("baseline"), f"the {metric} baseline value"),
         )
 
 
@@ -184,12 +205,17 @@ class ExampleResult:
         summary = data.get("summary", "")
         if not isinstance(summary, str):  # compared word by word with new outputs
             raise InputError(f"{where}: summary must be a string, got {summary!r}"[:200])
+        # Not read back (``message`` is made of the reasons), but shown as it is by reports.
+        _text(data.get("message"), f"{where}: message", null=True)
+        reasons = data.get("reasons", [])
+        if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+            raise InputError(f"{where}: reasons must be a list of text, got {reasons!r}"[:200])
         return cls(
             id=str(raw_id),
             summary=summary,
             passed=_flag(data["passed"], f"{where}: 'passed'"),
             scores={k: MetricResult.from_dict(v) for k, v in data.get("scores", {}).items()},
-            reasons=list(data.get("reasons", [])),
+            reasons=list(reasons),
             probe=_flag(data.get("probe", False), f"{where}: 'probe'"),
             meta=dict(data.get("meta") or {}),
             source_digest=_digest_value(data.get("source_digest"), str(raw_id)),
@@ -226,16 +252,17 @@ class RuleResult:
         name = data["name"]
         if not isinstance(name, str):
             raise InputError(f"a rule name must be a string, got {name!r}"[:200])
+        where = f"rule {name!r}"[:120]
         return cls(
             name=name,
-            kind=data.get("kind", name),
-            value=data.get("value"),
-            limit=data.get("limit"),
-            passed=_flag(data["passed"], f"rule {name!r}: 'passed'"),
-            message=data.get("message", ""),
-            metric=data.get("metric"),
+            kind=_text(data.get("kind", name), f"{where}: kind"),
+            value=_number(data.get("value"), f"{where}: value"),
+            limit=_number(data.get("limit"), f"{where}: limit"),
+            passed=_flag(data["passed"], f"{where}: 'passed'"),
+            message=_text(data.get("message", ""), f"{where}: message"),
+            metric=_text(data.get("metric"), f"{where}: metric", null=True),
             details=dict(data.get("details") or {}),
-            skipped=_flag(data.get("skipped", False), f"rule {name!r}: 'skipped'"),
+            skipped=_flag(data.get("skipped", False), f"{where}: 'skipped'"),
         )
 
 
@@ -261,6 +288,22 @@ class PairResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PairResult:
+        where = f"pair {str(data.get('pair_id'))!r}"[:120]
+        for key in ("pair_id", "faithful_id", "unfaithful_id", "unfaithful_summary", "edit"):
+            if key in data:
+                _text(data[key], f"{where}: {key}")
+        _text(data.get("error_type"), f"{where}: error_type", null=True)
+        _flag(data.get("generated", False), f"{where}: 'generated'")
+        for key in ("faithful_scores", "unfaithful_scores", "consistent"):
+            values = data.get(key, {})
+            if not isinstance(values, dict):
+                raise InputError(f"{where}: {key} must be an object, got {values!r}"[:200])
+            for metric, value in values.items():
+                what = f"{where}: {key}[{metric!r}]"
+                if key == "consistent":
+                    _flag(value, what)
+                else:
+                    _number(value, what)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
@@ -398,10 +441,15 @@ class GateResult:
         result whose scores carry other settings hashes than it records is refused first
         (``InputError``): ``load`` would refuse the file, so it is never written."""
         path = Path(path)
-        consistent_settings_hashes(self.settings_hashes, self.examples, whose="this result's")
         # A refused write is WriteError (exit 2); the previous file survives.
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(path, self.json_text())
         return path
+
+    def json_text(self) -> str:
+        """The JSON ``save`` writes; a result whose scores carry other settings hashes than it
+        records is refused (``InputError``): ``load`` would refuse the file."""
+        consistent_settings_hashes(self.settings_hashes, self.examples, whose="this result's")
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
     def load(cls, path: str | Path) -> GateResult:

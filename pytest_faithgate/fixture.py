@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from faithgate.errors import FaithgateError
-from faithgate.escape import printable, safe_line
+from faithgate.escape import safe_line
 from faithgate.numbers import at_least
 from faithgate.types import Example, Score
 from pytest_faithgate.messages import plugin_line, skip_exceptions, skip_message
@@ -43,7 +43,7 @@ class FaithgateScoringError(Exception):
 
 def _short(text: str, limit: int = 160) -> str:
     # User text in a failure message: one line, control characters and escapes made visible.
-    text = printable(" ".join(text.split()))
+    text = safe_line(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -82,7 +82,7 @@ def _metric_arg(metric: Any) -> str | None:
 
 def _why_not_scored(result: Score) -> str:
     # The reason the gate's rules give too (a metric may give NaN without an error).
-    return printable(result.failure)
+    return safe_line(result.failure)
 
 
 def _fmt(value: float | None) -> str:

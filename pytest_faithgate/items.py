@@ -23,7 +23,7 @@ from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebac
 
 from faithgate.config import GateConfig
 from faithgate.errors import FaithgateError
-from faithgate.escape import printable
+from faithgate.escape import safe_line
 from faithgate.numbers import shortest
 from pytest_faithgate.messages import plugin_line, plugin_text, skip_exceptions, skip_message
 from pytest_faithgate.session import PluginSession
@@ -74,9 +74,9 @@ def dataset_name(config: GateConfig) -> str:
     """A short, stable label of the configured input for the item's name: one printable line
     (a file name may hold line breaks or escape sequences; pytest prints the name as is)."""
     if config.outputs is not None:
-        return printable(Path(config.outputs).name)
+        return safe_line(Path(config.outputs).name)
     if config.summarizer is not None:
-        return printable(f"{config.summarizer}@{Path(config.data).name if config.data else '?'}")
+        return safe_line(f"{config.summarizer}@{Path(config.data).name if config.data else '?'}")
     return "?"
 
 
@@ -183,7 +183,7 @@ def gate_items(session: pytest.Session, plugin_session: PluginSession) -> list[p
         path = str(cfg.source or (plugin_session.rootdir / "faithgate.toml"))
         # The node id starts with this path and pytest prints it as it is: a file name with a
         # line break or an escape sequence is shown escaped (the file is never collected).
-        parent = GateFile.from_parent(session, path=Path(printable(path)))
+        parent = GateFile.from_parent(session, path=Path(safe_line(path)))
         item = GateItem.from_parent(
             parent,
             name=f"faithgate[{dataset_name(cfg)}]",

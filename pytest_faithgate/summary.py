@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from faithgate.escape import printable
+from faithgate.escape import safe_line
 
 
 def _cell(value: Any) -> str:
@@ -13,7 +13,7 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.4f}"
-    return printable(value)  # test ids and names can carry user text
+    return safe_line(value)  # test ids and names can carry user text
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:

@@ -4,6 +4,11 @@ Mirrors ``ActionCommandManager`` / ``ActionCommand.TryParseV2`` of actions/runne
 split into lines at ``\\n``, ``\\r\\n`` and ``\\r``; a line is a command when, after leading
 white space is trimmed, it starts with ``::`` and has a second ``::`` ending the command name
 and properties; ``::stop-commands::TOKEN`` ignores every command until a line ``::TOKEN::``.
+When a line is no V2 command, the runner still tries the legacy syntax
+(``ActionCommand.TryParse``): the first ``##[`` *anywhere* in the line, then a ``]``;
+between them the command name and ``;``-separated ``key=value`` properties, after it the data
+(``##[error file=a;]message``). The runner accepts only its registered command names; this
+parser accepts any name, so it is the stricter of the two.
 Tests use it to prove that nothing faithgate prints forges a command.
 """
 
@@ -33,18 +38,47 @@ def _unescape(text: str) -> str:
     )
 
 
-def parse_line(line: str) -> Command | None:
-    """The command in one output line, or None (the runner's V2 syntax)."""
-    text = line.lstrip()
-    if not text.startswith("::"):
+def _unescape_legacy(text: str) -> str:
+    return (
+        text.replace("%3B", ";")
+        .replace("%0D", "\r")
+        .replace("%0A", "\n")
+        .replace("%5D", "]")
+        .replace("%25", "%")
+    )
+
+
+def parse_legacy(line: str) -> Command | None:
+    """The legacy ``##[name key=value;...]data`` command in one output line, or None."""
+    start = line.find("##[")
+    if start < 0:
         return None
-    end = text.find("::", 2)
+    end = line.find("]", start)
     if end < 0:
         return None
+    name, _, props_text = line[start + 3 : end].partition(" ")
+    if not name:
+        return None
+    props: dict[str, str] = {}
+    for pair in filter(None, props_text.split(";")):
+        key, sep, value = pair.partition("=")
+        if key and sep and value:
+            props[key] = _unescape_legacy(value)
+    return Command(name, props, _unescape_legacy(line[end + 1 :]), line)
+
+
+def parse_line(line: str) -> Command | None:
+    """The command in one output line, or None: the runner's V2 syntax, else the legacy one."""
+    text = line.lstrip()
+    if not text.startswith("::"):
+        return parse_legacy(line)
+    end = text.find("::", 2)
+    if end < 0:
+        return parse_legacy(line)
     head, data = text[2:end], text[end + 2 :]
     name, _, props_text = head.partition(" ")
     if not name:
-        return None
+        return parse_legacy(line)
     props: dict[str, str] = {}
     for pair in filter(None, props_text.split(",")):
         key, sep, value = pair.partition("=")
@@ -58,11 +92,11 @@ def parse_output(output: str) -> list[Command]:
     commands: list[Command] = []
     stop_token: str | None = None
     for line in _LINES.split(output):
+        command = parse_line(line)
         if stop_token is not None:
-            if line.strip() == f"::{stop_token}::":
+            if command is not None and command.name == stop_token:  # ::TOKEN:: or ##[TOKEN]
                 stop_token = None
             continue
-        command = parse_line(line)
         if command is None:
             continue
         if command.name == "stop-commands":

@@ -531,8 +531,8 @@ def perturb_command(
             else "no edit: the source does not read as English, and perturb's rules are English"
         )
     for v in variants:
-        click.echo(f"[{v.type} | {v.error_type}] {v.original!r} -> {v.replacement!r}")
-        click.echo(f"  {printable(v.summary)}")  # user text: one line, no escape sequences
+        click.echo(safe_line(f"[{v.type} | {v.error_type}] {v.original!r} -> {v.replacement!r}"))
+        click.echo(f"  {safe_line(v.summary)}")  # user text: one line, no escape sequences
 
 
 def _perturb_file(

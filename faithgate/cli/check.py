@@ -193,12 +193,15 @@ def check_command(
         use_cache=not no_cache,
         # A --baseline that does not exist is an error (a typo), not a first run.
         explicit_baseline=baseline is not None,
+        # Written with the reports, as one set: a report that cannot be written must not
+        # leave the baseline replaced behind an exit 2 that says nothing was written.
+        defer_baseline=True,
     )
     result = gate.run()
     for warning in gate.warnings:
         click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
     try:
-        written = write_reports(result, gate.reports)
+        written = write_reports(result, gate.reports, baseline=gate.baseline_to_write)
     except InputError:
         click.echo(headline(result))  # the verdict is known: say it beside the exit 2
         raise

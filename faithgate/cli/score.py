@@ -489,7 +489,7 @@ def score_command(
         click.echo(defuse_workflow_commands(text))
     failed = [f"{n}: {s.error}" for n, s in scores.items() if s.error]
     if failed:
-        click.echo(f"faithgate: could not score with {printable('; '.join(failed))}", err=True)
+        click.echo(f"faithgate: could not score with {safe_line('; '.join(failed))}", err=True)
         sys.exit(1)
 
 

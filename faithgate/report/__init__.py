@@ -1,7 +1,8 @@
 """Reports of a gate result: JUnit XML, Markdown, HTML, JSON and the terminal table.
 
 Reports only read a ``GateResult`` (never a model). ``render(kind, result)`` returns the text
-of one report; ``write_reports(result, reports)`` writes every configured one.
+of one report; ``write_reports(result, reports)`` writes every configured one (and, with
+``baseline``, the new baseline in the same set).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from faithgate.atomic import atomic_write_files
 from faithgate.errors import InputError, WriteError
 from faithgate.formats import REPORT_FORMATS
+from faithgate.paths import same_file
 from faithgate.result import GateResult
 
 if TYPE_CHECKING:
@@ -39,17 +41,41 @@ def render(kind: str, result: GateResult) -> str:
     return renderer(result)
 
 
-def write_reports(result: GateResult, reports: Reports) -> dict[str, Path]:
+def write_reports(
+    result: GateResult, reports: Reports, *, baseline: str | Path | None = None
+) -> dict[str, Path]:
     """Write each configured report (creating directories) as one set: all are replaced, or
     (a write failing) none, so no report of this run stands beside another run's; returns
-    kind -> path."""
+    kind -> path. ``baseline`` (``Gate.baseline_to_write``) joins the set: the result becomes
+    the new baseline only when every report is written, and the other way round."""
     texts = {kind: render(kind, result) for kind, _ in reports.items()}
     written = {kind: Path(path) for kind, path in reports.items()}
+    files: list[tuple[str | Path, str]] = [(path, texts[kind]) for kind, path in written.items()]
+    # A json report at the baseline path is that file, with the same text: written once.
+    if baseline is not None and not any(same_file(p, baseline) for p in written.values()):
+        files.append((baseline, result.json_text()))
     try:
-        atomic_write_files([(path, texts[kind]) for kind, path in written.items()])
-    except WriteError as exc:  # every previous report survives
-        kind = next((k for k, p in written.items() if str(p) == str(exc.path)), "")
-        raise InputError(
-            f"cannot write the {kind} report to {exc.path}: {exc.reason}; no report was written"
-        ) from None
+        atomic_write_files(files)
+    except WriteError as exc:  # every previous report (and the baseline) survives
+        raise InputError(_not_written(exc, written, baseline)) from None
     return written
+
+
+def _not_written(exc: WriteError, written: dict[str, Path], baseline: str | Path | None) -> str:
+    """The one line for a report set that could not be written: which file failed, and that
+    nothing was replaced (or which files were all the same, where one could not be put back)."""
+    if baseline is not None and str(exc.path) == str(baseline):
+        what = "the baseline"
+    else:
+        kind = next((k for k, p in written.items() if str(p) == str(exc.path)), "")
+        what = f"the {kind} report"
+    if exc.replaced:
+        shown = ", ".join(str(p) for p in exc.replaced)
+        outcome = f"only {shown} replaced (could not be put back), the rest left unchanged"
+    elif what == "the baseline":
+        outcome = "it is left unchanged" + (" and no report was written" if written else "")
+    else:
+        outcome = "no report was written" + (
+            " and the baseline is left unchanged" if baseline is not None else ""
+        )
+    return f"cannot write {what} to {exc.path}: {exc.reason}; {outcome}"

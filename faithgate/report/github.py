@@ -12,8 +12,9 @@ Run by the composite action (``action.yml``) after ``faithgate check``; it reads
 ``report`` writes to the files GitHub names in the environment:
 
 - ``$GITHUB_OUTPUT``: ``verdict`` (pass / fail / error; pass when ``--fail-on-regression false``
-  lets a gate failing only its regression rules pass), ``pass-rate``, ``means`` (a JSON object
-  metric -> mean; both in full, a failing 0.89996 never reads as the 0.9 it failed),
+  lets a gate failing only its regression rules, each on a measured drop, pass), ``pass-rate``,
+  ``means`` (a JSON object metric -> mean; both in full, a failing 0.89996 never reads as the
+  0.9 it failed),
   ``failed-examples``, ``report-NAME`` for every file format of the registry
   (``faithgate.formats``: markdown, json, junit, html)
   and ``step-exit-code`` (what the action's last step exits with);
@@ -129,7 +130,7 @@ def _top_level_problem(data: Mapping[str, Any]) -> str | None:
     as they are (``outputs_for``, ``annotations_for``, ``summary_markdown``), or ``None``."""
 
     def number(value: Any) -> bool:  # NaN or an infinity is a result's own (an overflow)
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        return isinstance(value, float) or is_finite_number(value)  # not 10**400 (no float)
 
     means = data.get("means")
     metrics = data.get("metrics")
@@ -311,7 +312,7 @@ def annotations_for(
         if rule.get("passed"):
             continue
         level = "error"
-        if rule.get("kind") == "regression" and not fail_on_regression:
+        if measured_regression(rule) and not fail_on_regression:
             level = "warning"
         commands.append(
             workflow_command(
@@ -323,15 +324,24 @@ def annotations_for(
     return commands
 
 
+def measured_regression(rule: Mapping[str, Any]) -> bool:
+    """Whether a failing rule is a regression the gate measured: a mean that dropped past the
+    tolerance against the baseline (the rule's value is the drop). The regression rule also
+    fails without comparing anything (no baseline with ``require_baseline``, a baseline made
+    with other settings or without the metric, no example in common; a drop that is not a
+    number): those have no value and are never waived."""
+    return rule.get("kind") == "regression" and is_finite_number(rule.get("value"))
+
+
 def waived_regressions(
     result: Mapping[str, Any] | None, exit_code: int, fail_on_regression: bool
 ) -> list[str]:
     """The failing rules the step lets pass: with ``fail_on_regression`` off, those of a
-    failed gate whose only failing rules are regressions (else none)."""
+    failed gate whose only failing rules are measured regressions (else none)."""
     if exit_code != 1 or result is None or fail_on_regression:
         return []
     failing = [r for r in result.get("rules", []) if not r.get("passed")]
-    if failing and all(r.get("kind") == "regression" for r in failing):
+    if failing and all(measured_regression(r) for r in failing):
         return [str(r.get("name")) for r in failing]
     return []
 
@@ -340,7 +350,8 @@ def step_exit_code(
     result: Mapping[str, Any] | None, exit_code: int, fail_on_regression: bool
 ) -> int:
     """What the action's step exits with: the check's code, except that with
-    ``fail_on_regression`` off a gate whose only failing rules are regressions passes."""
+    ``fail_on_regression`` off a gate whose only failing rules are measured regressions
+    (``measured_regression``) passes."""
     return 0 if waived_regressions(result, exit_code, fail_on_regression) else exit_code
 
 
@@ -350,9 +361,9 @@ def _waived_note(rules: list[str]) -> str:
     names = ", ".join(markdown_literal(name) for name in rules)
     return (
         f"## ⚠️ faithgate: PASS with a warning ({names})\n\n"
-        "The only failing rules are regressions against the baseline, and `fail-on-regression` "
-        "is `false`: the step passes (verdict `pass`). The report below is the gate's own "
-        "result.\n\n"
+        "The only failing rules are measured regressions against the baseline, and "
+        "`fail-on-regression` is `false`: the step passes (verdict `pass`). The report below "
+        "is the gate's own result.\n\n"
     )
 
 
@@ -481,14 +492,11 @@ def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> 
     if waived:  # the step passes: so does the verdict (each regression is a ::warning)
         outputs["verdict"] = "pass"
     outputs["step-exit-code"] = str(step_exit_code(result, rc, args.fail_on_regression))
+    summary = summary_markdown(result, markdown, error, waived)  # made before anything is printed
 
     for command in commands:
         out.write(command + "\n")
-    write_env_file(
-        env.get("GITHUB_STEP_SUMMARY"),
-        summary_markdown(result, markdown, error, waived),
-        _NullStream(),
-    )
+    write_env_file(env.get("GITHUB_STEP_SUMMARY"), summary, _NullStream())
     write_env_file(
         env.get("GITHUB_OUTPUT"), "".join(format_output(k, v) for k, v in outputs.items()), out
     )

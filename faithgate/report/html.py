@@ -11,8 +11,9 @@ first) and ``settings`` (settings hash of every metric).
 from __future__ import annotations
 
 import math
-from html import escape
+from html import escape as html_escape
 
+from faithgate.escape import printable_lines
 from faithgate.report.format import (
     fmt_against,
     fmt_mean,
@@ -22,6 +23,14 @@ from faithgate.report.format import (
     rule_tally,
 )
 from faithgate.result import ExampleResult, GateResult
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """``html.escape`` of user text after ``printable_lines``: C1 controls and bidi overrides
+    (which a browser would apply, reordering what a reader sees) are shown as escapes, as in
+    the other reports."""
+    return html_escape(printable_lines(text), quote=quote)
+
 
 MAX_EXAMPLES = 500
 MAX_PAIRS = 200

@@ -15,6 +15,7 @@ import re
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from faithgate.escape import printable_lines
 from faithgate.numbers import shortest
 from faithgate.report.format import fmt_against
 from faithgate.result import GateResult
@@ -26,8 +27,11 @@ _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def xml_text(text: object) -> str:
-    """``text`` with every character XML 1.0 forbids shown as a backslash escape."""
-    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", str(text))
+    """``text`` with every character XML 1.0 forbids shown as a backslash escape, and then,
+    as in every other report, C1 controls (U+009B CSI), DEL and bidi controls (the "Trojan
+    Source" characters), which XML holds but a JUnit viewer would act on
+    (``printable_lines``)."""
+    return printable_lines(_NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", str(text)))
 
 
 def _example_output(e) -> str:  # noqa: ANN001 - ExampleResult (kept light for TYPE_CHECKING)

@@ -33,7 +33,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 def headline(result: GateResult) -> str:
     """The verdict line: a failing gate names its failed rules first (the pass count alone can
     read "FAIL: 6/6 examples pass"), a passing one says how many rules it checked and which
-    were skipped. Escaped for the terminal."""
+    were skipped. Escaped for the terminal (``printable``, ``defuse_workflow_commands``)."""
     failed, skipped = result.failed_rules, result.skipped_rules
     tally = rule_tally(result)
     if failed:
@@ -48,8 +48,10 @@ def headline(result: GateResult) -> str:
     stats = f"{result.n_passed}/{result.n_examples} examples pass" + (
         f" ({fmt_rate(rate, rule_limit(result, 'pass_rate'))})" if rate is not None else ""
     )
-    means = ", ".join(f"{m} {fmt_mean(result, m, v)}" for m, v in result.means().items())
-    return f"faithgate: {head}; {stats}" + (f"; mean {means}" if means else "")
+    # Metric names come from installed plugins (entry points): escaped as any other text.
+    means = ", ".join(f"{printable(m)} {fmt_mean(result, m, v)}" for m, v in result.means().items())
+    line = f"faithgate: {head}; {stats}" + (f"; mean {means}" if means else "")
+    return defuse_workflow_commands(line)
 
 
 def _pair_lines(result: GateResult, max_pairs: int) -> list[str]:
@@ -72,7 +74,7 @@ def _pair_lines(result: GateResult, max_pairs: int) -> list[str]:
     for p in bad[:max_pairs]:
         scores = ", ".join(
             "{} {} faithful vs {} edited".format(
-                m, *fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m))
+                printable(m), *fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m))
             )
             for m in result.metrics
             if not p.consistent.get(m, False)

@@ -145,6 +145,56 @@ def test_a_set_of_reports_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     assert "previous run" not in {p.read_text() for p in paths.values()}
 
 
+@pytest.mark.parametrize("links", [True, False], ids=["put-back", "no-hard-links"])
+def test_a_rename_failing_part_way_puts_back_the_reports_already_renamed(
+    tmp_path, monkeypatch, links
+):
+    """The renames were not all or nothing: the html rename failing (another user's file in a
+    sticky directory) left this run's junit and a new markdown beside the last run's html,
+    under "no report was written". Now those are put back; where they cannot be (no hard
+    links to keep them aside), the message names them."""
+    import errno
+
+    from faithgate.config import Reports
+    from faithgate.gate import GateResult
+    from faithgate.report import write_reports
+
+    result = GateResult(True, ["m"], {"m": "h"}, {}, [], [])
+    paths = {kind: tmp_path / f"r.{kind}" for kind in ("junit", "markdown", "html")}
+    paths["junit"].write_text("previous junit")
+    paths["html"].write_text("previous html")  # no markdown yet: a new file is removed again
+    real_replace = atomic.os.replace
+
+    def replace(src, dst):
+        if str(dst).endswith("r.html") and str(src).endswith(".tmp"):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real_replace(src, dst)
+
+    def no_link(src, dst):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    if not links:
+        monkeypatch.setattr(atomic.os, "link", no_link)
+    with pytest.raises(InputError) as err:
+        write_reports(result, Reports(**paths))
+    message = str(err.value)
+    assert message.startswith(f"cannot write the html report to {paths['html']}: Operation not")
+    assert paths["html"].read_text() == "previous html"
+    if links:
+        assert message.endswith("; no report was written")
+        assert paths["junit"].read_text() == "previous junit"
+        assert not paths["markdown"].exists()
+    else:
+        # The new markdown is removed all the same; the junit had no copy kept aside.
+        assert message.endswith(
+            f"; only {paths['junit']} replaced (could not be put back), the rest left unchanged"
+        )
+        assert "previous" not in paths["junit"].read_text()
+        assert not paths["markdown"].exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html", "r.junit"]  # nothing else
+
+
 def test_onnx_manifest_save_is_atomic(tmp_path, failing_fsync):
     from faithgate.backends.export import MANIFEST_NAME, ExportManifest
 
@@ -212,6 +262,113 @@ def test_update_baseline_under_a_file_size_limit_keeps_the_old_baseline(tmp_path
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "left unchanged" in proc.stderr and "Traceback" not in proc.stderr
     assert leftovers(tmp_path) == []
+
+
+SMALL_FILES = textwrap.dedent(
+    """
+    import json, sys
+    from faithgate.atomic import atomic_write_bytes, atomic_write_files, atomic_write_text
+    from faithgate.result import GateResult
+
+    result = GateResult(True, ["m"], {"m": "h"}, {}, [], [], input="x" * 3000)
+    writes = {
+        "text": lambda: atomic_write_text("text.txt", "x" * 3000),
+        "bytes": lambda: atomic_write_bytes("bytes.bin", b"x" * 3000),
+        "files": lambda: atomic_write_files([("a.md", "x" * 10), ("b.md", "x" * 3000)]),
+        "save": lambda: result.save("base.json"),
+    }
+    raised = {}
+    for name, write in writes.items():
+        try:
+            write()
+            raised[name] = None
+        except Exception as exc:
+            raised[name] = [type(exc).__name__, str(exc)]
+    print(json.dumps(raised))
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="needs RLIMIT_FSIZE")
+def test_a_size_limit_on_a_small_file_is_a_write_error(tmp_path):
+    """A file under the 8 KiB write buffer fails at its last flush, in close(), which was
+    outside the error conversion: a bare OSError (\"internal error\", exit 1), not WriteError."""
+    names = ["text.txt", "bytes.bin", "a.md", "b.md", "base.json"]
+    for name in names:
+        (tmp_path / name).write_text(f"old {name}\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", SMALL_FILES],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        preexec_fn=_limited(1000),  # a real EFBIG, as from a full disk
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    raised = json.loads(proc.stdout)
+    for name, (kind, message) in raised.items():
+        assert kind == "WriteError", (name, message)
+        assert "(left unchanged): File too large" in message
+    for name in names:
+        assert (tmp_path / name).read_text() == f"old {name}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)  # no temporary file
+
+
+LIMIT_AT_FIRST_WRITE = textwrap.dedent(
+    """
+    import resource, sys
+    from faithgate import atomic
+    from faithgate.cli import main
+
+    real = atomic._open_temporary
+
+    def full_from_here(path):  # the disk fills up once scoring is done
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+        return real(path)
+
+    atomic._open_temporary = full_from_here
+    sys.exit(main())
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="needs RLIMIT_FSIZE")
+@pytest.mark.parametrize("report", [False, True], ids=["last-result", "markdown"])
+def test_a_full_disk_after_scoring_keeps_the_verdict(tmp_path, report):
+    """The last-result.json of a passing run failing on a full disk is a warning (exit 0), and
+    a report failing is one line and exit 2 beside the verdict: both were "internal error",
+    exit 1, for a file under 8 KiB, and the previous run's last-result.json stayed behind."""
+    row = {"id": "a", "source": "The cat sat on the mat.", "summary": "The cat sat."}
+    (tmp_path / "o.jsonl").write_text(json.dumps(row) + "\n")
+    last = tmp_path / ".faithgate" / "last-result.json"
+    last.parent.mkdir()
+    last.write_text("the previous run\n")
+    (tmp_path / "r.md").write_text("previous report\n")
+    args = ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--threshold", "0.1"]
+    args += ["--no-cache", "--markdown", "r.md"] if report else []
+    proc = subprocess.run(
+        [sys.executable, "-c", LIMIT_AT_FIRST_WRITE, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    assert "PASS" in proc.stdout
+    if report:
+        assert proc.returncode == 2, proc.stderr
+        [line] = proc.stderr.splitlines()
+        assert line.startswith("faithgate: cannot write the markdown report to ")
+        assert line.endswith("r.md: File too large; no report was written")
+        assert (tmp_path / "r.md").read_text() == "previous report\n"
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert "last-result.json: File too large; the previous run's file there is removed" in (
+            proc.stderr
+        )
+        assert not last.exists()
+    assert leftovers(tmp_path) == [] and leftovers(last.parent) == []
 
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")

@@ -105,6 +105,41 @@ def test_an_explicit_baseline_that_does_not_exist_is_an_input_error(project):
     assert res.exit_code == 0 and (project / "new.json").is_file()
 
 
+@pytest.mark.parametrize("failing", ["r.md", "base.json"])
+def test_update_baseline_and_reports_are_written_as_one_set(project, monkeypatch, failing):
+    """--update-baseline replaced the baseline before the reports were written: a report that
+    could not be written (another user's file in a sticky directory) exited 2 with "no report
+    was written", and the baseline silently held this run. Now neither changes."""
+    import errno
+
+    from faithgate import atomic
+
+    assert run("--baseline", "base.json", "--update-baseline", "--markdown", "r.md").exit_code == 0
+    before = {name: (project / name).read_bytes() for name in ("base.json", "r.md")}
+    rows = [{"id": f"e{i}", "source": "src", "summary": summary(0.9)} for i in range(3)]
+    write_rows(project / "outputs.jsonl", rows)  # a new run, which passes
+    real_replace = atomic.os.replace
+
+    def replace(src, dst):
+        if str(dst).endswith(failing) and str(src).endswith(".tmp"):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    args = ["check", "--baseline", "base.json", "--update-baseline", "--markdown", "r.md"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    assert res.stdout.startswith("faithgate: PASS")  # the verdict beside the exit 2
+    outcome = {
+        "r.md": "no report was written and the baseline is left unchanged",
+        "base.json": "it is left unchanged and no report was written",
+    }[failing]
+    assert res.stderr.splitlines()[-1].endswith(f"Operation not permitted; {outcome}")
+    assert "baseline updated" not in res.output
+    assert {name: (project / name).read_bytes() for name in before} == before
+    assert sorted(p.name for p in project.iterdir() if p.name.startswith(".")) == [".fg"]
+
+
 def test_a_missing_configured_baseline_says_the_per_example_thresholds_are_off(project):
     toml = project / "faithgate.toml"
     toml.write_text(

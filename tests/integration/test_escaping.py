@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from gate_fakes import NAME, summary
 from gh_commands import parse_output
 
-from faithgate.escape import defuse_workflow_commands, printable, safe_line
+from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.report import github
 
 HOSTILE_IDS = [
@@ -30,6 +30,12 @@ HOSTILE_IDS = [
     "f\x9b31mC1 CSI",
     "g\u202eevil bidi override",
     "h\x01soh\x07bell\x08backspace",
+]
+# GitHub's runner still parses the legacy "##[name props]data" anywhere in a line.
+LEGACY_IDS = [
+    "i ##[error title=x;]forged by the legacy syntax",
+    "j ##[set-output name=verdict;]pass",
+    "##[add-mask]k",
 ]
 CONTROL = [chr(c) for c in range(0x20) if c not in (0x0A,)] + ["\x7f", "\x1b", "\x9b"]
 
@@ -58,6 +64,20 @@ def test_defuse_workflow_commands_escapes_command_lines_only():
     assert parse_output(out) == []
     assert out.splitlines()[0] == "ok line" and out.splitlines()[3] == "mid ::error:: ok"
     assert parse_output(safe_line("::error::x")) == []
+
+
+def test_the_legacy_command_syntax_is_defused_anywhere_in_a_line():
+    """``##[error]...`` / ``##[set-output name=...;]...`` is a command wherever it stands in a
+    line (the runner's ``ActionCommand.TryParse``); ``printable`` leaves ``#[]`` alone."""
+    hostile = "id ##[error title=x;]forged and ###[set-output name=verdict;]pass ##[add-mask]x"
+    assert [c.name for c in parse_output(hostile)] == ["error"]  # the runner takes the first
+    assert [c.name for c in parse_output("s ##[set-output name=verdict;]pass")] == ["set-output"]
+    for text in (safe_line(hostile), defuse_workflow_commands(f"ok\n{hostile}\n")):
+        assert parse_output(text) == [] and "##[" not in text, text
+        assert "#\\#[error title=x;]" in text
+    shown = json_for_terminal({"id": hostile, "##[x]": ["##["]}, indent=1)
+    assert parse_output(shown) == [] and "##[" not in shown
+    assert json.loads(shown) == {"id": hostile, "##[x]": ["##["]}
 
 
 @pytest.fixture
@@ -91,6 +111,26 @@ def test_check_terminal_report_forges_no_command(hostile_project):
     # every failing id is on exactly one line of its own, escaped
     assert "  a\\n::error::forged by a newline: " in res.stdout
     assert "  \\::warning file=x::forged at the start of a line: " in res.stdout
+
+
+def test_check_output_forges_no_legacy_command(hostile_project):
+    """An id or summary holding ``##[error ...]`` / ``##[set-output ...]`` forged an annotation
+    or a step output wherever it stood in a line of ``faithgate check``'s output."""
+    from faithgate.cli import cli
+
+    rows = [
+        {"id": eid, "source": "src", "summary": f"0.1 bad {eid} sentence."} for eid in LEGACY_IDS
+    ]
+    (hostile_project / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = CliRunner().invoke(cli, ["check", "--json", "r.json"])
+    assert res.exit_code == 1, res.output
+    assert parse_output(res.stdout) == [] and parse_output(res.stderr) == [], res.output
+    assert "  i #\\#[error title=x;]forged by the legacy syntax: " in res.stdout
+    # the Action's annotations: V2 commands, which the runner parses before the legacy form
+    result = github.load_result(hostile_project / "r.json")
+    parsed = parse_output("\n".join(github.annotations_for(result)) + "\n")
+    assert [c.name for c in parsed] == ["error"] * (len(LEGACY_IDS) + 1)
+    assert parsed[1].properties["title"] == f"faithgate: example {LEGACY_IDS[1]} failed"
 
 
 def test_error_lines_are_one_escaped_line(hostile_project):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import threading
+
 import pytest
 
 from faithgate.cache import ScoreCache
@@ -321,6 +325,38 @@ def test_a_cache_that_cannot_be_opened_says_how_to_go_on(tmp_path):
     with pytest.raises(InputError, match="cannot open the score cache") as err:
         ScoreCache(tmp_path / "scores.sqlite")
     assert str(err.value).endswith("(set cache_dir / --cache-dir, or use --no-cache)")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
+def test_a_fifo_at_the_cache_path_is_refused_not_read(tmp_path):
+    """A named pipe at <cache_dir>/scores.sqlite was opened for reading to look at its header:
+    with no writer that blocks forever, and `faithgate check` hung until the CI timeout."""
+    fifo = tmp_path / "scores.sqlite"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def open_cache() -> None:
+        try:
+            ScoreCache(fifo)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=open_cache, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    if thread.is_alive():  # blocked in open(): a writer that closes at once lets it go on
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(timeout=20)
+        pytest.fail("opening the cache blocked on the FIFO")
+    [exc] = outcome
+    assert isinstance(exc, InputError)
+    assert str(exc) == (
+        f"the score cache ({fifo}) is a named pipe (FIFO), not a regular file; "
+        "set cache_dir / --cache-dir, or use --no-cache"
+    )
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.sqlite"]
 
 
 def test_a_cached_score_made_under_other_settings_is_a_miss(tmp_path):

@@ -161,7 +161,13 @@ def test_annotations_are_capped(gate_result):
 
 
 def _rules(*kinds_passed: tuple[str, bool]) -> dict:
-    return {"rules": [{"name": k, "kind": k, "passed": p} for k, p in kinds_passed]}
+    # A failing regression rule measured a drop (its value) of 0.05.
+    return {
+        "rules": [
+            {"name": k, "kind": k, "passed": p, "value": 0.05 if k == "regression" else 1}
+            for k, p in kinds_passed
+        ]
+    }
 
 
 def test_step_exit_code_and_fail_on_regression():
@@ -174,11 +180,64 @@ def test_step_exit_code_and_fail_on_regression():
     assert github.step_exit_code(_rules(("pass_rate", True)), 0, True) == 0
 
 
+def _regression_gate(case: str) -> dict:
+    """A gate of three outputs that pass their threshold, with the regression rule on
+    (``require_baseline``), against a baseline of scores 0.9: ``case`` says what differs."""
+    config = GateConfig.from_dict(
+        {
+            "metrics": ["m"],
+            "thresholds": {"m": 0.1},
+            "rules": {"regression": {"require_baseline": True}},
+        }
+    )
+    examples = [Example(f"e{i}", f"src {i}", "A summary.") for i in range(3)]
+    old = evaluate(config, examples, [{"m": _score("m", 0.9)}] * 3, {"m": "m:abc"})
+    baseline: dict = {"baseline": old}
+    if case == "missing":
+        baseline = {"baseline_missing": True, "baseline_error": "no baseline yet at b.json"}
+    elif case == "other settings":
+        old.settings_hashes["m"] = "m:old"
+    elif case == "no common example":
+        others = [Example(f"x{i}", f"other {i}", "A summary.") for i in range(3)]
+        scores = [{"m": _score("m", 0.9)}] * 3
+        baseline = {"baseline": evaluate(config, others, scores, {"m": "m:abc"})}
+    current = 0.3 if case == "drop" else 0.9
+    result = evaluate(
+        config, examples, [{"m": _score("m", current)}] * 3, {"m": "m:abc"}, **baseline
+    )
+    assert [r.name for r in result.failed_rules] == ["regression[m]"], result.rules
+    return result.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("case", "waived"),
+    [("drop", True), ("missing", False), ("other settings", False), ("no common example", False)],
+)
+def test_fail_on_regression_false_waives_only_a_measured_drop(case, waived):
+    """``fail-on-regression: false`` let every failing regression rule pass the step, also
+    those that compared nothing: a missing baseline with ``require_baseline``, a baseline made
+    with other settings, no example in common. Those still fail, as an error annotation."""
+    result = _regression_gate(case)
+    assert github.waived_regressions(result, 1, fail_on_regression=False) == (
+        ["regression[m]"] if waived else []
+    )
+    assert github.step_exit_code(result, 1, fail_on_regression=False) == (0 if waived else 1)
+    assert github.step_exit_code(result, 1, fail_on_regression=True) == 1
+    (line,) = github.annotations_for(result, fail_on_regression=False)
+    assert parse_command(line)[0] == ("warning" if waived else "error")
+
+
 def test_regression_is_a_warning_when_not_failing_on_it():
     result = {
         "examples": [],
         "rules": [
-            {"name": "regression[m]", "kind": "regression", "passed": False, "message": "dropped"}
+            {
+                "name": "regression[m]",
+                "kind": "regression",
+                "passed": False,
+                "message": "dropped",
+                "value": 0.05,
+            }
         ],
     }
     (line,) = github.annotations_for(result, fail_on_regression=False)
@@ -333,6 +392,41 @@ def test_a_result_with_top_level_fields_of_wrong_types_is_an_error_step(
     assert outputs["verdict"] == "error" and outputs["step-exit-code"] == "2"
 
 
+@pytest.mark.parametrize(
+    ("path", "bad", "message"),
+    [
+        (("examples", 1, "message"), ["x"], "example 'low:2,x': message must be text"),
+        (("examples", 1, "reasons"), "abc", "example 'low:2,x': reasons must be a list of text"),
+        (("examples", 1, "scores", "m", "threshold"), "abc", "the m threshold must be a number"),
+        (("rules", 0, "value"), "abc", "rule 'scorable': value must be a number or null"),
+        (("rules", 1, "limit"), 10**400, "rule 'pass_rate': limit must be a number or null"),
+        (("rules", 1, "message"), {"a": 1}, "rule 'pass_rate': message must be text"),
+        (("means", "m"), 10**400, "means must be an object of numbers or null"),
+    ],
+    ids=["message", "reasons", "threshold", "rule-value", "rule-limit", "rule-message", "mean"],
+)
+def test_a_result_with_nested_fields_of_wrong_types_is_an_error_step(
+    gate_result, tmp_path, path, bad, message
+):
+    """Only some fields of the examples and rules were checked: a list as an example's
+    message, text as a threshold or a rule's value was an internal error (exit 1), for the
+    rule's value after the annotations were already printed; text as reasons was read as
+    one reason per character."""
+    target = gate_result
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = bad
+    result_path = tmp_path / "r.json"
+    result_path.write_text(json.dumps(gate_result))
+    env = _env(tmp_path)
+    rc, stdout = run_github(["report", "--result", str(result_path), "--exit-code", "1"], env)
+    assert rc == 0
+    [line] = stdout.splitlines()  # the error alone: no example was annotated first
+    assert line.startswith("::error title=faithgate::") and message in line, line
+    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
+    assert outputs["verdict"] == "error" and outputs["step-exit-code"] == "2"
+
+
 def test_a_result_holding_a_5000_digit_number_is_an_error_step(gate_result, tmp_path):
     """Python refuses to read an int of more than 4300 digits with a bare ValueError, which
     was an internal error (exit 1) instead of the step's error annotation."""
@@ -474,7 +568,14 @@ def _regression_only(gate_result: dict) -> dict:
         example["passed"] = True
     gate_result["rules"] = [
         {"name": "pass_rate", "kind": "pass_rate", "passed": True, "message": "ok"},
-        {"name": "regression[m]", "kind": "regression", "passed": False, "message": "dropped"},
+        {
+            "name": "regression[m]",
+            "kind": "regression",
+            "passed": False,
+            "message": "dropped",
+            "value": 0.05,
+            "limit": 0.01,
+        },
     ]
     gate_result["passed"] = False
     gate_result["verdict"] = "fail"
@@ -502,6 +603,20 @@ def test_a_waived_regression_passes_the_verdict_and_says_so(
         assert "::warning title=faithgate%3A rule regression[m] failed::dropped" in stdout
     else:
         assert "PASS" not in summary and "faithgate: FAIL" in summary
+
+
+def test_a_regression_rule_that_compared_nothing_still_fails_the_step(tmp_path):
+    """A missing baseline with ``require_baseline = true`` is no regression to waive: with
+    ``--fail-on-regression false`` the verdict stayed pass and the step exited 0."""
+    result_path = tmp_path / "result.json"
+    result_path.write_text(json.dumps(_regression_gate("missing")))
+    env = _env(tmp_path)
+    args = ["report", "--result", str(result_path), "--exit-code", "1"]
+    _, stdout = run_github([*args, "--fail-on-regression", "false"], env)
+    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
+    assert (outputs["verdict"], outputs["step-exit-code"]) == ("fail", "1")
+    assert "PASS" not in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert "::error title=faithgate%3A rule regression[m] failed::no baseline yet" in stdout
 
 
 def test_cache_dir_is_next_to_the_configuration(tmp_path, monkeypatch):

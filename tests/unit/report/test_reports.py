@@ -162,6 +162,46 @@ def test_terminal_table(result):
     assert "failing examples (2):" in text and "broken: m: could not score" in text
 
 
+# C1 controls (U+009B is CSI, the one-byte ESC [) and bidi controls ("Trojan Source").
+UNSAFE = ["\x9b", "\x85", "\u202e", "\u202a", "\u2066", "\u2069"]
+
+
+def test_junit_and_html_escape_c1_and_bidi_controls_as_markdown_does():
+    """JUnit and HTML escaped only what XML forbids or HTML parses: an id ``x\\x9b31m`` and a
+    summary holding U+202E reached faithgate.xml and faithgate.html raw (recolouring a
+    terminal reading them, reordering what a browser or JUnit viewer shows)."""
+    eid, sentence = "x\x9b31m", "Bob paid \u202eevil\u202c \u2066x\u2069 \x85 \u202a."
+    cfg = GateConfig.from_dict({"metrics": [M], "thresholds": {M: 0.5}})
+    scores = [{M: Score(M, 0.2, H[M], eid, [SentenceScore(0, sentence, 0.2)])}]
+    bad = evaluate(cfg, [Example(eid, "src", f"Start.\t{sentence}\nEnd.")], scores, H)
+    for kind in ("junit", "html", "markdown"):
+        text = render(kind, bad)
+        assert not [ch for ch in UNSAFE if ch in text], (kind, text)
+        assert "x\\x9b31m" in text and "\\u202eevil" in text, kind
+    root = ET.fromstring(render("junit", bad))
+    [case] = root.find("testsuite").findall("testcase")
+    assert case.get("name") == "x\\x9b31m"
+    assert "Start.\tBob paid \\u202eevil" in case.find("system-out").text  # layout kept
+
+
+def test_terminal_headline_escapes_a_plugins_metric_name():
+    """Metric names come from installed plugins: the headline and the pair lines printed
+    them raw while the rule names made of them were escaped."""
+    name = "m\x1b[2J##[error]forged"
+    cfg = GateConfig.from_dict(
+        {"metrics": [name], "thresholds": {name: 0.5}, "rules": {"pair_consistency": {}}}
+    )
+    exs = [
+        Example("r1", "src", "Faithful one.", meta={"pair_id": "p1", "role": "reference"}),
+        Example("e1", "src", "Edited one.", meta={"pair_id": "p1", "role": "edited"}),
+    ]
+    scores = [{name: Score(name, 0.6, "h", "r1")}, {name: Score(name, 0.7, "h", "e1")}]
+    text = render("terminal", evaluate(cfg, exs, scores, {name: "h"}))
+    assert "\x1b" not in text and "##[" not in text
+    assert "mean m\\x1b[2J#\\#[error]forged 0." in text.splitlines()[0]
+    assert "  p1: m\\x1b[2J#\\#[error]forged 0.6000 faithful vs 0.7000 edited" in text
+
+
 def test_write_reports_creates_directories_and_json_round_trips(result, tmp_path):
     reports = Reports(
         junit=tmp_path / "r" / "x.xml",
