@@ -733,9 +733,21 @@ def publish_dir(tmp: Path, target: Path, manifest: str | None = None) -> None:
     ``refuse_foreign_dir`` allows it (checked again here: the run may have taken hours)."""
     if manifest is not None:
         refuse_foreign_dir(target, manifest)
-    # ``tempfile.mkdtemp`` made ``tmp`` 0700: published, it gets a new directory's usual mode
-    # (a model directory made for others, a shared cache, a Docker image run as another user).
-    os.chmod(tmp, 0o777 & ~_umask())
+    # ``tempfile.mkdtemp`` made ``tmp`` 0700, and some writers make their files 0600
+    # (safetensors' ``save_file``): published, everything in it gets a new file's or
+    # directory's usual mode (a model directory made for others, a shared cache, a Docker
+    # image run as another user). Nothing in such a directory is executable.
+    mask = _umask()
+    for folder, subfolders, files in os.walk(tmp):
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o666 & ~mask)
+        for name in subfolders:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o777 & ~mask)
+    os.chmod(tmp, 0o777 & ~mask)
     if not target.exists():
         tmp.rename(target)
         return

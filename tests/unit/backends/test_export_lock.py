@@ -127,8 +127,14 @@ def test_a_published_directory_has_the_umask_mode(tmp_path, mask):
     try:
         target = tmp_path / "out"
         for content in ("first", "second"):  # a new target, then one replaced
-            models.publish_dir(_new_dir(tmp_path, content), target)
+            new = _new_dir(tmp_path, content)
+            (new / "sub").mkdir(mode=0o700)
+            (new / "sub" / "weights.safetensors").touch(mode=0o600)  # as safetensors writes
+            models.publish_dir(new, target)
             assert stat.S_IMODE(target.stat().st_mode) == 0o777 & ~mask
+            assert stat.S_IMODE((target / "sub").stat().st_mode) == 0o777 & ~mask
+            for name in ("file.txt", "sub/weights.safetensors"):
+                assert stat.S_IMODE((target / name).stat().st_mode) == 0o666 & ~mask, name
             assert (target / "file.txt").read_text() == content
     finally:
         os.umask(old)
