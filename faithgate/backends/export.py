@@ -411,15 +411,24 @@ def _unlink_graphs(directory: Path, names: Iterable[str]) -> None:
             (directory / f).unlink(missing_ok=True)
 
 
-def _previous_good_export(target: Path, spec: models.ModelSpec) -> ExportManifest | None:
-    """The quantized export already in ``target`` for the same weights, if any."""
+def _previous_good_export(
+    target: Path, spec: models.ModelSpec, asked: ExportManifest
+) -> ExportManifest | None:
+    """The quantized export already in ``target`` of the same weights, made as ``asked`` is
+    (task, opset, and for an LM with or without its KV cache), if any: one made otherwise is
+    not what this export was asked for, so it is replaced rather than kept."""
     if not (target / MANIFEST_NAME).is_file():
         return None
     try:
         previous = load_manifest(target)
     except InputError:
         return None
-    same = previous.source.get("fingerprint") == spec.fingerprint
+    same = (
+        previous.source.get("fingerprint") == spec.fingerprint
+        and previous.task == asked.task
+        and previous.opset == asked.opset
+        and previous.config.get("with_past") == asked.config.get("with_past")
+    )
     return previous if same and previous.quantization != "none" else None
 
 
@@ -632,7 +641,7 @@ def export_model(
                         raise BackendError(
                             f"{quant} export of {spec.name!r} refused by the parity gate: {why}"
                         )
-                    previous = _previous_good_export(target, spec)
+                    previous = _previous_good_export(target, spec, manifest)
                     if previous is not None:
                         # A re-export whose quantization fails must not replace a quantized
                         # export that passed its own gate with fp32: keep the good one.
@@ -640,7 +649,10 @@ def export_model(
                             f"{quant} refused ({why}); keeping the previous "
                             f"{previous.quantization} export in {target}"
                         )
-                        return previous
+                        # What this run refused, beside the kept manifest (not saved in it):
+                        # with --json the log is silent, and the old manifest says nothing.
+                        kept = {"asked": quant, "refused": why}
+                        return replace(previous, parity={**previous.parity, "this_run": kept})
                     log("no quantized form passed the parity gate; keeping fp32")
             parity["export_seconds"] = round(time.perf_counter() - t0, 1)
             manifest.parity = parity

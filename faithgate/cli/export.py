@@ -170,7 +170,15 @@ def export_command(
             "  file size: "
             + ", ".join(f"{mode} {size / 2**20:.1f} MiB" for mode, size in sizes.items())
         )
-    if manifest.parity.get("refused"):
+    this_run = manifest.parity.get("this_run")
+    if this_run:  # the export was refused and the earlier one kept
+        click.echo(
+            safe_line(
+                f"  this export ({this_run['asked']}) refused by the parity gate: "
+                f"{this_run['refused']}; kept the earlier {manifest.quantization} export"
+            )
+        )
+    elif manifest.parity.get("refused"):
         click.echo(
             safe_line(
                 f"  refused by the parity gate: {manifest.parity['refused']}; "

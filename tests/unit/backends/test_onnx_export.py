@@ -765,6 +765,10 @@ def test_refused_export_keeps_the_previous_good_one(tiny, tmp_path):
     # A re-export that fails the gate neither replaces the w8 export with fp32 ...
     again = export_model(spec, out=out, quantize="w4", tolerance=Tolerance.zero())
     assert again.quantization == "w8" and load_manifest(out).quantization == "w8"
+    # ... and what this run refused is said beside the kept manifest, not written into it
+    assert again.parity["this_run"]["asked"] == "w4"
+    assert again.parity["this_run"]["refused"].startswith("w4: ")
+    assert "this_run" not in load_manifest(out).parity
     assert (out / "model.w8.onnx").read_bytes() == before
     assert not (out / "model.onnx").exists()
     # ... nor, with --strict, touches it at all.
@@ -1345,3 +1349,37 @@ def test_only_text_encoder_exports_are_written_in_manifest_format_2(exports):
         for key, directory in exports.items()
     }
     assert formats == {"bert": 2, "nli": 1, "llama": 1, "llama_nocache": 1, "bart": 1}
+
+
+def test_a_kept_export_must_be_what_was_asked_for(tiny, tmp_path):
+    """The previous good export was kept whenever its weights were the same, though made
+    without the KV cache asked for now, or at another opset; and --json printed the old
+    manifest with nothing saying this run's form was refused (exit 0)."""
+    spec = models.resolve("lm", str(tiny["llama"]))
+    out = tmp_path / "lm"
+    assert export_model(spec, out=out, quantize="w8").quantization == "w8"
+    redone = export_model(
+        spec, out=out, quantize="w4", use_cache=False, tolerance=Tolerance.zero()
+    )
+    assert redone.quantization == "none" and redone.config["with_past"] is False
+    assert load_manifest(out).config["with_past"] is False
+    embedder = models.resolve("embedder", str(tiny["bert"]))
+    bert = tmp_path / "bert"
+    export_model(embedder, out=bert, quantize="w8")
+    other_opset = export_model(
+        embedder, out=bert, quantize="w4", opset=17, tolerance=Tolerance.zero()
+    )
+    assert other_opset.quantization == "none" and other_opset.opset == 17
+    export_model(embedder, out=bert, quantize="w8")
+    res = _export_cli("embedder", "--model", str(tiny["bert"]), "--out", str(bert),
+                      "--quantize", "w4", "--max-diff", "0", "--min-agreement", "1",
+                      "--max-consistency-change", "0", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    printed = json.loads(res.stdout)
+    assert printed["quantization"] == "w8"
+    assert printed["parity"]["this_run"]["asked"] == "w4"
+    res = _export_cli("embedder", "--model", str(tiny["bert"]), "--out", str(bert),
+                      "--quantize", "w4", "--max-diff", "0", "--min-agreement", "1",
+                      "--max-consistency-change", "0")  # fmt: skip
+    assert "this export (w4) refused by the parity gate: w4: " in res.output
+    assert "kept the earlier w8 export" in res.output
