@@ -1358,9 +1358,7 @@ def test_a_kept_export_must_be_what_was_asked_for(tiny, tmp_path):
     spec = models.resolve("lm", str(tiny["llama"]))
     out = tmp_path / "lm"
     assert export_model(spec, out=out, quantize="w8").quantization == "w8"
-    redone = export_model(
-        spec, out=out, quantize="w4", use_cache=False, tolerance=Tolerance.zero()
-    )
+    redone = export_model(spec, out=out, quantize="w4", use_cache=False, tolerance=Tolerance.zero())
     assert redone.quantization == "none" and redone.config["with_past"] is False
     assert load_manifest(out).config["with_past"] is False
     embedder = models.resolve("embedder", str(tiny["bert"]))
