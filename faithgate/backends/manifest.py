@@ -7,8 +7,10 @@ and ``export`` can build on ``onnx_backend`` without an import cycle.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -357,7 +359,22 @@ def _stale_pooling(data: dict[str, Any]) -> str | None:
 
 
 def default_export_dir(spec: models.ModelSpec, task: str) -> Path:
-    """Cache directory of the export of ``spec`` for ``task``."""
+    """Cache directory of the export of ``spec`` for ``task``: ``onnx/<name>/<task>``, where a
+    local directory's name also carries a digest of its real path, since it is known by its
+    basename (``runs/a/model`` and ``runs/b/model`` shared one folder, and the second export
+    replaced the first)."""
+    name = spec.name
+    if spec.origin == "path":
+        where = os.path.realpath(str(spec.location))
+        name = f"{name}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
+    return models.cache_dir_for(name, kind="onnx") / task
+
+
+def _basename_export_dir(spec: models.ModelSpec, task: str) -> Path | None:
+    """Where a local directory's export was cached before its name carried a digest
+    (2026-11-25): still found when its fingerprint matches, so no one has to export again."""
+    if spec.origin != "path":
+        return None
     return models.cache_dir_for(spec.name, kind="onnx") / task
 
 
@@ -382,6 +399,15 @@ def find_export(spec: models.ModelSpec, task: str, strict: bool = False) -> Expo
             raise InputError(str(manifest)) from None
         return manifest if manifest is not None and manifest.task == task else None
     directory = default_export_dir(spec, task)
+    older = _basename_export_dir(spec, task)
+    if not (directory / MANIFEST_NAME).is_file() and older is not None:
+        found = _cached_load(older)
+        if (
+            isinstance(found, ExportManifest)
+            and found.task == task
+            and found.source.get("fingerprint") == spec.fingerprint
+        ):
+            return found
     if not (directory / MANIFEST_NAME).is_file():
         # A model faithgate trained and ships carries its own export (onnx_models/<name>/onnx).
         shipped = models.shipped_export_dir(spec)

@@ -30,8 +30,10 @@ from faithgate.backends import ModelPool, choose_backend, onnx_backend  # noqa: 
 from faithgate.backends.export import (  # noqa: E402
     MANIFEST_NAME,
     ExportManifest,
+    default_export_dir,
     export_model,
     find_export,
+    forget_manifest,
     load_manifest,
     probe_scores,
 )
@@ -290,10 +292,10 @@ def test_cache_discovery_and_settings_hash(tiny, tmp_path, monkeypatch):
     ctx = ScoringContext(ModelPool({"embedder": str(tiny["bert"])}))
     before = ctx.model_identity("embedder", "text-encoder")
     manifest = export_model(spec, quantize="none")  # into the cache
-    assert (
-        manifest.directory
-        == tmp_path / "home" / "onnx" / models.cache_dir_for(spec.name).name / "text-encoder"
-    )
+    # onnx/<name>-<digest of the directory's real path>/<task>
+    assert manifest.directory == default_export_dir(spec, "text-encoder")
+    assert manifest.directory.parent.parent == tmp_path / "home" / "onnx"
+    assert manifest.directory.parent.name.startswith(f"{spec.name}-")
     assert find_export(spec, "text-encoder") is not None
     assert choose_backend(spec, "text-encoder") == "onnx"
     assert choose_backend(spec, "text-encoder", "torch") == "torch"
@@ -1381,3 +1383,29 @@ def test_a_kept_export_must_be_what_was_asked_for(tiny, tmp_path):
                       "--max-consistency-change", "0")  # fmt: skip
     assert "this export (w4) refused by the parity gate: w4: " in res.output
     assert "kept the earlier w8 export" in res.output
+
+
+def test_two_local_models_of_one_name_keep_their_own_cache_exports(tiny, tmp_path, monkeypatch):
+    """The cache folder was named by the directory's basename: exporting runs/b/bert replaced
+    runs/a/bert's export, which then ran on torch without a word. An export cached under the
+    bare name (before the digest) is still found when its fingerprint matches."""
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    a, b = tmp_path / "a" / "bert", tmp_path / "b" / "bert"
+    shutil.copytree(tiny["bert"], a)
+    shutil.copytree(tiny["bert"], b)
+    (b / "config.json").write_text((b / "config.json").read_text() + "\n")  # other bytes
+    spec_a, spec_b = (models.resolve("embedder", str(d)) for d in (a, b))
+    assert spec_a.fingerprint != spec_b.fingerprint
+    first = export_model(spec_a, quantize="none")
+    second = export_model(spec_b, quantize="none")
+    assert first.directory != second.directory
+    assert find_export(spec_a, "text-encoder").directory == first.directory
+    assert find_export(spec_b, "text-encoder").directory == second.directory
+    # An export in the old place (onnx/bert/text-encoder) is used while it matches.
+    old_place = models.cache_dir_for("bert", kind="onnx") / "text-encoder"
+    old_place.parent.mkdir(parents=True)
+    shutil.move(str(first.directory), str(old_place))
+    forget_manifest(first.directory)
+    found = find_export(spec_a, "text-encoder")
+    assert found is not None and found.directory == old_place
+    assert find_export(spec_b, "text-encoder").directory == second.directory
