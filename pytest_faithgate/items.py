@@ -103,6 +103,9 @@ class GateItem(pytest.Item):
         if gate.baseline_note:
             # Travels with the result to the controller, which prints it in the summary.
             self.faithgate_result["baseline_note"] = gate.baseline_note
+        if gate.baseline_to_write is not None:
+            # The controller writes it with the reports, as one set (write_gate_outputs).
+            self.faithgate_result["baseline_to_write"] = str(gate.baseline_to_write)
         withheld = [
             kind for kind, _ in self.gate_config.reports.items() if kind not in gate.reports.paths
         ]
@@ -128,6 +131,9 @@ class GateItem(pytest.Item):
             use_cache=not opts.no_cache,
             # A --faithgate-baseline that does not exist is an error (a typo), not a first run.
             explicit_baseline=opts.baseline is not None,
+            # Written with the reports at session end: a report that cannot be written must
+            # not leave the baseline replaced (the gate item had replaced it before).
+            defer_baseline=True,
         )
         return gate, gate.run()
 
@@ -211,5 +217,6 @@ def write_gate_outputs(plugin_session: PluginSession, gates: list[dict[str, Any]
         reports = plugin_session.gate_config.reports
         for kind in data.get("withheld_reports", ()):
             reports = reports.with_path(kind, None)
-        written.extend(write_reports(result, reports).values())
+        baseline = data.get("baseline_to_write")
+        written.extend(write_reports(result, reports, baseline=baseline).values())
     return written
