@@ -109,3 +109,24 @@ def test_recipes_match_the_code():
         assert recipe["task"] == ROLE_TASKS[path.stem]
         assert recipe["optimum_task"].split()[0] == OPTIMUM_TASKS[recipe["task"]]
         assert recipe["opset"] == DEFAULT_OPSET
+
+
+def test_the_fp32_graph_is_not_refused_for_a_near_tie_that_rounding_flips():
+    """The fp32 graph was held to pair agreement and consistency too: one near-tied pair that
+    float rounding flipped (60 pairs: agreement 0.983, consistency moved 1.7 points) refused a
+    correct export, --quantize none included. It is judged on mean |diff| and NaN only."""
+    from faithgate.backends.export import fp32_gate
+
+    rng = np.random.default_rng(0)
+    ref = rng.uniform(0.1, 0.9, size=(60, 2))
+    ref[0] = [0.5, 0.5 - 1e-7]  # a near tie
+    new = ref + rng.normal(0, 1e-7, size=ref.shape)
+    new[0] = [0.5 - 1e-7, 0.5]  # rounding flips it
+    assert not compare("s", ref, new, True, Tolerance()).passed  # the quantized forms' gate
+    assert compare("s", ref, new, True, fp32_gate(Tolerance())).passed
+    assert compare("s", ref, new, True, fp32_gate(Tolerance.zero())).passed
+    off = ref + 0.05
+    assert not compare("s", ref, off, True, fp32_gate(Tolerance())).passed
+    with_nan = new.copy()
+    with_nan[3, 1] = np.nan
+    assert not compare("s", ref, with_nan, True, fp32_gate(Tolerance())).passed
