@@ -80,6 +80,7 @@ def fp32_gate(tolerance: Tolerance) -> Tolerance:
         max_consistency_change=1.0,
     )
 
+
 # Which task each role's model serves, and which optimum task exports it.
 ROLE_TASKS: dict[str, str] = {
     "embedder": "text-encoder",

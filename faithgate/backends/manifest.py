@@ -7,10 +7,8 @@ and ``export`` can build on ``onnx_backend`` without an import cycle.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -360,13 +358,13 @@ def _stale_pooling(data: dict[str, Any]) -> str | None:
 
 def default_export_dir(spec: models.ModelSpec, task: str) -> Path:
     """Cache directory of the export of ``spec`` for ``task``: ``onnx/<name>/<task>``, where a
-    local directory's name also carries a digest of its real path, since it is known by its
-    basename (``runs/a/model`` and ``runs/b/model`` shared one folder, and the second export
-    replaced the first)."""
+    local directory's name also carries its fingerprint, since it is known by its basename
+    (``runs/a/model`` and ``runs/b/model`` shared one folder, and the second export replaced
+    the first). The fingerprint, not the path: a copy of the same weights elsewhere (another
+    clone, a CI workspace) finds the export, as its scores are the same."""
     name = spec.name
     if spec.origin == "path":
-        where = os.path.realpath(str(spec.location))
-        name = f"{name}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
+        name = f"{name}-{str(spec.fingerprint)[:12]}"
     return models.cache_dir_for(name, kind="onnx") / task
 
 

@@ -292,7 +292,7 @@ def test_cache_discovery_and_settings_hash(tiny, tmp_path, monkeypatch):
     ctx = ScoringContext(ModelPool({"embedder": str(tiny["bert"])}))
     before = ctx.model_identity("embedder", "text-encoder")
     manifest = export_model(spec, quantize="none")  # into the cache
-    # onnx/<name>-<digest of the directory's real path>/<task>
+    # onnx/<name>-<fingerprint>/<task>
     assert manifest.directory == default_export_dir(spec, "text-encoder")
     assert manifest.directory.parent.parent == tmp_path / "home" / "onnx"
     assert manifest.directory.parent.name.startswith(f"{spec.name}-")
@@ -1387,8 +1387,8 @@ def test_a_kept_export_must_be_what_was_asked_for(tiny, tmp_path):
 
 def test_two_local_models_of_one_name_keep_their_own_cache_exports(tiny, tmp_path, monkeypatch):
     """The cache folder was named by the directory's basename: exporting runs/b/bert replaced
-    runs/a/bert's export, which then ran on torch without a word. An export cached under the
-    bare name (before the digest) is still found when its fingerprint matches."""
+    runs/a/bert's export, which then ran on torch without a word. It carries the weights'
+    fingerprint now; an export cached under the bare name is still found while it matches."""
     monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
     a, b = tmp_path / "a" / "bert", tmp_path / "b" / "bert"
     shutil.copytree(tiny["bert"], a)
@@ -1401,6 +1401,11 @@ def test_two_local_models_of_one_name_keep_their_own_cache_exports(tiny, tmp_pat
     assert first.directory != second.directory
     assert find_export(spec_a, "text-encoder").directory == first.directory
     assert find_export(spec_b, "text-encoder").directory == second.directory
+    # A copy of a's weights elsewhere (another clone, a CI workspace) finds a's export.
+    copy = tmp_path / "clone" / "bert"
+    shutil.copytree(a, copy)
+    found = find_export(models.resolve("embedder", str(copy)), "text-encoder")
+    assert found is not None and found.directory == first.directory
     # An export in the old place (onnx/bert/text-encoder) is used while it matches.
     old_place = models.cache_dir_for("bert", kind="onnx") / "text-encoder"
     old_place.parent.mkdir(parents=True)
