@@ -272,7 +272,7 @@ def bench_command(
 
         atomic_write_text(output, json.dumps(doc, indent=1))
     if as_json:
-        click.echo(json.dumps(doc, indent=1))
+        click.echo(json_for_terminal(doc, indent=1))
     else:
         click.echo(defuse_workflow_commands(markdown_report(result)))
 
@@ -409,7 +409,7 @@ def calibrate_command(
         if warning:
             click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
         click.echo(
-            json.dumps(
+            json_for_terminal(
                 json_ready({**cal.to_dict(), "written_to": str(target) if target else None}),
                 indent=1,
             )

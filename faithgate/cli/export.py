@@ -5,7 +5,6 @@ Argument handling and printing only; the work is in ``faithgate.backends.export`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -13,7 +12,7 @@ import click
 from faithgate import models, paths
 from faithgate.cli.params import FiniteFloatRange
 from faithgate.errors import InputError
-from faithgate.escape import safe_line
+from faithgate.escape import json_for_terminal, safe_line
 
 EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
 
@@ -142,7 +141,7 @@ def export_command(
         log=say,
     )
     if as_json:
-        click.echo(json.dumps(manifest.to_dict(), indent=2, sort_keys=True))
+        click.echo(json_for_terminal(manifest.to_dict(), indent=2, sort_keys=True))
         return
     click.echo(safe_line(f"exported {role} model {spec.name} -> {manifest.directory}"))
     click.echo(

@@ -569,7 +569,7 @@ def metrics_command(fmt: str) -> None:
             }
         )
     if fmt == "json":
-        click.echo(json.dumps(json_safe(entries), indent=2))
+        click.echo(json_for_terminal(json_safe(entries), indent=2))
         return
     width = max((len(e["name"]) for e in entries), default=4) + 2
     fam = max((len(e["family"]) for e in entries), default=6) + 2

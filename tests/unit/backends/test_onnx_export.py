@@ -1275,14 +1275,22 @@ def test_export_summary_escapes_label_names(tiny, tmp_path):
     shutil.copytree(tiny["nli"], model)
     config = json.loads((model / "config.json").read_text())
     label = config["id2label"]["0"]
-    config["id2label"]["0"] = label + "\x1b]0;pwned\x07\x1b[2K"
+    # an OSC and GitHub's legacy workflow command (parsed anywhere in a line)
+    config["id2label"]["0"] = label + "\x1b]0;pwned\x07\x1b[2K##[error]forged"
     config["label2id"] = {v: int(k) for k, v in config["id2label"].items()}
     (model / "config.json").write_text(json.dumps(config))
     out = tmp_path / "out"
     res = _export_cli("nli", "--model", str(model), "--quantize", "none", "--out", str(out))
     assert res.exit_code == 0, res.output
-    assert "\x1b" not in res.output and "\x07" not in res.output
-    assert f"p_{label.lower()}\\x1b]0;pwned\\x07\\x1b[2k" in res.output  # labels are lowercased
+    assert "\x1b" not in res.output and "\x07" not in res.output and "##[" not in res.output
+    assert f"p_{label.lower()}\\x1b]0;pwned\\x07\\x1b[2k#" in res.output  # labels lowercased
+    # --json too: the same manifest, valid JSON, nothing a runner or terminal would act on
+    res = _export_cli("nli", "--model", str(model), "--quantize", "none", "--out", str(out),
+                      "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.stdout and "##[" not in res.stdout
+    scores = json.loads(res.stdout)["parity"]["onnx_fp32_vs_torch"]
+    assert any(name.endswith("##[error]forged") for name in scores)
 
 
 def test_export_out_below_a_regular_file_is_an_input_error(tiny, tmp_path):
