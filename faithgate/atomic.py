@@ -143,6 +143,7 @@ def _replace_all(staged: Sequence[tuple[Path, Path, str | Path]]) -> None:
     the targets renamed before it replaced: each previous file is kept aside as a hard link
     until every rename succeeded, and put back (a target that did not exist is removed)."""
     kept: list[Path] = []
+    survivors: list[Path] = []  # kept links whose put-back failed: the only previous copy
     done: list[tuple[Path, Path | None, bool, str | Path]] = []  # target, kept, existed, path
     try:
         for tmp, target, path in staged:
@@ -153,15 +154,22 @@ def _replace_all(staged: Sequence[tuple[Path, Path, str | Path]]) -> None:
                 os.replace(tmp, target)
             done.append((target, old, existed, path))
     except WriteError as exc:
-        exc.add_replaced([path for *_, path in _put_back(done)])
+        failed = _put_back(done)
+        # A previous file that could not be put back stays in its link, named: never deleted.
+        survivors.extend(old for _, old, _, _ in failed if old is not None)
+        exc.add_replaced(
+            [path if old is None else f"{path} (previous file kept as {old})"
+             for _, old, _, path in failed]
+        )  # fmt: skip
         raise
     except BaseException:
-        _put_back(done)
+        survivors.extend(old for _, old, _, _ in _put_back(done) if old is not None)
         raise
     finally:
         for old in kept:
-            with contextlib.suppress(OSError):
-                old.unlink()
+            if old not in survivors:
+                with contextlib.suppress(OSError):
+                    old.unlink()
 
 
 def _keep_aside(target: Path) -> tuple[Path | None, bool]:

@@ -48,12 +48,15 @@ def write_reports(
     (a write failing) none, so no report of this run stands beside another run's; returns
     kind -> path. ``baseline`` (``Gate.baseline_to_write``) joins the set: the result becomes
     the new baseline only when every report is written, and the other way round."""
+    # The baseline's text first: ``json_text`` refuses a result ``load`` would refuse (scores
+    # of other settings hashes than it records), before any file is written.
+    baseline_text = result.json_text() if baseline is not None else None
     texts = {kind: render(kind, result) for kind, _ in reports.items()}
     written = {kind: Path(path) for kind, path in reports.items()}
     files: list[tuple[str | Path, str]] = [(path, texts[kind]) for kind, path in written.items()]
     # A json report at the baseline path is that file, with the same text: written once.
-    if baseline is not None and not any(same_file(p, baseline) for p in written.values()):
-        files.append((baseline, result.json_text()))
+    if baseline_text is not None and not any(same_file(p, baseline) for p in written.values()):
+        files.append((baseline, baseline_text))
     try:
         atomic_write_files(files)
     except WriteError as exc:  # every previous report (and the baseline) survives

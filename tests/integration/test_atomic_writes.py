@@ -421,3 +421,31 @@ def test_a_fifo_report_path_is_refused_before_scoring(tmp_path, monkeypatch, arg
     assert "out.fifo) is a named pipe (FIFO), not a regular file" in res.stderr
     assert "PASS" not in res.output and "FAIL" not in res.output  # refused before scoring
     assert stat.S_ISFIFO(os.stat(tmp_path / "out.fifo").st_mode)
+
+
+def test_a_previous_file_that_cannot_be_put_back_is_kept_and_named(tmp_path, monkeypatch):
+    """When a put-back failed too, the kept hard link (the only copy of the previous file)
+    was deleted with the others, while the message said only "could not be put back"."""
+    import errno
+
+    from faithgate.atomic import atomic_write_files
+
+    first, second = tmp_path / "a.txt", tmp_path / "c.txt"
+    first.write_text("previous a")
+    second.write_text("previous c")
+    real_replace = atomic.os.replace
+
+    def replace(src, dst):
+        # The second file's rename fails, and so does putting the first one back.
+        if str(dst) == str(second) or str(src).endswith(".old"):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    with pytest.raises(InputError) as err:
+        atomic_write_files([(first, "new a"), (second, "new c")])
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith(".a.txt.")]
+    assert len(kept) == 1 and kept[0].read_text() == "previous a"
+    assert f"{first} (previous file kept as {kept[0]})" in str(err.value)
+    assert first.read_text() == "new a" and second.read_text() == "previous c"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".c.txt.")]

@@ -662,6 +662,15 @@ def test_scores_made_under_other_settings_are_refused_before_anything_is_written
     with pytest.raises(InputError, match="this result's m scores with m:abc"):
         result.save(tmp_path / "r.json")
     assert not (tmp_path / "r.json").exists()
+    # Nor as a baseline written with the reports, a json report at its path included.
+    from faithgate.config import Reports
+    from faithgate.report import write_reports
+
+    base = tmp_path / "base.json"
+    for reports in (Reports(json=base), Reports(markdown=tmp_path / "r.md")):
+        with pytest.raises(InputError, match="this result's m scores with m:abc"):
+            write_reports(result, reports, baseline=base)
+        assert not base.exists() and not (tmp_path / "r.md").exists()
 
 
 def test_a_last_result_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch):
