@@ -381,15 +381,7 @@ def test_a_result_with_top_level_fields_of_wrong_types_is_an_error_step(
 ):
     """Only examples and rules were checked: a wrong "means", "pass_rate" or "metrics" was an
     internal error, for "metrics" after the annotations were already printed."""
-    bad = tmp_path / "r.json"
-    bad.write_text(json.dumps({**gate_result, **change}))
-    env = _env(tmp_path)
-    rc, stdout = run_github(["report", "--result", str(bad), "--exit-code", "1"], env)
-    assert rc == 0
-    [line] = stdout.splitlines()  # the error alone: no example was annotated first
-    assert line.startswith("::error title=faithgate::") and message in line, line
-    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
-    assert outputs["verdict"] == "error" and outputs["step-exit-code"] == "2"
+    _assert_an_error_step_before_any_annotation(tmp_path, {**gate_result, **change}, message)
 
 
 @pytest.mark.parametrize(
@@ -416,15 +408,7 @@ def test_a_result_with_nested_fields_of_wrong_types_is_an_error_step(
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = bad
-    result_path = tmp_path / "r.json"
-    result_path.write_text(json.dumps(gate_result))
-    env = _env(tmp_path)
-    rc, stdout = run_github(["report", "--result", str(result_path), "--exit-code", "1"], env)
-    assert rc == 0
-    [line] = stdout.splitlines()  # the error alone: no example was annotated first
-    assert line.startswith("::error title=faithgate::") and message in line, line
-    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
-    assert outputs["verdict"] == "error" and outputs["step-exit-code"] == "2"
+    _assert_an_error_step_before_any_annotation(tmp_path, gate_result, message)
 
 
 def test_a_result_holding_a_5000_digit_number_is_an_error_step(gate_result, tmp_path):
@@ -640,3 +624,17 @@ def test_a_cache_dir_with_a_line_break_is_refused(tmp_path, monkeypatch):
     assert "cache-dir" not in outputs
     assert outputs["error"].startswith("cache_dir must be one line (a path)")
     assert "\n" not in outputs["error"]
+
+
+def _assert_an_error_step_before_any_annotation(tmp_path, data, message: str) -> None:
+    """``github report`` on the result ``data``: one ``::error`` naming ``message``, printed
+    before any annotation, and the step's outputs saying error, exit code 2."""
+    result_path = tmp_path / "r.json"
+    result_path.write_text(json.dumps(data))
+    env = _env(tmp_path)
+    rc, stdout = run_github(["report", "--result", str(result_path), "--exit-code", "1"], env)
+    assert rc == 0
+    [line] = stdout.splitlines()  # the error alone: no example was annotated first
+    assert line.startswith("::error title=faithgate::") and message in line, line
+    outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
+    assert outputs["verdict"] == "error" and outputs["step-exit-code"] == "2"
