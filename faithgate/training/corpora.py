@@ -68,8 +68,13 @@ def held_out_key(doc: Document) -> str:
     pairs) or in two files falls on one side."""
     if doc.article:
         return f"article:{doc.article}"
-    normalised = " ".join(doc.text.casefold().split())
-    return "text:" + hashlib.sha256(normalised.encode()).hexdigest()[:16]
+    return "text:" + hashlib.sha256(same_text_key(doc.text).encode()).hexdigest()[:16]
+
+
+def same_text_key(text: str) -> str:
+    """``text`` with case and whitespace normalised: copies of one text compare equal
+    (``held_out_key``; train's held-out-labelled exclusion)."""
+    return " ".join(text.casefold().split())
 
 
 @dataclass(frozen=True)

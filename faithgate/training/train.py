@@ -286,17 +286,6 @@ def refuse_repeated_files(config: TrainConfig) -> None:
             seen[key] = name
 
 
-def _normalised(text: str) -> str:
-    """Text as compared across files: whitespace runs made one space, ends stripped."""
-    return " ".join(text.split())
-
-
-def _same_text_key(text: str) -> str:
-    """Text as the held-out-labelled exclusion compares it: case and whitespace normalised,
-    as ``corpora.held_out_key`` groups copies for the split."""
-    return " ".join(text.casefold().split())
-
-
 def _user_file_digests(config: TrainConfig) -> dict[str, str]:
     """SHA-256 of each document or labelled file the user named that exists here."""
     paths = [name for name in config.documents if name not in BUILTIN_CORPORA]
@@ -363,7 +352,7 @@ def _build_dataset(
     # Synthesis 2 leaves such documents out; synthesis 1 (a recipe whose data must rebuild as
     # it was) keeps them and says so.
     held_sources = {
-        _same_text_key(item.source)
+        corpora.same_text_key(item.source)
         for items in labelled.values()
         for item in items
         if is_held_out(item.document_key, config.labelled_dev_fraction, config.seed)
@@ -374,7 +363,7 @@ def _build_dataset(
     overlapping = 0
     for doc_id, pairs in by_doc.items():
         held = is_held_out(keys[doc_id], config.dev_fraction, config.seed)
-        if not held and held_sources and _same_text_key(texts[doc_id]) in held_sources:
+        if not held and held_sources and corpora.same_text_key(texts[doc_id]) in held_sources:
             overlapping += 1
             if leave_out:
                 continue
