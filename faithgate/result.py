@@ -66,11 +66,17 @@ def _score_value(value: Any, what: str) -> float | None:
     return float(value)
 
 
+def is_recorded_number(value: Any) -> bool:
+    """Whether ``value`` is a number a result records as it is: an int or a float (NaN and the
+    infinities too: a rule's own overflow); never text or a bool, nor an int too large for a
+    float (10**400), which every report turns into one."""
+    return isinstance(value, float) or is_finite_number(value)
+
+
 def _number(value: Any, what: str) -> float | int | None:
-    """A number a result records as it is (a rule's value or limit, a threshold): an int or a
-    float (NaN and the infinities too: a rule's own overflow), or null; never text or a bool,
-    nor an int too large for a float, which every report turns into one."""
-    if value is None or isinstance(value, float) or is_finite_number(value):
+    """A number a result records (a rule's value or limit, a threshold:
+    ``is_recorded_number``), or null."""
+    if value is None or is_recorded_number(value):
         return value
     raise InputError(f"{what} must be a number or null, got {value!r}"[:200])
 

@@ -45,7 +45,7 @@ from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.io import jsonl_lines
 from faithgate.numbers import is_finite_number, shortest, shown_against
 from faithgate.report import render
-from faithgate.result import GateResult
+from faithgate.result import GateResult, is_recorded_number
 from faithgate.userjson import parse_json
 
 # GitHub rejects a step summary over 1 MiB (1024 * 1024 bytes); keep room for the cut notice.
@@ -129,9 +129,6 @@ def _top_level_problem(data: Mapping[str, Any]) -> str | None:
     """What is wrong with the top-level fields of a result JSON that the report steps read
     as they are (``outputs_for``, ``annotations_for``, ``summary_markdown``), or ``None``."""
 
-    def number(value: Any) -> bool:  # NaN or an infinity is a result's own (an overflow)
-        return isinstance(value, float) or is_finite_number(value)  # not 10**400 (no float)
-
     means = data.get("means")
     metrics = data.get("metrics")
     thresholds = data.get("thresholds")
@@ -139,12 +136,15 @@ def _top_level_problem(data: Mapping[str, Any]) -> str | None:
         (isinstance(data.get("passed"), bool), "passed must be true or false"),
         (data.get("verdict") in (None, "pass", "fail"), "verdict must be 'pass' or 'fail'"),
         (
-            data.get("pass_rate") is None or number(data["pass_rate"]),
+            data.get("pass_rate") is None or is_recorded_number(data["pass_rate"]),
             "pass_rate must be a number or null",
         ),
         (
             means is None
-            or (isinstance(means, dict) and all(v is None or number(v) for v in means.values())),
+            or (
+                isinstance(means, dict)
+                and all(v is None or is_recorded_number(v) for v in means.values())
+            ),
             "means must be an object of numbers or null",
         ),
         (
@@ -161,7 +161,7 @@ def _top_level_problem(data: Mapping[str, Any]) -> str | None:
         ),
         (data.get("input") is None or isinstance(data["input"], str), "input must be text"),
         (
-            data.get("seconds") is None or number(data["seconds"]),
+            data.get("seconds") is None or is_recorded_number(data["seconds"]),
             "seconds must be a number or null",
         ),
     ]
