@@ -37,8 +37,19 @@ from faithgate.errors import WriteError
 from faithgate.paths import file_kind
 
 
-def _umask() -> int:
-    # os.umask can only be read by setting it; set it back at once.
+def current_umask() -> int:
+    """The process's umask, the bits a new file's or directory's mode leaves out.
+
+    Read from ``/proc/self/status`` where the kernel reports it (Linux 4.7+): ``os.umask`` can
+    only be read by setting it, and for the instant it is 0 another thread's new file would be
+    made world-writable. Elsewhere it is set and put back at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -96,7 +107,7 @@ def _open_temporary(path: str | Path) -> tuple[int, Path, Path, int]:
             mode = target.stat().st_mode
         except FileNotFoundError:
             mode = None
-        perms = stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask()
+        perms = stat.S_IMODE(mode) if mode is not None else 0o666 & ~current_umask()
         kind = file_kind(mode) if mode is not None else None
         if kind is not None:
             # A directory, device, FIFO or socket: the rename would replace it with a regular

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faithgate.atomic import _umask
+from faithgate.atomic import current_umask
 from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.escape import safe_line
 
@@ -737,7 +737,7 @@ def publish_dir(tmp: Path, target: Path, manifest: str | None = None) -> None:
     # (safetensors' ``save_file``): published, everything in it gets a new file's or
     # directory's usual mode (a model directory made for others, a shared cache, a Docker
     # image run as another user). Nothing in such a directory is executable.
-    mask = _umask()
+    mask = current_umask()
     for folder, subfolders, files in os.walk(tmp):
         for name in files:
             path = os.path.join(folder, name)

@@ -72,6 +72,23 @@ def test_success_replaces_content_keeps_mode_and_symlink(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
+def test_reading_the_umask_never_clears_it(tmp_path, monkeypatch):
+    # os.umask is read by setting it: for that instant another thread's new file would be
+    # created world-writable. Where the kernel reports the umask, it is read, never set.
+    calls = []
+    real_umask = os.umask
+    monkeypatch.setattr(atomic.os, "umask", lambda mask: calls.append(mask) or real_umask(mask))
+    old = real_umask(0o027)
+    try:
+        assert atomic.current_umask() == 0o027
+        atomic_write_text(tmp_path / "new.txt", "x")
+        assert (tmp_path / "new.txt").stat().st_mode & 0o777 == 0o640
+    finally:
+        real_umask(old)
+    assert calls == []
+
+
 def test_new_file_and_parent_directories_are_created(tmp_path):
     target = tmp_path / "a" / "b" / "report.md"
     atomic_write_text(target, "x")

@@ -25,7 +25,7 @@ pytest.importorskip("onnxruntime")
 from tiny_models import save_tiny_bart, save_tiny_models  # noqa: E402
 
 from faithgate import models  # noqa: E402
-from faithgate.atomic import _umask  # noqa: E402
+from faithgate.atomic import current_umask  # noqa: E402
 from faithgate.backends import ModelPool, choose_backend, onnx_backend  # noqa: E402
 from faithgate.backends.export import (  # noqa: E402
     MANIFEST_NAME,
@@ -832,7 +832,7 @@ def test_export_releases_the_sessions_of_its_parity_runs(tiny, tmp_path):
     assert manifest.quantization == "w8"
     assert not [k[0] for k in onnx_backend._SESSIONS if k[0].startswith(str(tmp_path))]
     # Published with a new directory's usual mode, not mkdtemp's 0700.
-    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~_umask()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~current_umask()
 
 
 def _external_data_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
