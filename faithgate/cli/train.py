@@ -32,7 +32,9 @@ from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
     "--documents",
     multiple=True,
     help=f"Unlabelled documents for synthetic pairs: {', '.join(BUILTIN_CORPORA)} (built in) or a JSONL file with a 'source' field (a file, not '-': each is read twice "
-    "and its SHA-256 recorded). Repeatable, each once; default: the built-in corpora.",
+    "and its SHA-256 recorded). Repeatable, each once; default: the built-in corpora. The "
+    "edit rules are English-only: a document that does not read as English is left out, "
+    "with a warning (none left: exit 2).",
 )
 @click.option(
     "--labelled",

@@ -39,6 +39,7 @@ import numpy as np
 from faithgate import models, paths
 from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.escape import printable
+from faithgate.perturb import reads_as_english
 from faithgate.training import corpora, synth
 from faithgate.training.corpora import LABELS, NLIPair
 
@@ -330,7 +331,22 @@ def _build_dataset(
                     f"{origin[doc.id]}; give each document its own id (each file its own name)"
                 )
             origin[doc.id] = name
-        documents.extend(docs)
+        # perturb's edits and the claim rewrites are English rules: on other text they make
+        # garbage pairs ("en resigns 2025") that would teach the checker nothing true.
+        english = [doc for doc in docs if reads_as_english(doc.text)]
+        if len(english) < len(docs):
+            sources[name]["not_english"] = len(docs) - len(english)
+            log(
+                f"warning: --documents {printable(name)}: {len(docs) - len(english)} of {len(docs)} "
+                "documents do not read as English and are left out of the synthetic pairs "
+                "(their edit rules are English-only)"
+            )
+        documents.extend(english)
+    if config.documents and not documents:
+        raise InputError(
+            "--documents: no document reads as English, and the synthetic pairs' edit rules "
+            "are English-only (faithgate.perturb): give documents in English"
+        )
     user_documents = {path: d for path, d in digests.items() if path in config.documents}
     cache = synth_pairs_file(workdir, config.documents, config.synth.recipe(), user_documents)
     started = time.monotonic()

@@ -628,6 +628,37 @@ def test_documents_with_the_same_ids_in_two_files_are_all_kept(tmp_path, tiny_ba
         user_documents(dup)
 
 
+FRENCH = (
+    "Le maire de Lyon, Grégory Doucet, a annoncé lundi la construction de trois nouvelles "
+    "écoles. Les travaux commenceront en mars 2025 et coûteront 40 millions d'euros. Selon la "
+    "mairie, 1 200 élèves seront accueillis. L'opposition a critiqué le calendrier."
+)
+
+
+def test_documents_that_do_not_read_as_english_are_left_out_of_the_pairs(tmp_path, tiny_base):
+    # The edit rules are English: on French they made pairs such as "en resigns 2025"
+    # (contradiction) and "coûteront." cut mid-clause (entailment), trained on silently.
+    from faithgate.errors import InputError
+    from faithgate.training.train import build_dataset
+
+    mixed = tmp_path / "mixed.jsonl"
+    rows = [{"id": "en", "source": DOC.text}, {"id": "fr", "source": FRENCH}]
+    mixed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = _config(tmp_path / "m", tiny_base, tmp_path / "unused")
+    cfg.documents = [str(mixed)]
+    logged: list[str] = []
+    data = build_dataset(cfg, tmp_path / "work", log=logged.append)
+    assert data.train or data.dev
+    assert not any("Lyon" in p.premise for p in data.train + data.dev)
+    assert any("1 of 2 documents do not read as English" in line for line in logged)
+    assert data.sources[str(mixed)]["not_english"] == 1
+    french = tmp_path / "fr.jsonl"
+    french.write_text(json.dumps({"id": "fr", "source": FRENCH}) + "\n")
+    cfg.documents = [str(french)]
+    with pytest.raises(InputError, match="no document reads as English"):
+        build_dataset(cfg, tmp_path / "work2", log=_quiet)
+
+
 def test_labelled_ids_must_be_unique_and_labels_read_as_bench_reads_them(tmp_path):
     from faithgate.errors import InputError
 
