@@ -242,6 +242,12 @@ def resolve(
             if role == "spacy":
                 return ModelSpec(role, requested, packaged.package, "package", **spec_args)
             if packaged.gguf_file:
+                # Converting needs torch; torch-free, an export made where it ran stands in
+                # (as in 3b) rather than the conversion failing with an export at hand.
+                if not _is_model_dir(cached) and not _torch_backend_installed():
+                    export = standing_export(role, requested)
+                    if export is not None:
+                        return ModelSpec(role, requested, str(export), "export", **spec_args)
                 target = convert_gguf(pkg / packaged.gguf_file, cached)
                 return ModelSpec(role, requested, str(target), "cache", **spec_args)
             if packaged.trained_dir:
@@ -445,7 +451,9 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ModelNotFoundError(
-                f"converting {gguf_path.name} needs the full install: pip install 'faithgate[full]'"
+                f"converting {gguf_path.name} needs the full install: pip install "
+                "'faithgate[full]', or put the model's ONNX export (`faithgate export`, made "
+                "with torch) in the cache's onnx folder ($FAITHGATE_HOME/onnx)"
             ) from exc
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
         start = time.perf_counter()

