@@ -7,6 +7,8 @@ into their score details.
 
 from __future__ import annotations
 
+import bisect
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -93,8 +95,58 @@ def pieces(text: str, limit: int) -> list[str]:
 
 
 def split_sentences(text: str, spacy_model: str | None = None) -> list[str]:
-    """Sentences of ``text`` by spaCy's parser; empty sentences dropped, text kept verbatim."""
+    """Sentences of ``text`` by spaCy's parser, and a line break ends one (``line_breaks``);
+    empty sentences dropped, text kept verbatim."""
     return list(_sentences_cached(text, spacy_model))
+
+
+# A line that starts a list item: a bullet or dash, or "1." / "2)" numbering, then a space.
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+\u2022\u00b7\u2023\u25e6\u2013\u2014]|\d{1,3}[.)])[ \t]")
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_ENDS_SENTENCE = (".", "!", "?", ":", ";", '"', "'", "\u201d", "\u2019", ")")
+
+
+def hard_wrapped(text: str) -> bool:
+    """Whether ``text`` is prose wrapped at a fixed width (a plain-text mail, a PDF's lines):
+    some paragraph of 3+ lines whose lines but the last nearly fill one width of 40-100
+    characters and mostly stop mid-sentence, the next line going on in lower case (in a text
+    with no capitals at all, which case cannot tell: 4+ lines). There a line break is not a
+    sentence's end."""
+    cased = any(ch.isupper() for ch in text)
+    for paragraph in _PARAGRAPH_BREAK.split(text):
+        lines = [line.strip() for line in paragraph.split("\n") if line.strip()]
+        body = lines[:-1]
+        if len(body) < 2:
+            continue
+        width = max(len(line) for line in body)
+        full = sum(len(line) >= 0.75 * width for line in body)
+        open_ = [k for k, line in enumerate(body) if not line.endswith(_ENDS_SENTENCE)]
+        going_on = sum(not lines[k + 1][0].isupper() for k in open_)
+        # In lower-cased text (a tokenised corpus) case tells nothing: more lines must agree.
+        continues = going_on >= 0.5 * len(open_) if cased else len(body) >= 3
+        if (
+            40 <= width <= 100
+            and full >= 0.8 * len(body)
+            and len(open_) >= 0.5 * len(body)
+            and continues
+        ):
+            return True
+    return False
+
+
+def line_breaks(text: str) -> list[int]:
+    """Offsets of the line breaks in ``text`` that end a sentence whatever the parser says:
+    every one (summaries written a sentence or a bullet per line: CNN/DailyMail highlights,
+    an LLM's bullet list, headlines without a full stop), except in ``hard_wrapped`` prose,
+    where only paragraph breaks and breaks before a list item count."""
+    if "\n" not in text.strip():
+        return []
+    wrapped = hard_wrapped(text)
+    return [
+        m.start()
+        for m in re.finditer("\n", text)
+        if not wrapped or _PARAGRAPH_BREAK.match(text, m.start()) or _LIST_ITEM.match(text, m.end())
+    ]
 
 
 # Components sentence boundaries do not need. The parser sets them, and in spaCy v3 it reads
@@ -112,7 +164,15 @@ def _sentences_cached(text: str, spacy_model: str | None) -> tuple[str, ...]:
         doc = parse(text, spacy_model)  # long texts go in pieces; no parser: its own splitter
     else:
         doc = nlp(text, disable=[p for p in _NOT_FOR_SENTENCES if p in nlp.pipe_names])
-    return tuple(s.text.strip() for s in doc.sents if s.text.strip())
+    breaks = line_breaks(text)
+    out: list[str] = []
+    for sent in doc.sents:
+        start, end = sent.start_char, sent.end_char
+        for cut in breaks[bisect.bisect_right(breaks, start) : bisect.bisect_left(breaks, end)]:
+            out.append(text[start:cut])
+            start = cut + 1
+        out.append(text[start:end])
+    return tuple(piece.strip() for piece in out if piece.strip())
 
 
 @dataclass(frozen=True)

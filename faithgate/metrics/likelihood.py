@@ -60,8 +60,9 @@ class LikelihoodMetric(Metric):
     # 4: the selected sentences kept whole (the last was chopped), and a summary the window
     # cannot hold whole fails (its tail was left unscored); 5: summary tokens placed in
     # Score.sentences by the tokenizer's character offsets (after an emoji or a non-Latin
-    # letter every later token went to the wrong sentence).
-    version: ClassVar[str] = "5"
+    # letter every later token went to the wrong sentence); 6: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged
+    # (sentence details, and the sentences a long source is cut to).
+    version: ClassVar[str] = "6"
     roles: ClassVar[dict[str, str]] = {"lm": "causal-lm"}
     defaults: ClassVar[dict[str, Any]] = dict(_COMMON_DEFAULTS)
     needs: ClassVar[tuple[str, ...]] = ("y_s2s",)

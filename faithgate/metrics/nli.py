@@ -251,8 +251,9 @@ class _NLIMetric(Metric):
     scores become the summary's score)."""
 
     family = "nli"
-    # 2: a summary sentence too long for the model is judged in pieces (it was cut silently).
-    version = "2"
+    # 2: a summary sentence too long for the model is judged in pieces (it was cut silently);
+    # 3: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged.
+    version = "3"
     roles = {"nli": "pair-classifier", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {"aggregate": "mean"}
     aggregates: ClassVar[tuple[str, ...]] = AGGREGATES
@@ -441,8 +442,8 @@ class EntailTopK(_NLIMetric):
     roles = {"nli": "pair-classifier", "embedder": "text-encoder", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "k": 3}
     # 3: a hub embedder is pooled as its 1_Pooling says (it was always mean pooling), which
-    # picks the top-k sentences (2: the family's version before).
-    version = "3"
+    # picks the top-k sentences (2: the family's version before); 4: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged.
+    version = "4"
 
     def validate_settings(self) -> None:
         super().validate_settings()

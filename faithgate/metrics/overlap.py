@@ -128,8 +128,9 @@ class Overlap(Metric):
     roles = {"spacy": "pipeline"}
     defaults = {"component": "rouge2", "use_stemmer": True}
     bounds = (0.0, 1.0)  # a precision, or 1 - a novel-n-gram ratio
-    # 2: Unicode word tokens (faithgate.words) instead of rouge-score's [a-z0-9]+ runs.
-    version = "2"
+    # 2: Unicode word tokens (faithgate.words) instead of rouge-score's [a-z0-9]+ runs;
+    # 3 (sentence details): a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged.
+    version = "3"
 
     def validate_settings(self) -> None:
         allowed = (*ROUGE_TYPES, *NOVEL)

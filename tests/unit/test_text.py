@@ -134,3 +134,54 @@ def test_tiny_bert_encoder_windows_long_texts(tmp_path):
 def test_split_sentences_with_spacy_loaded_once():
     assert textmod.split_sentences("Cats sleep. Dogs bark.") == ["Cats sleep.", "Dogs bark."]
     assert textmod.load_spacy() is textmod.load_spacy()
+
+
+# CNN/DailyMail highlights, bullet lists and headlines end lines without a full stop; spaCy
+# merged such lines, so a metric scored two claims as one sentence and a report could not name
+# the unsupported line.
+HIGHLIGHTS = (
+    "Police arrested two men in Leeds on Monday\n"
+    "The victims were taken to hospital in London\n"
+    "A third suspect is still at large"
+)
+WRAPPED = (
+    "The mayor of the city said on Monday that the new bridge over the river\n"
+    "would open in the spring of next year, after two years of delays caused by\n"
+    "the collapse of the main contractor and a dispute over the design of the\n"
+    "southern ramp. Residents welcomed the news.\n"
+    "\n"
+    "Work starts in May.\n"
+    "- a bullet about costs\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (HIGHLIGHTS, HIGHLIGHTS.split("\n")),
+        (
+            "- first point\n- second point\n\n- third",
+            ["- first point", "- second point", "- third"],
+        ),
+        ("Headline one\n\n\nHeadline two", ["Headline one", "Headline two"]),
+        (
+            "The cat sat.\nThe dog barked. It was late.",
+            ["The cat sat.", "The dog barked.", "It was late."],
+        ),
+        ("Cats sleep. Dogs bark.", ["Cats sleep.", "Dogs bark."]),
+    ],
+)
+def test_a_line_break_ends_a_sentence(text, expected):
+    assert textmod.split_sentences(text) == expected
+
+
+def test_hard_wrapped_prose_keeps_its_sentences_across_lines():
+    assert textmod.hard_wrapped(WRAPPED) and not textmod.hard_wrapped(HIGHLIGHTS)
+    sents = textmod.split_sentences(WRAPPED)
+    assert sents[0].startswith("The mayor") and sents[0].endswith("southern ramp.")
+    assert sents[1:] == [
+        "Residents welcomed the news.",
+        "Work starts in May.",
+        "- a bullet about costs",
+    ]
+    assert textmod.line_breaks("one line\n") == []  # a trailing newline is not a break
