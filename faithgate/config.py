@@ -102,6 +102,10 @@ class PairConsistencyRule:
     metrics: tuple[str, ...] | None = None
 
 
+# The most bootstrap resamples ``rules.regression.resamples`` takes (documented in docs/gate.md).
+MAX_RESAMPLES = 1_000_000
+
+
 @dataclass(frozen=True)
 class RegressionRule:
     """Regression against a baseline (a previous ``GateResult`` JSON), by example id: fails when
@@ -664,7 +668,13 @@ class _Parser:
                     raise self.fail(k, f"expected a number in [0.5, 1), got {x:g}")
                 kwargs[name] = x
             elif name == "resamples":
-                kwargs[name] = self.integer(raw, k, minimum=100)
+                n = self.integer(raw, k, minimum=100)
+                # A bootstrap of more resamples than this tells nothing more, and a huge value
+                # failed with a MemoryError after the whole scoring run.
+                if n > MAX_RESAMPLES:
+                    shown = f"{n:,}" if n < 10**15 else "more than 10^15"  # never 400 digits
+                    raise self.fail(k, f"expected an integer <= {MAX_RESAMPLES:,}, got {shown}")
+                kwargs[name] = n
             elif name == "seed":
                 kwargs[name] = self.integer(raw, k)
             elif name == "metrics":

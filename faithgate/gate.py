@@ -34,7 +34,7 @@ from typing import Any
 
 from faithgate.cache import ScoreCache
 from faithgate.config import GateConfig
-from faithgate.errors import InputError, WriteError
+from faithgate.errors import ConfigError, InputError, WriteError
 from faithgate.escape import printable
 from faithgate.execution import (
     CachedExecutor,
@@ -335,6 +335,7 @@ class Gate:
         Reports are written by the caller (``faithgate.report.write_reports``)."""
         start = time.perf_counter()
         check_rule_metrics(self.config)  # before any model loads: fail fast on a typo
+        check_regression_baseline(self.config)  # likewise: not a gate failure after scoring
         self.config.check_metric_keys(metric_names())  # a threshold for no metric: a typo
         self.check_paths()
         # The baseline is read before scoring: a broken one must not cost a scoring run.
@@ -374,20 +375,20 @@ class Gate:
             scores = self.score(examples)
         finally:
             self.close()  # a Ray run's actors (and a Ray runtime it started) end with scoring
+        stale: dict[str, str] = {}
         if self.update_baseline and baseline is not None:
-            stale = sorted(
-                m for m in self.config.metrics if baseline.settings_hashes.get(m) != hashes.get(m)
-            )
-            if stale:
-                # The regression rule says "update it with --update-baseline" for scores made
-                # with other settings, or for a metric the baseline lacks (newly selected); that
-                # run must not be refused for the same mismatch.
-                where = self.config.display_path(self.config.baseline)  # type: ignore[arg-type]
-                baseline = None
-                baseline_error = (
-                    f"the baseline at {where} holds no {', '.join(stale)} scores made with these "
-                    "settings (this run replaces it)"
-                )
+            # The regression rule says "update it with --update-baseline" for scores made
+            # with other settings, or for a metric the baseline lacks (newly selected); that
+            # run must not be refused for the same mismatch. Only those metrics: the others
+            # are still compared, or a run that regressed on them would pass and become the
+            # reference because another metric was added or re-configured.
+            where = self.config.display_path(self.config.baseline)  # type: ignore[arg-type]
+            stale = {
+                m: f"the baseline at {where} holds no {m} scores made with these settings "
+                "(this run replaces it)"
+                for m in self.config.metrics
+                if m not in baseline.metrics or baseline.settings_hashes.get(m) != hashes.get(m)
+            }
         result = evaluate(
             self.config,
             examples,
@@ -398,11 +399,14 @@ class Gate:
             baseline_error=baseline_error,
             baseline_created=baseline is None and self.update_baseline,
             baseline_missing=baseline_missing,
+            baseline_replaced=stale,
         )
         cfg = self.config
         # Outputs whose ids name other sources in the baseline, or a baseline too old to tell
-        # (not said to a run that replaces it: that is what the note asks for).
+        # (not said to a run that replaces it: that is what the note asks for; nor where no
+        # metric is compared with it).
         replaced = self.update_baseline and baseline is not None and not baseline.records_sources
+        replaced = replaced or set(stale) >= set(cfg.metrics)
         if baseline is not None and cfg.baseline is not None and not replaced:
             self.warnings += baseline_notes(result, baseline, cfg.display_path(cfg.baseline))
         if cfg.outputs is not None:
@@ -537,6 +541,18 @@ def check_baseline_exists(config: GateConfig) -> None:
         raise InputError(
             f"no baseline at {config.display_path(path)} (given with --baseline); check the "
             "path, or run with --update-baseline to create it"
+        )
+
+
+def check_regression_baseline(config: GateConfig) -> None:
+    """Raise ``ConfigError`` when ``rules.regression`` is configured with no baseline path
+    (``baseline`` in the configuration, ``--baseline``): the rule could only fail, after a
+    full scoring run, as a failed gate. A path whose file does not exist yet is a first run
+    (``_load_baseline``), not this."""
+    if config.rules.regression is not None and config.baseline is None:
+        raise ConfigError(
+            "rules.regression needs a baseline to compare with: set 'baseline' (the path of a "
+            "previous result JSON) in the configuration, or pass --baseline"
         )
 
 

@@ -52,13 +52,20 @@ def above(value: float, limit: float) -> bool:
 
 def mean_of(values: Sequence[float]) -> float:
     """The mean of ``values`` (not empty), summed exactly (``math.fsum``): a plain sum of
-    100,000 scores of 0.7 is off by more than the float noise ``at_least`` allows. Scores that
-    overflow the sum give inf or NaN, as a plain sum does (fsum raises there)."""
+    100,000 scores of 0.7 is off by more than the float noise ``at_least`` allows. Finite
+    values whose sum passes the float range still get their finite mean (a plain sum of
+    1.5e308, 1.5e308, -1.7e308, -1.7e308 is inf, and passed any ``min_mean``); NaN where
+    ``values`` hold both infinities, inf where they hold one."""
+    n = len(values)
     try:
-        total = math.fsum(values)
-    except (OverflowError, ValueError):
-        total = sum(values)
-    return total / len(values)
+        try:
+            return math.fsum(values) / n
+        except OverflowError:
+            # Each value / n is finite, and so is their sum: its magnitude is at most the
+            # largest value's. (An infinite value, which fsum also raises on here, stays inf.)
+            return math.fsum(v / n for v in values)
+    except ValueError:  # inf and -inf: no mean
+        return math.nan
 
 
 def reads_equal(value: float, limit: float, decimals: int, scale: float = 1.0) -> bool:

@@ -154,6 +154,7 @@ def evaluate(
     baseline_error: str | None = None,
     baseline_created: bool = False,
     baseline_missing: bool = False,
+    baseline_replaced: Mapping[str, str] | None = None,
 ) -> GateResult:
     """Apply the configured rules to scored examples (no model is touched).
 
@@ -165,6 +166,10 @@ def evaluate(
     (the rule then fails), unless ``baseline_created`` says this run writes the first baseline
     (``--update-baseline``) or ``baseline_missing`` says the file does not exist yet (a first
     run): the rule is then skipped and says so (or fails with ``require_baseline``).
+    ``baseline_replaced`` (metric -> why) names the metrics whose scores ``baseline`` does not
+    hold under this run's settings while ``--update-baseline`` replaces it: only their
+    comparisons (``regression[m]``, ``per_example_drop``) are skipped, saying why; every other
+    metric is still compared with ``baseline``.
     """
     if len(scores) != len(examples):
         raise ValueError("scores must be aligned with examples")
@@ -230,9 +235,16 @@ def evaluate(
             raise InputError(f"rules.min_mean names metric {metric!r}, which is not selected")
         values = [r.scores[metric].value for r in outputs if r.scores[metric].ok]
         mean = mean_of(values) if values else None  # type: ignore[arg-type]
-        ok = mean is not None and at_least(mean, minimum)
+        # A mean that is not finite (inf passed any minimum) is not shown to be above it:
+        # it fails, as the regression rule fails a NaN drop.
+        ok = mean is not None and math.isfinite(mean) and at_least(mean, minimum)
         message = f"no example scored by {metric}"
-        if mean is not None:
+        if mean is not None and not math.isfinite(mean):
+            message = (
+                f"mean {metric} over {len(values)} scored examples is not a finite number "
+                f"({mean}), so it is not shown to be >= {minimum:g}"
+            )
+        elif mean is not None:
             shown, need = shown_against(mean, minimum)
             message = f"mean {metric} {shown} over {len(values)} scored examples (need >= {need})"
             if len(values) < len(outputs):
@@ -265,6 +277,7 @@ def evaluate(
                 baseline_missing,
                 per_example,
                 match,
+                baseline_replaced,
             )
         )
 
@@ -921,10 +934,13 @@ def _regression_rules(
     baseline_missing: bool = False,
     per_example: Mapping[str, Mapping[str, int]] | None = None,
     match: BaselineMatch | None = None,
+    replaced: Mapping[str, str] | None = None,
 ) -> list[RuleResult]:
     out = []
+    replaced = replaced or {}
     if baseline is not None and match is None:
         match = match_baseline(outputs, baseline)
+    drops = per_metric(rule.per_example_drop, rule.metrics or metrics)
     for m in rule.metrics or metrics:
         if m not in metrics:
             raise InputError(
@@ -956,6 +972,16 @@ def _regression_rules(
             continue
         if baseline is None:
             out.append(fail(baseline_error or "no baseline given"))
+            continue
+        if m in replaced:
+            # --update-baseline replaces scores made under other settings (or none): only this
+            # metric has nothing to compare; the others still are (a regressed run fails).
+            msg = f"{replaced[m]}: nothing to compare yet"
+            if m in drops:
+                msg += "; its per-example thresholds (per_example_drop) are off too"
+            out.append(
+                RuleResult(name, "regression", None, rule.tolerance, True, msg, m, skipped=True)
+            )
             continue
         if m not in baseline.metrics:
             out.append(fail(f"the baseline has no {m} scores; update it with --update-baseline"))
@@ -1017,9 +1043,14 @@ def _regression_rules(
             msg = (
                 f"mean {m} change {0.0 - drop:+.4f} on {n} examples (tolerance {rule.tolerance:g})"
             )
-        missing = len(new) - n
+        # Outputs with no baseline entry of their source are new; those matched to an entry
+        # the baseline could not score are not (they were in it).
+        unscored = sum(1 for e in new if e.id in match.entries) - n
+        missing = len(new) - n - unscored
         if missing:
             msg += f"; {missing} examples are new since the baseline"
+        if unscored:
+            msg += f"; {unscored} examples were not scored in the baseline"
         if note:
             msg += f"; {note}"
         held = (per_example or {}).get(m)
@@ -1051,4 +1082,43 @@ def _regression_rules(
                 },
             )
         )
+    if baseline is not None:
+        out += _uncompared_drops(rule, drops, metrics, hashes, baseline, replaced)
+    return out
+
+
+def _uncompared_drops(
+    rule: RegressionRule,
+    drops: Mapping[str, float],
+    metrics: list[str],
+    hashes: Mapping[str, str],
+    baseline: GateResult,
+    replaced: Mapping[str, str],
+) -> list[RuleResult]:
+    """A rule ``per_example_drop[m]`` for each metric given a per-example drop but no
+    regression rule (not in ``rules.regression.metrics``) whose baseline scores are missing or
+    were made with other settings: ``apply_baseline_thresholds`` cannot apply its thresholds,
+    and no ``regression[m]`` says so. It fails, as ``regression[m]`` does, or is skipped when
+    ``--update-baseline`` replaces that metric's scores (``replaced``)."""
+    out = []
+    covered = set(rule.metrics or metrics)
+    for m, drop in drops.items():
+        if m in covered or m not in metrics:
+            continue
+        name = f"per_example_drop[{m}]"
+        off = "so its per-example thresholds (rules.regression.per_example_drop) are not applied"
+        old_hash, new_hash = baseline.settings_hashes.get(m), hashes.get(m)
+        if m in replaced:
+            msg = f"{replaced[m]}: no per-example threshold yet"
+        elif m not in baseline.metrics:
+            msg = f"the baseline has no {m} scores, {off}; update it with --update-baseline"
+        elif old_hash != new_hash:
+            msg = (
+                f"baseline {m} scores were made with other settings ({old_hash or 'none recorded'}"
+                f" vs {new_hash}) and are not comparable, {off}; update it with --update-baseline"
+            )
+        else:
+            continue  # applied (apply_baseline_thresholds)
+        skipped = m in replaced
+        out.append(RuleResult(name, "regression", None, drop, skipped, msg, m, skipped=skipped))
     return out

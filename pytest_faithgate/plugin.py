@@ -229,13 +229,18 @@ def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True
 def check_gate_inputs(session: PluginSession) -> None:
     """Before any test runs (a usage error, as ``faithgate check`` exits 2): a
     ``--faithgate-baseline`` that does not exist (without ``--faithgate-update-baseline``) is a
-    typo far more often than a first run. (Threshold keys naming no metric are refused by the
-    gate item: a conftest collected later may still register the metric.)"""
-    from faithgate.gate import check_baseline_exists
+    typo far more often than a first run; ``rules.regression`` with no baseline path (in the
+    configuration or ``--faithgate-baseline``) is a configuration error, not a failed gate.
+    (Threshold keys naming no metric are refused by the gate item: a conftest collected later
+    may still register the metric.)"""
+    from faithgate.gate import check_baseline_exists, check_regression_baseline
 
     opts = session.options
     if opts.baseline is not None and not opts.update_baseline:
         check_baseline_exists(session.gate_config)
+    cfg = session.gate_config
+    if cfg.outputs is not None or cfg.summarizer is not None:  # a gate item will run
+        check_regression_baseline(cfg)
 
 
 def _session(config: pytest.Config) -> PluginSession:

@@ -156,6 +156,57 @@ def test_a_missing_configured_baseline_says_the_per_example_thresholds_are_off(p
     assert "the per-example thresholds (per_example_drop) are off too" in res.stdout
 
 
+def test_update_baseline_with_a_new_metric_still_fails_a_regressed_run(project):
+    """Adding a metric and running --update-baseline, as the failing run advised, dropped the
+    whole baseline: gate_fake's regression was skipped, the run passed and became the
+    reference. Only the new metric's comparison is skipped now (as in the Action, which runs
+    this command, and pytest --faithgate-update-baseline: the same Gate)."""
+    assert run("--baseline", "base.json", "--update-baseline").exit_code == 0
+    recorded = (project / "base.json").read_bytes()
+    rows = [{"id": f"e{i}", "source": "src", "summary": summary(0.55)} for i in range(3)]
+    write_rows(project / "bad.jsonl", rows)  # still above the threshold, but a real drop
+    assert run("-q", "--outputs", "bad.jsonl", "--baseline", "base.json").exit_code == 1
+    toml = project / "faithgate.toml"
+    toml.write_text(toml.read_text().replace(f'["{NAME}"]', f'["{NAME}", "repetition"]'))
+    res = run("--outputs", "bad.jsonl", "--baseline", "base.json", "--update-baseline")
+    assert res.exit_code == 1, res.output
+    assert res.stdout.startswith(
+        f"faithgate: FAIL: 1 of 4 rules failed (regression[{NAME}]); 3/3 examples pass"
+    )
+    assert (
+        "regression[repetition]: the baseline at base.json holds no repetition scores made with "
+        "these settings (this run replaces it): nothing to compare yet"
+    ) in res.stdout
+    assert "baseline NOT updated: the gate failed" in res.stderr
+    assert (project / "base.json").read_bytes() == recorded
+    # The outputs that did not regress replace it, with the new metric's scores.
+    res = run("--baseline", "base.json", "--update-baseline")
+    assert res.exit_code == 0 and "baseline updated: base.json" in res.output
+    assert json.loads((project / "base.json").read_text())["metrics"] == [NAME, "repetition"]
+    assert run("-q", "--outputs", "bad.jsonl", "--baseline", "base.json").exit_code == 1
+
+
+@pytest.mark.parametrize("regression", ["true", "{ require_baseline = true }"])
+def test_regression_without_a_baseline_path_exits_2_before_scoring(project, regression):
+    """It failed the gate after a full scoring run ("no baseline given", exit 1), naming no
+    key to set."""
+    from gate_fakes import FakeMetric
+
+    toml = project / "faithgate.toml"
+    toml.write_text(toml.read_text() + f"[rules]\nregression = {regression}\n")
+    FakeMetric.calls.clear()
+    res = CliRunner().invoke(cli, ["check"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr == (
+        "faithgate: rules.regression needs a baseline to compare with: set 'baseline' (the path "
+        "of a previous result JSON) in the configuration, or pass --baseline\n"
+    )
+    assert res.stdout == "" and FakeMetric.calls == []
+    # given with --baseline it runs (a first run: --update-baseline creates the file)
+    assert run("--baseline", "base.json", "--update-baseline").exit_code == 0
+    assert run("--baseline", "base.json").exit_code == 0
+
+
 def test_summarizer_and_data(project):
     (project / "summ.py").write_text("def f(source):\n    return '0.9 ' + source + '.'\n")
     write_rows(project / "src.jsonl", [{"id": "a", "source": "alpha"}])

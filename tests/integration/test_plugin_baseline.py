@@ -84,3 +84,49 @@ def test_update_baseline_is_written_with_the_reports_as_one_set(pytester: pytest
     assert written.ret == pytest.ExitCode.OK
     assert "baseline updated: base.json" in written.stdout.str()
     assert json.loads(base.read_text())["created"] != "an earlier run"
+
+
+def test_regression_without_a_baseline_path_is_a_usage_error(pytester: pytest.Pytester):
+    """As ``faithgate check`` exits 2: rules.regression with no baseline path failed the gate
+    item after scoring ("no baseline given"); --faithgate-baseline gives the path."""
+    toml = gate_toml(0.6).replace("[rules]\n", "[rules]\nregression = true\n")
+    write_project(pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": toml})
+    result = run(pytester, "--faithgate")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: faithgate: rules.regression needs a baseline to compare with: set 'baseline' "
+            "(the path of a previous result JSON) in the configuration, or pass "
+            "--faithgate-baseline"
+        ]
+    )
+    args = ["--faithgate", "--faithgate-baseline", "base.json"]
+    run(pytester, *args, "--faithgate-update-baseline").assert_outcomes(passed=2)
+    run(pytester, *args).assert_outcomes(passed=2)
+
+
+def test_update_baseline_with_a_new_metric_still_compares_the_others(pytester: pytest.Pytester):
+    """As ``faithgate check --update-baseline`` (the same Gate): adding a metric skips only
+    that metric's regression; a run that regressed on toy fails and is not written."""
+    write_project(
+        pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.3)}
+    )
+    args = ["--faithgate", "--faithgate-baseline", "base.json", "--faithgate-update-baseline"]
+    run(pytester, *args).assert_outcomes(passed=2)
+    base = pytester.path / "base.json"
+    recorded = base.read_text()
+    # Every toy score drops (a word of each summary is not in the source), yet passes 0.3.
+    rows = [json.loads(line) for line in GATE_OUTPUTS.splitlines()]
+    for row in rows:
+        row["summary"] = row["summary"].replace("sat", "napped").replace("was", "got")
+    (pytester.path / "outputs.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    toml = gate_toml(0.3).replace('["toy"]', '["toy", "repetition"]')
+    (pytester.path / "faithgate.toml").write_text(toml)
+    result = run(pytester, *args)
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    assert "FAIL: 1 of 4 rules failed (regression[toy]); 3/3 examples pass" in text
+    assert "regression[toy]: mean toy dropped by" in text
+    assert "the baseline at base.json holds no repetition scores made with these settings" in text
+    assert "baseline NOT updated: the gate failed" in text
+    assert base.read_text() == recorded

@@ -217,6 +217,21 @@ def test_per_example_drop_reads_one_number_or_a_table(tmp_path):
     assert rule.per_example_drop == {"harim_plus": 0.05} and rule.max_changed_words == 3
 
 
+def test_regression_resamples_has_a_maximum(tmp_path):
+    """resamples = 100000000000000 was accepted and the bootstrap raised MemoryError after the
+    whole scoring run (an internal error, exit 1): refused when the file is read (exit 2)."""
+    write(tmp_path / "faithgate.toml", "[rules]\nregression = { resamples = 1000000 }\n")
+    assert load_config(start=tmp_path).rules.regression.resamples == 1_000_000
+    for value, shown in (("1000001", "1,000,001"), ("100000000000000000", "more than 10^15")):
+        write(tmp_path / "faithgate.toml", f"[rules]\nregression = {{ resamples = {value} }}\n")
+        with pytest.raises(ConfigError) as err:
+            load_config(start=tmp_path)
+        assert str(err.value).endswith(
+            f"rules.regression.resamples: expected an integer <= 1,000,000, got {shown}"
+        )
+        assert err.value.exit_code == 2
+
+
 def test_a_faithgate_toml_with_both_forms_is_refused(tmp_path):
     """Its top-level keys (a 0.99 threshold) were dropped unread beside [tool.faithgate]."""
     path = tmp_path / "faithgate.toml"

@@ -176,6 +176,31 @@ def test_min_mean_of_scores_all_at_the_minimum_passes():
     assert not gate([0.7 - 1e-9] * 3, {"rules": {"min_mean": 0.7}}).passed
 
 
+def test_min_mean_of_scores_overflowing_a_plain_sum_is_their_true_mean():
+    """The mean fell back to a plain sum, inf for these scores, and inf passed min_mean although
+    the true mean is -1e307."""
+    r = gate(
+        [1.5e308, 1.5e308, -1.7e308, -1.7e308],
+        {"rules": {"min_mean": {M: 0.5}, "min_pass_rate": 0}},
+    )
+    mean = rule(r, f"min_mean[{M}]")
+    assert mean.value == pytest.approx(-1e307) and not mean.passed and not r.passed
+
+
+def test_a_mean_that_is_not_finite_fails_min_mean(monkeypatch):
+    """Like the regression rule on a NaN drop: a mean that is not finite is not shown to be
+    above the minimum (inf passed it)."""
+    for value in (float("inf"), float("nan")):
+        monkeypatch.setattr(rules, "mean_of", lambda values, value=value: value)
+        r = gate([0.9, 0.9], {"rules": {"min_mean": {M: 0.5}}})
+        mean = rule(r, f"min_mean[{M}]")
+        assert not mean.passed and not r.passed
+        assert mean.message == (
+            f"mean {M} over 2 scored examples is not a finite number ({value}), so it is not "
+            "shown to be >= 0.5"
+        )
+
+
 def test_min_mean_on_unselected_metric_is_an_input_error():
     with pytest.raises(InputError, match="not selected"):
         gate([0.2], {"rules": {"min_mean": {"other": 0.1}}})
@@ -515,6 +540,103 @@ def test_per_example_drop_needs_comparable_scores_and_a_selected_metric():
         check_rule_metrics(cfg)  # also without a baseline: checked when the gate is configured
 
 
+M2 = "m2"
+
+
+def two_metric_gate(current, baseline_metrics, other_hash=None, **kw):
+    """Gate 3 outputs scored 0.8 by ``M`` and ``current`` by ``M2`` (per_example_drop 0.05
+    for ``M2`` only, which is outside ``rules.regression.metrics``) against a baseline that
+    scored them 0.8 and 0.9 by ``baseline_metrics`` (``M2`` under ``other_hash`` if given)."""
+    hashes = {M: H[M], M2: "m2:abc"}
+    cfg = GateConfig.from_dict(
+        {
+            "metrics": [M, M2],
+            "rules": {"regression": {"metrics": [M], "per_example_drop": {M2: 0.05}}},
+        }
+    )
+    exs = [ex(i) for i in range(3)]
+    base_hashes = {M: H[M], M2: other_hash or hashes[M2]}
+    base_hashes = {m: h for m, h in base_hashes.items() if m in baseline_metrics}
+    base_scores = [
+        {m: Score(m, 0.8 if m == M else 0.9, base_hashes[m], str(i)) for m in baseline_metrics}
+        for i in range(3)
+    ]
+    b_cfg = GateConfig.from_dict({"metrics": list(baseline_metrics)})
+    baseline = evaluate(b_cfg, exs, base_scores, base_hashes)
+    scores = [
+        {M: Score(M, 0.8, H[M], str(i)), M2: Score(M2, current, hashes[M2], str(i))}
+        for i in range(3)
+    ]
+    return evaluate(cfg, exs, scores, hashes, baseline=baseline, **kw)
+
+
+def test_per_example_drop_outside_the_regression_metrics_is_never_silently_off():
+    """A per_example_drop for a metric outside rules.regression.metrics was skipped without a
+    word when the baseline lacked that metric or had scored it under other settings: the gate
+    passed outputs that fail against a comparable baseline."""
+    r = two_metric_gate(0.5, [M, M2])  # comparable: each output is below 0.9 - 0.05
+    assert not r.passed and not rule(r, "pass_rate").passed
+    assert [x.name for x in r.rules if x.kind == "regression"] == [f"regression[{M}]"]
+    for baseline_metrics, other, says in (
+        ([M], None, f"the baseline has no {M2} scores, so its per-example thresholds"),
+        ([M, M2], "m2:old", f"baseline {M2} scores were made with other settings (m2:old vs"),
+    ):
+        r = two_metric_gate(0.5, baseline_metrics, other)
+        drop = rule(r, f"per_example_drop[{M2}]")
+        assert not drop.passed and not drop.skipped and not r.passed
+        assert drop.message.startswith(says) and "update it with --update-baseline" in (
+            drop.message
+        )
+        assert drop.kind == "regression" and drop.metric == M2 and drop.limit == 0.05
+        assert rule(r, f"regression[{M}]").passed  # M is compared as before
+    # A run that replaces the baseline (--update-baseline) skips it, naming the metric.
+    why = f"the baseline at b.json holds no {M2} scores made with these settings (this run ...)"
+    r = two_metric_gate(0.5, [M], baseline_replaced={M2: why})
+    drop = rule(r, f"per_example_drop[{M2}]")
+    assert drop.passed and drop.skipped and r.passed
+    assert drop.message == f"{why}: no per-example threshold yet"
+    # A metric with a regression rule says it there.
+    r = per_example_gate([0.1], [0.9])  # comparable: 0.1 is below 0.9 - 0.05
+    assert not r.passed
+    r = evaluate(
+        GateConfig.from_dict({"metrics": [M], "rules": {"regression": {"per_example_drop": 0.05}}}),
+        [ex(0)],
+        [{M: Score(M, 0.1, H[M], "0")}],
+        H,
+        baseline=baseline_result([0.9], "m:other"),
+        baseline_replaced={M: "replaced"},
+    )
+    reg = rule(r, f"regression[{M}]")
+    assert r.passed and reg.skipped
+    assert reg.message == (
+        "replaced: nothing to compare yet; its per-example thresholds (per_example_drop) are "
+        "off too"
+    )
+
+
+def test_regression_says_apart_new_outputs_and_those_the_baseline_could_not_score():
+    """Outputs in the baseline that it could not score were counted as "new since the
+    baseline"."""
+    b_cfg = GateConfig.from_dict({"metrics": [M]})
+    b_exs = [ex(i) for i in range(4)]
+    b_scores = [
+        {M: Score(M, 0.8, H[M], str(i)) if i < 2 else Score.failed(M, H[M], str(i), "boom")}
+        for i in range(4)
+    ]
+    baseline = evaluate(b_cfg, b_exs, b_scores, H)
+    r = gate([0.8] * 5, {"rules": {"regression": {}}}, baseline=baseline)
+    reg = rule(r, f"regression[{M}]")
+    assert reg.passed and reg.details["paired"] == 2
+    assert reg.message == (
+        f"mean {M} change +0.0000 on 2 examples (tolerance 0.01); 1 examples are new since the "
+        "baseline; 2 examples were not scored in the baseline"
+    )
+    r = gate([0.8] * 4, {"rules": {"regression": {}}}, baseline=baseline)
+    assert rule(r, f"regression[{M}]").message.endswith(
+        "; 2 examples were not scored in the baseline"
+    )
+
+
 def test_changed_words():
     from faithgate.rules import changed_words
 
@@ -633,6 +755,79 @@ def test_update_baseline_adds_a_newly_selected_metric(tmp_path):
     gate = Gate(cfg, update_baseline=True)
     assert gate.run().passed
     assert GateResult.load(tmp_path / "base.json").values(NAME) == {"a": pytest.approx(0.9)}
+
+
+def test_update_baseline_replaces_only_the_metrics_it_cannot_compare(tmp_path):
+    """One re-configured (or newly selected) metric dropped the whole baseline under
+    --update-baseline: the regression of every other metric was skipped, and a run that
+    regressed on them passed and became the reference."""
+    rows = [{"id": f"e{i}", "source": f"src {i}", "summary": summary(0.9)} for i in range(8)]
+    out = write_outputs(tmp_path / "o.jsonl", rows)
+    table = {
+        "metrics": [NAME, "repetition"],
+        "outputs": str(out),
+        "baseline": "base.json",
+        "thresholds": {NAME: 0.1},
+    }
+    assert Gate(GateConfig.from_dict(table, root=tmp_path), update_baseline=True).run().passed
+    base = tmp_path / "base.json"
+    recorded = base.read_text()
+    # repetition re-configured: its baseline scores are no longer comparable; gate_fake's are.
+    table["metric_settings"] = {"repetition": {"n": 3}}
+    cfg = GateConfig.from_dict(table, root=tmp_path)
+    write_outputs(out, [{**row, "summary": summary(0.5)} for row in rows])
+    gate = Gate(cfg, update_baseline=True)
+    result = gate.run()
+    reg = rule(result, f"regression[{NAME}]")
+    assert not reg.passed and not reg.skipped and "dropped by 0.4000" in reg.message
+    replaced = rule(result, "regression[repetition]")
+    assert replaced.passed and replaced.skipped
+    assert replaced.message == (
+        "the baseline at base.json holds no repetition scores made with these settings (this "
+        "run replaces it): nothing to compare yet"
+    )
+    assert not result.passed
+    assert gate.baseline_note.startswith("baseline NOT updated: the gate failed")
+    assert base.read_text() == recorded  # the regressed run is not the reference
+    # A run that did not regress replaces it, the re-configured metric's scores with it ...
+    write_outputs(out, rows)
+    result = Gate(cfg, update_baseline=True).run()
+    assert result.passed and not rule(result, f"regression[{NAME}]").skipped
+    assert rule(result, "regression[repetition]").skipped
+    assert GateResult.load(base).settings_hashes == result.settings_hashes
+    # ... which the next run compares, every metric of it.
+    again = Gate(cfg).run()
+    assert again.passed and not any(r.skipped for r in again.rules)
+
+
+def test_regression_without_a_baseline_path_is_a_config_error_before_scoring(tmp_path):
+    """rules.regression with no baseline path failed the gate ("no baseline given", exit 1)
+    after a full scoring run, naming no key to set."""
+    out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s", "summary": summary(0.9)}])
+    table = {"metrics": [NAME], "outputs": str(out), "thresholds": {NAME: 0.5}}
+    for regression in (True, {"require_baseline": True}, {"per_example_drop": 0.1}):
+        cfg = GateConfig.from_dict({**table, "rules": {"regression": regression}}, root=tmp_path)
+        FakeMetric.calls.clear()
+        with pytest.raises(ConfigError) as err:
+            Gate(cfg).run()
+        assert str(err.value) == (
+            "rules.regression needs a baseline to compare with: set 'baseline' (the path of a "
+            "previous result JSON) in the configuration, or pass --baseline"
+        )
+        assert err.value.exit_code == 2 and FakeMetric.calls == []
+    # A configured path whose file does not exist yet is a first run: skipped, or failed with
+    # require_baseline, as before.
+    for require, skipped in ((False, True), (True, False)):
+        cfg = GateConfig.from_dict(
+            {
+                **table,
+                "baseline": "missing.json",
+                "rules": {"regression": {"require_baseline": require}},
+            },
+            root=tmp_path,
+        )
+        reg = rule(Gate(cfg).run(), f"regression[{NAME}]")
+        assert reg.skipped is skipped and reg.passed is skipped
 
 
 def test_scores_made_under_other_settings_are_refused_before_anything_is_written(
