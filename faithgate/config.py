@@ -60,7 +60,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-import math
 import tomllib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -72,6 +71,7 @@ from faithgate.errors import ConfigError
 from faithgate.escape import utf8_text
 from faithgate.execution import ExecutionSettings
 from faithgate.formats import file_report_kinds
+from faithgate.numbers import is_finite_number
 from faithgate.paths import input_mode, refuse_not_a_file
 from faithgate.scorer import DEFAULT_METRICS
 from faithgate.userjson import parse_problem
@@ -205,6 +205,12 @@ class GateConfig:
     # Directory relative paths were resolved against, and the file read (None: defaults only).
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
+    # Whether ``metrics`` is the default because neither a ``metrics`` key nor --metric chose
+    # it, and the --threshold X given for every metric: a limit for "every metric" then lands on
+    # whatever the default is now (``faithgate.rules.default_metric_limits`` warns). Not
+    # recorded in results (``to_dict``).
+    default_metrics: bool = False
+    threshold_for_all: float | None = None
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -218,7 +224,7 @@ class GateConfig:
         root = Path(root) if root is not None else Path.cwd()
         p = _Parser(where, root)
         p.check_keys(data, _TOP_KEYS, "")
-        kwargs: dict[str, Any] = {"root": root}
+        kwargs: dict[str, Any] = {"root": root, "default_metrics": "metrics" not in data}
         if "metrics" in data:
             kwargs["metrics"] = p.metric_list(data["metrics"], "metrics")
         if "backend" in data:
@@ -264,6 +270,14 @@ class GateConfig:
                 p.table(data["execution"], "execution"), where
             )
         config = cls(**kwargs)
+        if config.outputs is not None and (config.summarizer, config.data) != (None, None):
+            # The outputs file would be gated and the summarizer never run (a project that
+            # added summarizer + data and kept its old outputs key gated stale summaries).
+            other = " + ".join(repr(k) for k in ("summarizer", "data") if k in data)
+            raise ConfigError(
+                f"{where}: both 'outputs' and {other} are set: set either 'outputs' (a JSONL "
+                "of summaries) or 'summarizer' + 'data' (a summarizer run over sources), not both"
+            )
         if config.summarizer is not None and config.data is None:
             raise ConfigError(f"{where}: 'summarizer' needs 'data' (a JSONL of sources)")
         return config
@@ -286,6 +300,7 @@ class GateConfig:
         for key, value in changes.items():
             if key == "metrics":
                 new["metrics"] = p.metric_list(value, "--metric")
+                new["default_metrics"] = False
             elif key == "backend":
                 new["backend"] = p.choice(value, "--backend", BACKEND_CHOICES)
             elif key in ("outputs", "data", "baseline", "cache_dir"):
@@ -303,7 +318,7 @@ class GateConfig:
                 merged.update({k: p.number(v, "--threshold") for k, v in value.items()})
                 new["thresholds"] = merged
             elif key == "threshold":
-                new["_threshold"] = p.number(value, "--threshold")
+                new["_threshold"] = new["threshold_for_all"] = p.number(value, "--threshold")
             elif key == "min_pass_rate":
                 rules = dataclasses.replace(rules, min_pass_rate=p.rate(value, "--min-pass-rate"))
             elif key == "min_mean":
@@ -381,6 +396,9 @@ class GateConfig:
             k: self.display_path(v) if Path(v).is_absolute() else v for k, v in self.models.items()
         }
         data.pop("root", None)
+        # How the metrics were chosen is said as a warning, not part of the result.
+        data.pop("default_metrics", None)
+        data.pop("threshold_for_all", None)
         # Where scores were computed does not change them (executors are bit-identical), and a
         # cluster address does not belong in a committed baseline.
         data.pop("execution", None)
@@ -421,7 +439,7 @@ def load_config(path: str | Path | None = None, *, start: str | Path | None = No
     here = (Path(start) if start is not None else Path.cwd()).resolve()
     found = _find(here)
     if found is None:
-        return GateConfig(root=here)
+        return GateConfig(root=here, default_metrics=True)
     return _from_file(*found)
 
 
@@ -545,9 +563,11 @@ class _Parser:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(key, f"expected a number, got {_kind(value)}")
         # NaN and the infinities would make a rule that every score passes (-inf) or none
-        # does (inf, NaN): a configuration that fails open is refused.
-        if not math.isfinite(value):
-            raise self.fail(key, f"expected a finite number, got {value}")
+        # does (inf, NaN): a configuration that fails open is refused. So is an integer beyond
+        # float range (TOML has them), which math.isfinite and float() raise OverflowError on.
+        if not is_finite_number(value):
+            shown = "an integer too large for a float" if isinstance(value, int) else value
+            raise self.fail(key, f"expected a finite number, got {shown}")
         return float(value)
 
     def rate(self, value: Any, key: str) -> float:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import math
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from faithgate.errors import ConfigError, InputError
 from faithgate.escape import safe_line
+from faithgate.numbers import is_finite_number
 from faithgate.result import first_settings_mismatch
 from faithgate.types import Example, Score
 
@@ -125,7 +125,12 @@ class ExecutionSettings:
             if isinstance(value, bool) or not isinstance(value, ok_type):
                 kind = "an integer" if integer else "a number"
                 raise fail(key, f"expected {kind}, got {value!r}")
-            if not math.isfinite(value) or value < minimum:
+            # is_finite_number: an integer beyond float range (TOML has them) made
+            # math.isfinite raise OverflowError, an "internal error" instead of exit 2.
+            if not is_finite_number(value):
+                shown = "an integer too large for a float" if isinstance(value, int) else value
+                raise fail(key, f"expected a finite number, got {shown}")
+            if value < minimum:
                 raise fail(key, f"expected a value >= {minimum:g}, got {value!r}")
             return value
 

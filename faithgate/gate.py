@@ -291,7 +291,7 @@ class Gate:
         taken = {ex.id for ex in examples}  # a user's id may look like a variant's ("a~0")
         not_english = 0
         for i, ex in enumerate(examples):
-            role = str(ex.meta.get("role") or "").lower()
+            role = str(ex.meta.get("role") or "").strip().casefold()  # as rules.pair_role
             if role in UNFAITHFUL_ROLES or is_blank(ex.summary):  # nothing to edit
                 continue
             made = _call_perturb(perturb_module, ex, rule)
@@ -358,7 +358,7 @@ class Gate:
             ranges = self.value_ranges()
             self.warnings = (
                 unused_thresholds(self.config)
-                + ignored_pair_fields(self.config, examples)
+                + ignored_pair_fields(self.config, examples, pairs)
                 + limits_outside_range(self.config, ranges)
                 + stale_calibrations(self.config, hashes)
                 + self.generation_notes

@@ -21,7 +21,10 @@ Decision rules (see ``faithgate.config`` for their settings):
   pair whose faithful member is present is a *probe*: it is scored and used for pairs only, not
   for the per-example rules (it is unfaithful on purpose). Without the rule, pair fields are
   ignored (with a warning, ``ignored_pair_fields``) and every row is gated as an output. With ``generate = true`` pairs are also made from every output
-  by ``faithgate.perturb``.
+  by ``faithgate.perturb``. With the rule, roles are compared stripped and case-folded; an
+  unknown role on a row with ``pair_id`` is an ``InputError``, and rows with pair fields that
+  form no pair are named in a warning and counted in the rule's message (``unpaired_rows``).
+  Consistency is judged by the rule's ``metrics`` only.
 - **regression[metric]**: against the baseline (a previous result JSON), on outputs matched to
   a baseline entry of the same source (``match_baseline``: within a source the closest
   summaries first, the same id breaking ties; a baseline without digests is matched by id):
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -54,6 +57,7 @@ import numpy as np
 from faithgate import __version__
 from faithgate.config import GateConfig, RegressionRule
 from faithgate.errors import ConfigError, InputError
+from faithgate.metrics.base import metric_names
 from faithgate.numbers import (
     above,
     at_least,
@@ -92,43 +96,159 @@ class Pair:
     generated: bool = False
 
 
-def find_pairs(examples: Sequence[Example]) -> list[Pair]:
-    """Minimal pairs given in the data: rows sharing ``meta['pair_id']`` with a faithful
-    ``role`` (reference/correct/...) and an unfaithful one (edited/incorrect/...). A group with
-    several members of each kind yields every faithful x unfaithful combination."""
+def pair_role(meta: Mapping[str, Any]) -> str:
+    """A row's ``role`` as pairs are read: stripped and case-folded, so a spreadsheet's
+    ``"Edited "`` is ``edited`` ("" when there is none)."""
+    role = meta.get("role")
+    return "" if role is None else str(role).strip().casefold()
+
+
+def _pair_key(meta: Mapping[str, Any]) -> str | None:
+    """A row's ``pair_id`` as rows are grouped by it, surrounding whitespace stripped (an
+    exported ``"p2 "`` is ``p2``; ``scan_pairs`` reports ids it merged); None when blank."""
+    pid = meta.get("pair_id")
+    key = "" if pid is None else str(pid).strip()
+    return key or None
+
+
+def _carries_pair_fields(meta: Mapping[str, Any]) -> bool:
+    """Whether a row was meant as a pair member: a ``pair_id``, or a faithful/unfaithful
+    ``role`` (a role such as ``"summary"`` with no pair_id is no pair field)."""
+    return _pair_key(meta) is not None or pair_role(meta) in FAITHFUL_ROLES + UNFAITHFUL_ROLES
+
+
+@dataclass(frozen=True)
+class PairScan:
+    """What the pair fields of a set of rows make: the ``pairs``; ``unknown_roles``, rows with
+    a ``pair_id`` whose ``role`` is neither faithful nor unfaithful; and ``merged_ids``, the
+    spellings of one ``pair_id`` that differed only in surrounding whitespace."""
+
+    pairs: list[Pair]
+    unknown_roles: list[int]
+    merged_ids: list[list[str]]
+
+
+def scan_pairs(examples: Sequence[Example]) -> PairScan:
+    """Minimal pairs given in the data (``PairScan.pairs``; see ``find_pairs``) and what kept
+    rows from pairing."""
     groups: dict[str, tuple[list[int], list[int]]] = {}
+    spellings: dict[str, set[str]] = {}
+    unknown: list[int] = []
     for i, ex in enumerate(examples):
-        pid = ex.meta.get("pair_id")
-        role = str(ex.meta.get("role") or "").lower()
-        if pid is None or pid == "":
+        key = _pair_key(ex.meta)
+        if key is None:
             continue
-        good, bad = groups.setdefault(str(pid), ([], []))
+        role = pair_role(ex.meta)
+        spellings.setdefault(key, set()).add(str(ex.meta["pair_id"]))
+        good, bad = groups.setdefault(key, ([], []))
         if role in FAITHFUL_ROLES:
             good.append(i)
         elif role in UNFAITHFUL_ROLES:
             bad.append(i)
+        elif role:
+            unknown.append(i)
     pairs = []
     for pid, (good, bad) in groups.items():
         for g in good:
             for b in bad:
                 etype = examples[b].meta.get("error_type")
                 pairs.append(Pair(g, b, pid, str(etype) if etype else None))
-    return pairs
+    merged = [sorted(s) for s in spellings.values() if len(s) > 1]
+    return PairScan(pairs, unknown, merged)
+
+
+def find_pairs(examples: Sequence[Example]) -> list[Pair]:
+    """Minimal pairs given in the data: rows sharing ``meta['pair_id']`` with a faithful
+    ``role`` (reference/correct/...) and an unfaithful one (edited/incorrect/...). A group with
+    several members of each kind yields every faithful x unfaithful combination. Roles are
+    compared stripped and case-folded, pair ids stripped (``pair_role``, ``_pair_key``)."""
+    return scan_pairs(examples).pairs
+
+
+def unpaired_rows(examples: Sequence[Example], pairs: Sequence[Pair]) -> list[int]:
+    """Rows that carry pair fields (a ``pair_id``, or a faithful/unfaithful ``role``) but are
+    a member of none of ``pairs``: a missing partner, a row without ``pair_id`` or ``role``.
+    They are gated as ordinary outputs, and no pair rule judges them."""
+    members = {i for p in pairs for i in (p.faithful, p.unfaithful)}
+    return [
+        i for i, ex in enumerate(examples) if i not in members and _carries_pair_fields(ex.meta)
+    ]
+
+
+def _rows_named(examples: Sequence[Example], rows: Sequence[int], limit: int = 5) -> str:
+    """The first rows of ``rows`` as ``'id' (pair_id 'p', role 'edited')``, for messages."""
+    named = []
+    for i in rows[:limit]:
+        meta = examples[i].meta
+        fields = [f"{k} {str(meta[k])[:40]!r}" for k in ("pair_id", "role") if k in meta]
+        named.append(f"{examples[i].id[:60]!r} ({', '.join(fields) or 'no pair fields'})")
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return ", ".join(named) + more
+
+
+def _rows(n: int, one: str, many: str) -> str:
+    """``"1 row has"`` / ``"2 rows have"``: a count of rows with its verb."""
+    return f"1 row {one}" if n == 1 else f"{n} rows {many}"
+
+
+def _no_pair(n: int) -> str:
+    """``"2 rows with pair fields form no pair"``, in the singular for one."""
+    return (
+        "1 row with pair fields forms no pair"
+        if n == 1
+        else f"{n} rows with pair fields form no pair"
+    )
 
 
 def given_pairs(config: GateConfig, examples: Sequence[Example]) -> list[Pair]:
     """The minimal pairs given in the data, when a pair rule (``rules.pair_consistency``) is
     configured to use them; none otherwise. Without a pair rule a row with ``pair_id`` and an
     unfaithful ``role`` is an ordinary output, gated like the others: ``role`` values such as
-    ``unfaithful`` or ``perturbed`` must not take a row out of the gate on their own."""
-    return find_pairs(examples) if config.rules.pair_consistency is not None else []
+    ``unfaithful`` or ``perturbed`` must not take a row out of the gate on their own.
 
-
-def ignored_pair_fields(config: GateConfig, examples: Sequence[Example]) -> list[str]:
-    """One line when rows carry ``pair_id`` and ``role`` but no pair rule uses them: they are
-    gated as ordinary outputs (the unfaithful members too)."""
-    if config.rules.pair_consistency is not None:
+    With the rule, a row with a ``pair_id`` and a ``role`` that is neither faithful nor
+    unfaithful (a misspelt ``edtied``) is an ``InputError``: it would pair with nothing and be
+    gated as an output, its pair silently missing from the rule."""
+    if config.rules.pair_consistency is None:
         return []
+    scan = scan_pairs(examples)
+    if scan.unknown_roles:
+        raise InputError(
+            f"{_rows(len(scan.unknown_roles), 'has', 'have')} a pair_id and a role that is "
+            "neither faithful "
+            f"({', '.join(FAITHFUL_ROLES)}) nor unfaithful ({', '.join(UNFAITHFUL_ROLES)}): "
+            f"{_rows_named(examples, scan.unknown_roles)}; rules.pair_consistency pairs rows "
+            "by these roles (correct the role, or remove the pair_id of a row that is no pair "
+            "member)"
+        )
+    return scan.pairs
+
+
+def ignored_pair_fields(
+    config: GateConfig, examples: Sequence[Example], pairs: Sequence[Pair] | None = None
+) -> list[str]:
+    """Warnings about pair fields that pair nothing. Without a pair rule: one line when rows
+    carry ``pair_id`` and ``role``, gated as ordinary outputs (the unfaithful members too).
+    With one: a line naming the rows with pair fields that are in none of ``pairs`` (default:
+    the pairs given in ``examples``; ``Gate.run`` passes the generated ones too), and one
+    naming ``pair_id`` spellings taken as one id."""
+    if config.rules.pair_consistency is not None:
+        scan = scan_pairs(examples)
+        notes = []
+        orphans = unpaired_rows(examples, scan.pairs if pairs is None else pairs)
+        if orphans:
+            notes.append(
+                f"{_no_pair(len(orphans))} (no partner of the other "
+                "role under the same pair_id, or no pair_id): "
+                f"{_rows_named(examples, orphans)}; they are gated as ordinary outputs and "
+                "rules.pair_consistency does not judge them"
+            )
+        for spellings in scan.merged_ids:
+            notes.append(
+                "pair_id values that differ only in surrounding whitespace are taken as one "
+                f"pair id: {', '.join(repr(s[:40]) for s in spellings[:5])}"
+            )
+        return notes
     marked = [
         ex
         for ex in examples
@@ -251,18 +371,24 @@ def evaluate(
                 # They fail their own examples (pass_rate); the mean cannot speak for them.
                 message += (
                     f"; {len(outputs) - len(values)} of {len(outputs)} could not be scored by "
-                    f"{metric} and are not in the mean (they fail pass_rate)"
+                    f"{metric} and are not in the mean (each counts as a failing example in "
+                    "pass_rate)"
                 )
         rules.append(
             RuleResult(f"min_mean[{metric}]", "min_mean", mean, minimum, ok, message, metric=metric)
         )
 
     pair_results: list[PairResult] = []
-    if pairs:
-        pair_results = [_pair_result(p, examples, results, metrics) for p in pairs]
     rule = config.rules.pair_consistency
+    if pairs:
+        # Consistency is judged for the rule's metrics only: a report must not list pairs
+        # "inconsistent" by a metric no rule gates them on.
+        judged = [m for m in (rule.metrics if rule and rule.metrics else metrics) if m in metrics]
+        pair_results = [_pair_result(p, examples, results, metrics, judged) for p in pairs]
     if rule is not None:
-        rules.extend(_pair_rules(rule, pair_results, metrics))
+        # Rows meant as pair members that pair with nothing: counted in the rule's message.
+        unpaired = len(unpaired_rows(examples, pairs))
+        rules.extend(_pair_rules(rule, pair_results, metrics, unpaired))
 
     if regression is not None:
         rules.extend(
@@ -337,7 +463,33 @@ def unused_thresholds(config: GateConfig) -> list[str]:
             f"metric_settings for {', '.join(unset)} are not applied: not selected metrics "
             f"(metrics: {', '.join(config.metrics)})"
         )
-    return notes
+    return notes + default_metric_limits(config)
+
+
+def default_metric_limits(config: GateConfig) -> list[str]:
+    """One line when a limit given for every metric (``--threshold X``, ``rules.min_mean = X``,
+    ``rules.regression.per_example_drop = X`` without ``rules.regression.metrics``) applies
+    to the default metric because neither a ``metrics`` key nor ``--metric`` chose one: a
+    limit chosen for an older default (``sentsim``, ``bertscore``) would be applied to another
+    metric's scores, unsaid. A limit that names its metric is checked by ``unused_thresholds``."""
+    if not config.default_metrics:
+        return []
+    limits = []
+    if config.threshold_for_all is not None:
+        limits.append(f"the threshold {config.threshold_for_all:g} given for every metric")
+    if "*" in config.rules.min_mean:
+        limits.append(f"rules.min_mean = {config.rules.min_mean['*']:g}")
+    rule = config.rules.regression
+    if rule is not None and rule.metrics is None and "*" in rule.per_example_drop:
+        limits.append(f"rules.regression.per_example_drop = {rule.per_example_drop['*']:g}")
+    if not limits:
+        return []
+    return [
+        f"{' and '.join(limits)} {'applies' if len(limits) == 1 else 'apply'} to "
+        f"{', '.join(config.metrics)}, the default metric, as no `metrics` key (or --metric) "
+        "selects one; the default was sentsim before, and bertscore before that: set `metrics` "
+        "to the metric the limit was chosen for"
+    ]
 
 
 ValueRange = tuple[float | None, float | None]
@@ -489,8 +641,12 @@ def check_has_criterion(
     )
 
 
-def check_rule_metrics(config: GateConfig) -> None:
-    """Raise ``InputError`` when a rule names a metric that is not selected."""
+def check_rule_metrics(config: GateConfig, known: Collection[str] | None = None) -> None:
+    """Raise ``InputError`` when a rule names a metric that is not selected: for a name that
+    is no metric at all (not in ``known``, default the registry's ``metric_names()``, nor
+    selected) the message says so, with a "did you mean" as ``thresholds`` keys get
+    (``GateConfig.check_metric_keys``), rather than advise selecting a metric that does not
+    exist."""
     selected = set(config.metrics)
     named: list[tuple[str, str]] = [
         ("rules.min_mean", m) for m in config.rules.min_mean if m != "*"
@@ -504,12 +660,18 @@ def check_rule_metrics(config: GateConfig) -> None:
     if config.rules.regression is not None:
         key = "rules.regression.per_example_drop"
         named += [(key, m) for m in config.rules.regression.per_example_drop if m != "*"]
+    names = sorted(selected | set(metric_names() if known is None else known))
     for key, m in named:
-        if m not in selected:
-            raise InputError(
-                f"{key} names metric {m!r}, which is not selected "
-                f"(metrics: {', '.join(config.metrics)})"
-            )
+        if m in selected:
+            continue
+        if m not in names:
+            close = difflib.get_close_matches(str(m), names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (metrics: {', '.join(names)})"
+            raise InputError(f"{key}: no metric is named {m!r}{hint}")
+        raise InputError(
+            f"{key} names metric {m!r}, which is not selected "
+            f"(metrics: {', '.join(config.metrics)})"
+        )
 
 
 def _example_result(
@@ -787,8 +949,14 @@ def _quote(text: str, limit: int = 160) -> str:
 
 
 def _pair_result(
-    pair: Pair, examples: Sequence[Example], results: Sequence[ExampleResult], metrics: list[str]
+    pair: Pair,
+    examples: Sequence[Example],
+    results: Sequence[ExampleResult],
+    metrics: list[str],
+    judged: Sequence[str],
 ) -> PairResult:
+    """One pair's scores by every selected metric, and its consistency by the ``judged``
+    ones (the pair rule's metrics; the other scores are shown, not judged)."""
     good, bad = results[pair.faithful], results[pair.unfaithful]
     pr = PairResult(
         pair_id=pair.pair_id,
@@ -803,8 +971,9 @@ def _pair_result(
         g, b = good.scores[m].value, bad.scores[m].value
         pr.faithful_scores[m] = g
         pr.unfaithful_scores[m] = b
-        # Ties fail (BUMP): a metric that cannot tell the two apart is not consistent.
-        pr.consistent[m] = g is not None and b is not None and g > b
+        if m in judged:
+            # Ties fail (BUMP): a metric that cannot tell the two apart is not consistent.
+            pr.consistent[m] = g is not None and b is not None and g > b
     return pr
 
 
@@ -833,7 +1002,9 @@ def describe_edit(before: str, after: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _pair_rules(rule: Any, pairs: list[PairResult], metrics: list[str]) -> list[RuleResult]:
+def _pair_rules(
+    rule: Any, pairs: list[PairResult], metrics: list[str], unpaired: int = 0
+) -> list[RuleResult]:
     selected = list(rule.metrics or metrics)
     for m in selected:
         if m not in metrics:
@@ -858,23 +1029,41 @@ def _pair_rules(rule: Any, pairs: list[PairResult], metrics: list[str]) -> list[
                 for p in members
             )
             if n == 0:
-                msg = (
-                    "no minimal pairs: give rows with pair_id and role reference/edited, "
-                    "or set pair_consistency.generate = true"
+                if rule.generate:  # the advice to turn generation on would be no advice
+                    kinds = (
+                        f" of the selected types ({', '.join(rule.types)})" if rule.types else ""
+                    )
+                    msg = (
+                        f"no minimal pairs: generate = true made no edits{kinds} of these "
+                        "outputs, and no rows with pair_id and role reference/edited pair up"
+                    )
+                else:
+                    msg = (
+                        "no minimal pairs: give rows with pair_id and role reference/edited, "
+                        "or set pair_consistency.generate = true"
+                    )
+                if unpaired:
+                    msg += f"; {_no_pair(unpaired)}"
+                info = {"unpaired_rows": unpaired} if unpaired else {}
+                out.append(
+                    RuleResult(name, "pair_consistency", None, rule.min_rate, False, msg, m, info)
                 )
-                out.append(RuleResult(name, "pair_consistency", None, rule.min_rate, False, msg, m))
                 continue
             rate = k / n
             shown_rate, shown_limit = percent_against(rate, rule.min_rate)
             msg = f"{k}/{n} pairs ranked faithful > edited by {m} ({shown_rate}; need >= {shown_limit})"
             if unscored:
                 msg += f"; {unscored} pairs could not be scored"
+            if unpaired and etype is None:
+                # Not judged, so not in the rate: said, since pairs the data meant are missing.
+                msg += f"; {_no_pair(unpaired)} (gated as outputs)"
             inconsistent = [p for p in members if not p.consistent.get(m, False)]
             details: dict[str, Any] = {
                 "pairs": n,
                 "consistent": k,
                 "error_type": etype,
                 "inconsistent_pairs": [p.pair_id for p in inconsistent[:20]],
+                **({"unpaired_rows": unpaired} if unpaired and etype is None else {}),
             }
             out.append(
                 RuleResult(

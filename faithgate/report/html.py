@@ -22,7 +22,7 @@ from faithgate.report.format import (
     rule_limit,
     rule_tally,
 )
-from faithgate.result import ExampleResult, GateResult
+from faithgate.result import ExampleResult, GateResult, PairResult
 
 
 def escape(text: str, quote: bool = True) -> str:
@@ -135,6 +135,17 @@ def _histogram(values: list[float], threshold: float | None, metric: str) -> str
         f'text-anchor="end">{hi:.3g}</text></svg>'
     )
     return "".join(parts)
+
+
+def _pair_cell(p: PairResult, metric: str) -> str:
+    """A pair's faithful / edited scores by ``metric``, coloured by its verdict; a metric the
+    pair rule does not judge (``rules.pair_consistency.metrics``) is shown uncoloured and
+    labelled, never as a failure."""
+    scores = " / ".join(fmt_against(p.faithful_scores.get(metric), p.unfaithful_scores.get(metric)))
+    if metric not in p.consistent:
+        return f'<td class="num">{scores} (not gated)</td>'
+    cls = "pass-t" if p.consistent[metric] else "fail-t"
+    return f'<td class="num"><span class="{cls}">{scores}</span></td>'
 
 
 def _rules_stat(result: GateResult) -> str:
@@ -252,12 +263,7 @@ def to_html(result: GateResult) -> str:
         out.append("<th>Edit</th><th>Edited summary</th></tr></thead><tbody>")
         for p in pairs[:MAX_PAIRS]:
             ok = all(p.consistent.values())
-            cells = "".join(
-                f'<td class="num"><span class="{"pass-t" if p.consistent.get(m) else "fail-t"}">'
-                + " / ".join(fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m)))
-                + "</span></td>"
-                for m in result.metrics
-            )
+            cells = "".join(_pair_cell(p, m) for m in result.metrics)
             origin = " (generated)" if p.generated else ""
             out.append(
                 f'<tr class="{"pass" if ok else "fail"}"><td><code>{escape(p.pair_id)}</code>'

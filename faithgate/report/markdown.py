@@ -135,7 +135,7 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
                     *fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m)),
                 )
                 for m in result.metrics
-                if not p.consistent.get(m, False)
+                if p.consistent.get(m) is False  # a metric the pair rule does not judge: not listed
             )
             out.append(
                 f"| {_code(p.pair_id, 60, table=True)} | {_cell(p.error_type or '-')} | {verdicts} | "

@@ -77,7 +77,7 @@ def _pair_lines(result: GateResult, max_pairs: int) -> list[str]:
                 printable(m), *fmt_against(p.faithful_scores.get(m), p.unfaithful_scores.get(m))
             )
             for m in result.metrics
-            if not p.consistent.get(m, False)
+            if p.consistent.get(m) is False  # a metric the pair rule does not judge: not listed
         )
         kind = f" [{printable(p.error_type)}]" if p.error_type else ""
         lines.append(f"  {printable(p.pair_id)}{kind}: {scores}")

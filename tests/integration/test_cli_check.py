@@ -294,11 +294,45 @@ def test_unscorable_output_fails(project):
 
 def test_rule_naming_an_unselected_metric_fails_before_scoring(project):
     (project / "faithgate.toml").write_text(
-        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\n[rules]\nmin_mean = {{ other = 0.5 }}\n'
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\n[rules]\nmin_mean = {{ overlap = 0.5 }}\n'
     )
     res = CliRunner().invoke(cli, ["check"])
     assert res.exit_code == 2
-    assert "rules.min_mean names metric 'other', which is not selected" in res.output
+    assert "rules.min_mean names metric 'overlap', which is not selected" in res.output
+    # A name no metric has is a typo, said as for a threshold's key (not "not selected").
+    (project / "faithgate.toml").write_text(
+        f'metrics = ["{NAME}"]\noutputs = "outputs.jsonl"\n[rules]\nmin_mean = {{ overlpa = 0.5 }}\n'
+    )
+    res = CliRunner().invoke(cli, ["check"])
+    assert res.exit_code == 2
+    assert res.output == (
+        "faithgate: rules.min_mean: no metric is named 'overlpa'; did you mean 'overlap'?\n"
+    )
+
+
+def test_outputs_and_a_summarizer_in_the_configuration_exit_2(project):
+    """Both in faithgate.toml gated the outputs file (exit 0) and never ran the summarizer, a
+    combination the flags refuse."""
+    toml = project / "faithgate.toml"
+    toml.write_text(
+        toml.read_text().replace(
+            'outputs = "outputs.jsonl"\n',
+            'outputs = "outputs.jsonl"\nsummarizer = "nosuchmod:fn"\ndata = "nosuch.jsonl"\n',
+        )
+    )
+    res = CliRunner().invoke(cli, ["check", "-q"])
+    assert res.exit_code == 2, res.output
+    [line] = res.output.splitlines()
+    assert "both 'outputs' and 'summarizer' + 'data' are set" in line
+
+
+def test_an_integer_beyond_float_range_in_the_configuration_exits_2(project):
+    """OverflowError: "internal error", exit 1, the code of a failed gate."""
+    toml = project / "faithgate.toml"
+    toml.write_text(toml.read_text().replace(f"{NAME} = 0.5", f"{NAME} = 1{'0' * 400}"))
+    res = CliRunner().invoke(cli, ["check", "-q"])
+    assert res.exit_code == 2, res.output
+    assert f"thresholds.{NAME}: expected a finite number" in res.output
 
 
 def test_threshold_calibrated_under_other_settings_is_flagged(project):

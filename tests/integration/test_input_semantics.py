@@ -220,6 +220,34 @@ def test_pair_fields_without_a_pair_rule_do_not_take_rows_out_of_the_gate(projec
     assert "2 outputs carry pair_id and role fields, which are ignored" in res.stderr
 
 
+def test_pair_rows_that_form_no_pair_are_named_on_stderr(project):
+    """A pair whose edited row said "p " (trailing space) and a lone edited row were gated as
+    outputs with no word: the pair rule judged one pair of three and passed."""
+    rows = [
+        {"id": "a", "source": "src", "summary": summary(0.9), "pair_id": "p", "role": "reference"},
+        {"id": "b", "source": "src", "summary": summary(0.95), "pair_id": "p ", "role": "edited"},
+        {"id": "c", "source": "src", "summary": summary(0.9), "pair_id": "q", "role": "Reference"},
+        {"id": "d", "source": "src", "summary": summary(0.1), "pair_id": "q", "role": "Edited "},
+        {"id": "e", "source": "src", "summary": summary(0.9), "pair_id": "z", "role": "edited"},
+    ]
+    (project / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    toml = project / "faithgate.toml"
+    toml.write_text(toml.read_text() + "[rules]\npair_consistency = 1.0\n")
+    res = CliRunner().invoke(cli, ["check", "--no-cache"])
+    assert res.exit_code == 1, res.output  # the pair p (0.9 vs 0.95) is inconsistent
+    assert "1/2 pairs ranked faithful > edited" in res.output
+    assert "1 row with pair fields forms no pair (gated as outputs)" in res.output
+    assert "faithgate: warning: 1 row with pair fields forms no pair" in res.stderr
+    assert "'e' (pair_id 'z', role 'edited')" in res.stderr
+    assert "taken as one pair id: 'p', 'p '" in res.stderr
+    # A role that is neither faithful nor unfaithful: exit 2 before scoring.
+    rows[3]["role"] = "edtied"
+    (project / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = CliRunner().invoke(cli, ["check", "--no-cache"])
+    assert res.exit_code == 2, res.output
+    assert "'d' (pair_id 'q', role 'edtied')" in res.output
+
+
 PAIR_SUMMARIZER = """
 def summarize(source):
     return "0.1 aliens landed." if source == "bad" else "0.9 fine words."

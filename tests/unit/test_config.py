@@ -160,6 +160,55 @@ def test_summarizer_needs_data(tmp_path):
         load_config(start=tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("toml", "keys"),
+    [
+        ('summarizer = "nosuchmod:fn"\ndata = "nosuch.jsonl"\n', "'summarizer' + 'data'"),
+        ('data = "sources.jsonl"\n', "'data'"),
+        ('summarizer = "pkg.mod:fn"\n', "'summarizer'"),
+    ],
+)
+def test_outputs_with_a_summarizer_or_data_is_refused(tmp_path, toml, keys):
+    """A configuration with outputs and summarizer + data gated the outputs file, silently: the
+    summarizer never ran (its module and data file were not even looked for)."""
+    write(tmp_path / "faithgate.toml", 'outputs = "outputs.jsonl"\n' + toml)
+    with pytest.raises(ConfigError) as err:
+        load_config(start=tmp_path)
+    message = str(err.value)
+    assert f"both 'outputs' and {keys} are set" in message and "not both" in message
+    assert "faithgate.toml" in message and "\n" not in message
+    # A flag still chooses between the two (cli check: --outputs replaces a configured
+    # summarizer, --summarizer with --data a configured outputs file).
+    write(tmp_path / "faithgate.toml", 'summarizer = "m:f"\ndata = "d.jsonl"\n')
+    assert load_config(start=tmp_path).override(outputs="o.jsonl").summarizer is None
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ("[thresholds]\nbertscore = {big}", "thresholds.bertscore"),
+        ("[rules]\nmin_pass_rate = {big}", "rules.min_pass_rate"),
+        ("[rules]\nmin_mean = -{big}", "rules.min_mean"),
+        ("[rules]\nregression = {{ tolerance = {big} }}", "rules.regression.tolerance"),
+        (
+            "[rules]\nregression = {{ per_example_drop = {{ m = {big} }} }}",
+            "rules.regression.per_example_drop.m",
+        ),
+        ("[execution]\nnum_workers = {big}", "execution.num_workers"),
+        ("[execution]\nnum_gpus = {big}", "execution.num_gpus"),
+    ],
+)
+def test_an_integer_beyond_float_range_is_a_config_error(tmp_path, toml, key):
+    """math.isfinite raised OverflowError on such an integer: "internal error", exit 1 (the
+    gate-failed code) instead of a configuration error naming the key."""
+    write(tmp_path / "faithgate.toml", toml.format(big="1" + "0" * 400) + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(start=tmp_path)
+    message = str(err.value)
+    assert key in message and "expected a finite number" in message
+    assert "too large for a float" in message and len(message) < 200
+
+
 def test_overrides(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = GateConfig.from_dict(

@@ -3,6 +3,7 @@ examples, the score cache, summarizers, generated pairs and the result JSON."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 
@@ -319,6 +320,185 @@ def test_unscorable_pair_member_is_inconsistent():
     assert pc.value == 0.0 and "could not be scored" in pc.message
 
 
+def test_pair_rows_that_form_no_pair_are_warned_about_and_counted():
+    """Rows whose pair_id or role kept them from pairing (a trailing space, "Edited ", a missing
+    partner) were gated as ordinary outputs with no word: the pair rule judged fewer pairs than
+    given, the inconsistent one among the lost, and passed."""
+    exs = [
+        ex("1r", {"pair_id": "p1", "role": "reference"}),
+        ex("1e", {"pair_id": "p1", "role": "edited"}),
+        ex("2r", {"pair_id": "p2", "role": "reference"}),
+        ex("2e", {"pair_id": "p2 ", "role": "edited"}),  # an export's stray space
+        ex("3r", {"pair_id": "p3", "role": "Reference"}),
+        ex("3e", {"pair_id": "p3", "role": "Edited "}),
+        ex("lonely", {"pair_id": "z", "role": "edited"}),  # its reference was sampled away
+        ex("no-role", {"pair_id": "p9"}),
+        ex("no-id", {"role": "incorrect"}),
+        ex("other", {"role": "summary"}),  # no pair field: an ordinary output
+    ]
+    pairs = find_pairs(exs)
+    assert [(exs[p.faithful].id, exs[p.unfaithful].id) for p in pairs] == [
+        ("1r", "1e"),
+        ("2r", "2e"),
+        ("3r", "3e"),
+    ]
+    cfg = GateConfig.from_dict({"metrics": [M], "rules": {"pair_consistency": 1.0}})
+    values = [0.9, 0.1, 0.5, 0.8, 0.9, 0.1, 0.9, 0.9, 0.9, 0.9]  # p2 is inconsistent
+    r = evaluate(cfg, exs, scored(values), H)
+    pc = rule(r, f"pair_consistency[{M}]")
+    assert not pc.passed and pc.details["inconsistent_pairs"] == ["p2"]
+    assert "2/3 pairs" in pc.message
+    assert "3 rows with pair fields form no pair (gated as outputs)" in pc.message
+    assert pc.details["unpaired_rows"] == 3
+    assert {e.id for e in r.outputs} == {"1r", "2r", "3r", "lonely", "no-role", "no-id", "other"}
+    orphans, merged = rules.ignored_pair_fields(cfg, exs)
+    assert orphans.startswith("3 rows with pair fields form no pair")
+    assert "'lonely' (pair_id 'z', role 'edited')" in orphans
+    assert "'no-role' (pair_id 'p9')" in orphans and "'no-id' (role 'incorrect')" in orphans
+    assert "'other'" not in orphans
+    assert merged == (
+        "pair_id values that differ only in surrounding whitespace are taken as one pair id: "
+        "'p2', 'p2 '"
+    )
+    # Pairs of the rule's own making (generate = true) are passed in: their members are paired.
+    assert rules.ignored_pair_fields(cfg, exs[:2], pairs=find_pairs(exs[:2])) == []
+
+
+def test_an_unknown_role_in_a_pair_row_is_an_input_error():
+    """A misspelt role ("edtied") made its row an ordinary output and its pair vanished from
+    the rule; with a pair rule configured it is refused (exit 2) before scoring."""
+    exs = pair_examples(1) + [
+        ex("2r", {"pair_id": "p2", "role": "reference"}),
+        ex("2e", {"pair_id": "p2", "role": "edtied"}),
+    ]
+    cfg = GateConfig.from_dict({"metrics": [M], "rules": {"pair_consistency": 1.0}})
+    with pytest.raises(InputError) as err:
+        rules.given_pairs(cfg, exs)
+    message = str(err.value)
+    assert message.startswith("1 row has a pair_id and a role that is neither faithful")
+    assert "'2e' (pair_id 'p2', role 'edtied')" in message and "\n" not in message
+    with pytest.raises(InputError, match="neither faithful"):
+        evaluate(cfg, exs, scored([0.9, 0.1, 0.9, 0.1]), H)
+    # Without a pair rule the fields are ignored (with their own warning), whatever the role.
+    assert rules.given_pairs(GateConfig.from_dict({"metrics": [M]}), exs) == []
+
+
+def test_a_pair_rule_whose_generation_made_no_edit_says_so():
+    """With generate = true already set, the rule advised setting it."""
+    cfg = {"rules": {"pair_consistency": {"min_rate": 0.5, "generate": True, "types": ["number"]}}}
+    message = rule(gate([0.9], cfg), f"pair_consistency[{M}]").message
+    assert message == (
+        "no minimal pairs: generate = true made no edits of the selected types (number) of "
+        "these outputs, and no rows with pair_id and role reference/edited pair up"
+    )
+    message = rule(gate([0.9], {"rules": {"pair_consistency": 0.5}}), f"pair_consistency[{M}]")
+    assert "or set pair_consistency.generate = true" in message.message
+
+
+def test_pairs_are_judged_only_by_the_pair_rules_metrics():
+    """pair_consistency = { metrics = ["a"] } passed, yet the pair was listed as inconsistent
+    by b, which no rule judges it on."""
+    from faithgate.report import render
+
+    hashes = {"a": "a:1", "b": "b:1"}
+    exs = pair_examples(1)
+    scores = [
+        {"a": Score("a", 0.9, "a:1", "0r"), "b": Score("b", 0.1, "b:1", "0r")},
+        {"a": Score("a", 0.2, "a:1", "0e"), "b": Score("b", 0.8, "b:1", "0e")},
+    ]
+    cfg = GateConfig.from_dict(
+        {"metrics": ["a", "b"], "rules": {"pair_consistency": {"metrics": ["a"]}}}
+    )
+    r = evaluate(cfg, exs, scores, hashes)
+    assert r.passed and [x.name for x in r.rules if x.kind == "pair_consistency"] == [
+        "pair_consistency[a]"
+    ]
+    [pair] = r.pairs
+    assert pair.consistent == {"a": True}  # b is shown, not judged
+    assert pair.unfaithful_scores == {"a": 0.2, "b": 0.8}
+    assert "inconsistent" not in render("terminal", r)
+    assert "Inconsistent minimal pairs" not in render("markdown", r)
+    html = render("html", r)
+    assert "0.1000 / 0.8000 (not gated)" in html and 'class="fail-t">0.1000' not in html
+    # An inconsistent pair lists the judged metric only.
+    scores[0]["a"] = Score("a", 0.1, "a:1", "0r")
+    bad = evaluate(cfg, exs, scores, hashes)
+    text = render("terminal", bad)
+    assert "p0 [Intrinsic Entity]: a 0.1000 faithful vs 0.2000 edited" in text
+    assert "b 0.1000 faithful" not in text
+
+
+def test_min_mean_does_not_say_unscored_outputs_fail_pass_rate():
+    """ "(they fail pass_rate)" was printed beside a passing pass_rate."""
+    r = gate([0.95, 0.95, None], {"rules": {"min_pass_rate": 0.5, "min_mean": 0.9}})
+    assert rule(r, "pass_rate").passed
+    message = rule(r, f"min_mean[{M}]").message
+    assert "fail pass_rate" not in message
+    assert message.endswith("(each counts as a failing example in pass_rate)")
+
+
+@pytest.mark.parametrize(
+    ("rules_table", "key"),
+    [
+        ({"min_mean": {"overlpa": 0.5}}, "rules.min_mean"),
+        ({"pair_consistency": {"metrics": ["overlpa"]}}, "rules.pair_consistency.metrics"),
+        ({"regression": {"metrics": ["overlpa"]}}, "rules.regression.metrics"),
+        (
+            {"regression": {"per_example_drop": {"overlpa": 0.1}}},
+            "rules.regression.per_example_drop",
+        ),
+    ],
+)
+def test_a_misspelt_metric_in_a_rule_gets_a_suggestion(rules_table, key):
+    """A typo in a rule's metric was "not selected", as if adding it to `metrics` would do."""
+    cfg = GateConfig.from_dict({"metrics": [M], "rules": rules_table})
+    with pytest.raises(InputError) as err:
+        rules.check_rule_metrics(cfg)
+    assert str(err.value) == f"{key}: no metric is named 'overlpa'; did you mean 'overlap'?"
+    # A registered metric that is merely not selected keeps its message.
+    text = str(rules_table).replace("overlpa", "overlap")
+    cfg = GateConfig.from_dict({"metrics": [M], "rules": eval(text)})  # noqa: S307
+    with pytest.raises(InputError, match=f"{key} names metric 'overlap', which is not selected"):
+        rules.check_rule_metrics(cfg)
+
+
+def test_a_limit_for_every_metric_on_the_default_metric_is_warned_about(tmp_path):
+    """rules.min_mean = 0.6 (or --threshold 0.5) chosen for an old default metric was applied to
+    the new default, with no `metrics` key and no warning."""
+    bare = GateConfig.from_dict({})
+    assert bare.default_metrics and rules.default_metric_limits(bare) == []
+    cfg = GateConfig.from_dict({"rules": {"min_mean": 0.6}})
+    [note] = rules.unused_thresholds(cfg)
+    assert note.startswith("rules.min_mean = 0.6 applies to ensemble, the default metric, as no")
+    assert "set `metrics` to the metric the limit was chosen for" in note
+    flag = bare.override(threshold="0.5")
+    assert rules.default_metric_limits(flag)[0].startswith(
+        "the threshold 0.5 given for every metric applies to ensemble"
+    )
+    drop = GateConfig.from_dict({"rules": {"regression": {"per_example_drop": 0.05}}})
+    assert (
+        "rules.regression.per_example_drop = 0.05 applies" in rules.default_metric_limits(drop)[0]
+    )
+    # Named metrics, or a limit naming its metric, say nothing.
+    for quiet in (
+        GateConfig.from_dict({"metrics": ["ensemble"], "rules": {"min_mean": 0.6}}),
+        cfg.override(metrics=["ensemble"]),
+        bare.override(metrics=["ensemble"], threshold="0.5"),
+        GateConfig.from_dict({"rules": {"min_mean": {"ensemble": 0.6}}}),
+        GateConfig.from_dict({"thresholds": {"ensemble": 0.5}}),
+        GateConfig(rules=cfg.rules),  # built in code: its metrics are the caller's choice
+    ):
+        assert rules.default_metric_limits(quiet) == []
+    assert "default_metrics" not in cfg.to_dict() and "threshold_for_all" not in flag.to_dict()
+    # Gate.run says it (the warning reaches check's stderr and the plugin's summary).
+    out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s", "summary": "0.9"}])
+    fake = GateConfig.from_dict({"outputs": str(out), "rules": {"min_mean": 0.5}}, root=tmp_path)
+    gate = Gate(dataclasses.replace(fake, metrics=(NAME,)))
+    assert gate.run().passed
+    assert gate.warnings == [rules.default_metric_limits(gate.config)[0]]
+    assert gate.warnings[0].startswith(f"rules.min_mean = 0.5 applies to {NAME}, the default")
+
+
 # ------------------------------------------------------------------ regression
 
 
@@ -536,7 +716,7 @@ def test_per_example_drop_needs_comparable_scores_and_a_selected_metric():
         evaluate(cfg, [ex(0)], [{M: Score(M, 0.1, H[M], "0")}], H, baseline=baseline_result([0.9]))
     from faithgate.rules import check_rule_metrics
 
-    with pytest.raises(InputError, match="per_example_drop names metric 'other'"):
+    with pytest.raises(InputError, match="per_example_drop: no metric is named 'other'"):
         check_rule_metrics(cfg)  # also without a baseline: checked when the gate is configured
 
 
