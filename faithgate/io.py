@@ -13,6 +13,11 @@ Record rules (the same for both formats):
 - ``reference`` is an optional string; ``label`` is optional: 1/0, true/false, or null.
 - Any other field is **kept** under ``Example.meta`` (nested ``meta`` objects are merged in), so
   benchmark fields such as ``pair_id``, ``error_type`` or ``score`` reach reports untouched.
+  A ``meta`` that is not an object (or null), and a key given both at the top level and inside
+  ``meta``, are errors: one of the two values would be dropped silently.
+- CSV is read strictly: an unbalanced quote is an error naming the record's line (lenient
+  parsing let one take in every later row). Cells are text, except that a ``score`` cell that
+  is a number is read as one and an empty ``score`` cell as null, as JSON would give them.
 - A file that is not valid UTF-8 is an error naming the line of the first bad byte.
 - Text must be Unicode text: a lone surrogate (``"\\ud800"``) or a NUL character is an error
   naming the field (``check_text``); JSON nested too deeply to parse, a number of more than
@@ -28,6 +33,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -121,16 +127,25 @@ def record_to_example(
             "which is not valid Unicode text"
         ) from None
     raw_id = record.get("id", default_id)
-    if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
+    # An id of only invisible characters (U+200B) prints as nothing, like an empty one.
+    if raw_id is None or (isinstance(raw_id, str) and is_blank(raw_id)):
         raise InputError(f"{where}: field 'id' is empty")
     if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
         raise InputError(f"{where}: field 'id' must be a string or integer")
     if isinstance(raw_id, str):
         check_text(raw_id, f"{where}: field 'id'")
-    meta = record.get("meta") or {}
-    if not isinstance(meta, dict):
+    meta = record.get("meta")
+    if meta is None:  # absent or null: no nested fields
+        meta = {}
+    elif not isinstance(meta, dict):  # false, 0, "" and [] too: not "no meta"
         raise InputError(f"{where}: field 'meta' must be an object")
     extra = {k: v for k, v in record.items() if k not in KNOWN_FIELDS}
+    both = sorted(str(k) for k in extra.keys() & meta.keys())
+    if both:  # one value would silently replace the other (pair_id decides pairing)
+        raise InputError(
+            f"{where}: field {both[0]!r} is given both at the top level and inside 'meta': "
+            "keep one of them"
+        )
     return Example(
         id=str(raw_id),
         source=record["source"],
@@ -150,12 +165,28 @@ def _parse_label(value: Any, where: str) -> int | None:
         return int(value)
     if isinstance(value, str) and value.strip().lower() in {"0", "1", "true", "false"}:
         return int(value.strip().lower() in {"1", "true"})
+    # "1.0" / "0.0": how pandas writes a label column with missing values (JSON 1.0 is read).
+    if isinstance(value, str) and _LABEL_FLOAT.fullmatch(value.strip()):
+        return int(float(value))
     raise InputError(f"{where}: field 'label' must be 1, 0, true, false or empty, got {value!r}")
+
+
+def read_stdin_bytes() -> bytes:
+    """All of standard input; ``InputError`` when it is closed (``<&-``: Python then has no
+    ``sys.stdin``), which was an internal error (exit 1) rather than bad input (exit 2)."""
+    stream = sys.stdin
+    if stream is None:
+        raise InputError("standard input is closed: give a file, or pipe the text in")
+    try:
+        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+    except (OSError, ValueError) as exc:  # EBADF, or a stream closed inside this process
+        raise InputError(f"standard input is closed or unreadable ({exc})") from None
+    return data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")
 
 
 def _read_text(name: str) -> str:
     if name == "-":
-        data = sys.stdin.buffer.read()
+        data = read_stdin_bytes()
     else:
         path = Path(name)
         mode = input_mode(path, name, f"{name}: no such file")
@@ -199,20 +230,61 @@ def _jsonl_rows(text: str, name: str) -> Iterator[tuple[int, Any]]:
         yield line_no, parse_json(line, f"{name}:{line_no}", line=True)
 
 
-def _csv_rows(text: str, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    if not reader.fieldnames:
-        raise InputError(f"{name}: empty CSV (no header)")
-    repeated = sorted({f for f in reader.fieldnames if reader.fieldnames.count(f) > 1})
-    if repeated:  # DictReader keeps the last column of a name: the others would be lost
-        raise InputError(f"{name}:1: the header repeats column(s) {', '.join(map(repr, repeated))}")
+# A cell may be as long as a JSONL field (a 1.2M-character source): csv's default limit is
+# 131,072 characters. C long is 32 bits on Windows, so 2**31 - 1 is the most every platform takes.
+_CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
+_CSV_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_LABEL_FLOAT = re.compile(r"[01]\.0*")
+
+
+def _csv_cell(key: str, value: str | None) -> Any:
+    """A CSV cell as the JSON value it stands for: CSV has only text, so a human ``score``
+    (``0.9``) was refused by bench as text; an empty ``score`` cell is null. Other cells stay
+    text (an id "007" is not 7)."""
+    if key == "score" and isinstance(value, str):
+        cell = value.strip()
+        if not cell:
+            return None
+        if _CSV_NUMBER.fullmatch(cell):
+            return int(cell) if cell.lstrip("+-").isdigit() else float(cell)
+    return value
+
+
+def _csv_rows(text: str, name: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line, record) of each CSV row; the line is the record's last (a quoted cell may span
+    lines), as ``csv.DictReader`` numbered it: it is the default id, which baselines made by
+    earlier versions hold. Parsed with ``strict``: leniently an unclosed quote took in every
+    later line as one cell, and a stray quote inside a field was dropped or moved, silently."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    rows: list[tuple[int, dict[str, Any]]] = []
+    # The line the record being read starts on, for a parse error: an unclosed quote is found
+    # only at the end of the file, whose line would point far from it.
+    start = 1
+    limit = csv.field_size_limit(_CSV_FIELD_LIMIT)
     try:
+        header = next(reader, None)
+        if not header:
+            raise InputError(f"{name}: empty CSV (no header)")
+        repeated = sorted({f for f in header if header.count(f) > 1})
+        if repeated:  # one of two same-named columns would be lost
+            raise InputError(
+                f"{name}:1: the header repeats column(s) {', '.join(map(repr, repeated))}"
+            )
+        start = reader.line_num + 1
         for row in reader:
-            if None in row:  # more cells than header columns
-                raise InputError(f"{name}:{reader.line_num}: more cells than header columns")
-            yield reader.line_num, {k: v for k, v in row.items()}
-    except csv.Error as exc:  # e.g. a NUL byte or an unterminated quote
-        raise InputError(f"{name}:{reader.line_num}: invalid CSV ({exc})") from None
+            if row:  # a blank line is no record
+                if len(row) > len(header):
+                    raise InputError(f"{name}:{reader.line_num}: more cells than header columns")
+                # A missing cell is None, refused by field (as csv.DictReader gave it).
+                cells: list[str | None] = [*row, *[None] * (len(header) - len(row))]
+                record = {k: _csv_cell(k, v) for k, v in zip(header, cells, strict=True)}
+                rows.append((reader.line_num, record))
+            start = reader.line_num + 1
+    except csv.Error as exc:  # e.g. a NUL byte, an unclosed quote, text after a closing quote
+        raise InputError(f"{name}:{start}: invalid CSV ({exc})") from None
+    finally:
+        csv.field_size_limit(limit)
+    return rows
 
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> None:

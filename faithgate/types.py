@@ -42,12 +42,24 @@ def is_blank(text: str) -> bool:
     return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
 
 
+# Invisible characters that sit inside words without changing them: soft hyphen (web pages,
+# hyphenated PDFs), zero-width space (LLM output), word joiner, and a byte-order mark left
+# mid-text by concatenated files. Each split a word in two for every metric ("Ob\u00adama" was
+# "ob" + "ama"). ZWJ / ZWNJ (U+200D / U+200C) are kept: they change how Indic and Persian
+# words are written, and emoji sequences.
+INVISIBLE_IN_WORDS = "\u00ad\u200b\u2060\ufeff"
+_DROP_INVISIBLE = dict.fromkeys(map(ord, INVISIBLE_IN_WORDS))
+
+
 def normalized(text: str) -> str:
-    """The form every text is scored in: Unicode NFC (an accent written as a letter plus a
-    combining mark is the accented letter, as sources usually write it; "José" in NFD was an
-    unsupported entity and a lower overlap) and no surrounding whitespace (a summarizer's
-    trailing newline moved an LM's log-likelihood by more than a wrong fact did)."""
-    return unicodedata.normalize("NFC", text).strip()
+    """The form every text is scored in: without the invisible characters of
+    ``INVISIBLE_IN_WORDS`` (text that looks the same scores the same), Unicode NFC (an accent
+    written as a letter plus a combining mark is the accented letter, as sources usually write
+    it; "José" in NFD was an unsupported entity and a lower overlap) and no surrounding
+    whitespace (a summarizer's trailing newline moved an LM's log-likelihood by more than a
+    wrong fact did)."""
+    # Removed before NFC, so a mark after a soft hyphen composes with its letter.
+    return unicodedata.normalize("NFC", text.translate(_DROP_INVISIBLE)).strip()
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,11 @@ rouge-score's tokenizer keeps only ``[a-z0-9]+`` runs, so Chinese, Russian or Hi
 tokens at all and Arabic was scored on its digits. ``words`` finds words by the Unicode
 default word boundaries (UAX #29, through the ``regex`` package's ``(?w)`` mode): Latin,
 Cyrillic, Greek, Arabic, Hebrew, Devanagari and other space-separated scripts give their
-words, and Chinese and Japanese ideographs (and kana) one token per character, the usual unit
-of ROUGE for these languages. Inside a word only letters, marks and digits are kept, and each
-run of them is a token, so for ASCII text the tokens are rouge-score's (``"cat's"`` -> ``cat``,
-``s``); text is lower-cased.
+words; Chinese and Japanese ideographs and hiragana are one token per character (the usual
+unit of ROUGE for these languages), and a run of katakana is one token (UAX #29 keeps it
+together: ``"コンピュータを使う"`` -> ``コンピュータ``, ``を``, ``使``, ``う``). Inside a
+word only letters, marks and digits are kept, and each run of them is a token, so for ASCII
+text the tokens are rouge-score's (``"cat's"`` -> ``cat``, ``s``); text is lower-cased.
 
 Scripts written without spaces whose words need a dictionary to find (Thai, Lao, Khmer,
 Myanmar, Tibetan) have no UAX #29 boundaries: ``unsupported_script`` names them, and metrics
@@ -26,14 +27,18 @@ _WORD_CHARS = regex.compile(r"[\p{L}\p{M}\p{N}]+")
 _ASCII_WORD = regex.compile(r"[a-z0-9]+")
 # Scripts without word separators that UAX #29 cannot segment (a dictionary is needed).
 UNSEGMENTED_SCRIPTS = ("Thai", "Lao", "Khmer", "Myanmar", "Tibetan")
-_UNSEGMENTED = regex.compile("|".join(rf"\p{{Script={s}}}" for s in UNSEGMENTED_SCRIPTS))
+# Letters only (``\p{L}``), as the share's denominator counts: a script's combining marks
+# (Thai vowel and tone signs, Devanagari matras) counted too made a mostly-Latin text "Thai".
+_UNSEGMENTED = regex.compile(
+    "(?=" + "|".join(rf"\p{{Script={s}}}" for s in UNSEGMENTED_SCRIPTS) + r")\p{L}"
+)
 _LETTER = regex.compile(r"\p{L}")
 # Scripts ``main_script`` can name: the common ones of written languages.
 NAMED_SCRIPTS = (
     "Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Devanagari", "Bengali", "Tamil", "Han",
     "Hiragana", "Katakana", "Hangul", "Thai", "Georgian", "Armenian", "Ethiopic",
 )  # fmt: skip
-_SCRIPT = {name: regex.compile(rf"\p{{Script={name}}}") for name in NAMED_SCRIPTS}
+_SCRIPT = {name: regex.compile(rf"(?=\p{{Script={name}}})\p{{L}}") for name in NAMED_SCRIPTS}
 
 
 def words(text: str) -> list[str]:
@@ -85,8 +90,8 @@ def script_share(text: str, script: str) -> float | None:
     letters = len(_LETTER.findall(text))
     if not letters:
         return None
-    pattern = _SCRIPT.get(script) or regex.compile(rf"\p{{Script={script}}}")
-    return len(pattern.findall(text)) / letters
+    pattern = _SCRIPT.get(script) or regex.compile(rf"(?=\p{{Script={script}}})\p{{L}}")
+    return len(pattern.findall(text)) / letters  # letters of the script only: shares sum to <= 1
 
 
 def unsupported_script(text: str) -> str | None:

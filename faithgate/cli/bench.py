@@ -140,7 +140,7 @@ def _refuse_overwriting(
     multiple=True,
     required=True,
     metavar="FILE_OR_DIR",
-    help="Benchmark .jsonl file, or a directory of them (repeatable).",
+    help="Benchmark .jsonl / .csv file, or a directory of them (repeatable).",
 )
 @_metric_option
 @_set_option
@@ -228,7 +228,8 @@ def bench_command(
         raise InputError("no metric selected: pass --metric NAME (repeatable)")
     if save_weights and not combine:
         raise InputError("--save-weights needs --combine TRAIN.jsonl")
-    files = [f for d in data for f in benchmark_files(d)]  # a directory's files are inputs too
+    # A directory's files are inputs too; run_bench lists them again and warns of skipped ones.
+    files = [f for d in data for f in benchmark_files(d, warn=False)]
     refuse_same_names(files)
     plot_files: list[tuple[str, Path | None]] = []
     if plots:  # every figure bench may draw, by its name (evaluation.bench.write_plots)

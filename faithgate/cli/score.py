@@ -17,10 +17,10 @@ import click
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import InputError
 from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
-from faithgate.io import check_text
+from faithgate.io import check_text, read_stdin_bytes
 from faithgate.numbers import at_least
 from faithgate.paths import refuse_not_a_file
-from faithgate.types import Score, json_safe
+from faithgate.types import Score, is_blank, json_safe
 from faithgate.userjson import parse_problem, unique_object
 
 # Fast, offline, no configuration needed: the default set of ``faithgate score``.
@@ -30,7 +30,7 @@ DEFAULT_SCORE_METRICS = ("bertscore", "sentsim", "ner", "overlap")
 def read_text_arg(value: str, what: str, allow_stdin: bool = True) -> str:
     """Text from a file path (``-`` = standard input); errors are one line naming the file."""
     if value == "-" and allow_stdin:
-        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        data = read_stdin_bytes()  # closed stdin (<&-) is bad input, exit 2
         name = "<stdin>"
     else:
         data, name = _read_path(Path(value).expanduser(), value, what), value
@@ -40,7 +40,7 @@ def read_text_arg(value: str, what: str, allow_stdin: bool = True) -> str:
         except UnicodeDecodeError as exc:
             raise InputError(f"{what} {name}: not valid UTF-8 (byte {exc.start})") from None
     check_text(data, f"{what} {name}")  # NUL bytes (a binary file) are not a document
-    if not data.strip():
+    if is_blank(data):  # invisible characters only (U+200B) are empty too, as in data files
         raise InputError(f"{what} {name} is empty")
     return data.strip()
 
@@ -433,7 +433,7 @@ def score_command(
     else:
         # Command-line bytes that are not UTF-8 arrive as lone surrogates: refuse them here.
         summary_text = check_text(summary, "the --summary text").strip()
-        if not summary_text:
+        if is_blank(summary_text):  # a lone U+200B was "could not score" (exit 1)
             raise InputError("the summary is empty")
     models = parse_assignments(model_args, "--model")
     names = list(dict.fromkeys(metric_names or DEFAULT_SCORE_METRICS))

@@ -1,11 +1,11 @@
 """``faithgate bench``: run metrics over labelled benchmark files and meta-evaluate them.
 
 Input files are JSON Lines in the benchmark format of ``../shared/data/README.md`` (``label``,
-``score``, ``pair_id``, ``role``, ``error_type``, ``origin`` per row; any JSONL that
-``faithgate.io.load_examples`` reads works, with whatever of these fields it has). Scores are
-kept in a ``ScoreCache`` keyed by settings hash, source and summary, so re-running with one more
-metric computes only that metric; seconds per item are remembered next to the cache so cached
-runs still report them.
+``score``, ``pair_id``, ``role``, ``error_type``, ``origin`` per row; any JSONL or CSV file
+that ``faithgate.io.load_examples`` reads works, with whatever of these fields it has). Scores
+are kept in a ``ScoreCache`` keyed by settings hash, source and summary, so re-running with one
+more metric computes only that metric; seconds per item are remembered next to the cache so
+cached runs still report them.
 
 ``--combine`` is a learned linear combination of metrics (as in the faithfulness study's
 Table 4): a logistic regression over standardised metric scores, its regularisation chosen by
@@ -73,8 +73,21 @@ def default_cache_path() -> Path:
     return faithgate_home() / "bench" / "scores.sqlite"
 
 
-def benchmark_files(path: str | Path) -> list[Path]:
-    """The ``.jsonl`` files named by ``path`` (a file, or every ``*.jsonl`` in a directory)."""
+# What bench reads from a directory, in any case (``.JSONL``): the formats ``load_examples``
+# tells apart. A ``.json`` file there is as often a result (``--output``) or weights file
+# (``--save-weights``) as JSON Lines: it is skipped with the others, by name (give it as a file).
+DATA_SUFFIXES = (".jsonl", ".csv")
+# Files a dataset directory holds besides its data, skipped without a word (../shared/data
+# has a README.md and a licenses/ directory).
+_DOC_SUFFIXES = (".md", ".txt", ".rst")
+_DOC_NAMES = ("readme", "license", "licence", "copying", "notice", "citation")
+
+
+def benchmark_files(path: str | Path, *, warn: bool = True) -> list[Path]:
+    """The data files named by ``path``: the file itself, or every ``.jsonl`` and ``.csv`` file
+    of a directory (any case; sorted by name). The directory's other files are skipped, with
+    one warning naming them (``warn``) unless they are documentation (README, licences),
+    hidden, or subdirectories: ``*.jsonl`` alone skipped ``.csv`` and ``.JSONL`` silently."""
     p = Path(path)
     mode = input_mode(p, p, f"{p}: no such file or directory")
     # A pipe (``--data <(cmd)``) is read once, as a file; a device (/dev/zero would never
@@ -82,10 +95,37 @@ def benchmark_files(path: str | Path) -> list[Path]:
     refuse_not_a_file(p, mode, pipe=True, directory=True)
     if not stat.S_ISDIR(mode):
         return [p]
-    files = sorted(p.glob("*.jsonl"))
+    files: list[Path] = []
+    skipped: list[str] = []
+    for f in sorted(p.iterdir(), key=lambda f: f.name):
+        if f.suffix.lower() in DATA_SUFFIXES and not f.is_dir():
+            files.append(f)
+        elif not _quietly_skipped(f):
+            skipped.append(f.name)
     if not files:
-        raise InputError(f"{p}: no .jsonl files in this directory")
+        raise InputError(f"{p}: no .jsonl or .csv files in this directory")
+    if skipped and warn:
+        shown = ", ".join(repr(n) for n in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        logger.warning(
+            "%s: skipped %d file(s) that are not .jsonl or .csv: %s (to read one, give it as "
+            "--data FILE: a file not named .csv is read as JSON Lines)",
+            safe_line(str(p)),
+            len(skipped),
+            safe_line(shown),
+        )
     return files
+
+
+def _quietly_skipped(f: Path) -> bool:
+    """A directory entry that is no data file by its nature: a subdirectory, a hidden file,
+    or documentation."""
+    name = f.name.lower()
+    return (
+        name.startswith(".")
+        or f.suffix.lower() in _DOC_SUFFIXES
+        or name.split(".")[0] in _DOC_NAMES
+        or f.is_dir()
+    )
 
 
 def refuse_same_names(files: Sequence[Path]) -> None:

@@ -90,6 +90,7 @@ def test_source_from_stdin(files):
     [
         (["--source", "MISSING", "--summary", "x"], "does not exist"),
         (["--summary", " "], "summary is empty"),
+        (["--summary", "\u200b \u2060"], "summary is empty"),  # invisible only: was exit 1
         (["--summary", "@MISSING"], "does not exist"),
         (["--summary", "x", "--metric", "nope"], "unknown metric 'nope'"),
         (["--summary", "x", "--model", "embedder"], "--model expects KEY=VALUE"),
@@ -316,3 +317,43 @@ def test_process_substitution_is_read(tmp_path) -> None:
     data = json.loads(r.stdout)
     assert data["metrics"]["overlap"]["value"] == pytest.approx(0.4)
     assert data["source"].startswith("/dev/fd/")
+
+
+def test_a_source_or_summary_file_of_invisible_characters_is_empty(files, tmp_path):
+    """``str.strip`` keeps U+200B and U+FEFF: such a file was "could not score ... empty
+    summary" (exit 1), not "is empty" (exit 2) as a blank one is (review s23, F12)."""
+    src, summ = files
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\ufeff\u200b\n\u00ad", encoding="utf-8")
+    for args, message in (
+        (["--source", str(blank), "--summary", SUMMARY], f"source {blank} is empty"),
+        (["--source", str(src), "--summary", f"@{blank}"], f"summary {blank} is empty"),
+    ):
+        result = invoke(["score", *args, "--metric", "overlap"])
+        assert result.exit_code == 2, result.output
+        assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["score", "--source", "-", "--summary", "a b", "--metric", "overlap"],
+        ["calibrate", "--data", "-", "--metric", "overlap", "--dry-run"],
+    ],
+    ids=["score", "calibrate"],
+)
+def test_closed_standard_input_is_an_input_error(args) -> None:
+    """``<&-`` leaves Python without ``sys.stdin``: reading ``-`` was "internal error:
+    AttributeError" (exit 1), not bad input (exit 2) (review s23, F11)."""
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash to close standard input")
+    cmd = f"{shlex.quote(sys.executable)} -m faithgate {shlex.join(args)} <&-"
+    r = subprocess.run([bash, "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "standard input is closed" in r.stderr and "internal error" not in r.stderr

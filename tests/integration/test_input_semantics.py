@@ -116,6 +116,8 @@ def test_word_tokens_by_hand():
     assert words("Кошка СИДЕЛА.") == ["кошка", "сидела"]
     assert words("ذهب الولد ١٢٣") == ["ذهب", "الولد", "١٢٣"]
     assert words("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]  # combining marks stay in the word
+    # UAX #29 keeps a katakana run together; hiragana and ideographs are one per character
+    assert words("コンピュータを使う") == ["コンピュータ", "を", "使", "う"]
     assert words("The U.S. cat's mat!") == ["the", "u", "s", "cat", "s", "mat"]  # as rouge-score
 
 
@@ -357,3 +359,40 @@ def test_every_command_names_a_special_file_in_one_wording(project, args, subjec
     assert res.exit_code == 2, res.output
     [line] = res.stderr.strip().splitlines()
     assert f"{subject} is a socket, not a regular file" in line, line
+
+
+def test_script_shares_count_letters_not_combining_marks():
+    """Thai vowel and tone signs and Devanagari matras were counted as letters of their
+    script, but not in the letter total: a Latin sentence quoting a Thai name was refused as
+    "Thai", and shares added up to 1.29 (review s23, F3)."""
+    from faithgate.words import script_share
+
+    quoted = "Prayut Chan-o-cha (ประยุทธ์ จันทร์โอชา) said."  # 18 Latin letters, 14 Thai
+    assert unsupported_script(quoted) is None
+    assert script_share(quoted, "Thai") == pytest.approx(14 / 32)
+    [score] = get_metric("overlap").score_batch(
+        [Example("t", "Prayut Chan-o-cha (ประยุทธ์ จันทร์โอชา) said it.", quoted)],
+        ScoringContext(),
+    )
+    assert score.ok, score.error
+    modi = "PM Modi (नरेंद्र मोदी) spoke."  # 11 Latin letters, 6 Devanagari
+    latin, deva = script_share(modi, "Latin"), script_share(modi, "Devanagari")
+    assert (latin, deva) == (pytest.approx(11 / 17), pytest.approx(6 / 17))
+    assert main_script(modi) == "Latin" and main_script("नरेंद्र मोदी") == "Devanagari"
+    assert unsupported_script("ภาษาไทยง่ายนิดเดียว") == "Thai"  # Thai text is still refused
+
+
+@pytest.mark.slow
+def test_soft_hyphens_in_the_source_do_not_change_overlap_or_ner():
+    """The review's example: with "Ob\\u00adama" and "Ber\\u00adlin" in the source, overlap fell
+    from 1.0 to 0.2 and ner from 1.0 to 0.33 (Barack Obama, Berlin not found) (s23, F1)."""
+    plain = "Barack Obama visited Berlin on Tuesday. He met the chancellor."
+    shy = "Barack Ob\u00adama visited Ber\u00adlin on Tuesday. He met\u200b the chan\u2060cellor."
+    summary = "Barack Obama visited Berlin on Tuesday."
+    for name in ("overlap", "ner"):
+        metric = get_metric(name)
+        a, b = metric.score_batch(
+            [Example("a", plain, summary), Example("b", shy, summary)], ScoringContext()
+        )
+        assert a.ok and b.ok, (a.error, b.error)
+        assert (a.value, b.value) == (1.0, 1.0), name

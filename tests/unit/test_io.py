@@ -195,3 +195,125 @@ def test_a_summarizer_module_of_another_project_is_not_reused(tmp_path, monkeypa
     got = [load_summarizer(ref, [tmp_path / name])("x") for name in ("a", "b", "b", "a")]
     assert got == ["A", "B", "B", "A"]
     sys.modules.pop("fg_two_projects_summ", None)
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "reason"),
+    [
+        # an unclosed quote in the last column took in every later row as one summary
+        ('id,source,summary\n1,a,"abc\n2,x,y\n3,z,w\n', 2, "unexpected end of data"),
+        # quotes inside a quoted field were moved ('He said no" today"')
+        ('id,source,summary\n1,x,y\n2,a,"He said "no" today"\n3,x,y\n', 3, "',' expected"),
+        ('id,source,summary\n1,"a "b" c",d\n', 2, "',' expected"),
+        ('id,source,summary\n1,"a"x,b\n', 2, "',' expected"),
+        # the line of the record that starts the broken cell, not the end of the file
+        ('source,summary\n"multi\nline",c\n\n"unclosed,T\nx,y\nz,w\n', 5, "unexpected end"),
+    ],
+    ids=["unclosed-last-cell", "quotes-inside-quoted", "quotes-inside-cell", "text-after-quote",
+         "line-of-the-record"],
+)  # fmt: skip
+def test_a_csv_quote_that_does_not_balance_is_an_error_not_merged_rows(
+    tmp_path, content, line, reason
+):
+    """csv's lenient mode silently merged the rows after an unclosed quote into one cell, or
+    moved quotes: rows the gate never scored (review s23, F6)."""
+    p = write(tmp_path, "o.csv", content)
+    with pytest.raises(InputError) as err:
+        load_examples(p)
+    assert str(err.value).startswith(f"{p}:{line}: invalid CSV (")
+    assert reason in str(err.value) and "\n" not in str(err.value)
+
+
+def test_well_formed_csv_quoting_still_loads_with_the_same_ids(tmp_path):
+    """Doubled quotes, quoted commas and line breaks, CRLF and blank lines are standard CSV;
+    a record's default id stays its last line, as before (baselines hold those ids)."""
+    p = write(
+        tmp_path,
+        "c.csv",
+        'source,summary\r\n\r\n"S, one","He said ""no"" today"\r\n"two\r\nlines",T\r\n',
+    )
+    a, b = load_examples(p)
+    assert (a.id, a.source, a.summary) == ("3", "S, one", 'He said "no" today')
+    assert (b.id, b.source, b.summary) == ("5", "two\r\nlines", "T")
+
+
+def test_a_csv_cell_as_long_as_a_jsonl_field_loads(tmp_path):
+    """csv's default field limit (131,072 characters) refused a long document that loads from
+    JSONL (review s23, F9); the limit is raised for the read only."""
+    import csv
+
+    source = "word " * 30_000
+    before = csv.field_size_limit()
+    p = write(tmp_path, "big.csv", f'id,source,summary\n1,"{source}",b\n')
+    j = write(tmp_path, "big.jsonl", json.dumps({"id": "1", "source": source, "summary": "b"}))
+    assert load_examples(p) == load_examples(j)
+    assert csv.field_size_limit() == before
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"meta": {"pair_id": "x"}, "pair_id": "y"}, "field 'pair_id' is given both"),
+        ({"meta": {"k": 1}, "k": 1}, "field 'k' is given both"),
+        ({"meta": False}, "field 'meta' must be an object"),
+        ({"meta": 0}, "field 'meta' must be an object"),
+        ({"meta": ""}, "field 'meta' must be an object"),
+        ({"meta": []}, "field 'meta' must be an object"),
+    ],
+    ids=["pair_id-conflict", "same-value", "false", "zero", "empty-string", "empty-list"],
+)
+def test_meta_conflicts_and_falsy_non_object_meta_are_refused(tmp_path, record, message):
+    """A top-level field replaced the same key of ``meta`` silently (``pair_id`` decides
+    pairing), and a falsy ``meta`` was read as none (review s23, F8)."""
+    p = write(tmp_path, "m.jsonl", json.dumps({"source": "S", "summary": "T", **record}) + "\n")
+    with pytest.raises(InputError, match=rf"m\.jsonl:1: {message}"):
+        load_examples(p)
+    p = write(tmp_path, "n.jsonl", '{"source": "S", "summary": "T", "meta": null, "k": 1}\n')
+    assert load_examples(p)[0].meta == {"k": 1}  # null is no meta, as before
+
+
+def test_csv_score_cells_are_numbers_and_labels_may_be_written_as_floats(tmp_path):
+    """CSV has only text: bench refused every CSV ``score`` column ("got '0.9'"), and a label
+    "1.0" (pandas' way with missing values) was refused while JSON 1.0 was read (s23, F10)."""
+    p = write(
+        tmp_path,
+        "s.csv",
+        "id,source,summary,label,score,note\n"
+        "1,S,T,1.0,0.9,0.9\n2,S,U,0.0,,x\n3,S,V,,7,\n4,S,W,1,-1e-3,\n5,S,X,0,n/a,\n",
+    )
+    got = [(e.label, e.meta) for e in load_examples(p)]
+    assert got == [
+        (1, {"score": 0.9, "note": "0.9"}),  # only `score` is read as a number
+        (0, {"score": None, "note": "x"}),
+        (None, {"score": 7, "note": ""}),
+        (1, {"score": -0.001, "note": ""}),
+        (0, {"score": "n/a", "note": ""}),  # not a number: left for bench to refuse by name
+    ]
+    p = write(tmp_path, "s.jsonl", '{"source": "S", "summary": "T", "score": "0.9"}\n')
+    assert load_examples(p)[0].meta == {"score": "0.9"}  # JSON keeps its types
+    p = write(tmp_path, "b.csv", "source,summary,label\nS,T,1.5\n")
+    with pytest.raises(InputError, match="field 'label' must be"):
+        load_examples(p)
+
+
+def test_closed_standard_input_is_an_input_error(monkeypatch):
+    """With fd 0 closed (``<&-``) Python has no ``sys.stdin``: reading ``-`` was an internal
+    error (exit 1), not bad input (exit 2) (review s23, F11)."""
+    monkeypatch.setattr(sys, "stdin", None)
+    with pytest.raises(InputError, match="standard input is closed"):
+        load_examples("-")
+    closed = io.TextIOWrapper(io.BytesIO(b""))
+    closed.close()
+    monkeypatch.setattr(sys, "stdin", closed)
+    with pytest.raises(InputError, match="standard input is closed"):
+        load_examples("-")
+
+
+@pytest.mark.parametrize("blank_id", ["\u200b", " \ufeff ", "\u2060\u00ad"])
+def test_an_id_of_invisible_characters_is_empty(tmp_path, blank_id):
+    """An id of only U+200B prints as nothing but passed the "id is empty" check (s23, F13)."""
+    p = write(tmp_path, "i.jsonl", json.dumps({"id": blank_id, "source": "S", "summary": "T"}))
+    with pytest.raises(InputError, match=r"i\.jsonl:1: field 'id' is empty"):
+        load_examples(p)
+    p = write(tmp_path, "j.jsonl", json.dumps({"id": "a\u200b", "source": "S", "summary": "T"}))
+    assert load_examples(p)[0].id == "a\u200b"  # ids are kept as given, not normalised

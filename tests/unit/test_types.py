@@ -102,3 +102,19 @@ def test_example_label_is_one_zero_or_none_as_the_input_files_give():
             Example("a", "s", "y", label=bad)
     with pytest.raises(InputError, match="Example 'a': meta must be a dict of extra fields"):
         Example("a", "s", "y", meta=[1])  # type: ignore[arg-type]
+
+
+def test_invisible_characters_inside_words_are_not_scored():
+    """A soft hyphen (U+00AD), zero-width space, word joiner or a BOM mid-text cut a word in
+    two ("Ob\\u00adama" was "ob" + "ama"): text that looks the same scored lower. ZWJ and ZWNJ
+    are kept: they change how Indic and Persian words are written (review s23, F1)."""
+    from faithgate.types import Example, normalized
+    from faithgate.words import words
+
+    shy = "Barack Ob\u00adama visited Ber\u00adlin.\u200b"
+    ex = Example("1", "\ufeffA\u200bB\u2060C e\u00ad\u0301.", shy)
+    assert ex.summary == "Barack Obama visited Berlin."
+    assert ex.source == "ABC \u00e9."  # the mark after a soft hyphen composes with its letter
+    assert words(ex.summary) == ["barack", "obama", "visited", "berlin"]
+    for kept in ("\u0915\u094d\u200d\u0937", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"):
+        assert normalized(kept) == kept

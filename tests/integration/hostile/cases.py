@@ -96,6 +96,23 @@ CASES: list[Case] = [
     Case("empty id", ["check"], _project(jl(row("")))),
     Case("bad label", ["check"], _project(jl(row(label="maybe")))),
     Case("meta not an object", ["check"], _project(jl(row(meta=[1, 2])))),
+    Case("meta false", ["check"], _project(jl(row(meta=False))), stderr_has="must be an object"),
+    Case(
+        "meta key also at the top level",  # the top-level pair_id replaced meta's, silently
+        ["check"],
+        _project(jl(row(meta={"pair_id": "x"}, pair_id="y"))),
+        stderr_has="outputs.jsonl:1: field 'pair_id' is given both",
+    ),
+    Case("id of a zero-width space", ["check"], _project(jl(row("\u200b"))), stderr_has="empty"),
+    Case(
+        "CSV with an unclosed quote",  # lenient csv merged the later rows into one summary
+        ["check"],
+        {
+            "faithgate.toml": CONFIG_T.replace("outputs.jsonl", "outputs.csv"),
+            "outputs.csv": 'id,source,summary\na,s,"0.9 x.\nb,s,0.1 y.\n',
+        },
+        stderr_has="outputs.csv:2: invalid CSV (unexpected end of data)",
+    ),
     # ---- the outputs file: text ---------------------------------------------------------
     Case(
         "lone surrogate in summary",

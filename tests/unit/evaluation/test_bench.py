@@ -11,9 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from faithgate.cli import cli
+from faithgate.errors import InputError
 from faithgate.evaluation.bench import (
     Bench,
     apply_combination,
+    benchmark_files,
     limit_examples,
     markdown_report,
     run_bench,
@@ -588,3 +590,72 @@ def test_metric_comparison_by_permutation(data_file, tmp_path) -> None:
     assert c["a"] == "test_word_support" and c["difference"] == pytest.approx(2 / 3)
     assert 0 < c["p_value"] <= 1
     assert "Paired permutation tests" in markdown_report(res)
+
+
+def _csv_text(records: list[dict], columns: Sequence[str]) -> str:
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(columns), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(records)
+    return out.getvalue()
+
+
+def test_a_data_directory_reads_its_csv_and_upper_case_jsonl_files_too(tmp_path) -> None:
+    """``*.jsonl`` alone (case-sensitive) skipped ``b.csv`` and ``C.JSONL`` without a word,
+    although ``--data b.csv`` reads one; other files are named in one warning, and a
+    dataset's README and licences directory are skipped quietly (review s23, F7)."""
+    d = tmp_path / "bd"
+    d.mkdir()
+    write_jsonl(rows(), d / "a.jsonl")
+    columns = ("id", "source", "summary", "label", "pair_id", "role", "error_type", "origin")
+    (d / "b.csv").write_text(_csv_text(rows(), columns), encoding="utf-8")
+    write_jsonl(rows(), d / "C.JSONL")
+    (d / "notes.tsv").write_text("x\ty\n")
+    (d / "result.json").write_text("{}\n")
+    (d / "README.md").write_text("# data\n")
+    (d / "licenses").mkdir()
+    (d / "licenses" / "x.jsonl").write_text("not read\n")
+    res = CliRunner().invoke(
+        cli,
+        ["bench", "--data", str(d), "--metric", "test_word_support", "--no-cache", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    assert list(json.loads(res.stdout)["datasets"]) == ["C", "a", "b"]  # sorted by name
+    skipped = [line for line in res.stderr.splitlines() if "skipped" in line]
+    assert skipped == [
+        f"faithgate: warning: {d}: skipped 2 file(s) that are not .jsonl or .csv: 'notes.tsv', "
+        "'result.json' (to read one, give it as --data FILE: a file not named .csv is read as "
+        "JSON Lines)"
+    ]
+    assert "README" not in res.stderr and "licenses" not in res.stderr
+    (d / "a.jsonl").unlink()
+    (d / "b.csv").unlink()
+    (d / "C.JSONL").unlink()
+    with pytest.raises(InputError, match="no .jsonl or .csv files in this directory"):
+        benchmark_files(d)
+
+
+def test_the_shared_data_directory_is_read_without_a_warning(shared_data, caplog) -> None:
+    """Seven .jsonl files beside a README.md and a licenses/ directory: nothing to warn of."""
+    with caplog.at_level("WARNING", logger="faithgate"):
+        files = benchmark_files(shared_data)
+    assert [f.suffix for f in files] == [".jsonl"] * 7
+    assert files == sorted(files, key=lambda f: f.name)
+    assert not caplog.records
+
+
+def test_bench_reads_human_scores_from_a_csv_file(tmp_path) -> None:
+    """CSV cells are text: every CSV with a ``score`` column, empty cells included, was
+    refused ("must be a finite number or null, got '0.9'") (review s23, F10)."""
+    scored = [{**r, "score": "" if i == 1 else f"{0.9 - i / 10:.1f}"} for i, r in enumerate(rows())]
+    path = tmp_path / "human.csv"
+    path.write_text(_csv_text(scored, ("id", "source", "summary", "label", "score")))
+    res = CliRunner().invoke(
+        cli,
+        ["bench", "--data", str(path), "--metric", "test_word_support", "--no-cache", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    assert "finite number" not in res.stderr
