@@ -112,12 +112,19 @@ def safe_line(text: object) -> str:
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
 
 
+# What GitHub's Markdown turns into a link by itself (GFM "autolinks (extension)"): a scheme's
+# "://" and a "www." at a word's start (e-mail addresses are broken by the "@" rule).
+_AUTOLINK = re.compile(r"(?i)(://|\bwww\.)")
+
+
 def markdown_literal(text: object) -> str:
     """``text`` as literal Markdown on one line (a table cell, a list item): ``printable``,
-    every formatting character backslash-escaped (a pipe would split a table's cell) and
-    mentions defused: "@user" and "@org/team" notify people on GitHub, so a zero-width space
-    follows each "@"."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", printable(text)).replace("@", "@\u200b")
+    every formatting character backslash-escaped (a pipe would split a table's cell),
+    mentions defused ("@user" and "@org/team" notify people on GitHub, so a zero-width space
+    follows each "@") and links too: a URL in a summary (a model's invention, perhaps) is shown,
+    not made clickable in a CI report, by a zero-width space inside its "://" or "www."."""
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", printable(text)).replace("@", "@\u200b")
+    return _AUTOLINK.sub(lambda m: m.group(1)[0] + "\u200b" + m.group(1)[1:], escaped)
 
 
 class PrintableFormatter(logging.Formatter):

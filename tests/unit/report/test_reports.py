@@ -241,6 +241,16 @@ def test_markdown_and_json_show_a_per_example_baseline_threshold():
     assert "edit: 'cat' -> 'dog'" in back.examples[0].message
 
 
+def test_markdown_literal_makes_no_link_of_a_url():
+    # GitHub's Markdown links bare URLs, "www." names and e-mail addresses by itself: a URL a
+    # model invented would be clickable in a CI report.
+    from faithgate.escape import markdown_literal
+
+    shown = markdown_literal("see https://evil.example/p, WWW.x.com or a@b.com")
+    assert "://" not in shown and "www." not in shown.lower() and "a@b" not in shown
+    assert shown.replace("\u200b", "") == "see https://evil.example/p, WWW.x.com or a@b.com"
+
+
 def test_markdown_user_text_renders_as_text_not_markup():
     """Rendered as GitHub does (CommonMark + tables): a file name or id with a backtick, a
     newline, "<img ...>" or "@user" opened raw HTML, a heading, a mention or closed its code
