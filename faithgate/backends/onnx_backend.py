@@ -33,7 +33,11 @@ from faithgate.backends.base import (
     TextEncoder,
     TokenEmbeddings,
 )
-from faithgate.backends.expand import context_model_bytes, expanded_model_bytes
+from faithgate.backends.expand import (
+    context_model_bytes,
+    expanded_model_bytes,
+    unsigned_model_bytes,
+)
 from faithgate.backends.lm_graph import SCORE_FROM
 from faithgate.backends.manifest import AGAIN, MANIFEST_NAME, ExportManifest, find_export
 from faithgate.backends.windowing import (
@@ -140,8 +144,94 @@ def hashed_provider(provider: str | None = None) -> str:
     return wanted
 
 
+_INT8_WEIGHTS: list[str] = []  # memo: one probe per process
+_INT8_PROBE_LOCK = threading.Lock()
+
+
+def _integer_product_exact(weights: np.ndarray, zero_point: int | None) -> bool:
+    """Whether onnxruntime's CPU ``MatMulInteger`` of uint8 activations (zero point 128) and
+    the constant ``weights`` gives the exact integer product, on the inputs where a 16-bit
+    accumulation saturates (255 x 127, twice) and on a few rows more."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    ort = _ort()
+    k, n = weights.shape
+    inits = [
+        numpy_helper.from_array(weights, "w"),
+        numpy_helper.from_array(np.array(128, np.uint8), "a0"),
+    ]
+    inputs = ["a", "w", "a0"]
+    if zero_point is not None:
+        inits.append(numpy_helper.from_array(np.array(zero_point, weights.dtype), "w0"))
+        inputs.append("w0")
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", inputs, ["y"])],
+        "int8_probe",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [None, k])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [None, n])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+    onnx.checker.check_model(model)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    exact_w = weights.astype(np.int64) - (zero_point or 0)
+    rng = np.random.default_rng(0)
+    rows = np.stack([np.full(k, 255), np.zeros(k), np.tile([255, 0], k // 2)]).astype(np.uint8)
+    feeds = [rows, rows[:1], rng.integers(0, 256, (8, k)).astype(np.uint8)]
+    return all(
+        np.array_equal(session.run(None, {"a": a})[0], (a.astype(np.int64) - 128) @ exact_w)
+        for a in feeds
+    )
+
+
+def int8_weights_form() -> str:
+    """How int8 weights of ``MatMulInteger`` must be loaded here for exact integer products:
+    ``"int8"``, as stored, or ``"uint8"``, shifted by 128 (``expand.unsigned_int8_weights``).
+
+    onnxruntime multiplies uint8 activations by int8 weights with ``vpmaddubsw`` on x86 CPUs
+    without VNNI (AVX2: AMD Zen 1-3, Intel before Ice Lake), which adds two products in 16 bits
+    and saturates: a w8a8 or int8-dynamic graph then scores differently, and wrongly, from the
+    same file on a VNNI machine (19% off on random data here, an AVX2 AMD EPYC). uint8 x uint8
+    is exact on both, so where int8 weights are not, they are loaded as uint8: the products
+    are the same integers, the scores bit for bit those of a VNNI machine. Probed once per
+    process; ``BackendError`` where neither form is exact (int8 exports cannot run here).
+    """
+    with _INT8_PROBE_LOCK:
+        if not _INT8_WEIGHTS:
+            try:
+                import onnx  # noqa: F401 - the probe and the rewrite build graphs with it
+            except ImportError as exc:
+                raise BackendError(
+                    "int8 exports (w8a8, w8a32-ctx8, int8-dynamic) need the onnx package to "
+                    "check this CPU's int8 arithmetic: pip install 'faithgate[runtime]'"
+                ) from exc
+            signed = np.tile(np.array([127, 127, -127, -128, 5, -3], np.int8), 11)[:64]
+            weights = np.stack([signed, -np.maximum(signed, -127), np.roll(signed, 1)], axis=1)
+            if _integer_product_exact(weights, None):
+                _INT8_WEIGHTS.append("int8")
+            elif _integer_product_exact((weights.astype(np.int16) + 128).astype(np.uint8), 128):
+                _INT8_WEIGHTS.append("uint8")
+            else:
+                _INT8_WEIGHTS.append("")
+        if not _INT8_WEIGHTS[0]:
+            raise BackendError(
+                "onnxruntime's int8 products are not exact on this CPU (uint8 x int8 nor "
+                "uint8 x uint8): int8 exports (w8a8, w8a32-ctx8, int8-dynamic) cannot run here; "
+                "export with --quantize w8a32"
+            )
+        return _INT8_WEIGHTS[0]
+
+
 # The in-memory forms a session can load a file as (get_session's ``graph``).
-GRAPHS = ("stored", "expanded", "context-int8")
+GRAPHS = ("stored", "expanded", "context-int8", "int8")
+# Export modes whose graphs multiply in int8 (MatMulInteger) as stored: graph "int8".
+INT8_PRODUCT_MODES = ("w8a8", "int8-dynamic")
 
 
 def _file_identity(path: Path) -> tuple[int, ...]:
@@ -179,7 +269,10 @@ def get_session(
     (``w8a32`` exports), its 8-bit weight blocks dequantized to fp32 once at load
     (``expand.expanded_model_bytes``): the same values at fp32 speed; ``"context-int8"``
     (``w8a32-ctx8`` exports), its int8 context graph (``expand.context_model_bytes``), or
-    ``None`` where that cannot be built here (the exact graph then runs every pass).
+    ``None`` where that cannot be built here (the exact graph then runs every pass);
+    ``"int8"`` (``INT8_PRODUCT_MODES``), the file with its int8 weights in the form whose
+    products are exact on this CPU (``int8_weights_form``). The int8 forms' scores are
+    therefore the same on every CPU.
     """
     if graph not in GRAPHS:
         raise ValueError(f"graph must be one of {GRAPHS}, not {graph!r}")
@@ -206,15 +299,19 @@ def get_session(
             try:
                 model = None
                 if graph == "context-int8":
-                    model = context_model_bytes(path)
+                    model = context_model_bytes(path, int8_weights_form() == "uint8")
                 elif graph == "expanded":
                     model = expanded_model_bytes(path)
+                elif graph == "int8" and int8_weights_form() == "uint8":
+                    model = unsigned_model_bytes(path)
                 if graph == "context-int8" and model is None:
                     _SESSIONS[key] = None
                     return None
                 session = ort.InferenceSession(
                     model if model is not None else str(path), options, providers=providers
                 )
+            except BackendError:
+                raise  # this machine cannot run the form (int8_weights_form): not a bad file
             except Exception as exc:  # onnxruntime raises its own exception types
                 # A file that exists but does not load is bad input (truncated, corrupt).
                 raise ModelFileError(
@@ -255,7 +352,11 @@ class _OnnxRoleMixin:
         self.manifest = manifest
         self.config = manifest.config
         self.tokenizer = _load_tokenizer(manifest)
-        graph = "expanded" if manifest.quantization in ("w8a32", "w8a32-ctx8") else "stored"
+        graph = "stored"
+        if manifest.quantization in ("w8a32", "w8a32-ctx8"):
+            graph = "expanded"
+        elif manifest.quantization in INT8_PRODUCT_MODES:
+            graph = "int8"
         self.sessions = {
             part: get_session(manifest.path_of(part), threads, provider, graph)
             for part in manifest.files

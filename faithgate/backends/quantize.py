@@ -26,7 +26,8 @@ Modes (``--quantize``), smallest first:
   measured by onnxruntime on the built-in calibration sentences: never on a ``--calibration``
   file's pairs, which then judge it; without one those 12 triples are the parity sample too),
   then int8 weights per output channel and int8 activations per *token*, scaled on the fly
-  (``MatMulInteger`` on uint8 x int8, the fast VNNI path on x86). Per-tensor activation scales
+  (``MatMulInteger`` on uint8 x int8, the fast VNNI path on x86; loaded as uint8 x uint8 where
+  that kernel saturates, ``onnx_backend.int8_weights_form``). Per-tensor activation scales
   (``int8-dynamic``) are what fails on language models: one outlier token or channel sets the
   scale of all. SmolLM2-135M on 50 BUMP pairs: 41% of the fp32 file, 1.26x fp32 ONNX's speed,
   mean log-prob moves 0.024 nats, one near-tie pair of 50 (fp32 margin 0.009 nats) flips

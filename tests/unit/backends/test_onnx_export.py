@@ -578,9 +578,10 @@ def test_w8a8_matmul_matches_fp32_within_int8_rounding(tmp_path):
     int8 product stays within 2% of fp32 on every token (row max), where one int8 scale for
     the whole tensor (dynamic int8) is off by 8-65% on the ordinary tokens."""
     onnx = pytest.importorskip("onnx")
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper, numpy_helper
 
+    from faithgate.backends import onnx_backend
     from faithgate.backends.quantize import quantize_w8a8
 
     rng = np.random.default_rng(0)
@@ -600,7 +601,8 @@ def test_w8a8_matmul_matches_fp32_within_int8_rounding(tmp_path):
     x[0] *= 25.0  # an outlier token
     recipe = quantize_w8a8(src, dst, [{"x": x}])
     assert recipe["matmuls_quantized"] == 1 and recipe["inputs_smoothed"] == 1
-    (y,) = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    # Loaded as the backend loads w8a8 files: int8 weights in this CPU's exact form.
+    (y,) = onnx_backend.get_session(dst, graph="int8").run(None, {"x": x})
     ref = x @ w
     rel = np.abs(y - ref).max(axis=1) / np.abs(ref).max(axis=1)
     assert rel.max() < 0.02
@@ -611,6 +613,86 @@ def test_w8a8_matmul_matches_fp32_within_int8_rounding(tmp_path):
     assert (np.abs(per_tensor - ref).max(axis=1) / np.abs(ref).max(axis=1))[1:].min() > 0.05
 
 
+def _matmul_integer_file(tmp_path, w, w_zero=None):
+    """A one-node ``MatMulInteger`` graph on disk: uint8 activations (zero point 128) times the
+    constant int8 weight ``w`` (zero point ``w_zero`` when given), as w8a8 files multiply."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.uint8(128), "a0")]
+    inputs = ["a", "w", "a0"]
+    if w_zero is not None:
+        inits.append(numpy_helper.from_array(w_zero, "w0"))
+        inputs.append("w0")
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", inputs, ["y"], name="/proj/MatMulInteger")],
+        "g",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [None, w.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [None, w.shape[1]])],
+        inits,
+    )
+    path = tmp_path / "mmi.onnx"
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9), path
+    )
+    return path
+
+
+@pytest.mark.parametrize("with_zero_point", [False, True])
+def test_int8_weights_load_in_the_form_whose_products_are_exact(tmp_path, with_zero_point):
+    """uint8 x int8 products saturate in onnxruntime's 16-bit kernel on x86 CPUs without VNNI
+    (255 x 127, twice, overflows): the backend loads int8 weights in the form this CPU
+    multiplies exactly (``int8_weights_form``), so a w8a8 graph gives the exact integers, and
+    the same scores, everywhere. The uint8 rewrite itself is exact on every CPU."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from faithgate.backends import expand, onnx_backend
+
+    rng = np.random.default_rng(0)
+    w = rng.integers(-128, 128, size=(64, 16)).astype(np.int8)
+    w[:, 0] = 127  # every pair of products saturates on the 16-bit kernel
+    w_zero = rng.integers(-3, 4, size=16).astype(np.int8) if with_zero_point else None
+    path = _matmul_integer_file(tmp_path, w, w_zero)
+    a = rng.integers(0, 256, size=(9, 64)).astype(np.uint8)
+    a[0] = 255
+    exact = (a.astype(np.int64) - 128) @ (w.astype(np.int64) - (0 if w_zero is None else w_zero))
+    (y,) = onnx_backend.get_session(path, graph="int8").run(None, {"a": a})
+    np.testing.assert_array_equal(y, exact)
+    # The rewrite by itself: uint8 weights and zero points, the same integers on any CPU.
+    model = onnx.load(str(path))
+    assert expand.unsigned_int8_weights(model) == 1
+    node = model.graph.node[0]
+    types = {t.name: t.data_type for t in model.graph.initializer}
+    assert len(node.input) == 4 and types[node.input[1]] == types[node.input[3]] == 2  # UINT8
+    assert "w" not in types  # the int8 weight is not kept beside its uint8 form
+    (y_u8,) = ort.InferenceSession(model.SerializeToString()).run(None, {"a": a})
+    np.testing.assert_array_equal(y_u8, exact)
+    assert expand.unsigned_int8_weights(model) == 0  # nothing int8 is left
+
+
+def test_int8_weights_form_is_probed_once_and_used_by_the_loader(tmp_path, monkeypatch):
+    """Where the probe finds uint8 x int8 inexact, the loader reads the rewritten graph; where
+    neither form is exact, loading an int8 graph is a one-line ``BackendError`` (never a
+    silently wrong score), and fp32 graphs load as before."""
+    pytest.importorskip("onnx")
+    from faithgate.backends import onnx_backend
+
+    assert onnx_backend.int8_weights_form() in ("int8", "uint8")
+    w = np.full((8, 2), 127, np.int8)
+    path = _matmul_integer_file(tmp_path, w)
+    a = np.full((1, 8), 255, np.uint8)
+    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", ["uint8"])
+    session = onnx_backend.get_session(path, threads=1, graph="int8")
+    assert [i.name for i in session.get_inputs()] == ["a"]
+    np.testing.assert_array_equal(session.run(None, {"a": a})[0], np.full((1, 2), 8 * 127 * 127))
+    onnx_backend.drop_sessions(tmp_path)
+    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", [""])
+    with pytest.raises(BackendError, match="int8 products are not exact on this CPU") as err:
+        onnx_backend.get_session(path, threads=1, graph="int8")
+    assert "\n" not in str(err.value)
+    assert onnx_backend.get_session(path, threads=1, graph="stored") is not None
+
+
 def test_int8_context_matmul_matches_fp32_within_int8_rounding():
     """The context graph's rewrite of one smoothed MatMul (an ``fg_ctx8_smooth`` Mul in front,
     as ``w8a32-ctx8`` exports carry): MatMulInteger on per-token uint8 activations, within 2%
@@ -619,6 +701,7 @@ def test_int8_context_matmul_matches_fp32_within_int8_rounding():
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper, numpy_helper
 
+    from faithgate.backends import expand, onnx_backend
     from faithgate.backends.expand import int8_context_graph
 
     rng = np.random.default_rng(0)
@@ -651,6 +734,8 @@ def test_int8_context_matmul_matches_fp32_within_int8_rounding():
     x = rng.normal(size=(5, 16)).astype(np.float32)
     x[:, 3] *= 40.0
     x[0] *= 25.0
+    if onnx_backend.int8_weights_form() == "uint8":  # as context_model_bytes loads it here
+        assert expand.unsigned_int8_weights(model) == 1
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     y, z = session.run(None, {"x": x})
     ref = (x * inv_s) @ w
