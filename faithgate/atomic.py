@@ -36,17 +36,22 @@ from typing import IO
 from faithgate.errors import WriteError
 from faithgate.paths import file_kind
 
+# Where Linux (4.7+) reports the process's umask; a test points it at a file of its own.
+_PROC_STATUS = "/proc/self/status"
+
 
 def current_umask() -> int:
     """The process's umask, the bits a new file's or directory's mode leaves out.
 
     Read from ``/proc/self/status`` where the kernel reports it (Linux 4.7+): ``os.umask`` can
     only be read by setting it, and for the instant it is 0 another thread's new file would be
-    made world-writable. Elsewhere it is set and put back at once."""
+    made world-writable. Elsewhere it is set and put back at once. The file is read as bytes:
+    its ``Name:`` line holds the process name's raw bytes (a non-ASCII executable, or one
+    renamed by ``prctl`` / ``setproctitle``), which text decoding refused."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
+        with open(_PROC_STATUS, "rb") as status:
             for line in status:
-                if line.startswith("Umask:"):
+                if line.startswith(b"Umask:"):
                     return int(line.split()[1], 8)
     except (OSError, ValueError, IndexError):
         pass

@@ -113,8 +113,10 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
 
 
 # What GitHub's Markdown turns into a link by itself (GFM "autolinks (extension)"): a scheme's
-# "://" and a "www." at a word's start (e-mail addresses are broken by the "@" rule).
-_AUTOLINK = re.compile(r"(?i)(://|\bwww\.)")
+# "://" and a "www." (e-mail addresses are broken by the "@" rule). GFM links a "www." at the
+# start and after whitespace, "*", "_", "~" or "(", so every "www." is defused: "\bwww\." found
+# none after "_" (no word boundary there), which GitHub links.
+_AUTOLINK = re.compile(r"(?i)(://|www\.)")
 
 
 def markdown_literal(text: object) -> str:
@@ -122,7 +124,7 @@ def markdown_literal(text: object) -> str:
     every formatting character backslash-escaped (a pipe would split a table's cell),
     mentions defused ("@user" and "@org/team" notify people on GitHub, so a zero-width space
     follows each "@") and links too: a URL in a summary (a model's invention, perhaps) is shown,
-    not made clickable in a CI report, by a zero-width space inside its "://" or "www."."""
+    not made clickable in a CI report, by a zero-width space inside its "://" or every "www."."""
     escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", printable(text)).replace("@", "@\u200b")
     return _AUTOLINK.sub(lambda m: m.group(1)[0] + "\u200b" + m.group(1)[1:], escaped)
 

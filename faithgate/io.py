@@ -35,6 +35,7 @@ import io
 import json
 import re
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
 from faithgate.paths import input_mode, refuse_not_a_file
 from faithgate.types import Example, check_text, is_blank
-from faithgate.userjson import parse_json
+from faithgate.userjson import parse_json, parse_problem
 
 KNOWN_FIELDS = ("id", "source", "summary", "reference", "label", "meta")
 
@@ -233,20 +234,29 @@ def _jsonl_rows(text: str, name: str) -> Iterator[tuple[int, Any]]:
 # A cell may be as long as a JSONL field (a 1.2M-character source): csv's default limit is
 # 131,072 characters. C long is 32 bits on Windows, so 2**31 - 1 is the most every platform takes.
 _CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
+# csv.field_size_limit is one process-wide setting: two threads reading CSV at once would
+# restore each other's raised value (left at 2**31 - 1) or drop it mid-read (a spurious "field
+# larger than field limit"). Held from its raising to its restoring.
+_CSV_LIMIT_LOCK = threading.Lock()
 _CSV_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _LABEL_FLOAT = re.compile(r"[01]\.0*")
 
 
-def _csv_cell(key: str, value: str | None) -> Any:
+def _csv_cell(key: str, value: str | None, where: str) -> Any:
     """A CSV cell as the JSON value it stands for: CSV has only text, so a human ``score``
     (``0.9``) was refused by bench as text; an empty ``score`` cell is null. Other cells stay
-    text (an id "007" is not 7)."""
+    text (an id "007" is not 7). A number too long to read (an integer of more than
+    ``sys.get_int_max_str_digits()`` digits) is an ``InputError`` naming ``where`` (``file:line``)
+    and the field, as in JSON, not an internal error."""
     if key == "score" and isinstance(value, str):
         cell = value.strip()
         if not cell:
             return None
         if _CSV_NUMBER.fullmatch(cell):
-            return int(cell) if cell.lstrip("+-").isdigit() else float(cell)
+            try:
+                return int(cell) if cell.lstrip("+-").isdigit() else float(cell)
+            except ValueError as exc:
+                raise InputError(f"{where}: field {key!r} is {parse_problem(exc)}") from None
     return value
 
 
@@ -260,30 +270,32 @@ def _csv_rows(text: str, name: str) -> list[tuple[int, dict[str, Any]]]:
     # The line the record being read starts on, for a parse error: an unclosed quote is found
     # only at the end of the file, whose line would point far from it.
     start = 1
-    limit = csv.field_size_limit(_CSV_FIELD_LIMIT)
-    try:
-        header = next(reader, None)
-        if not header:
-            raise InputError(f"{name}: empty CSV (no header)")
-        repeated = sorted({f for f in header if header.count(f) > 1})
-        if repeated:  # one of two same-named columns would be lost
-            raise InputError(
-                f"{name}:1: the header repeats column(s) {', '.join(map(repr, repeated))}"
-            )
-        start = reader.line_num + 1
-        for row in reader:
-            if row:  # a blank line is no record
-                if len(row) > len(header):
-                    raise InputError(f"{name}:{reader.line_num}: more cells than header columns")
-                # A missing cell is None, refused by field (as csv.DictReader gave it).
-                cells: list[str | None] = [*row, *[None] * (len(header) - len(row))]
-                record = {k: _csv_cell(k, v) for k, v in zip(header, cells, strict=True)}
-                rows.append((reader.line_num, record))
+    with _CSV_LIMIT_LOCK:  # the limit is process-wide: raised and restored by one thread at a time
+        limit = csv.field_size_limit(_CSV_FIELD_LIMIT)
+        try:
+            header = next(reader, None)
+            if not header:
+                raise InputError(f"{name}: empty CSV (no header)")
+            repeated = sorted({f for f in header if header.count(f) > 1})
+            if repeated:  # one of two same-named columns would be lost
+                raise InputError(
+                    f"{name}:1: the header repeats column(s) {', '.join(map(repr, repeated))}"
+                )
             start = reader.line_num + 1
-    except csv.Error as exc:  # e.g. a NUL byte, an unclosed quote, text after a closing quote
-        raise InputError(f"{name}:{start}: invalid CSV ({exc})") from None
-    finally:
-        csv.field_size_limit(limit)
+            for row in reader:
+                if row:  # a blank line is no record
+                    where = f"{name}:{reader.line_num}"
+                    if len(row) > len(header):
+                        raise InputError(f"{where}: more cells than header columns")
+                    # A missing cell is None, refused by field (as csv.DictReader gave it).
+                    cells: list[str | None] = [*row, *[None] * (len(header) - len(row))]
+                    record = {k: _csv_cell(k, v, where) for k, v in zip(header, cells, strict=True)}
+                    rows.append((reader.line_num, record))
+                start = reader.line_num + 1
+        except csv.Error as exc:  # e.g. a NUL byte, an unclosed quote, text after a closing quote
+            raise InputError(f"{name}:{start}: invalid CSV ({exc})") from None
+        finally:
+            csv.field_size_limit(limit)
     return rows
 
 

@@ -89,6 +89,19 @@ def test_reading_the_umask_never_clears_it(tmp_path, monkeypatch):
     assert calls == []
 
 
+def test_a_process_name_that_is_not_ascii_does_not_make_the_umask_be_set(tmp_path, monkeypatch):
+    # /proc/self/status's "Name:" line holds the process name's raw bytes (setproctitle, prctl,
+    # a non-ASCII executable): read as ASCII text it raised, and the umask was read by setting
+    # it to 0 for an instant, the race reading it from the kernel avoids.
+    status = tmp_path / "status"
+    status.write_bytes(b"Name:\tr\xc3\xa9sum\xc3\xa9-\xff-job\nUmask:\t0027\nState:\tR (running)\n")
+    monkeypatch.setattr(atomic, "_PROC_STATUS", str(status))
+    calls = []
+    monkeypatch.setattr(atomic.os, "umask", lambda mask: calls.append(mask) or 0o022)
+    assert atomic.current_umask() == 0o027
+    assert calls == []
+
+
 def test_new_file_and_parent_directories_are_created(tmp_path):
     target = tmp_path / "a" / "b" / "report.md"
     atomic_write_text(target, "x")

@@ -317,3 +317,63 @@ def test_an_id_of_invisible_characters_is_empty(tmp_path, blank_id):
         load_examples(p)
     p = write(tmp_path, "j.jsonl", json.dumps({"id": "a\u200b", "source": "S", "summary": "T"}))
     assert load_examples(p)[0].id == "a\u200b"  # ids are kept as given, not normalised
+
+
+def test_a_csv_score_too_long_to_read_is_an_input_error(tmp_path):
+    """A ``score`` cell of 5000 digits raised Python's int-conversion ValueError: an internal
+    error (exit 1), where the same number in JSONL is bad input naming file and line (exit 2)."""
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    p = write(tmp_path, "s.csv", "id,source,summary,score\n1,S,T,0.5\n2,S,U," + "9" * 5000 + "\n")
+    with pytest.raises(InputError, match=r"s\.csv:3: field 'score' is a number with more than"):
+        load_examples(p)
+    res = CliRunner().invoke(
+        cli, ["bench", "--data", str(p), "--metric", "overlap", "--no-cache", "--json"]
+    )
+    assert res.exit_code == 2, res.output
+    assert "s.csv:3: field 'score' is a number with more than 4300 digits" in res.output
+    assert "internal error" not in res.output
+
+
+def test_concurrent_csv_reads_leave_the_field_limit_as_it_was(tmp_path, monkeypatch):
+    """``csv.field_size_limit`` is process-wide: threads reading CSV at once restored each
+    other's raised limit (left at 2**31 - 1) or lowered it under a read of a long cell (a
+    spurious "field larger than field limit"). Each raising of the limit is slowed down here so
+    that, without the lock, the threads' reads overlap every time."""
+    import csv
+    import threading
+    import time
+
+    real_limit = csv.field_size_limit
+
+    def slow_limit(*args):
+        old = real_limit(*args)
+        if args:
+            time.sleep(0.005)  # the window another thread would run in
+        return old
+
+    big = write(tmp_path, "big.csv", f'id,source,summary\n1,"{"word " * 40_000}",T\n')
+    small = write(tmp_path, "small.csv", "id,source,summary\n1,S,T\n2,S,U\n")
+    before = real_limit()
+    monkeypatch.setattr(csv, "field_size_limit", slow_limit)
+    start = threading.Barrier(6)
+    errors: list[str] = []
+
+    def reader(path, rows):
+        start.wait()
+        for _ in range(3):
+            try:
+                assert len(load_examples(path)) == rows
+            except Exception as exc:  # any failure is reported below
+                errors.append(f"{type(exc).__name__}: {exc}"[:200])
+
+    threads = [threading.Thread(target=reader, args=(big, 1)) for _ in range(3)]
+    threads += [threading.Thread(target=reader, args=(small, 2)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert real_limit() == before

@@ -251,6 +251,28 @@ def test_markdown_literal_makes_no_link_of_a_url():
     assert shown.replace("\u200b", "") == "see https://evil.example/p, WWW.x.com or a@b.com"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see _www.evil.example",
+        "snake_case_WWW.evil.example",
+        "see *www.evil.example*",
+        "see ~www.evil.example~",
+        "see (www.evil.example)",
+        "www.evil.example at the start",
+    ],
+    ids=["underscore", "underscore-in-word", "star", "tilde", "parenthesis", "start"],
+)
+def test_markdown_literal_defuses_every_www_github_would_link(text):
+    """GFM autolinks a "www." at the start and after whitespace, "*", "_", "~" or "(":
+    "\\bwww\\." found no word boundary after "_", so "_www.evil.example" stayed a link."""
+    from faithgate.escape import markdown_literal
+
+    shown = markdown_literal(text)
+    assert "www." not in shown.lower()
+    assert shown.replace("\u200b", "").replace("\\", "") == text
+
+
 def test_markdown_user_text_renders_as_text_not_markup():
     """Rendered as GitHub does (CommonMark + tables): a file name or id with a backtick, a
     newline, "<img ...>" or "@user" opened raw HTML, a heading, a mention or closed its code
