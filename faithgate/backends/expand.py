@@ -24,7 +24,7 @@ bytes a weight, the context graph stays about the stored size), the file is load
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +76,33 @@ def _matmul_weight(node: Any, inits: dict[str, Any]) -> np.ndarray:
     return np.ascontiguousarray(blocks.reshape(q.shape[0], -1)[:, : _attributes(node)["K"]].T)
 
 
+def _subgraphs(node: Any) -> Iterator[Any]:
+    """The graphs held by ``node``'s attributes (an ``If``'s branches, a ``Loop``'s or a
+    ``Scan``'s body)."""
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            yield attr.g
+        yield from attr.graphs
+
+
+def _names_read(nodes: Sequence[Any]) -> set[str]:
+    """Every name ``nodes`` read, their subgraphs' nodes included (a subgraph may read an
+    initializer of the graph around it)."""
+    read: set[str] = set()
+    for node in nodes:
+        read.update(node.input)
+        for sub in _subgraphs(node):
+            read |= _names_read(sub.node)
+    return read
+
+
 def replace_graph_nodes(
     graph: Any, nodes: list[Any], consumed: set[str], added: Sequence[Any] = ()
 ) -> None:
     """Rewrite ``graph`` in place: its nodes become ``nodes``; the initializers named in
-    ``consumed`` are dropped unless a node still reads them; ``added`` ones are appended."""
-    still_read = {i for n in nodes for i in n.input}
+    ``consumed`` are dropped unless a node (or a node of a subgraph) still reads them; ``added``
+    ones are appended."""
+    still_read = _names_read(nodes)
     kept = [t for t in graph.initializer if t.name not in consumed or t.name in still_read]
     del graph.initializer[:]
     graph.initializer.extend([*kept, *added])
@@ -175,15 +196,16 @@ def context_model_bytes(path: Path, unsigned_weights: bool = False) -> bytes | N
     if model is None or not int8_context_graph(model):
         return None
     if unsigned_weights:
-        unsigned_int8_weights(model)
+        _unsigned_int8_weights_of(model, path)
     return model.SerializeToString()
 
 
 def unsigned_model_bytes(path: Path) -> bytes | None:
     """The serialized graph at ``path`` with its ``MatMulInteger`` weights made unsigned
     (``unsigned_int8_weights``), or ``None`` when it has none (load the file as it is).
-    ``BackendError`` when the graph cannot be rewritten here (``_load_in_memory``): its int8
-    products would then run on the kernel that saturates."""
+    ``BackendError`` when the graph cannot be rewritten here (``_load_in_memory``), or keeps an
+    int8 weight the rewrite cannot reach: its int8 products would then run on the kernel that
+    saturates."""
     model = _load_in_memory(path, growth_per_weight=0)
     if model is None:
         raise BackendError(
@@ -191,7 +213,71 @@ def unsigned_model_bytes(path: Path) -> bytes | None:
             "(no VNNI), and rewriting the int8 weights to uint8 needs the onnx package and a "
             "graph under 2 GB; export it as w8a32 instead"
         )
-    return model.SerializeToString() if unsigned_int8_weights(model) else None
+    return model.SerializeToString() if _unsigned_int8_weights_of(model, path) else None
+
+
+def _unsigned_int8_weights_of(model: Any, path: Path) -> int:
+    """``unsigned_int8_weights`` of the graph loaded from ``path``, its errors naming it."""
+    try:
+        return unsigned_int8_weights(model)
+    except BackendError as exc:
+        raise BackendError(f"cannot load {path}: {exc}") from exc
+
+
+# Ops whose int8 weight onnxruntime multiplies on its uint8 x int8 CPU kernel (the one that
+# saturates without VNNI) -> the index of that weight input. Only ``MatMulInteger`` over a
+# main-graph initializer is rewritten (``unsigned_int8_weights``); any other int8 weight of
+# these ops is refused where the rewrite is needed.
+INT8_WEIGHT_INPUT = {
+    "MatMulInteger": 1,
+    "MatMulIntegerToFloat": 1,  # com.microsoft
+    "DynamicQuantizeMatMul": 1,  # com.microsoft
+    "ConvInteger": 1,
+    "QLinearMatMul": 3,
+    "QLinearConv": 3,
+    "QGemm": 3,  # com.microsoft
+}
+
+
+def _element_types(graph: Any, outer: dict[str, int]) -> dict[str, int]:
+    """Tensor element type (``TensorProto`` enum) by name, as far as ``graph`` declares it:
+    its inputs, value infos and outputs, ``Constant`` and ``Cast`` outputs, initializers,
+    over those of the graphs around it (``outer``); 0 (undefined) where not declared."""
+    types = dict(outer)
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        if value.type.HasField("tensor_type"):
+            types[value.name] = value.type.tensor_type.elem_type
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            types[node.output[0]] = value.data_type if value is not None else 0
+        elif node.op_type == "Cast" and node.output:
+            types[node.output[0]] = next((a.i for a in node.attribute if a.name == "to"), 0)
+    for t in graph.initializer:
+        types[t.name] = t.data_type
+    return types
+
+
+def _refuse_int8_weights(graph: Any, outer: dict[str, int] | None = None) -> None:
+    """``BackendError`` where an op of ``INT8_WEIGHT_INPUT`` in ``graph`` or its subgraphs
+    multiplies by a weight not known to be uint8 (int8, or of a type the graph does not
+    declare): on this CPU onnxruntime would compute it on the kernel that saturates."""
+    types = _element_types(graph, outer or {})
+    for node in graph.node:
+        index = INT8_WEIGHT_INPUT.get(node.op_type)
+        if index is not None and len(node.input) > index and node.input[index]:
+            weight = node.input[index]
+            if types.get(weight, 0) != 2:  # TensorProto.UINT8
+                raise BackendError(
+                    "onnxruntime's uint8 x int8 products saturate on this CPU (no VNNI), and "
+                    f"{node.op_type} node {node.name or '(unnamed)'!r} multiplies by "
+                    f"{weight!r}, an int8 weight faithgate cannot load as uint8 (it rewrites "
+                    "MatMulInteger weights stored as initializers of the main graph, not one "
+                    "made by a Constant node, a graph input or a subgraph's): its scores "
+                    "would be wrong here; export with --quantize w8a32"
+                )
+        for sub in _subgraphs(node):
+            _refuse_int8_weights(sub, types)
 
 
 def unsigned_int8_weights(model: Any) -> int:
@@ -200,7 +286,12 @@ def unsigned_int8_weights(model: Any) -> int:
     products are the same, (a - a0)(W - z) = (a - a0)((W + 128) - (z + 128)), but onnxruntime
     computes uint8 x uint8 without the 16-bit saturation of its uint8 x int8 kernel on x86 CPUs
     without VNNI (``vpmaddubsw``: two products of 255 x 127 overflow; measured 19% off on
-    random data on an AVX2 AMD EPYC). Returns the number of nodes rewritten."""
+    random data on an AVX2 AMD EPYC). Returns the number of nodes rewritten.
+
+    Fails closed: ``BackendError`` where an int8 weight of an int8-product op is left
+    (``INT8_WEIGHT_INPUT``: one made by a ``Constant`` node, a graph input, a weight inside an
+    ``If`` / ``Loop`` / ``Scan`` subgraph, or an op other than ``MatMulInteger``), which would
+    otherwise run on the saturating kernel."""
     from onnx import helper, numpy_helper
 
     graph = model.graph
@@ -235,6 +326,7 @@ def unsigned_int8_weights(model: Any) -> int:
         rewritten += 1
     if rewritten:
         replace_graph_nodes(graph, nodes, set(made), added)
+    _refuse_int8_weights(graph)
     return rewritten
 
 

@@ -15,6 +15,7 @@ intra-op thread count.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -54,6 +55,8 @@ from faithgate.backends.windowing import (
 from faithgate.errors import BackendError, ModelFileError
 from faithgate.models import ModelSpec
 from faithgate.threads import onnxruntime_spinning
+
+log = logging.getLogger(__name__)
 
 _SESSIONS: dict[tuple, Any] = {}
 _SESSIONS_LOCK = threading.Lock()
@@ -200,7 +203,9 @@ def int8_weights_form() -> str:
     same file on a VNNI machine (19% off on random data here, an AVX2 AMD EPYC). uint8 x uint8
     is exact on both, so where int8 weights are not, they are loaded as uint8: the products
     are the same integers, the scores bit for bit those of a VNNI machine. Probed once per
-    process; ``BackendError`` where neither form is exact (int8 exports cannot run here).
+    process; ``BackendError`` where neither form is exact (``w8a8`` and ``int8-dynamic``
+    exports cannot run here; ``int8-static`` runs its QDQ graph unfused, ``w8a32-ctx8`` only its
+    exact graph: ``get_session``).
     """
     with _INT8_PROBE_LOCK:
         if not _INT8_WEIGHTS:
@@ -208,8 +213,8 @@ def int8_weights_form() -> str:
                 import onnx  # noqa: F401 - the probe and the rewrite build graphs with it
             except ImportError as exc:
                 raise BackendError(
-                    "int8 exports (w8a8, w8a32-ctx8, int8-dynamic) need the onnx package to "
-                    "check this CPU's int8 arithmetic: pip install 'faithgate[runtime]'"
+                    "w8a8 and int8-dynamic exports need the onnx package to check this CPU's "
+                    "int8 arithmetic: pip install 'faithgate[runtime]'"
                 ) from exc
             signed = np.tile(np.array([127, 127, -127, -128, 5, -3], np.int8), 11)[:64]
             weights = np.stack([signed, -np.maximum(signed, -127), np.roll(signed, 1)], axis=1)
@@ -222,16 +227,31 @@ def int8_weights_form() -> str:
         if not _INT8_WEIGHTS[0]:
             raise BackendError(
                 "onnxruntime's int8 products are not exact on this CPU (uint8 x int8 nor "
-                "uint8 x uint8): int8 exports (w8a8, w8a32-ctx8, int8-dynamic) cannot run here; "
+                "uint8 x uint8): w8a8 and int8-dynamic exports cannot run here; "
                 "export with --quantize w8a32"
             )
         return _INT8_WEIGHTS[0]
 
 
+def _exact_int8_form() -> str:
+    """``int8_weights_form``, or ``""`` where no int8 form is exact here (or it cannot be
+    probed): for the graphs that then have an exact fallback."""
+    try:
+        return int8_weights_form()
+    except BackendError:
+        return ""
+
+
+_CONTEXT_FALLBACK_WARNED: list[bool] = []  # one warning per process
+
+
 # The in-memory forms a session can load a file as (get_session's ``graph``).
-GRAPHS = ("stored", "expanded", "context-int8", "int8")
+GRAPHS = ("stored", "expanded", "context-int8", "int8", "int8-qdq")
 # Export modes whose graphs multiply in int8 (MatMulInteger) as stored: graph "int8".
 INT8_PRODUCT_MODES = ("w8a8", "int8-dynamic")
+# Export modes stored as QDQ graphs (Q/DQ around fp32 MatMuls), which onnxruntime fuses into
+# int8 kernels at load: graph "int8-qdq".
+INT8_QDQ_MODES = ("int8-static",)
 
 
 def _file_identity(path: Path) -> tuple[int, ...]:
@@ -271,8 +291,11 @@ def get_session(
     (``w8a32-ctx8`` exports), its int8 context graph (``expand.context_model_bytes``), or
     ``None`` where that cannot be built here (the exact graph then runs every pass);
     ``"int8"`` (``INT8_PRODUCT_MODES``), the file with its int8 weights in the form whose
-    products are exact on this CPU (``int8_weights_form``). The int8 forms' scores are
-    therefore the same on every CPU.
+    products are exact on this CPU (``int8_weights_form``); ``"int8-qdq"``
+    (``INT8_QDQ_MODES``), the file as stored, with onnxruntime's QDQ fusion turned off where
+    uint8 x int8 products are not exact here (the fused kernel saturates; unfused, the graph
+    computes its dequantized values in fp32). The int8 forms' scores are therefore the same on
+    every CPU.
     """
     if graph not in GRAPHS:
         raise ValueError(f"graph must be one of {GRAPHS}, not {graph!r}")
@@ -296,10 +319,24 @@ def get_session(
             if threads:
                 options.intra_op_num_threads = int(threads)
                 options.inter_op_num_threads = 1
+            if graph == "int8-qdq" and _exact_int8_form() != "int8":
+                # Fused, a QDQ MatMul becomes one int8 kernel (QLinearMatMul) that saturates
+                # in 16 bits on x86 without VNNI (25-46% off on a random MatMul); unfused, the
+                # same Q/DQ values are multiplied in fp32, as the graph defines them.
+                options.add_session_config_entry("session.disable_quant_qdq", "1")
             try:
                 model = None
                 if graph == "context-int8":
-                    model = context_model_bytes(path, int8_weights_form() == "uint8")
+                    try:
+                        model = context_model_bytes(path, int8_weights_form() == "uint8")
+                    except BackendError as exc:
+                        # No exact int8 form here: no context graph; the exact graph runs.
+                        if not _CONTEXT_FALLBACK_WARNED:
+                            _CONTEXT_FALLBACK_WARNED.append(True)
+                            log.warning(
+                                "w8a32-ctx8: cache-only passes run the exact graph: %s", exc
+                            )
+                        model = None
                 elif graph == "expanded":
                     model = expanded_model_bytes(path)
                 elif graph == "int8" and int8_weights_form() == "uint8":
@@ -357,6 +394,8 @@ class _OnnxRoleMixin:
             graph = "expanded"
         elif manifest.quantization in INT8_PRODUCT_MODES:
             graph = "int8"
+        elif manifest.quantization in INT8_QDQ_MODES:
+            graph = "int8-qdq"
         self.sessions = {
             part: get_session(manifest.path_of(part), threads, provider, graph)
             for part in manifest.files
