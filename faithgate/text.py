@@ -96,57 +96,139 @@ def pieces(text: str, limit: int) -> list[str]:
 
 def split_sentences(text: str, spacy_model: str | None = None) -> list[str]:
     """Sentences of ``text`` by spaCy's parser, and a line break ends one (``line_breaks``);
-    empty sentences dropped, text kept verbatim."""
+    a list number the parser cut off ("2.") stays with its item; empty sentences dropped,
+    text kept verbatim."""
     return list(_sentences_cached(text, spacy_model))
 
 
-# A line that starts a list item: a bullet or dash, or "1." / "2)" numbering, then a space.
-_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+\u2022\u00b7\u2023\u25e6\u2013\u2014]|\d{1,3}[.)])[ \t]")
+# A list item's marker: a bullet or dash, or "1." / "2)" numbering; a line that starts one.
+_LIST_MARKER = re.compile(r"[-*+\u2022\u00b7\u2023\u25e6\u2013\u2014]|\d{1,3}[.)]")
+_LIST_ITEM = re.compile(rf"[ \t]*(?:{_LIST_MARKER.pattern})[ \t]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _ENDS_SENTENCE = (".", "!", "?", ":", ";", '"', "'", "\u201d", "\u2019", ")")
+# Line ends other than "\n" (Windows' CRLF, a lone CR, Unicode's line and paragraph separators,
+# NEL): ``types.normalized`` turns them into "\n" before scoring; here they are read as "\n" in
+# place (a CRLF's CR as a space), so that offsets into the text stay its own.
+_OTHER_LINE_ENDS = str.maketrans({"\r": "\n", "\u2028": "\n", "\u2029": "\n", "\x85": "\n"})
+
+
+def _one_line_end(text: str) -> str:
+    """``text`` with every line end a "\n", of the same length (a CRLF becomes " \n")."""
+    return text.replace("\r\n", " \n").translate(_OTHER_LINE_ENDS)
+
+
+def _is_cased(text: str) -> bool:
+    """Whether ``text`` is written in both cases, so that a line opening in lower case says
+    something: capitals are at least 1% of its letters (a lower-cased corpus keeps a stray one:
+    a terminal escape's "[A" in a Polytope summary)."""
+    letters = sum(ch.isalpha() for ch in text)
+    upper = sum(ch.isupper() for ch in text)
+    return upper >= max(1, 0.01 * letters)
+
+
+def _continues(word: str) -> bool:
+    """Whether a line opening with ``word`` goes on with the sentence before it, as far as
+    case tells: it opens in lower case ("driven by ...", not "iPhone", "2,000" or a quote)."""
+    return word[:1].isalpha() and word[:1].islower() and not any(c.isupper() for c in word)
+
+
+def _wrapped_paragraph(paragraph: str, cased: bool) -> bool:
+    """Whether one paragraph is prose wrapped at a fixed width (``hard_wrapped``)."""
+    lines = [line.strip() for line in paragraph.split("\n") if line.strip()]
+    body = lines[:-1]
+    if len(body) < 2:
+        return False
+    width = max(len(line) for line in body)
+    full = sum(len(line) >= 0.75 * width for line in body)
+    open_ = [k for k, line in enumerate(body) if not line.endswith(_ENDS_SENTENCE)]
+    going_on = sum(_continues(lines[k + 1].split()[0]) for k in open_)
+    # In lower-cased text (a tokenised corpus) case tells nothing: more lines must agree.
+    continues = going_on >= 0.5 * len(open_) if cased else len(body) >= 3
+    return (
+        40 <= width <= 100
+        and full >= 0.8 * len(body)
+        and len(open_) >= 0.5 * len(body)
+        and continues
+    )
 
 
 def hard_wrapped(text: str) -> bool:
-    """Whether ``text`` is prose wrapped at a fixed width (a plain-text mail, a PDF's lines):
-    some paragraph of 3+ lines whose lines but the last nearly fill one width of 40-100
+    """Whether ``text`` holds prose wrapped at a fixed width (a plain-text mail, a PDF's
+    lines): some paragraph of 3+ lines whose lines but the last nearly fill one width of 40-100
     characters and mostly stop mid-sentence, the next line going on in lower case (in a text
-    with no capitals at all, which case cannot tell: 4+ lines). There a line break is not a
+    with almost no capitals, which case cannot tell: 4+ lines). There a line break is not a
     sentence's end."""
-    cased = any(ch.isupper() for ch in text)
-    for paragraph in _PARAGRAPH_BREAK.split(text):
-        lines = [line.strip() for line in paragraph.split("\n") if line.strip()]
-        body = lines[:-1]
-        if len(body) < 2:
-            continue
-        width = max(len(line) for line in body)
-        full = sum(len(line) >= 0.75 * width for line in body)
-        open_ = [k for k, line in enumerate(body) if not line.endswith(_ENDS_SENTENCE)]
-        going_on = sum(not lines[k + 1][0].isupper() for k in open_)
-        # In lower-cased text (a tokenised corpus) case tells nothing: more lines must agree.
-        continues = going_on >= 0.5 * len(open_) if cased else len(body) >= 3
-        if (
-            40 <= width <= 100
-            and full >= 0.8 * len(body)
-            and len(open_) >= 0.5 * len(body)
-            and continues
-        ):
-            return True
-    return False
+    flat = _one_line_end(text)
+    cased = _is_cased(flat)
+    return any(_wrapped_paragraph(p, cased) for p in _PARAGRAPH_BREAK.split(flat))
 
 
 def line_breaks(text: str) -> list[int]:
-    """Offsets of the line breaks in ``text`` that end a sentence whatever the parser says:
-    every one (summaries written a sentence or a bullet per line: CNN/DailyMail highlights,
-    an LLM's bullet list, headlines without a full stop), except in ``hard_wrapped`` prose,
-    where only paragraph breaks and breaks before a list item count."""
-    if "\n" not in text.strip():
+    """Offsets of the line breaks in ``text`` that end a sentence whatever the parser says
+    (summaries written a sentence or a bullet per line: CNN/DailyMail highlights, an LLM's
+    bullet list, headlines without a full stop). Every break ends one, except a break inside a
+    ``hard_wrapped`` paragraph, or one after a line that does not end a sentence when the next
+    line goes on in lower case (in text written in both cases, ``_is_cased``) or hangs indented
+    under a list item (a wrapped bullet); a break before a list item and a paragraph break
+    always count. Decided per paragraph. CRLF, CR, U+2028, U+2029 and NEL are line breaks
+    too."""
+    flat = _one_line_end(text)
+    if "\n" not in flat.strip():
         return []
-    wrapped = hard_wrapped(text)
-    return [
-        m.start()
-        for m in re.finditer("\n", text)
-        if not wrapped or _PARAGRAPH_BREAK.match(text, m.start()) or _LIST_ITEM.match(text, m.end())
-    ]
+    cased = _is_cased(flat)
+    # Paragraphs as [start, end) spans of the text, each with its own wrapping.
+    spans, at = [], 0
+    for m in _PARAGRAPH_BREAK.finditer(flat):
+        spans.append((at, m.start()))
+        at = m.end()
+    spans.append((at, len(flat)))
+    wrapped = [_wrapped_paragraph(flat[a:b], cased) for a, b in spans]
+    starts = [a for a, _ in spans]
+    out = []
+    for m in re.finditer("\n", flat):
+        i = m.start()
+        k = bisect.bisect_right(starts, i) - 1
+        a, b = spans[k]
+        if not a <= i < b or _LIST_ITEM.match(flat, i + 1):
+            out.append(i)  # a paragraph break, or a list item next
+            continue
+        if wrapped[k]:
+            continue
+        before = flat[flat.rfind("\n", 0, i) + 1 : i]
+        after_end = flat.find("\n", i + 1)
+        after = flat[i + 1 : after_end if after_end >= 0 else len(flat)]
+        if not before.strip() or not after.strip() or before.rstrip().endswith(_ENDS_SENTENCE):
+            out.append(i)
+            continue
+        if (cased and _continues(after.split()[0])) or _hangs_from_list_item(flat, a, i, after):
+            continue
+        out.append(i)
+    return out
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+# How far up a line's list item may be (a wrapped bullet is a few lines): each break looks up
+# at most this many lines, so a long indented text is read in linear time.
+_MAX_ITEM_LINES = 20
+
+
+def _hangs_from_list_item(flat: str, paragraph_start: int, i: int, after: str) -> bool:
+    """Whether the line ``after`` the break at ``i`` is indented under a list item above it in
+    its paragraph (a wrapped bullet's next line), every line between indented as deep."""
+    depth = _indent(after)
+    end = i
+    for _ in range(_MAX_ITEM_LINES if depth else 0):
+        start = max(flat.rfind("\n", paragraph_start, end) + 1, paragraph_start)
+        line = flat[start:end]
+        if _indent(line) < depth:
+            return bool(_LIST_ITEM.match(line))
+        if start == paragraph_start:
+            return False
+        end = start - 1
+    return False
 
 
 # Components sentence boundaries do not need. The parser sets them, and in spaCy v3 it reads
@@ -165,14 +247,22 @@ def _sentences_cached(text: str, spacy_model: str | None) -> tuple[str, ...]:
     else:
         doc = nlp(text, disable=[p for p in _NOT_FOR_SENTENCES if p in nlp.pipe_names])
     breaks = line_breaks(text)
-    out: list[str] = []
+    spans: list[tuple[int, int]] = []
     for sent in doc.sents:
         start, end = sent.start_char, sent.end_char
         for cut in breaks[bisect.bisect_right(breaks, start) : bisect.bisect_left(breaks, end)]:
-            out.append(text[start:cut])
+            spans.append((start, cut))
             start = cut + 1
-        out.append(text[start:end])
-    return tuple(piece.strip() for piece in out if piece.strip())
+        spans.append((start, end))
+    spans = [(a, b) for a, b in spans if text[a:b].strip()]
+    # The parser ends a sentence after a list number ("2." / "2)"): it belongs to its item.
+    merged: list[tuple[int, int]] = []
+    for a, b in spans:
+        if merged and _LIST_MARKER.fullmatch(text[merged[-1][0] : merged[-1][1]].strip()):
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return tuple(text[a:b].strip() for a, b in merged)
 
 
 @dataclass(frozen=True)

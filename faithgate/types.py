@@ -51,15 +51,22 @@ INVISIBLE_IN_WORDS = "\u00ad\u200b\u2060\ufeff"
 _DROP_INVISIBLE = dict.fromkeys(map(ord, INVISIBLE_IN_WORDS))
 
 
+# Line ends written otherwise than "\n": Windows' CRLF (CSV cells, files saved on Windows), a
+# lone CR, Unicode's line separator, NEL, and its paragraph separator (a blank line).
+_LINE_ENDS = re.compile("\r\n?|[\u2028\x85]")
+
+
 def normalized(text: str) -> str:
     """The form every text is scored in: without the invisible characters of
-    ``INVISIBLE_IN_WORDS`` (text that looks the same scores the same), Unicode NFC (an accent
-    written as a letter plus a combining mark is the accented letter, as sources usually write
-    it; "José" in NFD was an unsupported entity and a lower overlap) and no surrounding
-    whitespace (a summarizer's trailing newline moved an LM's log-likelihood by more than a
-    wrong fact did)."""
+    ``INVISIBLE_IN_WORDS`` (text that looks the same scores the same), every line end a "\n"
+    (a CRLF file scored as its LF copy: sentences end at line breaks, ``text.line_breaks``),
+    Unicode NFC (an accent written as a letter plus a combining mark is the accented letter,
+    as sources usually write it; "José" in NFD was an unsupported entity and a lower overlap)
+    and no surrounding whitespace (a summarizer's trailing newline moved an LM's
+    log-likelihood by more than a wrong fact did)."""
     # Removed before NFC, so a mark after a soft hyphen composes with its letter.
-    return unicodedata.normalize("NFC", text.translate(_DROP_INVISIBLE)).strip()
+    text = _LINE_ENDS.sub("\n", text.translate(_DROP_INVISIBLE)).replace("\u2029", "\n\n")
+    return unicodedata.normalize("NFC", text).strip()
 
 
 @dataclass(frozen=True)

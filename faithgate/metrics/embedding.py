@@ -160,8 +160,9 @@ class BERTScore(Metric):
     # 2: idf over the example's source sentences (was: over the sources of the batch);
     # 3: a text the embedder cannot read at all fails (its unknown tokens matched each other);
     # 4: with idf, a summary sentence whose weights are all 0 is weighted uniformly (it scored
-    # 0.0), and cosines are clipped to [-1, 1] (float32 noise passed 1); 5: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged.
-    version = "5"
+    # 0.0), and cosines are clipped to [-1, 1] (float32 noise passed 1); 5: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged; 6: a break inside a sentence (a wrapped line, a bullet
+    # going on indented) no longer ends it, CRLF/CR/U+2028 are breaks, "2." stays with its item.
+    version = "6"
 
     def validate_settings(self) -> None:
         _check_component(self.name, self.settings["component"], COMPONENTS)
@@ -328,8 +329,9 @@ class SentSim(Metric):
     bounds = (-1.0, 1.0)  # means of cosines (token F1: 0..1)
     # 2: a text the embedder cannot read at all fails (its unknown tokens matched each other);
     # 3: token_f1 splits words as faithgate.words does (combining marks kept, unsegmented
-    # scripts fail), and cosines are clipped to [-1, 1] (float32 noise passed 1); 4: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged.
-    version = "4"
+    # scripts fail), and cosines are clipped to [-1, 1] (float32 noise passed 1); 4: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged; 5: a break inside a sentence (a wrapped line, a bullet
+    # going on indented) no longer ends it, CRLF/CR/U+2028 are breaks, "2." stays with its item.
+    version = "5"
     SIMS = ("cosine", "token_f1")
 
     def validate_settings(self) -> None:

@@ -61,8 +61,10 @@ class LikelihoodMetric(Metric):
     # cannot hold whole fails (its tail was left unscored); 5: summary tokens placed in
     # Score.sentences by the tokenizer's character offsets (after an emoji or a non-Latin
     # letter every later token went to the wrong sentence); 6: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged
-    # (sentence details, and the sentences a long source is cut to).
-    version: ClassVar[str] = "6"
+    # (sentence details, and the sentences a long source is cut to); 7: a break inside a sentence
+    # (a wrapped line, a bullet going on indented) no longer ends it, CRLF/CR/U+2028 are breaks,
+    # "2." stays with its item.
+    version: ClassVar[str] = "7"
     roles: ClassVar[dict[str, str]] = {"lm": "causal-lm"}
     defaults: ClassVar[dict[str, Any]] = dict(_COMMON_DEFAULTS)
     needs: ClassVar[tuple[str, ...]] = ("y_s2s",)

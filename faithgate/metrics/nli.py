@@ -252,8 +252,9 @@ class _NLIMetric(Metric):
 
     family = "nli"
     # 2: a summary sentence too long for the model is judged in pieces (it was cut silently);
-    # 3: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged.
-    version = "3"
+    # 3: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged; 4: a break inside a sentence (a wrapped line, a bullet
+    # going on indented) no longer ends it, CRLF/CR/U+2028 are breaks, "2." stays with its item.
+    version = "4"
     roles = {"nli": "pair-classifier", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {"aggregate": "mean"}
     aggregates: ClassVar[tuple[str, ...]] = AGGREGATES
@@ -442,8 +443,9 @@ class EntailTopK(_NLIMetric):
     roles = {"nli": "pair-classifier", "embedder": "text-encoder", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "k": 3}
     # 3: a hub embedder is pooled as its 1_Pooling says (it was always mean pooling), which
-    # picks the top-k sentences (2: the family's version before); 4: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged.
-    version = "4"
+    # picks the top-k sentences (2: the family's version before); 4: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged; 5: a break inside a sentence (a wrapped line, a bullet
+    # going on indented) no longer ends it, CRLF/CR/U+2028 are breaks, "2." stays with its item.
+    version = "5"
 
     def validate_settings(self) -> None:
         super().validate_settings()

@@ -129,8 +129,9 @@ class Overlap(Metric):
     defaults = {"component": "rouge2", "use_stemmer": True}
     bounds = (0.0, 1.0)  # a precision, or 1 - a novel-n-gram ratio
     # 2: Unicode word tokens (faithgate.words) instead of rouge-score's [a-z0-9]+ runs;
-    # 3 (sentence details): a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged.
-    version = "3"
+    # 3 (sentence details): a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged; 4: a break inside a sentence (a wrapped line, a bullet
+    # going on indented) no longer ends it, CRLF/CR/U+2028 are breaks, "2." stays with its item.
+    version = "4"
 
     def validate_settings(self) -> None:
         allowed = (*ROUGE_TYPES, *NOVEL)

@@ -8,6 +8,7 @@ import pytest
 
 from faithgate import text as textmod
 from faithgate.backends.windowing import stitch_windows, token_windows
+from faithgate.types import normalized
 
 
 def count_words(s: str) -> int:
@@ -185,3 +186,89 @@ def test_hard_wrapped_prose_keeps_its_sentences_across_lines():
         "- a bullet about costs",
     ]
     assert textmod.line_breaks("one line\n") == []  # a trailing newline is not a break
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # One sentence wrapped once (a triple-quoted string in a test, 80-column output).
+        (
+            "The company reported a 10% rise in revenue on Thursday,\n"
+            "driven by strong iPhone sales in China.",
+            [
+                "The company reported a 10% rise in revenue on Thursday,\n"
+                "driven by strong iPhone sales in China."
+            ],
+        ),
+        # Wrapped narrower than the 40 columns hard_wrapped needs.
+        (
+            "The central bank raised its\nbenchmark rate by a\nquarter point, citing\ninflation.",
+            ["The central bank raised its\nbenchmark rate by a\nquarter point, citing\ninflation."],
+        ),
+        # A bullet's text going on, indented, on its next lines (one opening with a digit).
+        (
+            "- The company cut 2,000 jobs and closed\n  50 stores in Europe\n- The CEO resigned",
+            [
+                "- The company cut 2,000 jobs and closed\n  50 stores in Europe",
+                "- The CEO resigned",
+            ],
+        ),
+        # The parser's "2." stays with its item.
+        (
+            "1. Shares fell on Monday.\n2. The CEO resigned.",
+            ["1. Shares fell on Monday.", "2. The CEO resigned."],
+        ),
+        # Lines opening with a digit, a capital or "iPhone" are new claims, not continuations.
+        (
+            "Revenue rose 10% to $90 billion in the first quarter of the year 2024\n"
+            "2,000 jobs will be cut across the company's European offices next year\n"
+            "50 stores in China will close by the end of the month, the firm said\n"
+            "iPhone sales fell 3% in China and India over the same quarter of 2024",
+            [
+                "Revenue rose 10% to $90 billion in the first quarter of the year 2024",
+                "2,000 jobs will be cut across the company's European offices next year",
+                "50 stores in China will close by the end of the month, the firm said",
+                "iPhone sales fell 3% in China and India over the same quarter of 2024",
+            ],
+        ),
+        # Lower-cased highlights (case tells nothing) with a tokeniser's leading space, and
+        # with a stray capital (a terminal escape left in a Polytope summary).
+        (
+            "floods hit western sydney on saturday\n the ses warned of more rain",
+            ["floods hit western sydney on saturday", "the ses warned of more rain"],
+        ),
+        (
+            "\x1b[Asent letter : prime minister david cameron has written to first great "
+            "western to request it reviews plans to increase fares on trains in his constituency"
+            "\npassengers travelling from charlbury can buy an off-peak return to london",
+            [
+                "\x1b[Asent letter : prime minister david cameron has written to first great "
+                "western to request it reviews plans to increase fares on trains in his "
+                "constituency",
+                "passengers travelling from charlbury can buy an off-peak return to london",
+            ],
+        ),
+    ],
+)
+def test_a_line_break_inside_a_sentence_does_not_end_it(text, expected):
+    assert textmod.split_sentences(text) == expected
+
+
+@pytest.mark.parametrize("end", ["\r\n", "\r", "\u2028", "\x85"])
+def test_every_kind_of_line_end_ends_a_sentence_as_newline_does(end):
+    text = HIGHLIGHTS.replace("\n", end)
+    assert [s.strip() for s in textmod.split_sentences(text)] == HIGHLIGHTS.split("\n")
+    assert normalized(text) == HIGHLIGHTS
+    wrapped = WRAPPED.replace("\n", end)
+    assert textmod.hard_wrapped(wrapped)
+    assert len(textmod.split_sentences(wrapped)) == len(textmod.split_sentences(WRAPPED))
+
+
+def test_wrapping_is_decided_per_paragraph():
+    # A wrapped paragraph does not make the highlights of another paragraph one sentence.
+    text = WRAPPED.split("\n\n")[0] + "\n\n" + HIGHLIGHTS
+    assert textmod.split_sentences(text)[-3:] == HIGHLIGHTS.split("\n")
+
+
+def test_a_paragraph_separator_is_a_blank_line():
+    assert normalized("One.\u2029Two.") == "One.\n\nTwo."
