@@ -103,7 +103,7 @@ def split_sentences(text: str, spacy_model: str | None = None) -> list[str]:
 
 # A list item's marker: a bullet or dash, or "1." / "2)" numbering; a line that starts one.
 _LIST_MARKER = re.compile(r"[-*+\u2022\u00b7\u2023\u25e6\u2013\u2014]|\d{1,3}[.)]")
-_LIST_ITEM = re.compile(rf"[ \t]*(?:{_LIST_MARKER.pattern})[ \t]")
+_LIST_ITEM = re.compile(rf"[ \t]*(?:{_LIST_MARKER.pattern})[ \t]+\S")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _ENDS_SENTENCE = (".", "!", "?", ":", ";", '"', "'", "\u201d", "\u2019", ")")
 # Line ends other than "\n" (Windows' CRLF, a lone CR, Unicode's line and paragraph separators,
@@ -132,46 +132,94 @@ def _continues(word: str) -> bool:
     return word[:1].isalpha() and word[:1].islower() and not any(c.isupper() for c in word)
 
 
-def _wrapped_paragraph(paragraph: str, cased: bool) -> bool:
-    """Whether one paragraph is prose wrapped at a fixed width (``hard_wrapped``)."""
-    lines = [line.strip() for line in paragraph.split("\n") if line.strip()]
+# Words a claim does not end on (not those that end phrasal verbs or stand alone: "on", "by",
+# "her", "this"): a line ending on one (or on a comma, a dash) was cut off.
+_CUT_OFF_WORDS = frozenset(
+    (  # noqa: SIM905 - 38 words read better as one string than as a list literal
+        "a an the and or but nor of to for from with at into onto between than whose its their "
+        "our your my is are was were be been has have had will would can could should must"
+    ).split(" ")
+)
+
+
+def _cut_off(line: str) -> bool:
+    """Whether ``line`` (stripped) stops mid-sentence for certain: on a comma, a dash or an
+    article, preposition, conjunction, possessive or auxiliary."""
+    if line.endswith((",", "-", "\u2013", "\u2014", "&")):
+        return True
+    words = line.split()
+    return bool(words) and words[-1].lower() in _CUT_OFF_WORDS
+
+
+def _lines(paragraph: str) -> list[str]:
+    return [line.strip() for line in paragraph.split("\n") if line.strip()]
+
+
+def _wrapped_paragraph(paragraph: str, cased: bool, width: int | None = None) -> bool:
+    """Whether one paragraph is prose wrapped at a fixed width (``hard_wrapped``). With
+    ``width`` (that of a paragraph of the same text found wrapped), whether its lines fill that
+    width as a wrapped paragraph's do, and stop where the next word would not have fitted."""
+    lines = _lines(paragraph)
     body = lines[:-1]
     if len(body) < 2:
         return False
+    open_ = [k for k, line in enumerate(body) if not line.endswith(_ENDS_SENTENCE)]
+    if len(open_) < 0.5 * len(body):
+        return False
+    if width is not None:
+        # The longest line seen is a little under the width text was wrapped at.
+        longest = max(len(line) for line in body)
+        width = max(width, longest)
+        fits = [len(body[k]) + 1 + len(lines[k + 1].split()[0]) <= width for k in open_]
+        return (
+            longest <= 1.1 * width
+            and sum(len(line) >= 0.75 * width for line in body) >= 0.8 * len(body)
+            and not any(fits)
+        )
     width = max(len(line) for line in body)
     full = sum(len(line) >= 0.75 * width for line in body)
-    open_ = [k for k, line in enumerate(body) if not line.endswith(_ENDS_SENTENCE)]
-    going_on = sum(_continues(lines[k + 1].split()[0]) for k in open_)
+    going_on = sum(_continues(lines[k + 1].split()[0]) or _cut_off(body[k]) for k in open_)
     # In lower-cased text (a tokenised corpus) case tells nothing: more lines must agree.
     continues = going_on >= 0.5 * len(open_) if cased else len(body) >= 3
-    return (
-        40 <= width <= 100
-        and full >= 0.8 * len(body)
-        and len(open_) >= 0.5 * len(body)
-        and continues
-    )
+    return 40 <= width <= 100 and full >= 0.8 * len(body) and continues
+
+
+def _wrapped_paragraphs(paragraphs: Sequence[str], cased: bool) -> list[bool]:
+    """``_wrapped_paragraph`` of each paragraph of one text. A text is wrapped at one width:
+    once some paragraph is found wrapped, another whose lines fill that width and break only
+    where the next word would not have fitted is wrapped too, whatever its case says (news
+    prose wraps before names and numbers)."""
+    wrapped = [_wrapped_paragraph(p, cased) for p in paragraphs]
+    widths = [max(map(len, _lines(p)[:-1])) for p, w in zip(paragraphs, wrapped, strict=True) if w]
+    if widths:
+        width = max(widths)
+        wrapped = [
+            w or _wrapped_paragraph(p, cased, width)
+            for p, w in zip(paragraphs, wrapped, strict=True)
+        ]
+    return wrapped
 
 
 def hard_wrapped(text: str) -> bool:
     """Whether ``text`` holds prose wrapped at a fixed width (a plain-text mail, a PDF's
     lines): some paragraph of 3+ lines whose lines but the last nearly fill one width of 40-100
-    characters and mostly stop mid-sentence, the next line going on in lower case (in a text
-    with almost no capitals, which case cannot tell: 4+ lines). There a line break is not a
-    sentence's end."""
+    characters and mostly stop mid-sentence, the next line going on in lower case or the line
+    stopping on a comma or a word no sentence ends on (in a text with almost no capitals, which
+    case cannot tell: 4+ lines). There a line break is not a sentence's end."""
     flat = _one_line_end(text)
-    cased = _is_cased(flat)
-    return any(_wrapped_paragraph(p, cased) for p in _PARAGRAPH_BREAK.split(flat))
+    return any(_wrapped_paragraphs(_PARAGRAPH_BREAK.split(flat), _is_cased(flat)))
 
 
 def line_breaks(text: str) -> list[int]:
     """Offsets of the line breaks in ``text`` that end a sentence whatever the parser says
     (summaries written a sentence or a bullet per line: CNN/DailyMail highlights, an LLM's
     bullet list, headlines without a full stop). Every break ends one, except a break inside a
-    ``hard_wrapped`` paragraph, or one after a line that does not end a sentence when the next
-    line goes on in lower case (in text written in both cases, ``_is_cased``) or hangs indented
-    under a list item (a wrapped bullet); a break before a list item and a paragraph break
-    always count. Decided per paragraph. CRLF, CR, U+2028, U+2029 and NEL are line breaks
-    too."""
+    ``hard_wrapped`` paragraph, or one after a line that does not end a sentence when that line
+    stops on a comma or a word no sentence ends on, or goes on in lower case after a line as
+    long as a wrapped one (``_goes_on``), or hangs indented under a list item (a wrapped bullet;
+    after a line that was not cut off, only when it opens in lower case or with a digit); a
+    break before a list item and a paragraph break always count. CRLF, CR, U+2028, U+2029 and
+    NEL are line breaks too."""
     flat = _one_line_end(text)
     if "\n" not in flat.strip():
         return []
@@ -182,7 +230,7 @@ def line_breaks(text: str) -> list[int]:
         spans.append((at, m.start()))
         at = m.end()
     spans.append((at, len(flat)))
-    wrapped = [_wrapped_paragraph(flat[a:b], cased) for a, b in spans]
+    wrapped = _wrapped_paragraphs([flat[a:b] for a, b in spans], cased)
     starts = [a for a, _ in spans]
     out = []
     for m in re.finditer("\n", flat):
@@ -200,10 +248,22 @@ def line_breaks(text: str) -> list[int]:
         if not before.strip() or not after.strip() or before.rstrip().endswith(_ENDS_SENTENCE):
             out.append(i)
             continue
-        if (cased and _continues(after.split()[0])) or _hangs_from_list_item(flat, a, i, after):
+        if _goes_on(before.strip(), after.split()[0], cased) or (
+            _hangs_from_list_item(flat, a, i, after)
+            and (not after.lstrip()[:1].isupper() or _cut_off(before.strip()))
+        ):
             continue
         out.append(i)
     return out
+
+
+def _goes_on(before: str, word: str, cased: bool) -> bool:
+    """Whether the line after ``before`` (a line that does not end a sentence), opening with
+    ``word``, goes on with its sentence, in text written in both cases: ``before`` stops on a
+    comma or a word no sentence ends on, or it is as long as a wrapped line (40+ characters)
+    and the next opens in lower case. A list of short claims in lower case stays a list; in
+    lower-cased text (a tokenised corpus: stray commas, "watch on") every line is a claim."""
+    return cased and (_cut_off(before) or (len(before) >= 40 and _continues(word)))
 
 
 def _indent(line: str) -> int:
@@ -255,10 +315,15 @@ def _sentences_cached(text: str, spacy_model: str | None) -> tuple[str, ...]:
             start = cut + 1
         spans.append((start, end))
     spans = [(a, b) for a, b in spans if text[a:b].strip()]
-    # The parser ends a sentence after a list number ("2." / "2)"): it belongs to its item.
+    # The parser ends a sentence after a list number ("2." / "2)"): it belongs to its item
+    # on the same line (a number on a line of its own is left alone).
     merged: list[tuple[int, int]] = []
     for a, b in spans:
-        if merged and _LIST_MARKER.fullmatch(text[merged[-1][0] : merged[-1][1]].strip()):
+        if (
+            merged
+            and _LIST_MARKER.fullmatch(text[merged[-1][0] : merged[-1][1]].strip())
+            and not _one_line_end(text[merged[-1][1] : a]).count("\n")
+        ):
             merged[-1] = (merged[-1][0], b)
         else:
             merged.append((a, b))

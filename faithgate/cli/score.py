@@ -451,7 +451,8 @@ def score_command(
                 vote_of[part.name] = metric.name
                 shown.append(part)
     scorer = Scorer(shown, models=models, backend=backend, allow_download=allow_download)
-    scores = scorer.score([Example("0", source_text, summary_text)])[0]
+    example = Example("0", source_text, summary_text)
+    scores = scorer.score([example])[0]
     identities = {
         m.name: [
             scorer.context.model_identity(r, t)
@@ -459,7 +460,8 @@ def score_command(
         ]
         for m in scorer.metrics
     }
-    sentences = textmod.split_sentences(summary_text, scorer.context.spacy_model)
+    # The sentences the metrics scored: those of the summary in its scored form (normalized).
+    sentences = textmod.split_sentences(example.summary, scorer.context.spacy_model)
     rows = sentence_rows(sentences, scores)
     from faithgate.metrics.reading import how_to_read
 

@@ -200,10 +200,25 @@ def test_hard_wrapped_prose_keeps_its_sentences_across_lines():
                 "driven by strong iPhone sales in China."
             ],
         ),
-        # Wrapped narrower than the 40 columns hard_wrapped needs.
+        # Wrapped narrower than the 40 columns hard_wrapped needs, lines cut after "its", "a".
         (
-            "The central bank raised its\nbenchmark rate by a\nquarter point, citing\ninflation.",
-            ["The central bank raised its\nbenchmark rate by a\nquarter point, citing\ninflation."],
+            "The central bank raised its\nbenchmark rate by a\nquarter point.",
+            ["The central bank raised its\nbenchmark rate by a\nquarter point."],
+        ),
+        # News prose wraps before names and numbers: the other paragraph's width tells.
+        (
+            "The Commission said 2,000 jobs could be created in\nPoland, Hungary and Slovakia. "
+            "BMW and Renault\ndeclined to comment when asked by Reuters on\nMonday.\n\n"
+            "Volkswagen said it welcomed the plan, which was\ndrawn up by officials in the "
+            "capital over the\nsummer and presented to the member states on\nTuesday in a "
+            "closed meeting of the committee.",
+            [
+                "The Commission said 2,000 jobs could be created in\nPoland, Hungary and Slovakia.",
+                "BMW and Renault\ndeclined to comment when asked by Reuters on\nMonday.",
+                "Volkswagen said it welcomed the plan, which was\ndrawn up by officials in the "
+                "capital over the\nsummer and presented to the member states on\nTuesday in a "
+                "closed meeting of the committee.",
+            ],
         ),
         # A bullet's text going on, indented, on its next lines (one opening with a digit).
         (
@@ -251,6 +266,42 @@ def test_hard_wrapped_prose_keeps_its_sentences_across_lines():
     ],
 )
 def test_a_line_break_inside_a_sentence_does_not_end_it(text, expected):
+    assert textmod.split_sentences(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Short claims in lower case without full stops stay a list (in cased text too).
+        (
+            "Key points\nrevenue rose 5% in March\nprofit fell 3% in April\nthe CEO resigned",
+            [
+                "Key points",
+                "revenue rose 5% in March",
+                "profit fell 3% in April",
+                "the CEO resigned",
+            ],
+        ),
+        # Capitalised lines under a bullet that was not cut off are claims of their own.
+        (
+            "- Key findings\n  The drug reduced mortality by 20%\n  Side effects were rare\n- Costs fell",
+            [
+                "- Key findings",
+                "The drug reduced mortality by 20%",
+                "Side effects were rare",
+                "- Costs fell",
+            ],
+        ),
+        # A number on a line of its own is not joined to the next sentence.
+        ("Steps:\n1.\nOpen the box.", ["Steps:", "1.", "Open the box."]),
+        # A comma or a word no sentence ends on carries a sentence over a capital.
+        (
+            "The report cites Paris, London,\nBerlin and Rome as hubs.",
+            ["The report cites Paris, London,\nBerlin and Rome as hubs."],
+        ),
+    ],
+)
+def test_a_line_break_ends_a_claim_that_is_not_cut_off(text, expected):
     assert textmod.split_sentences(text) == expected
 
 
