@@ -294,8 +294,9 @@ def get_session(
     products are exact on this CPU (``int8_weights_form``); ``"int8-qdq"``
     (``INT8_QDQ_MODES``), the file as stored, with onnxruntime's QDQ fusion turned off where
     uint8 x int8 products are not exact here (the fused kernel saturates; unfused, the graph
-    computes its dequantized values in fp32). The int8 forms' scores are therefore the same on
-    every CPU.
+    computes its dequantized values in fp32). The ``"int8"`` form's scores are therefore the
+    same on every CPU; an ``"int8-qdq"`` graph's are the same up to fp32 rounding (its products
+    summed as integers where fused, in fp32 where not).
     """
     if graph not in GRAPHS:
         raise ValueError(f"graph must be one of {GRAPHS}, not {graph!r}")
