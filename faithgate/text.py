@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from faithgate.errors import ModelNotFoundError
+from faithgate.types import OTHER_LINE_ENDS
 
 _SPACY_LOCK = threading.Lock()
 _PIPELINES: dict[str, Any] = {}
@@ -106,10 +107,10 @@ _LIST_MARKER = re.compile(r"[-*+\u2022\u00b7\u2023\u25e6\u2013\u2014]|\d{1,3}[.)
 _LIST_ITEM = re.compile(rf"[ \t]*(?:{_LIST_MARKER.pattern})[ \t]+\S")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _ENDS_SENTENCE = (".", "!", "?", ":", ";", '"', "'", "\u201d", "\u2019", ")")
-# Line ends other than "\n" (Windows' CRLF, a lone CR, Unicode's line and paragraph separators,
-# NEL): ``types.normalized`` turns them into "\n" before scoring; here they are read as "\n" in
-# place (a CRLF's CR as a space), so that offsets into the text stay its own.
-_OTHER_LINE_ENDS = str.maketrans({"\r": "\n", "\u2028": "\n", "\u2029": "\n", "\x85": "\n"})
+# Line ends other than "\n" (``types.OTHER_LINE_ENDS``, which ``types.normalized`` turns into
+# "\n" before scoring) are read as "\n" in place here (a CRLF's CR as a space), so that offsets
+# into the text stay its own.
+_OTHER_LINE_ENDS = str.maketrans(dict.fromkeys(OTHER_LINE_ENDS, "\n"))
 
 
 def _one_line_end(text: str) -> str:
@@ -322,7 +323,7 @@ def _sentences_cached(text: str, spacy_model: str | None) -> tuple[str, ...]:
         if (
             merged
             and _LIST_MARKER.fullmatch(text[merged[-1][0] : merged[-1][1]].strip())
-            and not _one_line_end(text[merged[-1][1] : a]).count("\n")
+            and "\n" not in _one_line_end(text[merged[-1][1] : a])
         ):
             merged[-1] = (merged[-1][0], b)
         else:

@@ -51,9 +51,11 @@ INVISIBLE_IN_WORDS = "\u00ad\u200b\u2060\ufeff"
 _DROP_INVISIBLE = dict.fromkeys(map(ord, INVISIBLE_IN_WORDS))
 
 
-# Line ends written otherwise than "\n": Windows' CRLF (CSV cells, files saved on Windows), a
-# lone CR, Unicode's line separator, NEL, and its paragraph separator (a blank line).
-_LINE_ENDS = re.compile("\r\n?|[\u2028\x85]")
+# Line ends written otherwise than "\n": CR (alone, or in Windows' CRLF: CSV cells, files saved
+# on Windows), Unicode's line and paragraph separators and NEL. ``normalized`` makes each a
+# "\n" (the paragraph separator a blank line); ``text.line_breaks`` reads them as "\n" in place.
+OTHER_LINE_ENDS = "\r\u2028\u2029\x85"
+_LINE_END = re.compile(f"\r\n|[{OTHER_LINE_ENDS}]")
 
 
 def normalized(text: str) -> str:
@@ -65,7 +67,9 @@ def normalized(text: str) -> str:
     and no surrounding whitespace (a summarizer's trailing newline moved an LM's
     log-likelihood by more than a wrong fact did)."""
     # Removed before NFC, so a mark after a soft hyphen composes with its letter.
-    text = _LINE_ENDS.sub("\n", text.translate(_DROP_INVISIBLE)).replace("\u2029", "\n\n")
+    text = _LINE_END.sub(
+        lambda m: "\n\n" if m.group() == "\u2029" else "\n", text.translate(_DROP_INVISIBLE)
+    )
     return unicodedata.normalize("NFC", text).strip()
 
 

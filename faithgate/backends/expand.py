@@ -262,12 +262,14 @@ def _refuse_int8_weights(graph: Any, outer: dict[str, int] | None = None) -> Non
     """``BackendError`` where an op of ``INT8_WEIGHT_INPUT`` in ``graph`` or its subgraphs
     multiplies by a weight not known to be uint8 (int8, or of a type the graph does not
     declare): on this CPU onnxruntime would compute it on the kernel that saturates."""
+    from onnx import TensorProto
+
     types = _element_types(graph, outer or {})
     for node in graph.node:
         index = INT8_WEIGHT_INPUT.get(node.op_type)
         if index is not None and len(node.input) > index and node.input[index]:
             weight = node.input[index]
-            if types.get(weight, 0) != 2:  # TensorProto.UINT8
+            if types.get(weight, TensorProto.UNDEFINED) != TensorProto.UINT8:
                 raise BackendError(
                     "onnxruntime's uint8 x int8 products saturate on this CPU (no VNNI), and "
                     f"{node.op_type} node {node.name or '(unnamed)'!r} multiplies by "
