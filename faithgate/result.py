@@ -21,6 +21,7 @@ from typing import Any
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
 from faithgate.numbers import is_finite_number, mean_of
+from faithgate.types import json_safe
 from faithgate.userjson import parse_json
 
 RESULT_SCHEMA = 1
@@ -451,11 +452,16 @@ class GateResult:
         atomic_write_text(path, self.json_text())
         return path
 
-    def json_text(self) -> str:
-        """The JSON ``save`` writes; a result whose scores carry other settings hashes than it
-        records is refused (``InputError``): ``load`` would refuse the file."""
-        consistent_settings_hashes(self.settings_hashes, self.examples, whose="this result's")
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    def json_text(self, check: bool = True) -> str:
+        """The JSON ``save`` writes; with ``check``, a result whose scores carry other settings
+        hashes than it records is refused (``InputError``): ``load`` would refuse the file.
+        Strict JSON: a non-finite number (a rule's overflowed drop) is written as null, since a
+        bare ``NaN`` or ``Infinity`` breaks every other JSON reader (``fromJSON`` in a
+        workflow, ``JSON.parse``)."""
+        if check:
+            consistent_settings_hashes(self.settings_hashes, self.examples, whose="this result's")
+        data = json_safe(self.to_dict())
+        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     @classmethod
     def load(cls, path: str | Path) -> GateResult:

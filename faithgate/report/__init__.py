@@ -8,7 +8,6 @@ of one report; ``write_reports(result, reports)`` writes every configured one (a
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,8 +26,8 @@ KINDS = tuple(REPORT_FORMATS)
 
 
 def to_json(result: GateResult) -> str:
-    """The result JSON (also what a baseline holds)."""
-    return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    """The result JSON (also what a baseline holds): strict JSON, a non-finite number as null."""
+    return result.json_text(check=False)
 
 
 def render(kind: str, result: GateResult) -> str:

@@ -182,13 +182,15 @@ def outputs_for(result: Mapping[str, Any], reports: Mapping[str, Path | None]) -
     examples = [e for e in result.get("examples", []) if not e.get("probe")]
     failed = [e for e in examples if not e.get("passed")]
     means = {
-        name: (None if v is None else float(v))  # in full: 0.7499996 is not 0.75
+        # In full (0.7499996 is not 0.75); a non-finite mean (a result written before results
+        # were strict JSON) is null: the output is read with fromJSON(), which refuses NaN.
+        name: (float(v) if v is not None and math.isfinite(float(v)) else None)
         for name, v in (result.get("means") or {}).items()
     }
     out = {
         "verdict": str(result.get("verdict") or ("pass" if result.get("passed") else "fail")),
         "pass-rate": _fmt_rate(result.get("pass_rate")),
-        "means": json.dumps(means, sort_keys=True),
+        "means": json.dumps(means, sort_keys=True, allow_nan=False),
         "failed-examples": str(len(failed)),
     }
     for kind in file_report_kinds():  # one ``report-NAME`` per file format of the registry
@@ -399,8 +401,11 @@ def write_env_file(path: str | None, text: str, stream: Any) -> None:
     """Append to a GitHub environment file (``$GITHUB_OUTPUT``...), or print when not on
     GitHub."""
     if path:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:  # a runner's broken environment: one line, exit 2
+            raise InputError(f"cannot append to {path}: {exc.strerror or exc}") from None
     else:
         stream.write(text)
 

@@ -15,7 +15,7 @@ import re
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from faithgate.escape import printable_lines
+from faithgate.escape import printable, printable_lines
 from faithgate.numbers import shortest
 from faithgate.report.format import fmt_against
 from faithgate.result import GateResult
@@ -32,6 +32,13 @@ def xml_text(text: object) -> str:
     Source" characters), which XML holds but a JUnit viewer would act on
     (``printable_lines``)."""
     return printable_lines(_NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", str(text)))
+
+
+def xml_attribute(text: object) -> str:
+    """``xml_text`` for an XML attribute (a test case's name, a failure's message, a
+    property): tab, LF and CR are shown as escapes too, since an XML parser reads each of them
+    in an attribute as a space (ids "a\\nb" and "a b" would be one name)."""
+    return printable(_NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", str(text)))
 
 
 def _example_output(e) -> str:  # noqa: ANN001 - ExampleResult (kept light for TYPE_CHECKING)
@@ -63,14 +70,16 @@ def to_junit(result: GateResult) -> str:
         props[f"faithgate.mean.{m}"] = _full(v)
     for m, h in result.settings_hashes.items():
         props[f"faithgate.settings_hash.{m}"] = h
-    props = {xml_text(k): xml_text(v) for k, v in props.items()}
+    props = {xml_attribute(k): xml_attribute(v) for k, v in props.items()}
     example_cases = []
     for e in result.outputs:
-        tc = TestCase(xml_text(e.id), classname="faithgate.examples", stdout=_example_output(e))
+        tc = TestCase(
+            xml_attribute(e.id), classname="faithgate.examples", stdout=_example_output(e)
+        )
         if not e.passed:
             unscorable = any(not s.ok for s in e.scores.values())
             tc.add_failure_info(
-                message=xml_text(e.message),
+                message=xml_attribute(e.message),
                 output=_example_output(e),
                 failure_type="unscorable" if unscorable else "unfaithful",
             )
@@ -78,16 +87,18 @@ def to_junit(result: GateResult) -> str:
     rule_cases = []
     for r in result.rules:
         tc = TestCase(
-            xml_text(r.name),
+            xml_attribute(r.name),
             classname="faithgate.rules",
             stdout=xml_text(
                 "value {}, limit {}: ".format(*fmt_against(r.value, r.limit)) + r.message
             ),
         )
         if not r.passed:
-            tc.add_failure_info(message=xml_text(r.message), failure_type=r.kind)
+            tc.add_failure_info(
+                message=xml_attribute(r.message), failure_type=xml_attribute(r.kind)
+            )
         elif r.skipped:  # passed without being checked: CI must not show it green
-            tc.add_skipped_info(message=xml_text(r.message))
+            tc.add_skipped_info(message=xml_attribute(r.message))
         rule_cases.append(tc)
     suites = [
         TestSuite("faithgate.examples", example_cases, properties=props, timestamp=result.created),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from faithgate.escape import markdown_literal
+from faithgate.escape import clipped, markdown_literal
 from faithgate.report.format import (
     RuleTally,
     fmt_against,
@@ -33,8 +33,10 @@ def _code(text: str, limit: int = 200, *, table: bool) -> str:
     it cannot close the span), padded when it starts or ends with one. Inside a code span
     nothing is formatted, entities are not decoded and backslash escapes do not work, so a
     pipe is escaped only in a table cell (``table``: GFM removes the backslash of ``\\|``
-    before it reads the span); anywhere else the backslash would show."""
-    text = one_line(text, limit)
+    before it reads the span); anywhere else the backslash would show. Names (ids, rules,
+    metrics, paths) are not whitespace-collapsed: a line break or tab is shown as an escape
+    (``clipped``), so ids "a\\nb" and "a b" stay two."""
+    text = clipped(text, limit)
     longest = max((len(run) for run in re.findall("`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""

@@ -310,7 +310,8 @@ def test_report_args_and_report_dir_cover_every_file_format(gate_result, tmp_pat
 
     d = tmp_path / "reports dir"
     d.mkdir()
-    (d / "faithgate.md").write_text("stale")
+    # An earlier run's report (faithgate's own: a file of the user's there would be refused).
+    (d / "faithgate.md").write_text("## ❌ faithgate: FAIL\n\nstale\n")
     rc, stdout = run_github(["report-args", "--dir", str(d)], {})
     assert rc == 0
     args = stdout.split("\0")
@@ -638,3 +639,30 @@ def _assert_an_error_step_before_any_annotation(tmp_path, data, message: str) ->
     assert line.startswith("::error title=faithgate::") and message in line, line
     outputs = parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())
     assert outputs["verdict"] == "error" and outputs["step-exit-code"] == "2"
+
+
+def test_an_unwritable_github_env_file_is_one_line_and_exit_2(gate_result, tmp_path, capsys):
+    """A $GITHUB_STEP_SUMMARY the runner cannot append to was an internal error (exit 1)."""
+    from faithgate.cli import main
+
+    result_path = tmp_path / "result.json"
+    result_path.write_text(json.dumps(gate_result))
+    env = {**_env(tmp_path), "GITHUB_STEP_SUMMARY": str(tmp_path / "missing-dir" / "summary.md")}
+    with pytest.MonkeyPatch.context() as mp:
+        for key in GITHUB_VARS:
+            mp.delenv(key, raising=False)
+        for key, value in env.items():
+            mp.setenv(key, value)
+        rc = main(["github", "report", "--result", str(result_path), "--exit-code", "1"])
+    assert rc == 2
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("::error title=faithgate::cannot append to ")
+    assert "missing-dir" in last and "internal error" not in last
+
+
+def test_a_non_finite_mean_is_null_in_the_means_output(gate_result):
+    """The means output is read with fromJSON(), which refuses a bare NaN."""
+    data = json.loads(json.dumps(gate_result))
+    data["means"] = {"m": float("nan"), "n": 0.5}
+    means = json.loads(github.outputs_for(data, {})["means"])
+    assert means == {"m": None, "n": 0.5}

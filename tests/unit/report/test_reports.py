@@ -279,6 +279,8 @@ def test_markdown_user_text_renders_as_text_not_markup():
     span; ids with "<" were shown as "&lt;" inside code spans."""
     from markdown_it import MarkdownIt
 
+    from faithgate.escape import printable
+
     hostile = "x`<img src=x onerror=alert(1)>|\n## @octocat <details>\n::error::f"
     config = GateConfig.from_dict({"metrics": ["m"], "thresholds": {"m": 0.5}})
     ids = [hostile, "a`b|c <d>", "``x``"]
@@ -293,8 +295,8 @@ def test_markdown_user_text_renders_as_text_not_markup():
     codes = re.findall(r"<code>(.*?)</code>", html)
     # every mention outside a code span (where GitHub links none) is defused
     assert "@octocat" not in re.sub(r"<code>.*?</code>", "", html)
-    for i in ids:  # each id is one code span, shown as it is (whitespace collapsed, cut)
-        shown = htmllib.escape(" ".join(i.split())[:50], quote=False)
+    for i in ids:  # each id is one code span, shown as it is (a line break as "\\n", cut)
+        shown = htmllib.escape(printable(i)[:50], quote=False)
         assert any(code.startswith(shown) for code in codes), shown
     rows = [ln for ln in to_markdown(result).splitlines() if ln.startswith("| `")]
     assert all("\n" not in r for r in rows)
@@ -389,3 +391,40 @@ def test_a_rule_value_reads_as_its_limit_only_within_float_noise():
     assert fmt_against(0.7499999999999999, 0.75) == ("0.7500", "0.7500")
     assert fmt_against(1.0 - 1e-9, 1.0) == ("0.999999999", "1")
     assert fmt_against(0.49996, 0.5) == ("0.49996", "0.50000")  # as before
+
+
+def _whitespace_ids_result() -> GateResult:
+    ids = ["a\nb", "a b", "a\tb"]
+    exs = [Example(i, "src", "Fine.") for i in ids]
+    scores = [{M: Score(M, 0.9, H[M], i)} for i in ids]
+    cfg = GateConfig.from_dict({"metrics": [M], "thresholds": {M: 0.5}})
+    return evaluate(cfg, exs, scores, H)
+
+
+def test_ids_differing_in_whitespace_stay_apart_in_junit_and_markdown():
+    """A line break or tab in an id went raw into a JUnit attribute, which XML parsers read
+    as a space, and Markdown collapsed it: three ids read as one ("a b")."""
+    result = _whitespace_ids_result()
+    root = ET.fromstring(render("junit", result))
+    names = [
+        tc.get("name") for tc in root.iter("testcase") if tc.get("classname").endswith("examples")
+    ]
+    assert names == ["a\\nb", "a b", "a\\tb"]
+    md = render("markdown", result)
+    for shown in ("`a\\nb`", "`a b`", "`a\\tb`"):
+        assert shown in md
+
+
+def test_result_json_is_strict_json_with_null_for_non_finite_numbers():
+    """A rule's overflowed drop was written as a bare Infinity / NaN: not JSON for
+    fromJSON() or JSON.parse."""
+    result = _whitespace_ids_result()
+    result.rules[0].value = float("inf")
+    result.rules[0].details["lower_bound"] = float("nan")
+    text = render("json", result)
+    assert "Infinity" not in text and "NaN" not in text
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))
+    assert data["rules"][0]["value"] is None
+    assert data["rules"][0]["details"]["lower_bound"] is None
+    assert GateResult.from_dict(data).rules[0].value is None  # it still loads as a baseline
+    assert json.loads(result.json_text())["rules"][0]["value"] is None
