@@ -551,6 +551,30 @@ def test_a_gate_that_could_not_run_says_error(tmp_path, setup, step, reason):
     assert run.summary.startswith("## faithgate: could not run\n\n    ")
     assert reason in run.summary
     assert "Fail when the gate failed" not in [s.name for s in run.steps]
+    # As for a check that exited 2: a later step's fromJSON(means) must not fail on "".
+    assert (run.outputs["means"], run.outputs["failed-examples"]) == ("{}", "0")
+
+
+def test_a_control_character_in_an_input_is_shown_as_an_escape(tmp_path):
+    """The refusal's ::error line carried a raw ESC from the input value into the log."""
+    run = run_action(
+        tmp_path, {"fail-on-regression": "false\x1b[31m\tx"}, stop_after="Check inputs"
+    )
+    assert run.commands == [
+        "::error title=faithgate::input fail-on-regression must be true or false, "
+        "got 'false\\x1b[31m\\x09x'"
+    ]
+
+
+@pytest.mark.parametrize("metrics", ["overlap,,ner", ",overlap, ner,"])
+def test_empty_list_entries_are_skipped(tmp_path, metrics):
+    """A doubled or trailing comma became an empty --metric (exit 2, naming the CLI option)."""
+    workspace = tmp_path / "ws"
+    _overlap_project(workspace)
+    inputs = {"working-directory": "proj", "metrics": metrics, "thresholds": "overlap=0.1,,"}
+    run = run_action(tmp_path, inputs, workspace=workspace)
+    assert run.outputs["exit-code"] in ("0", "1"), [c for c in run.commands if "error" in c]
+    assert set(json.loads(run.outputs["means"])) == {"overlap", "ner"}
 
 
 def test_action_metadata_schema():
