@@ -63,13 +63,14 @@ def _read_path(path: Path, value: str, what: str) -> bytes:
         raise InputError(f"{what} {value!r}: cannot read it ({exc.strerror or exc})") from None
 
 
-def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
-    """``KEY=VALUE`` options into a dict (one line error on a malformed item)."""
+def parse_assignments(items: Sequence[str], option: str, form: str = "KEY=VALUE") -> dict[str, str]:
+    """``KEY=VALUE`` options into a dict (one line error naming ``form``, the option's own
+    shape, on a malformed item)."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise InputError(f"{option} expects KEY=VALUE, got {item!r}")
+            raise InputError(f"{option} expects {form}, got {item!r}")
         out[key.strip()] = value.strip()
     return out
 
@@ -78,7 +79,7 @@ def parse_settings(items: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``--set METRIC.KEY=VALUE``; VALUE is read as JSON when it parses (numbers, true, null,
     lists), else kept as a string."""
     settings: dict[str, dict[str, Any]] = {}
-    for key, raw in parse_assignments(items, "--set").items():
+    for key, raw in parse_assignments(items, "--set", "METRIC.KEY=VALUE").items():
         metric, dot, name = key.partition(".")
         if not dot or not metric or not name:
             raise InputError(f"--set expects METRIC.KEY=VALUE, got {key}={raw}")
@@ -101,8 +102,8 @@ def _fmt(value: Any, digits: int = 4) -> str:
 def summarize_details(score: Score) -> str:
     """One short line of a score's most telling details (known metrics; scalars otherwise)."""
     d = score.details
-    if score.error:
-        return f"FAILED: {score.error}"
+    if score.failure:
+        return f"FAILED: {score.failure}"
     if score.metric == "ner":
         if d.get("no_entities"):
             return "no named entities in the summary (value = no_entity_value)"
@@ -361,7 +362,10 @@ def render_text(
 @click.command("score")
 @click.option("--source", required=True, metavar="FILE|-", help="Source document (- = stdin).")
 @click.option(
-    "--summary", required=True, metavar="TEXT|@FILE", help="Summary text, or @FILE to read it."
+    "--summary",
+    required=True,
+    metavar="TEXT|@FILE",
+    help="Summary text, or @FILE to read it (@- = stdin, when --source is a file).",
 )
 @click.option(
     "--metric",
@@ -427,7 +431,13 @@ def score_command(
     from faithgate.scorer import Scorer, resolve_metrics
     from faithgate.types import Example
 
+    if source == "-" and summary == "@-":  # else "summary file '-' does not exist"
+        raise InputError(
+            "--source - and --summary @- both read standard input; give one of them as a file"
+        )
     source_text = read_text_arg(source, "source")
+    if summary == "@":  # Path("") is the current directory: "is a directory" would mislead
+        raise InputError("--summary @: a file name must follow '@' (@FILE, or @- for stdin)")
     if summary.startswith("@"):
         summary_text = read_text_arg(summary[1:], "summary", allow_stdin=source != "-")
     else:
@@ -489,7 +499,8 @@ def score_command(
     else:
         text = render_text(scores, identities, rows, reading, thresholds, threshold_source, vote_of)
         click.echo(defuse_workflow_commands(text))
-    failed = [f"{n}: {s.error}" for n, s in scores.items() if s.error]
+    # ``failure``, not ``error``: a metric may return NaN or inf without one (exit 1 all the same).
+    failed = [f"{n}: {s.failure}" for n, s in scores.items() if s.failure]
     if failed:
         click.echo(f"faithgate: could not score with {safe_line('; '.join(failed))}", err=True)
         sys.exit(1)
@@ -565,7 +576,9 @@ def metrics_command(fmt: str) -> None:
                 "family": cls.family,
                 "roles": sorted(_listed_roles(name)),
                 "description": cls.description
-                + (" [the default metric]" if name in DEFAULT_METRICS else ""),
+                + (
+                    " [the default metric of check and the gate]" if name in DEFAULT_METRICS else ""
+                ),
                 "default": name in DEFAULT_METRICS,
                 "settings": cls.defaults,
             }

@@ -220,11 +220,19 @@ def train_command(
     # A refused --out, or file named twice, is the only line printed (train checks them too).
     check_output(config)
     refuse_repeated_files(config)
-    # Paths (and messages quoting them) are the user's text: one safe line each.
-    click.echo(safe_line(f"faithgate train: recipe {config.recipe_hash()} -> {output}"), err=True)
+    # Paths (and messages quoting them) are the user's text: one safe line each. The recipe
+    # line comes with the first progress line, once train() has checked its inputs: a refused
+    # input (a missing --base-model) is then the only line printed.
+    header = [f"faithgate train: recipe {config.recipe_hash()} -> {output}"]
+
+    def log(line: str) -> None:
+        for text in [*header, line]:
+            click.echo(safe_line(text), err=True)
+        header.clear()
+
     train(
         config,
-        log=lambda line: click.echo(safe_line(line), err=True),
+        log=log,
         threads=threads,
         device=device,
     )

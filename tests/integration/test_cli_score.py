@@ -43,7 +43,9 @@ def test_metrics_lists_the_registry_one_line_each():
     by_name = {d["name"]: d for d in data}
     # the default is marked; a combination lists its components' models
     assert [d["name"] for d in data if d["default"]] == ["ensemble"]
-    assert "[the default metric]" in next(line for line in lines if line.startswith("ensemble"))
+    assert "[the default metric of check and the gate]" in next(
+        line for line in lines if line.startswith("ensemble")
+    )
     assert {"embedder", "lm"} <= set(by_name["ensemble"]["roles"])
     assert by_name["combined"]["roles"] == []
 
@@ -108,6 +110,9 @@ def test_source_from_stdin(files):
             ["--source", "/dev/zero", "--summary", "x"],
             "the source (/dev/zero) is a character device, not a regular file or a pipe",
         ),
+        (["--summary", "@"], "--summary @: a file name must follow '@'"),
+        (["--summary", "x", "--set", "bad"], "--set expects METRIC.KEY=VALUE, got 'bad'"),
+        (["--source", "-", "--summary", "@-"], "both read standard input"),
         (
             ["--summary", "@/dev/zero"],
             "the summary (/dev/zero) is a character device, not a regular file or a pipe",
@@ -129,6 +134,19 @@ def test_unscorable_summary_exits_1(files):
     result = invoke(["score", "--source", str(src), "--summary", "!!!", "--metric", "overlap"])
     assert result.exit_code == 1
     assert "could not score with overlap: the summary has no words to compare" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_metric_returning_a_non_finite_value_exits_1(files, value):
+    """A metric (a plugin's) returning NaN or inf without an error was "could not be scored"
+    in the verdict but exit 0, where ``score --help`` promises exit 1."""
+    import gate_fakes  # registers gate_fake
+
+    src, _ = files
+    args = ["score", "--source", str(src), "--summary", f"{value} x.", "--metric", gate_fakes.NAME]
+    result = invoke(args)
+    assert result.exit_code == 1, result.output
+    assert f"could not score with {gate_fakes.NAME}: metric returned" in result.stderr
 
 
 def test_internal_error_exits_1_without_traceback(files, monkeypatch):
