@@ -368,7 +368,7 @@ def calibrate_command(
         models,
     )
     if target is not None:  # a file it cannot write into is refused before scoring
-        check_calibration_target(target)
+        check_calibration_target(target, metric_name)
     examples = limit_examples(load_examples(data), limit, seed)
     labelled = [ex for ex in examples if ex.label is not None]
     if not labelled:

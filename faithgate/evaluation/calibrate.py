@@ -38,6 +38,7 @@ survive.
 from __future__ import annotations
 
 import codecs
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -60,6 +61,7 @@ from faithgate.evaluation.meta import (
     threshold_curve,
 )
 from faithgate.scorer import DEFAULT_METRICS
+from faithgate.userjson import parse_problem
 
 # The fewest scored examples of each class ``faithgate calibrate`` writes a threshold from.
 MIN_PER_CLASS = MIN_CI_N
@@ -335,29 +337,57 @@ def _r(x: float, digits: int = 4) -> float:
     return round(float(x), digits)
 
 
-def _read_target(path: Path) -> tuple[bytes, Any]:
-    """The configuration file's bytes and tomlkit document (empty when it does not exist),
-    refused (``InputError``) when a key ``write_calibration`` writes under has another type."""
-    import tomlkit
+def _prefix(path: Path) -> tuple[str, ...]:
+    """Where the gate's keys live in ``path``: ``[tool.faithgate]`` in a pyproject.toml, the
+    top level elsewhere."""
+    return ("tool", "faithgate") if path.name == "pyproject.toml" else ()
 
-    raw = path.read_bytes() if path.exists() else b""
+
+def _lookup(table: Any, keys: Sequence[str]) -> Any:
+    """``table[k1][k2]...`` (a dict or a tomlkit container), None where a key is missing."""
+    for key in keys:
+        if not hasattr(table, "keys") or key not in table:
+            return None
+        table = table[key]
+    return table
+
+
+@dataclass
+class _Target:
+    """The configuration file as ``write_calibration`` found it."""
+
+    raw: bytes  # its bytes (empty when it does not exist)
+    text: str  # decoded, a byte order mark read past
+    data: dict[str, Any]  # what the gate reads (tomllib)
+
+
+def _read_target(path: Path) -> _Target:
+    """The configuration file at ``path`` (empty when it does not exist), parsed as the gate
+    parses it (a file the gate rejects is rejected in the same words), refused
+    (``InputError``) when a key ``write_calibration`` writes under has another type."""
+    import tomllib
+
     try:
+        raw = path.read_bytes() if path.exists() else b""
         # utf-8-sig: a BOM (Windows editors) is read past, as the gate reads the file;
         # write_calibration puts it back.
-        doc = tomlkit.parse(raw.decode("utf-8-sig")) if path.exists() else tomlkit.document()
-    except Exception as exc:  # noqa: BLE001 - a parse error is the user's file: say where
-        raise InputError(f"{path}: not valid TOML ({exc})") from None
-    root: Any = doc
+        text = raw.decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    try:
+        # As faithgate.config reads it: tomllib's message, with the line and column it names
+        # (tomlkit's own named a NUL at line 1 for an unclosed list).
+        data = tomllib.loads(text)
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
+        raise InputError(f"{path}: invalid TOML ({parse_problem(exc)})") from None
+    root: Any = data
     where = ""
-    if path.name == "pyproject.toml":
-        for key in ("tool", "faithgate"):
-            where += f"{key}"
-            if key in root and not isinstance(root[key], dict):
-                raise InputError(
-                    f"{path}: {where} must be a table; cannot write the calibration there"
-                )
-            root = root.get(key, {})
-            where += "."
+    for key in _prefix(path):
+        where += f"{key}"
+        if key in root and not isinstance(root[key], dict):
+            raise InputError(f"{path}: {where} must be a table; cannot write the calibration there")
+        root = root.get(key, {})
+        where += "."
     metrics = root.get("metrics")
     if metrics is not None and not (
         isinstance(metrics, str)
@@ -372,56 +402,37 @@ def _read_target(path: Path) -> tuple[bytes, Any]:
             raise InputError(
                 f"{path}: {where}{key} must be a table; cannot write the calibration there"
             )
-    return raw, doc
+    return _Target(raw, text, data)
 
 
-def check_calibration_target(path: str | Path) -> None:
-    """Refuse (``InputError``, exit 2) a configuration ``write_calibration`` could not write
-    into (not TOML; ``tool`` or another key it writes under not a table): checked before
-    scoring, so a long run does not end in that error."""
-    _read_target(Path(path))
+@dataclass
+class _Plan:
+    """What ``write_calibration`` sets, under the gate's keys (``_prefix``)."""
+
+    prefix: tuple[str, ...]
+    metric: str
+    selection: list[str] | None  # the gate's new ``metrics``; None: left as it is
+    threshold: float
+    entry: dict[str, Any]  # the ``calibration.<metric>`` table
 
 
-def write_calibration(path: str | Path, cal: Calibration) -> Path:
-    """Write ``cal`` into the gate configuration at ``path``, preserving everything else.
-
-    In ``pyproject.toml`` the keys live under ``[tool.faithgate]``, elsewhere at the top level:
-    ``thresholds.<metric>`` (what the gate uses), ``calibration.<metric>`` (provenance), and the
-    metric is added to the gate's selection when that does not name it: to the ``metrics``
-    list, to a single name given as a string (a list of both), or, in a configuration with
-    no ``metrics`` key, to the default selection the gate runs (``ensemble``), so no metric
-    the gate ran is dropped. A configuration written anew selects the calibrated metric.
-    A key it writes under that is not a table (``tool`` in a pyproject.toml, ``thresholds``)
-    is refused (``InputError``; ``check_calibration_target`` checks it before scoring).
-    """
-    import tomlkit
-
-    path = Path(path)
-    raw, doc = _read_target(path)
-    root: Any = doc
-    existing = bool(raw)  # a configuration the gate reads now (its selection to keep)
-    if path.name == "pyproject.toml":
-        tool = doc.setdefault("tool", tomlkit.table(is_super_table=True))
-        existing = "faithgate" in tool
-        root = tool.setdefault("faithgate", tomlkit.table())
-    metrics = root.get("metrics")
-    if metrics is None and not existing:  # a new configuration: the calibrated metric
-        root["metrics"] = [cal.metric]
+def _plan(path: Path, target: _Target, cal: Calibration) -> _Plan:
+    prefix = _prefix(path)
+    root = _lookup(target.data, prefix)
+    # A configuration the gate reads now (its selection to keep); a new one selects the metric.
+    existing = root is not None if prefix else bool(target.raw)
+    metrics = (root or {}).get("metrics")
+    selection: list[str] | None = None
+    if metrics is None and not existing:
+        selection = [cal.metric]
     elif metrics is None:  # the gate runs its default selection: keep it, plus this metric
         selection = list(DEFAULT_METRICS)
-        root["metrics"] = selection + ([] if cal.metric in selection else [cal.metric])
+        selection += [] if cal.metric in selection else [cal.metric]
     elif isinstance(metrics, str):  # one name is accepted for a list of one
-        if metrics != cal.metric:
-            root["metrics"] = [str(metrics), cal.metric]
+        selection = None if metrics == cal.metric else [metrics, cal.metric]
     elif cal.metric not in metrics:
-        metrics.append(cal.metric)
-    thresholds = root.setdefault("thresholds", tomlkit.table())
-    # Exactly the threshold the figures were computed at (``calibrate`` makes it short): a
-    # rounded one could move items across it (0.99991 vs 0.99996 both round to 0.9999).
-    thresholds[cal.metric] = float(cal.threshold)
-    calibration = root.setdefault("calibration", tomlkit.table(is_super_table=True))
-    entry = tomlkit.table()
-    entry["threshold"] = float(cal.threshold)
+        selection = [*metrics, cal.metric]
+    entry: dict[str, Any] = {"threshold": float(cal.threshold)}
     if all(math.isfinite(v) for v in cal.ci95):  # no interval: no key (TOML has no null)
         # Rounded outward, never to nearest: the written interval holds the unrounded one.
         entry["ci95"] = list(outward_ci(cal.ci95, cal.threshold))
@@ -437,16 +448,245 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     entry["data"] = utf8_text(cal.data)  # a file name: TOML is UTF-8
     entry["n"] = cal.n
     entry["settings_hash"] = cal.settings_hash
-    entry.add(tomlkit.nl())  # a blank line before the next table, as between the others
-    calibration[cal.metric] = entry
-    from faithgate.atomic import atomic_write_text
+    # Exactly the threshold the figures were computed at (``calibrate`` makes it short): a
+    # rounded one could move items across it (0.99991 vs 0.99996 both round to 0.9999).
+    return _Plan(prefix, cal.metric, selection, float(cal.threshold), entry)
 
+
+def _expected(data: dict[str, Any], plan: _Plan) -> dict[str, Any]:
+    """``data`` with the plan's keys set: what the written file must read as, and nothing
+    else."""
+    out = copy.deepcopy(data)
+    root = out
+    for key in plan.prefix:
+        root = root.setdefault(key, {})
+    if plan.selection is not None:
+        root["metrics"] = list(plan.selection)
+    root.setdefault("thresholds", {})[plan.metric] = plan.threshold
+    root.setdefault("calibration", {})[plan.metric] = copy.deepcopy(plan.entry)
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a == b`` for parsed TOML, with types kept apart (``1``, ``1.0`` and ``true`` differ)
+    and NaN equal to NaN."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+def _entry_table(plan: _Plan) -> Any:
+    import tomlkit
+
+    entry = tomlkit.table()
+    for key, value in plan.entry.items():
+        entry[key] = value
+    entry.add(tomlkit.nl())  # a blank line before the next table, as between the others
+    return entry
+
+
+def _set_selection(root: Any, plan: _Plan) -> None:
+    if plan.selection is None:
+        return
+    metrics = root.get("metrics")
+    if isinstance(metrics, list):  # appended: the list keeps its layout and comments
+        metrics.append(plan.metric)
+    else:
+        root["metrics"] = list(plan.selection)
+
+
+def _edit_in_place(doc: Any, plan: _Plan) -> str:
+    """The calibration written where tomlkit puts it: new tables after their siblings."""
+    import tomlkit
+
+    root = doc
+    if plan.prefix:
+        tool = doc.setdefault("tool", tomlkit.table(is_super_table=True))
+        root = tool.setdefault("faithgate", tomlkit.table())
+    _set_selection(root, plan)
+    thresholds = root.setdefault("thresholds", tomlkit.table())
+    thresholds[plan.metric] = plan.threshold
+    calibration = root.setdefault("calibration", tomlkit.table(is_super_table=True))
+    calibration[plan.metric] = _entry_table(plan)
+    return tomlkit.dumps(doc)
+
+
+def _edit_appending(doc: Any, plan: _Plan) -> str:
+    """For a file tomlkit cannot add a table to in place (dotted keys, ``faithgate.outputs =
+    ...``, where it put the table's header before the dotted keys that follow, which then
+    belonged to the new table): values are set in the tables that exist (tomlkit keeps a
+    dotted key dotted), and each table new to the file goes at its end, under a header naming
+    its whole path, which TOML allows under a table made with dotted keys."""
+    import tomlkit
+
+    tail = tomlkit.document()
+
+    def put(keys: tuple[str, ...], item: Any) -> Any:
+        table: Any = tail
+        for key in keys[:-1]:
+            if key not in table:
+                table[key] = tomlkit.table(is_super_table=True)
+            table = table[key]
+        table[keys[-1]] = item
+        return item
+
+    root = _lookup(doc, plan.prefix)
+    if root is None:  # no [tool.faithgate]: one, at the end
+        root = put(plan.prefix, tomlkit.table())
+        root.add(tomlkit.nl())
+    _set_selection(root, plan)
+    thresholds = root.get("thresholds")
+    if thresholds is not None:
+        thresholds[plan.metric] = plan.threshold
+    else:
+        thresholds = put((*plan.prefix, "thresholds"), tomlkit.table())
+        thresholds[plan.metric] = plan.threshold
+        thresholds.add(tomlkit.nl())
+    calibration = root.get("calibration")
+    if calibration is not None and plan.metric in calibration:
+        del calibration[plan.metric]
+    put((*plan.prefix, "calibration", plan.metric), _entry_table(plan))
     text = tomlkit.dumps(doc).replace("\r\n", "\n")
+    added = tomlkit.dumps(tail)
+    if text and added:  # a blank line between the file and what is added
+        text += "" if text.endswith("\n") else "\n"
+        text += "" if text.endswith("\n\n") else "\n"
+    return text + added
+
+
+def _edit_inline(doc: Any, plan: _Plan) -> str:
+    """For a file neither other way can write into (an inline ``faithgate = {...}``; dotted
+    keys tomlkit cannot read back with a table added at the end): no table header at all, each
+    new table an inline one, set as a value where its keys live."""
+    import tomlkit
+
+    root = _lookup(doc, plan.prefix)
+    if root is None:  # no [tool.faithgate] to add values to (the other ways add one)
+        raise LookupError(".".join(plan.prefix))
+    _set_selection(root, plan)
+    thresholds = root.get("thresholds")
+    if thresholds is None:
+        thresholds = root["thresholds"] = tomlkit.inline_table()
+    thresholds[plan.metric] = plan.threshold
+    entry = tomlkit.inline_table()
+    entry.update(plan.entry)
+    calibration = root.get("calibration")
+    if calibration is None:
+        calibration = root["calibration"] = tomlkit.inline_table()
+    calibration[plan.metric] = entry
+    return tomlkit.dumps(doc)
+
+
+def _finish(text: str, raw: bytes) -> str:
+    """``text`` with the original file's last line, line endings and byte order mark."""
+    text = text.replace("\r\n", "\n")
     if text.endswith("\n\n") and not raw.replace(b"\r\n", b"\n").endswith(b"\n\n"):
         text = text.rstrip("\n") + "\n"  # the entry's blank line, when it ends the file
     if b"\r\n" in raw:  # the user's line endings stay theirs: only the calibrated lines change
         text = text.replace("\n", "\r\n")
     if raw.startswith(codecs.BOM_UTF8):  # and so does a byte order mark
         text = "\ufeff" + text
+    return text
+
+
+def _reads_as(text: str, expected: dict[str, Any]) -> bool:
+    """Whether ``text`` reads as ``expected`` to the gate (tomllib) and to tomlkit (the next
+    ``calibrate`` edits it)."""
+    import tomllib
+
+    import tomlkit
+
+    text = text.removeprefix("\ufeff")
+    try:
+        if not _same(tomllib.loads(text), expected):
+            return False
+    except (ValueError, RecursionError):  # not TOML: a table tomlkit wrote twice
+        return False
+    try:
+        return _same(tomlkit.parse(text).unwrap(), expected)
+    except Exception:  # noqa: BLE001 - valid TOML tomlkit cannot read back
+        return False
+
+
+def _render(path: Path, cal: Calibration) -> str:
+    """The text of ``path`` with ``cal`` written into it, checked to read (tomllib, as the gate
+    reads it) exactly as the old file with only the calibrated keys set: ``InputError`` when
+    neither way of editing it gives that."""
+    import tomlkit
+
+    target = _read_target(path)
+    plan = _plan(path, target, cal)
+    expected = _expected(target.data, plan)
+    try:
+        tomlkit.parse(target.text)
+    except Exception as exc:  # noqa: BLE001 - valid TOML tomlkit cannot read: say so
+        raise InputError(
+            f"{path}: cannot edit this file to write the calibration (tomlkit: {exc}); "
+            "it is left unchanged"
+        ) from None
+    for edit in (_edit_in_place, _edit_appending, _edit_inline):
+        try:
+            text = _finish(edit(tomlkit.parse(target.text), plan), target.raw)
+        except Exception:  # noqa: BLE001, S112 - tomlkit refusing this layout: the next way
+            continue
+        if _reads_as(text, expected):
+            return text
+    tables = "[tool.faithgate] and its tables" if plan.prefix else "its tables"
+    raise InputError(
+        f"{path}: cannot add the calibration without changing other settings of this file "
+        f"(its dotted keys or inline tables); left unchanged: write {tables} under [table] "
+        "headers and run calibrate again"
+    )
+
+
+def check_calibration_target(path: str | Path, metric: str = "faithgate-check") -> None:
+    """Refuse (``InputError``, exit 2) a configuration ``write_calibration`` could not write
+    into (not TOML; ``tool`` or another key it writes under not a table; a layout it cannot
+    add the calibration to without changing other settings): checked before scoring, so a
+    long run does not end in that error. Nothing is written."""
+    placeholder = Calibration(
+        metric=metric,
+        threshold=0.5,
+        ci95=(0.25, 0.75),
+        objective="balanced_accuracy",
+        balanced_accuracy=0.5,
+        precision_unfaithful=0.5,
+        recall_unfaithful=0.5,
+        n=2 * MIN_PER_CLASS,
+        n_faithful=MIN_PER_CLASS,
+        n_unfaithful=MIN_PER_CLASS,
+        cv_balanced_accuracy=0.5,
+        cv_folds=CV_FOLDS,
+    )
+    _render(Path(path), placeholder)
+
+
+def write_calibration(path: str | Path, cal: Calibration) -> Path:
+    """Write ``cal`` into the gate configuration at ``path``, preserving everything else.
+
+    In ``pyproject.toml`` the keys live under ``[tool.faithgate]``, elsewhere at the top level:
+    ``thresholds.<metric>`` (what the gate uses), ``calibration.<metric>`` (provenance), and the
+    metric is added to the gate's selection when that does not name it: to the ``metrics``
+    list, to a single name given as a string (a list of both), or, in a configuration with
+    no ``metrics`` key, to the default selection the gate runs (``ensemble``), so no metric
+    the gate ran is dropped. A configuration written anew selects the calibrated metric.
+    A key it writes under that is not a table (``tool`` in a pyproject.toml, ``thresholds``)
+    is refused (``InputError``; ``check_calibration_target`` checks it before scoring).
+
+    New tables go where tomlkit puts them; in a file where that would move other keys (tables
+    written with dotted keys), at the end of the file under headers naming their whole path.
+    The new text is parsed again (tomllib) before it is written: unless it reads as the old
+    file with only the keys above set, nothing is written (``InputError``).
+    """
+    from faithgate.atomic import atomic_write_text
+
+    path = Path(path)
+    text = _render(path, cal)
     atomic_write_text(path, text)  # refused: WriteError, the old file intact
     return path

@@ -203,7 +203,8 @@ def test_calibrate_writes_where_load_config_reads(tmp_path, files, cwd, expected
 def test_bad_toml_is_an_input_error(tmp_path) -> None:
     bad = tmp_path / "faithgate.toml"
     bad.write_text("metrics = [\n")
-    with pytest.raises(InputError, match="not valid TOML"):
+    # As the gate says it (tomllib's message), not tomlkit's "Unexpected character: '\x00'".
+    with pytest.raises(InputError, match=r"invalid TOML \(Invalid value \(at end of document"):
         write_calibration(bad, _cal())
 
 
