@@ -62,6 +62,8 @@ class GatePlugin:
         self.gates: list[dict[str, Any]] = []
         self.report_lines: list[str] = []
         self.logged: list[str] = []
+        # The files of the tests run (from their reports), which no gate report may replace.
+        self.test_files: set[str] = set()
         self.log_collector = LogCollector()
         logging.getLogger("faithgate").addHandler(self.log_collector)
 
@@ -82,7 +84,12 @@ class GatePlugin:
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
         from pytest_faithgate.items import gate_items
+        from pytest_faithgate.run_files import check_collected_files
 
+        if not is_xdist_worker(config):
+            # Before any test runs. (A worker's usage error is xdist's INTERNALERROR: under
+            # xdist the controller checks the files of the test reports before writing.)
+            check_collected_files(self.session, items)
         items.extend(gate_items(session, self.session))
 
     # -- transport ------------------------------------------------------------------------
@@ -108,6 +115,7 @@ class GatePlugin:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if is_xdist_worker(self.config):
             return
+        self.test_files.add(report.fspath)  # relative to the rootdir (the node id's file)
         self.checks.extend(getattr(report, "faithgate_checks", None) or [])
         self.logged.extend(getattr(report, "faithgate_logged", None) or [])
         gate = getattr(report, "faithgate_gate", None)
@@ -131,8 +139,16 @@ class GatePlugin:
         if is_xdist_worker(self.config) or not self.gates:
             return
         from pytest_faithgate.items import write_gate_outputs
+        from pytest_faithgate.run_files import gate_writes, refuse_overwriting_pytest_files
 
+        root = self.config.rootpath
         try:
+            # Checked after collection in a single process; under xdist only the workers
+            # collect, so the controller checks here, before writing anything.
+            refuse_overwriting_pytest_files(
+                gate_writes(self.session),
+                [("collected test file", root / name) for name in sorted(self.test_files)],
+            )
             paths = write_gate_outputs(self.session, self.gates)
         except FaithgateError as exc:
             self.report_lines.append(f"faithgate: {plugin_line(exc)}")

@@ -70,6 +70,11 @@ def in_plugin_words(result: Any) -> Any:
     return dataclasses.replace(result, rules=rules)
 
 
+def has_dataset(config: GateConfig) -> bool:
+    """Whether ``config`` names something to gate (``Gate.load_examples``' test)."""
+    return config.outputs is not None or (config.summarizer is not None and config.data is not None)
+
+
 def dataset_name(config: GateConfig) -> str:
     """A short, stable label of the configured input for the item's name: one printable line
     (a file name may hold line breaks or escape sequences; pytest prints the name as is)."""
@@ -77,7 +82,30 @@ def dataset_name(config: GateConfig) -> str:
         return safe_line(Path(config.outputs).name)
     if config.summarizer is not None:
         return safe_line(f"{config.summarizer}@{Path(config.data).name if config.data else '?'}")
-    return "?"
+    return NOTHING_TO_GATE
+
+
+# The name of the item that stands for a configuration with no dataset (``nothing_to_gate``).
+NOTHING_TO_GATE = "nothing to gate"
+
+
+def nothing_to_gate(config: GateConfig, rootdir: Path) -> FaithgateError:
+    """The error of ``faithgate check`` (exit 2) for a configuration with no dataset, in the
+    library's words (``Gate.load_examples``, which reads nothing when there is no input),
+    saying where the configuration was looked for when none was found (under pytest most
+    often a run from another directory: another rootdir) and how to run the tests alone."""
+    from faithgate.errors import InputError
+    from faithgate.gate import Gate
+
+    try:
+        Gate(config).load_examples()
+    except FaithgateError as exc:
+        reason = str(exc)
+    else:  # pragma: no cover - only called when there is no dataset
+        reason = "nothing to gate"
+    if config.source is None:
+        reason += f" (no faithgate.toml or [tool.faithgate] found from {rootdir} up)"
+    return InputError(f"{reason}; to run the tests without the gate: -m 'not faithgate_gate'")
 
 
 class GateItem(pytest.Item):
@@ -92,6 +120,10 @@ class GateItem(pytest.Item):
         self.add_marker(pytest.mark.faithgate_gate)
 
     def runtest(self) -> None:
+        if not has_dataset(self.gate_config):
+            # ``pytest --faithgate`` asked for the gate: with nothing to gate it fails, as
+            # ``faithgate check`` exits 2, never passes (deselect it to run the tests only).
+            raise nothing_to_gate(self.gate_config, self.plugin_session.rootdir)
         try:
             gate, result = self._run_gate()
         except skip_exceptions() as exc:
@@ -171,15 +203,17 @@ class GateItem(pytest.Item):
 
 
 def gate_configs(plugin_session: PluginSession) -> list[GateConfig]:
-    """The configured datasets to gate (one configuration holds one input today)."""
-    cfg = plugin_session.gate_config
-    if cfg.outputs is None and cfg.summarizer is None:
-        return []
-    return [cfg]
+    """The configured datasets to gate (one configuration holds one input today). With none
+    (no configuration found, or one without ``outputs`` / ``summarizer``), the configuration
+    still gives one item, ``faithgate[nothing to gate]``, that fails saying so: ``pytest
+    --faithgate`` never passes without gating (a configuration not found from the rootdir
+    looked like a passed gate). The other tests still run; a run that wants only the
+    fixture's summary deselects the gate as always (``-m "not faithgate_gate"``)."""
+    return [plugin_session.gate_config]
 
 
 def gate_items(session: pytest.Session, plugin_session: PluginSession) -> list[pytest.Item]:
-    """Gate items to append to the collection (empty when no dataset is configured).
+    """Gate items to append to the collection (see ``gate_configs``).
 
     Each item's parent file is reported through ``pytest_collectreport`` as if collected, so
     the terminal's "collected N items" line (and any plugin counting collect reports) counts

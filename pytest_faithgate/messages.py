@@ -39,11 +39,20 @@ _FLAG = re.compile(
 )
 
 
+# Whole phrases naming flags the plugin has no equivalent of -> what to do under pytest.
+_PHRASES = {
+    "faithgate check --update-baseline": "pytest --faithgate --faithgate-update-baseline",
+    # "nothing to gate" (``Gate.load_examples``): the plugin has no --outputs / --data.
+    "or pass --outputs / --summarizer and --data": "or name such a configuration with "
+    "--faithgate-config",
+}
+
+
 def plugin_text(text: object) -> str:
     """``text`` with the ``faithgate`` command's flags replaced by the plugin's options."""
-    out = str(text).replace(
-        "faithgate check --update-baseline", "pytest --faithgate --faithgate-update-baseline"
-    )
+    out = str(text)
+    for phrase, replacement in _PHRASES.items():
+        out = out.replace(phrase, replacement)
     return _FLAG.sub(lambda m: _FLAGS[m.group(1)], out)
 
 

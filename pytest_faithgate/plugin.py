@@ -10,6 +10,8 @@ With ``--faithgate``:
 - one gate item per configured dataset (``[tool.faithgate]`` / ``faithgate.toml``: ``outputs``
   or ``summarizer`` + ``data``) is appended to the collected tests, so ``pytest --faithgate``
   alone runs the release gate; its failure report is the rule table and the failing examples;
+  with no dataset (no configuration found, or none in it) the item ``faithgate[nothing to
+  gate]`` fails saying so, as ``faithgate check`` exits 2: the flag never passes ungated;
 - every fixture check and gate result travels on its test report (an attribute that
   pytest-xdist serialises), so the controller prints one summary table and writes the gate's
   reports, whether tests ran in-process or on xdist workers;
@@ -34,6 +36,7 @@ from faithgate.execution import EXECUTOR_CHOICES
 from faithgate.formats import file_report_kinds
 from pytest_faithgate.fixture import FaithgateFixture
 from pytest_faithgate.messages import plugin_line
+from pytest_faithgate.run_files import gate_writes, ini_files, refuse_overwriting_pytest_files
 from pytest_faithgate.session import (
     Options,
     PluginSession,
@@ -205,8 +208,11 @@ def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True
     """Raise ``InputError`` when a file the plugin writes (the gate's reports and the baseline
     it updates, with ``gate``; the score cache) or pytest's ``--junitxml`` file is one of the
     gate's inputs or the same file as another of them: the last writer would silently replace
-    the other's content (a faithgate JUnit file saying failures="0" in place of pytest's)."""
-    from faithgate.gate import input_files, output_files
+    the other's content (a faithgate JUnit file saying failures="0" in place of pytest's).
+    Nor may a report or that baseline replace a file of the pytest run: a Python module (a
+    test module, a conftest), pytest's ini file (``refuse_overwriting_pytest_files``; the
+    other collected files are checked once collected, ``check_collected_files``)."""
+    from faithgate.gate import input_files
     from faithgate.paths import refuse_overwriting_inputs
 
     cfg = session.gate_config
@@ -216,14 +222,13 @@ def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True
     if xmlpath:
         # pytest resolves it so (``_pytest.junitxml``), against the current directory.
         writes.append(("pytest --junitxml file", os.path.expanduser(os.path.expandvars(xmlpath))))
-    if gate:  # without --faithgate neither reports nor a baseline are written
-        writes += [
-            (f"faithgate {what}" if what.endswith(" report") else what, path)
-            for what, path in output_files(cfg, update_baseline=opts.update_baseline)
-        ]
+    # Without --faithgate neither reports nor a baseline are written.
+    gate_outputs = gate_writes(session) if gate else []
+    writes += gate_outputs
     if not opts.no_cache:
         writes.append(("score cache", session.cache_path()))
     refuse_overwriting_inputs(writes, input_files(cfg, baseline=not opts.update_baseline))
+    refuse_overwriting_pytest_files(gate_outputs, ini_files(config))
 
 
 def check_gate_inputs(session: PluginSession) -> None:

@@ -96,6 +96,11 @@ QUIET = (
 )
 
 
+# ``--faithgate`` for the fixture's summary table only, in a project with nothing to gate: the
+# gate item (which fails there, saying "nothing to gate") is deselected, as a user would.
+FIXTURES_ONLY = ("--faithgate", "-m", "not faithgate_gate")
+
+
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """Inner pytest in a subprocess (the inner conftest's metric must not reach this one)."""
     return pytester.runpytest_subprocess(*QUIET, *args)
@@ -118,7 +123,7 @@ def instances(pytester: pytest.Pytester) -> list[tuple[str, str]]:
 def test_fixture_pass_readable_failures_and_junit(pytester: pytest.Pytester) -> None:
     write_project(pytester, FIXTURE_TESTS)
     xml_path = pytester.path / "junit.xml"
-    result = run(pytester, "--faithgate", f"--junitxml={xml_path}")
+    result = run(pytester, *FIXTURES_ONLY, f"--junitxml={xml_path}")
     result.assert_outcomes(passed=3, failed=2)
     out = result.stdout.str()
     # The failure names the score, the threshold and the least supported sentence ...
@@ -231,7 +236,7 @@ def test_marker_settings_reach_the_fixture(pytester: pytest.Pytester) -> None:
             faithgate.assert_faithful(SRC, "UNSCORABLE text.")
         """,
     )
-    result = run(pytester, "--faithgate", "--strict-markers")
+    result = run(pytester, *FIXTURES_ONLY, "--strict-markers")
     result.assert_outcomes(passed=2, failed=2, errors=1)
     result.stdout.fnmatch_lines(["faithgate: defaults (no configuration file); metrics: *"])
     for line in (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-from test_plugin import SRC, run
+from test_plugin import FIXTURES_ONLY, SRC, run
 from test_plugin_review import project
 
 pytest_plugins = ["pytester"]
@@ -223,7 +223,7 @@ def test_plain(faithgate):
         (pytester.path / "conftest.py").read_text(encoding="utf-8") + FAKE_PERTURB,
         encoding="utf-8",
     )
-    result = run(pytester, "--faithgate", "--junitxml", "j.xml")
+    result = run(pytester, *FIXTURES_ONLY, "--junitxml", "j.xml")
     result.assert_outcomes(failed=2)
     result.stdout.re_match_lines_random(
         [
@@ -278,3 +278,28 @@ def test_seed_none(faithgate):
         ]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_blank_summary_is_a_scoring_error_as_documented(pytester: pytest.Pytester) -> None:
+    """A whitespace-only summary failed as bad usage ("must be non-empty text") where the docs
+    (and a zero-width space) give ``FaithgateScoringError``, and ``score()`` raised instead of
+    returning ``ok == False``."""
+    tests = f"""
+import pytest
+from pytest_faithgate import FaithgateScoringError
+
+SRC = {SRC!r}
+
+@pytest.mark.parametrize("blank", ["   ", "\\u200b", ""])
+def test_blank(faithgate, blank):
+    assert not faithgate.score(SRC, blank, metric="toy").ok
+    with pytest.raises(FaithgateScoringError, match="empty summary"):
+        faithgate.assert_faithful(SRC, blank, metric="toy", threshold=0.5)
+
+def test_blank_source_is_still_usage(faithgate):
+    faithgate.assert_faithful("  ", "The cat sat.", metric="toy", threshold=0.5)
+"""
+    project(pytester, tests)
+    result = run(pytester)
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*faithgate: source must be non-empty text, got '  '*"])

@@ -1,0 +1,188 @@
+"""``pytest --faithgate`` neither passes without gating nor writes over the run's own files.
+
+Inner pytest runs (``pytester``, in a subprocess) of small projects with the ``toy`` metric of
+``test_plugin``:
+
+- with nothing to gate (no configuration found, or one without ``outputs`` / ``summarizer``)
+  the run passed ("1 passed", exit 0, no report) where ``faithgate check`` exits 2: now the
+  gate item ``faithgate[nothing to gate]`` fails with check's reason, and deselecting it
+  (``-m "not faithgate_gate"``) runs the other tests alone;
+- a gate report (or the baseline being updated) at a test module, a conftest, pytest's ini
+  file or another collected test file replaced that file with the report (exit 0): now a
+  one-line usage error before any test runs, the file left as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from glob import escape
+
+import pytest
+from test_plugin import GATE_OUTPUTS, PLAIN_TEST, gate_toml, run, write_project
+
+pytest_plugins = ["pytester"]
+
+NOTHING_TO_GATE = (
+    "nothing to gate: set 'outputs' (a JSONL of summaries) or 'summarizer' + 'data' in "
+    "[tool.faithgate]"
+)
+# Gate-only options: each asks for something only a gate that runs can give.
+GATE_OPTIONS = (
+    "--faithgate-threshold",
+    "0.9",
+    "--faithgate-min-pass-rate",
+    "1",
+    "--faithgate-json",
+    "r.json",
+)
+
+
+def test_no_configuration_found_fails_as_faithgate_check_does(pytester: pytest.Pytester):
+    write_project(pytester, PLAIN_TEST, **{"pyproject.toml": "[tool.pytest.ini_options]\n"})
+    check = pytester.run(sys.executable, "-m", "faithgate", "check")
+    assert check.ret == 2
+    assert f"faithgate: {NOTHING_TO_GATE}" in check.stderr.str() + check.stdout.str()
+
+    result = run(pytester, "--faithgate", *GATE_OPTIONS)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"faithgate: {NOTHING_TO_GATE}, or name such a configuration with "
+            f"--faithgate-config (no faithgate.toml or [tool.faithgate] found from "
+            f"{pytester.path} up); to run the tests without the gate: -m 'not faithgate_gate'",
+            escape(
+                f"FAILED faithgate.toml::faithgate[nothing to gate] - faithgate: {NOTHING_TO_GATE}"
+            )
+            + "*",
+        ]
+    )
+    # The plugin has no --outputs / --data: the message does not send the user to them.
+    assert "--outputs" not in result.stdout.str()
+    assert not (pytester.path / "r.json").exists()
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["in-process", "xdist"])
+def test_a_configuration_without_a_dataset_fails(pytester: pytest.Pytester, xdist: tuple[str, ...]):
+    toml = 'metrics = ["toy"]\n[thresholds]\ntoy = 0.5\n'
+    write_project(pytester, PLAIN_TEST, **{"faithgate.toml": toml})
+    result = run(pytester, "--faithgate", "-v", *xdist)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            escape(
+                f"FAILED faithgate.toml::faithgate[nothing to gate] - faithgate: {NOTHING_TO_GATE}"
+            )
+            + "*"
+        ]
+    )
+    assert "found from" not in result.stdout.str()  # the configuration was found
+
+
+def test_deselecting_the_gate_runs_the_other_tests_alone(pytester: pytest.Pytester):
+    """The documented way to run the tests (and the fixture's summary) without the gate."""
+    write_project(pytester, PLAIN_TEST, **{"faithgate.toml": 'metrics = ["toy"]\n'})
+    result = run(pytester, "--faithgate", "-m", "not faithgate_gate")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1, deselected=1)
+
+
+DOCTEST = ">>> 1 + 1\n2\n"
+
+
+@pytest.mark.parametrize(
+    "args, target, message",
+    [
+        (
+            ("--faithgate-markdown", "test_inner.py"),
+            "test_inner.py",
+            "the faithgate markdown report (*test_inner.py) is a Python module; refusing to "
+            "overwrite it: choose another path",
+        ),
+        (
+            ("--faithgate-json", "conftest.py"),
+            "conftest.py",
+            "the faithgate json report (*conftest.py) is a Python module; *",
+        ),
+        (
+            ("--faithgate-baseline", "conftest.py", "--faithgate-update-baseline"),
+            "conftest.py",
+            "the baseline (*conftest.py) is a Python module; *",
+        ),
+        (
+            ("--faithgate-html", "pytest.ini"),
+            "pytest.ini",
+            "the faithgate html report (*pytest.ini) is a project configuration file; *",
+        ),
+        (
+            ("-c", "my.ini", "--faithgate-junit", "my.ini"),
+            "my.ini",
+            "the faithgate junit report (*my.ini) is the pytest configuration file of this run; *",
+        ),
+        (  # known only once collected: a doctest text file
+            ("--doctest-glob", "*.txt", "--faithgate-markdown", "test_doc.txt"),
+            "test_doc.txt",
+            "the faithgate markdown report (*test_doc.txt) is the collected test file of this "
+            "run; *",
+        ),
+        (  # likewise: a hard link to the test module
+            ("--faithgate-markdown", "hard.md"),
+            "test_inner.py",
+            "the faithgate markdown report (*hard.md) is the collected test file of this run; *",
+        ),
+    ],
+    ids=["test-module", "conftest", "baseline", "ini", "ini-given", "doctest", "hard-link"],
+)
+def test_reports_never_replace_the_runs_own_files(
+    pytester: pytest.Pytester, args: tuple[str, ...], target: str, message: str
+) -> None:
+    write_project(
+        pytester,
+        PLAIN_TEST,
+        **{
+            "outputs.jsonl": GATE_OUTPUTS,
+            "faithgate.toml": gate_toml(0.6),
+            "pytest.ini": "[pytest]\n",
+            "my.ini": "[pytest]\n",
+            "test_doc.txt": DOCTEST,
+        },
+    )
+    os.link(pytester.path / "test_inner.py", pytester.path / "hard.md")
+    before = (pytester.path / target).read_bytes()
+    result = run(pytester, "--faithgate", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: faithgate: {message}"])
+    assert "passed" not in result.stdout.str()  # refused before any test ran
+    assert (pytester.path / target).read_bytes() == before
+
+
+def test_under_xdist_a_collected_file_is_refused_before_writing(pytester: pytest.Pytester):
+    """Only xdist's workers collect: the controller refuses before writing the reports."""
+    write_project(
+        pytester,
+        PLAIN_TEST,
+        **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.6)},
+    )
+    (pytester.path / "test_doc.txt").write_text(DOCTEST, encoding="utf-8")
+    args = ("--doctest-glob", "*.txt", "--faithgate-markdown", "test_doc.txt", "-n", "2")
+    result = run(pytester, "--faithgate", *args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["faithgate: the faithgate markdown report (*test_doc.txt) is the collected test file*"]
+    )
+    assert (pytester.path / "test_doc.txt").read_text(encoding="utf-8") == DOCTEST
+    assert not (pytester.path / "reports").exists()  # no report of the set was written
+
+
+def test_an_earlier_report_is_still_replaced(pytester: pytest.Pytester):
+    write_project(
+        pytester,
+        PLAIN_TEST,
+        **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.6)},
+    )
+    (pytester.path / "old.md").write_text("an earlier report\n", encoding="utf-8")
+    result = run(pytester, "--faithgate", "--faithgate-markdown", "old.md")
+    assert result.ret == pytest.ExitCode.OK
+    assert "faithgate: PASS" in (pytester.path / "old.md").read_text(encoding="utf-8")
