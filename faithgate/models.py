@@ -37,7 +37,8 @@ from typing import Any
 
 from faithgate.atomic import current_umask
 from faithgate.errors import InputError, ModelNotFoundError
-from faithgate.escape import safe_line
+from faithgate.escape import printable, safe_line
+from faithgate.paths import lies_inside
 
 ROLES = ("embedder", "lm", "spacy", "nli", "seq2seq", "qa", "qg")
 
@@ -708,20 +709,105 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+# What faithgate writes into a directory it publishes whole (``publish_dir``), by the manifest
+# that marks it as faithgate's: ``faithgate export --out`` (optimum's export: the ONNX graphs
+# and their external data, the model's config and tokenizer files; ``backends.export``),
+# ``faithgate train --out`` (transformers' ``save_pretrained`` of the model and its tokenizer;
+# ``training.train``) and a shipped checker (its weights, config and an ``onnx/`` export;
+# ``training.ship``). An earlier output is replaced only when it holds nothing else: a
+# directory that once received an export and then the user's project files (``app.py``,
+# ``src/``) holds the manifest too, and replacing it deleted them.
+_MODEL_FILES = (
+    r"config\.json|generation_config\.json|tokenizer(_config)?\.json|special_tokens_map\.json"
+    r"|added_tokens\.json|vocab\.(txt|json)|merges\.txt|[\w.-]+\.model|chat_template\.jinja"
+)
+_PUBLISHED_FILES = {
+    "faithgate_onnx.json": re.compile(
+        rf"faithgate_onnx\.json|{_MODEL_FILES}|[\w.-]+\.onnx(_data)?"
+    ),
+    "faithgate_training.json": re.compile(
+        rf"faithgate_training\.json|{_MODEL_FILES}|(model|weights)\.safetensors"
+        r"|model-\d+-of-\d+\.safetensors|model\.safetensors\.index\.json"
+    ),
+}
+# Directories inside such an output, by its manifest: the name, and the manifest of their own
+# (a shipped checker's ONNX export, itself held to what an export writes).
+_PUBLISHED_DIRS = {"faithgate_training.json": {"onnx": "faithgate_onnx.json"}}
+
+
+def refuse_current_dir(target: Path, what: str = "--out") -> None:
+    """Raise ``InputError`` (exit 2) when ``target`` is the current directory or one above it:
+    a directory published there (``publish_dir``) would replace the user's working tree, and a
+    current directory cannot be renamed away by the name ``.``."""
+    if target.name in ("", "..") or lies_inside(Path.cwd(), target):
+        raise InputError(
+            f"{what} {printable(target)}: give a new directory, not the current directory or "
+            "one above it (it would be replaced whole, with every file in it)"
+        )
+
+
+def _listed_files(manifest: Path) -> set[str]:
+    """The file names an export's manifest records (its graphs and tokenizer files), which an
+    export wrote beside it; empty when it records none or cannot be read."""
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        names = [*dict(data.get("files") or {}).values(), *list(data.get("tokenizer_files") or [])]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return set()
+    return {str(n) for n in names if isinstance(n, str)}
+
+
+def foreign_entries(target: Path, manifest: str) -> list[str]:
+    """The entries of ``target``, an earlier output holding ``manifest``, that the run writing
+    such an output does not write (``_PUBLISHED_FILES``, the names its manifest lists, and
+    ``_PUBLISHED_DIRS`` holding only what theirs allow), sorted; ``dir/`` for a directory,
+    ``dir/name`` for an entry inside one. Raises ``OSError`` when a directory cannot be read."""
+    allowed = _PUBLISHED_FILES.get(manifest)
+    listed = _listed_files(target / manifest)
+    subdirs = _PUBLISHED_DIRS.get(manifest, {})
+    foreign: list[str] = []
+    with os.scandir(target) as entries:
+        found = sorted(entries, key=lambda e: e.name)
+    for entry in found:
+        name = entry.name
+        if entry.is_dir(follow_symlinks=False):
+            inner = subdirs.get(name)
+            if inner is not None and (Path(entry.path) / inner).is_file():
+                foreign += [f"{name}/{n}" for n in foreign_entries(Path(entry.path), inner)]
+            else:
+                foreign.append(f"{name}/")
+        elif not ((allowed is not None and allowed.fullmatch(name)) or name in listed):
+            foreign.append(name)
+    return foreign
+
+
 def refuse_foreign_dir(target: Path, manifest: str, what: str = "--out") -> None:
     """Raise ``InputError`` (exit 2) unless ``publish_dir`` may put a directory at ``target``:
     nothing there, an empty directory, or an earlier output of the same kind (it holds
-    ``manifest``, the file faithgate writes into every such directory). Anything else is the
-    user's, and replacing it would delete their files."""
+    ``manifest``, the file faithgate writes into every such directory, and nothing but what
+    such a run writes: ``foreign_entries``). Anything else is the user's, and replacing it
+    would delete their files; so is the current directory, or one above it
+    (``refuse_current_dir``)."""
+    refuse_current_dir(target, what)
     if target.is_symlink():  # replacing the link would leave its directory, confusingly
         raise InputError(f"{what} {target} is a symbolic link: give the directory itself")
     if not target.exists():
         return
     if not target.is_dir():
         raise InputError(f"{what} {target} is a file, not a directory")
-    if (target / manifest).is_file():
-        return
     try:
+        if (target / manifest).is_file():
+            foreign = foreign_entries(target, manifest)
+            if foreign:
+                more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+                them = "them" if foreign[1:] else "it"
+                raise InputError(
+                    f"{what} {target} holds {manifest} (an earlier faithgate output) but also "
+                    f"{printable(foreign[0])}{more}, which faithgate does not write there; "
+                    f"refusing to replace the directory, which would delete {them}: move {them} "
+                    "away or give a new or empty directory"
+                )
+            return
         empty = next(target.iterdir(), None) is None
     except OSError as exc:
         raise InputError(f"{what} {target} cannot be read ({exc.strerror})") from None

@@ -59,6 +59,16 @@ from faithgate.backends.windowing import read_pooling
 from faithgate.errors import BackendError, InputError
 
 DEFAULT_OPSET = 18
+# The ONNX opsets an export can be made at (``check_opset``), checked before any model loads:
+# optimum exports with torch's TorchScript exporter (``torch.onnx.export(dynamo=False)``),
+# whose highest supported opset is 20 (``ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET`` in torch 2.13;
+# 21 to 23 only warn and stamp the newer opset on the same operators, and above that it
+# fails); and transformers runs BERT, Llama and BART with SDPA attention, whose export needs
+# opset 14 (below it every architecture's export fails). The LM graph rewrite
+# (``_finish_lm_graph``: Unsqueeze/Squeeze with axes as an input) needs 13.
+# ``tests/unit/backends/test_export_opset.py`` checks these against torch and exports at both.
+MIN_OPSET = 14
+MAX_OPSET = 20
 
 # The fp32 ONNX graph is held to the user's mean |diff| limits (and no NaN), no tighter than
 # this: it and torch differ by kernel summation order (~1e-6, the shipped checker 4e-6), so a
@@ -455,6 +465,17 @@ def check_device(device: str) -> None:
     providers_for(device)
 
 
+def check_opset(opset: object, what: str = "opset") -> None:
+    """Refuse an ONNX opset the export cannot be made at (``MIN_OPSET`` to ``MAX_OPSET``),
+    before any model is loaded (``--opset -1`` loaded the model, then failed in torch with a
+    dump of its graph)."""
+    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= MAX_OPSET:
+        raise InputError(
+            f"{what} {opset!r} is not supported: give an ONNX opset from {MIN_OPSET} to "
+            f"{MAX_OPSET} (default {DEFAULT_OPSET})"
+        )
+
+
 def export_model(
     spec: models.ModelSpec,
     task: str | None = None,
@@ -493,6 +514,7 @@ def export_model(
     quant = normalise_quantization(quantize)
     check_mode_fits_task(quant, task)
     check_device(device)
+    check_opset(opset)
     tolerance = tolerance or Tolerance()
     triples = list(calibration) if calibration is not None else load_calibration(None)
     candidates = (
@@ -509,11 +531,12 @@ def export_model(
             "calibration pairs (a minimal-pairs file, or the built-in ones), or export fp32 "
             "(quantize none)"
         )
-    # Absolute and normalised: ``--out .`` (or ``..``) has no name of its own to make the
-    # temporary directory and the lock beside, and a cwd cannot be renamed away by that name.
+    # Absolute and normalised: the temporary directory and the lock are made beside it, by its
+    # name (``x/..`` has none of its own).
     target = Path(os.path.abspath(out)) if out is not None else default_export_dir(spec, task)
     if out is not None:
-        # The user's directory: replaced only when it is an earlier export (its manifest), and
+        # The user's directory: replaced only when it is an earlier export (its manifest, and
+        # nothing an export does not write), never the current directory or one above it, and
         # never when it is (or holds, or lies in) the model being exported.
         models.refuse_foreign_dir(target, MANIFEST_NAME)
     paths.refuse_dir_over_inputs(target, [("--model directory", spec.location)])
@@ -683,9 +706,12 @@ __all__ = [
     "DEFAULT_OPSET",
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
+    "MAX_OPSET",
+    "MIN_OPSET",
     "ROLE_TASKS",
     "ExportManifest",
     "check_device",
+    "check_opset",
     "default_export_dir",
     "export_model",
     "find_export",

@@ -57,12 +57,21 @@ EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Export directory (default: the faithgate cache, where --backend auto finds it). An "
-    "existing OUT must be empty or an earlier export (it holds faithgate_onnx.json), which is "
-    "replaced as a whole. OUT.lock, beside it, is faithgate's lock while the export runs (a "
-    "file of the user's with that name is refused, never overwritten).",
+    help="Export directory (default: the faithgate cache, where --backend auto finds it), not "
+    "the current directory. An existing OUT must be empty or an earlier export (it holds "
+    "faithgate_onnx.json and only what an export writes), which is replaced as a whole. "
+    "OUT.lock, beside it, is faithgate's lock while the export runs (a file of the user's "
+    "with that name is refused, never overwritten).",
 )
-@click.option("--opset", type=int, default=18, show_default=True)
+@click.option(
+    "--opset",
+    type=int,
+    # ``backends.export.DEFAULT_OPSET`` and its range (not imported here: listing the commands
+    # would load the export backend; tests/unit/backends/test_export_opset.py checks both).
+    default=18,
+    show_default=True,
+    help="ONNX opset of the export, 14 to 20 (checked before the model is loaded).",
+)
 @click.option("--no-cache", is_flag=True, help="Causal LM without key/value cache inputs.")
 @click.option(
     "--calibration",
@@ -109,7 +118,7 @@ def export_command(
     as_json: bool,
 ) -> None:
     """Export ROLE's model to ONNX for the torch-free runtime (``faithgate[runtime]``)."""
-    from faithgate.backends.export import check_device, export_model
+    from faithgate.backends.export import check_device, check_opset, export_model
     from faithgate.backends.quantize import Tolerance, load_calibration
 
     if calibration_pairs < 1:
@@ -117,6 +126,7 @@ def export_command(
     if not 0.0 <= min_agreement <= 1.0:
         raise InputError("--min-agreement must be between 0 and 1")
     check_device(device)  # before the model is resolved, loaded or exported
+    check_opset(opset, "--opset")
     spec = models.resolve(role, model_name, allow_download=allow_download)
     if out is not None:  # the export replaces --out as a whole: it must not hold the data
         paths.refuse_dir_over_inputs(out, [("--calibration file", calibration)])

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,28 @@ from faithgate.report.github import (
 
 # The format whose file is the gate result JSON the report reads (``--result``).
 RESULT_FORMAT = "json"
+
+# How each file report starts, as its renderer writes it (``faithgate.formats``): the JUnit XML
+# with its ``faithgate.examples`` suite, the result JSON with its ``schema`` and
+# ``faithgate_version`` keys, the Markdown with its ``## <icon> faithgate: VERDICT`` heading, the
+# HTML with its ``<title>faithgate: VERDICT</title>``. ``report-args`` removes a file left at a
+# report's name only when it starts so (a report of an earlier run, which faithgate wrote); any
+# other file there is the user's, and is refused, never removed. A format without an entry here
+# has no file faithgate may remove (``tests/unit/report/test_report_args.py`` renders every
+# format of the registry and checks that its report is recognised).
+_REPORT_STARTS: dict[str, re.Pattern[str]] = {
+    "junit": re.compile(
+        r'<\?xml[^>]*\?>\s*<testsuites\b[^>]*>\s*<testsuite\b[^>]*\sname="faithgate\.examples"'
+    ),
+    "markdown": re.compile(r"## \S+ faithgate: [A-Z]+\b"),
+    "json": re.compile(r'\{\s*"schema"\s*:\s*\d+\s*,\s*"faithgate_version"\s*:'),
+    "html": re.compile(
+        r"<!DOCTYPE html>\s*<html\b[^>]*>\s*<head>.*?<title>faithgate: [A-Z]+</title>", re.DOTALL
+    ),
+}
+# Every start above lies well inside a report's first bytes (the HTML title comes before its
+# style sheet).
+_REPORT_HEAD_BYTES = 4096
 
 
 def render_error(message: str) -> None:
@@ -89,8 +113,17 @@ def _report_file_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     type=click.Choice(["true", "false"], case_sensitive=False),
     default="true",
     metavar="true|false",
+    help="false: a gate failing only its regression rule on a measured drop passes the step, "
+    "with a warning per regression (the Action's fail-on-regression input)",
 )
-@click.option("--max-annotations", type=click.IntRange(min=0), default=50, metavar="N")
+@click.option(
+    "--max-annotations",
+    type=click.IntRange(min=0),
+    default=50,
+    metavar="N",
+    help="at most N ::error annotations of failing examples (a notice counts the rest); "
+    "failing rules are annotated besides",
+)
 @click.option(
     "--config",
     "config_path",
@@ -156,9 +189,11 @@ def report_args_command(
 ) -> None:
     """The `faithgate check` arguments writing every file report of the registry into DIR
     (``--NAME DIR/FILE`` ...), NUL-separated for bash's ``mapfile -d ''``; report files left in
-    DIR by an earlier run are removed first, so none is taken for this run's. Given the
-    check's input options, it refuses (exit 2, nothing removed) a report path that is one of
-    the run's inputs (a baseline kept in DIR) or a directory."""
+    DIR by an earlier run are removed first, so none is taken for this run's. Only faithgate's
+    own reports are removed (recognised by how each format starts); a file of the user's at a
+    report's name is refused (exit 2, nothing removed), as is, given the check's input
+    options, a report path that is one of the run's inputs (a baseline kept in DIR) or a
+    directory."""
     from faithgate.config import load_config
     from faithgate.gate import input_files
     from faithgate.paths import refuse_overwriting_inputs
@@ -169,13 +204,59 @@ def report_args_command(
         refuse_overwriting_inputs(
             [(f"{kind} report", path) for kind, path in paths.items()], input_files(config)
         )
+        # Every file is checked before any is removed: one of the user's leaves all as they were.
+        stale = [report for kind, path in paths.items() if (report := _earlier_report(kind, path))]
+        for report in stale:
+            _remove(report)
     except InputError as exc:
         raise InputError(f"{exc} (report-dir {directory})") from None
     out = click.get_binary_stream("stdout")
     for kind, path in paths.items():
-        Path(path).unlink(missing_ok=True)
         out.write(os.fsencode(f"--{kind}") + b"\0" + os.fsencode(path) + b"\0")
     out.flush()
+
+
+def _earlier_report(kind: str, path: str) -> str | None:
+    """The file to remove at ``path`` before the check: ``None`` when nothing is there (or a
+    link to nothing), the file itself when it is a ``kind`` report faithgate wrote (through a
+    symbolic link, the file it points to: the link is the user's and stays, and the check
+    writes the new report through it). Any other file is the user's: ``InputError``."""
+    shown = printable(path)
+    target = os.path.realpath(path)
+    try:
+        mode = os.stat(target).st_mode
+        if not stat.S_ISREG(mode):  # (refused as unwritable before; never opened: a FIFO blocks)
+            raise InputError(f"the {kind} report ({shown}) is not a regular file")
+        with open(target, "rb") as fh:
+            head = fh.read(_REPORT_HEAD_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise InputError(
+            f"the {kind} report ({shown}) cannot be read ({exc.strerror or exc}): faithgate "
+            "removes an earlier run's report there only once it has seen that it wrote it"
+        ) from None
+    start = _REPORT_STARTS.get(kind)
+    if start is not None and start.match(head.decode("utf-8", "replace")):
+        return target
+    raise InputError(
+        f"the {kind} report ({shown}) is a file faithgate did not write (not a {kind} report "
+        "of an earlier run); refusing to remove it, as faithgate does with an earlier run's "
+        "reports before the check: move it away or choose another report directory"
+    )
+
+
+def _remove(path: str) -> None:
+    """Remove an earlier run's report (``_earlier_report``)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:  # (removed meanwhile: the same outcome)
+        pass
+    except OSError as exc:
+        raise InputError(
+            f"cannot remove {printable(path)}, a report of an earlier run "
+            f"({exc.strerror or exc}): it would be taken for this run's"
+        ) from None
 
 
 @github_command.command("cache-dir")

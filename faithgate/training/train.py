@@ -841,18 +841,16 @@ def check_output(config: TrainConfig) -> None:
     ``faithgate train`` output, or one of the run's own inputs (or a directory holding one);
     and an ``OUT.work`` that faithgate did not make (``check_work_dir``)."""
     output = Path(config.output)
-    if output.name in ("", "..") or paths.lies_inside(Path.cwd(), output):
-        raise InputError(
-            f"--out {config.output}: give a new directory (e.g. ./checker), not the current "
-            "directory or one above it"
-        )
-    models.refuse_foreign_dir(output, TRAINING_META)
-    check_work_dir(work_dir(output))
+    models.refuse_current_dir(output)
     inputs: list[tuple[str, str | None]] = [("--init-from model", config.init_from)]
     inputs.append(("--base-model", config.base_model))
     inputs += [("--documents file", d) for d in config.documents if d not in BUILTIN_CORPORA]
     inputs += [("--labelled file", path) for path in config.labelled]
+    # Before the check that the directory holds only what training writes, which an input
+    # inside it fails too: this one names the input.
     paths.refuse_dir_over_inputs(output, inputs)
+    models.refuse_foreign_dir(output, TRAINING_META)
+    check_work_dir(work_dir(output))
 
 
 def train(

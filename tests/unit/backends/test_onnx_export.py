@@ -1287,6 +1287,12 @@ def test_export_refuses_an_out_it_did_not_write_and_its_own_model(tiny, tmp_path
     res = _export_cli(*model, "--out", str(old), "--calibration", str(calib))
     assert res.exit_code == 2 and "--calibration file" in res.output, res.output
     assert calib.is_file()
+    # Not given as an input, it is still a file of the user's in an earlier export: the
+    # directory is no longer only faithgate's, and replacing it would delete the file.
+    res = _export_cli(*model, "--out", str(old))
+    assert res.exit_code == 2 and "but also calib.jsonl" in res.output, res.output
+    assert calib.read_text() == _bump_rows()
+    calib.unlink()
     # An earlier export is replaced as a whole, and an empty directory is fine.
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -1297,19 +1303,30 @@ def test_export_refuses_an_out_it_did_not_write_and_its_own_model(tiny, tmp_path
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-def test_export_to_the_current_directory(tiny, tmp_path, monkeypatch):
-    # ``--out .`` has no name of its own: the temporary directory was made inside it (then
-    # refused as "not empty"), or the cwd renamed by the name "." (EBUSY, a stray ``..old.*``).
+def test_an_export_holds_only_what_an_export_may_replace(exports):
+    """Every file an export writes is one ``models.refuse_foreign_dir`` lets a later export
+    replace (and nothing else is: tests/unit/backends/test_export_out_dir.py)."""
+    for key, directory in exports.items():
+        assert models.foreign_entries(directory, MANIFEST_NAME) == [], key
+
+
+def test_export_to_the_current_directory_is_refused(tiny, tmp_path, monkeypatch):
+    # ``--out .`` once exported into the current directory (replacing it whole: an earlier
+    # export there, with the user's files added since, lost them); it is refused, as for
+    # ``faithgate train`` (tests/unit/backends/test_export_out_dir.py has the cases). A new
+    # directory below it, named relative to it, is fine.
     here = tmp_path / "here"
     here.mkdir()
     model = ["nli", "--model", str(tiny["nli"]), "--quantize", "none"]
-    for out in (".", "../here"):  # empty, then an earlier export
-        monkeypatch.chdir(here)  # the same path; the directory there is the new one
+    monkeypatch.chdir(here)
+    for out in (".", "../here"):
         res = _export_cli(*model, "--out", out)
-        assert res.exit_code == 0, res.output
-        assert load_manifest(here).task == "pair-classifier"
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]
-        assert not [p.name for p in here.iterdir() if p.name.startswith(".")]
+        assert res.exit_code == 2 and "not the current directory" in res.output, res.output
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["here"] and not any(here.iterdir())
+    res = _export_cli(*model, "--out", "./sub")
+    assert res.exit_code == 0, res.output
+    assert load_manifest(here / "sub").task == "pair-classifier"
+    assert sorted(p.name for p in here.iterdir()) == ["sub"]
 
 
 def _bump_rows(**edited: object) -> str:
