@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import tomllib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -67,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.backends import BACKEND_CHOICES
-from faithgate.errors import ConfigError
+from faithgate.errors import ConfigError, did_you_mean
 from faithgate.escape import utf8_text
 from faithgate.execution import ExecutionSettings
 from faithgate.formats import file_report_kinds
@@ -263,7 +262,7 @@ class GateConfig:
             reports = p.table(data["reports"], "reports")
             p.check_keys(reports, REPORT_KINDS, "reports.")
             kwargs["reports"] = Reports(
-                **{k: p.path(v, f"reports.{k}") for k, v in reports.items()}
+                **{k: p.report_path(v, f"reports.{k}") for k, v in reports.items()}
             )
         if "execution" in data:
             kwargs["execution"] = ExecutionSettings.from_dict(
@@ -324,7 +323,7 @@ class GateConfig:
             elif key == "min_mean":
                 rules = dataclasses.replace(rules, min_mean=p.min_mean(value, "--min-mean"))
             elif key in REPORT_KINDS:
-                reports = reports.with_path(key, p.path(str(value), f"--{key}"))
+                reports = reports.with_path(key, p.report_path(str(value), f"--{key}"))
             elif key == "execution":  # {executor, address, num_workers, ...} from flags
                 new["execution"] = self.execution.with_overrides(value)
             else:
@@ -359,10 +358,8 @@ class GateConfig:
             for name in sorted(table, key=str):
                 if name in known:
                     continue
-                close = difflib.get_close_matches(str(name), names, n=1)
-                hint = (
-                    f"; did you mean {close[0]!r}?" if close else f" (metrics: {', '.join(names)})"
-                )
+                close = did_you_mean(name, names)
+                hint = f"; {close}" if close else f" (metrics: {', '.join(names)})"
                 raise ConfigError(f"{where}{key}.{name}: no metric is named {name!r}{hint}")
 
     # ---------------------------------------------------------------- views
@@ -591,6 +588,17 @@ class _Parser:
     def path(self, value: Any, key: str) -> Path:
         path = Path(self.string(value, key)).expanduser()
         return path if path.is_absolute() else self.root / path
+
+    def report_path(self, value: Any, key: str) -> Path:
+        """A report's path: ``-`` is refused (a report is a file; standard output holds the
+        verdict table, and ``-`` was a file named "-"); ``./-`` names that file."""
+        if value == "-":
+            raise self.fail(
+                key,
+                "reports are written to files, not to standard output; give a path "
+                "(./- for a file named '-')",
+            )
+        return self.path(value, key)
 
     def model(self, value: Any, key: str) -> str:
         """A model role's hub id (``org/name``, ``org/name@rev``) or local path. A path relative

@@ -6,6 +6,9 @@ traceback; ``exit_code`` is 2 for bad usage or input, 1 for failures inside fait
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class Interrupted(BaseException):
     """Ctrl-C / SIGINT, as the CLI raises it from its signal handler. Not a
@@ -76,3 +79,10 @@ def option_error(exc: TypeError, model: str, role: str) -> ConfigError | None:
     if "unexpected keyword argument" not in str(exc):
         return None
     return ConfigError(f"model_options.{role}: {model} does not take this option ({exc})")
+
+
+def did_you_mean(name: object, names: Iterable[str]) -> str:
+    """``"did you mean 'x'?"`` for the closest of ``names`` to a misspelled ``name``
+    (``difflib``), or ``""`` when none is close: the one wording of every such hint."""
+    close = difflib.get_close_matches(str(name), list(names), n=1)
+    return f"did you mean {close[0]!r}?" if close else ""

@@ -720,6 +720,9 @@ def _same_file(a: Path, b: Path) -> bool:
 _MODEL_FILES = (
     r"config\.json|generation_config\.json|tokenizer(_config)?\.json|special_tokens_map\.json"
     r"|added_tokens\.json|vocab\.(txt|json)|merges\.txt|[\w.-]+\.model|chat_template\.jinja"
+    # A file manager's own records (macOS Finder writes .DS_Store on opening the folder):
+    # no user data, and refusing them would block every re-export there.
+    r"|\.DS_Store|Thumbs\.db|desktop\.ini"
 )
 _PUBLISHED_FILES = {
     "faithgate_onnx.json": re.compile(

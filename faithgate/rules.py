@@ -56,7 +56,7 @@ import numpy as np
 
 from faithgate import __version__
 from faithgate.config import GateConfig, RegressionRule
-from faithgate.errors import ConfigError, InputError
+from faithgate.errors import ConfigError, InputError, did_you_mean
 from faithgate.metrics.base import metric_names
 from faithgate.numbers import (
     above,
@@ -665,8 +665,8 @@ def check_rule_metrics(config: GateConfig, known: Collection[str] | None = None)
         if m in selected:
             continue
         if m not in names:
-            close = difflib.get_close_matches(str(m), names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (metrics: {', '.join(names)})"
+            close = did_you_mean(m, names)
+            hint = f"; {close}" if close else f" (metrics: {', '.join(names)})"
             raise InputError(f"{key}: no metric is named {m!r}{hint}")
         raise InputError(
             f"{key} names metric {m!r}, which is not selected "

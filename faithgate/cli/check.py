@@ -5,7 +5,6 @@ translates arguments, the decisions are made by ``faithgate.gate``.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 from collections.abc import Callable
@@ -15,7 +14,7 @@ import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.execution_options import execution_options, execution_overrides
-from faithgate.errors import InputError
+from faithgate.errors import InputError, did_you_mean
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 
 
@@ -27,13 +26,6 @@ def report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs["reports"] = {k: kwargs.pop(f"report_{k}") for k in kinds}
-        for kind, path in kwargs["reports"].items():
-            # Not standard output, which holds the verdict table: "-" would be a file named "-".
-            if path == "-":
-                raise InputError(
-                    f"--{kind} -: reports are written to files, not to standard output; "
-                    "give a path (./- for a file named '-')"
-                )
         return fn(*args, **kwargs)
 
     for kind in reversed(kinds):
@@ -190,8 +182,8 @@ def check_command(
     unknown = set(named) - set(config.metrics)
     if unknown:
         # A typo gets the "did you mean" a misspelled thresholds key of the config file gets.
-        close = difflib.get_close_matches(min(unknown), list(config.metrics), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = did_you_mean(min(unknown), config.metrics)
+        hint = f"; {close}" if close else ""
         raise InputError(
             f"--threshold names metric(s) not selected: {', '.join(sorted(unknown))} "
             f"(selected: {', '.join(config.metrics)}){hint}"

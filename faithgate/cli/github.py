@@ -47,10 +47,12 @@ _REPORT_STARTS: dict[str, re.Pattern[str]] = {
     "junit": re.compile(
         r'<\?xml[^>]*\?>\s*<testsuites\b[^>]*>\s*<testsuite\b[^>]*\sname="faithgate\.examples"'
     ),
-    "markdown": re.compile(r"## \S+ faithgate: [A-Z]+\b"),
+    # Exactly the renderer's heading: "## About faithgate: A guide" is a user's file.
+    "markdown": re.compile("## (\u2705|\u274c) faithgate: (PASS|FAIL)\\b"),
     "json": re.compile(r'\{\s*"schema"\s*:\s*\d+\s*,\s*"faithgate_version"\s*:'),
     "html": re.compile(
-        r"<!DOCTYPE html>\s*<html\b[^>]*>\s*<head>.*?<title>faithgate: [A-Z]+</title>", re.DOTALL
+        r"<!DOCTYPE html>\s*<html\b[^>]*>\s*<head>.*?<title>faithgate: (PASS|FAIL)</title>",
+        re.DOTALL,
     ),
 }
 # Every start above lies well inside a report's first bytes (the HTML title comes before its

@@ -609,7 +609,9 @@ def _reads_as(text: str, expected: dict[str, Any]) -> bool:
     except (ValueError, RecursionError):  # not TOML: a table tomlkit wrote twice
         return False
     try:
-        return _same(tomlkit.parse(text).unwrap(), expected)
+        # With LF line ends: tomllib reads a CRLF inside a multi-line string as LF, tomlkit
+        # keeps it (a CRLF pyproject with black's multi-line extend-exclude never matched).
+        return _same(tomlkit.parse(text.replace("\r\n", "\n")).unwrap(), expected)
     except Exception:  # noqa: BLE001 - valid TOML tomlkit cannot read back
         return False
 

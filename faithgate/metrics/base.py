@@ -11,7 +11,6 @@ Metric modules must not import torch at module level (the runtime install has no
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib
 import importlib.metadata
@@ -23,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from faithgate.backends import ModelPool
-from faithgate.errors import InputError
+from faithgate.errors import InputError, did_you_mean
 from faithgate.types import Example, Score
 
 _REGISTRY: dict[str, type[Metric]] = {}
@@ -327,8 +326,8 @@ def metric_class(name: str) -> type[Metric]:
     try:
         return _REGISTRY[name]
     except KeyError:
-        close = difflib.get_close_matches(str(name), sorted(_REGISTRY), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        close = did_you_mean(name, sorted(_REGISTRY))
+        hint = f" ({close})" if close else ""
         raise InputError(
             f"unknown metric {name!r}{hint}; available: {', '.join(sorted(_REGISTRY))}"
         ) from None

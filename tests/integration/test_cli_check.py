@@ -237,7 +237,7 @@ def test_a_summarizer_raising_keyboard_interrupt_exits_130_through_main(project,
         (["--threshold", "other=0.5"], "not selected: other"),
         (["--threshold", f"{NAME}x=0.5"], f"did you mean {NAME!r}?"),
         # "-" was a file named "-", not standard output (which holds the verdict table)
-        (["--json", "-"], "--json -: reports are written to files, not to standard output"),
+        (["--json", "-"], "--json: reports are written to files, not to standard output"),
         (["--data", "x.jsonl"], "--data needs --summarizer"),
         (["--outputs", "outputs.jsonl", "--summarizer", "a:b"], "either --outputs or"),
         (["--summarizer", "nomod_zz:f", "--data", "outputs.jsonl"], "cannot import 'nomod_zz'"),

@@ -146,6 +146,14 @@ MIXED = [
         '\r\n\r\n[tool.faithgate.rules]\r\nmin_pass_rate = 1\r\n\r\n[project]\r\nname = "x"\r\n'
         "when = 1979-05-27T07:32:00-08:00\r\nodd = nan\r\n",
     ),
+    # CRLF with multi-line strings (black's extend-exclude, a description): tomllib reads their
+    # CRLF as LF and tomlkit keeps it, so the read-back refused every such file.
+    (
+        "pyproject.toml",
+        '[tool.black]\r\nextend-exclude = """\r\n/build/\r\n"""\r\n\r\n[project]\r\n'
+        "description = '''\r\nTwo\r\nlines'''\r\n\r\n[tool.faithgate]\r\n"
+        'metrics = ["gate_fake"]\r\noutputs = "outputs.jsonl"\r\n',
+    ),
 ]
 
 

@@ -345,3 +345,13 @@ def test_model_paths_are_relative_to_the_file_hub_ids_are_left_alone(tmp_path, m
     assert load_config().models == cfg.models
     # A command-line override is the user's own path: relative to the current directory.
     assert cfg.override(models={"embedder": "emb"}).models["embedder"] == "emb"
+
+
+def test_a_report_at_dash_is_refused_in_the_file_and_as_an_override(tmp_path):
+    """``json = "-"`` (or ``--faithgate-json -``) wrote a file named "-"; "./-" still does."""
+    with pytest.raises(ConfigError, match=r"reports\.json: reports are written to files"):
+        GateConfig.from_dict({"metrics": ["overlap"], "reports": {"json": "-"}}, root=tmp_path)
+    config = GateConfig.from_dict({"metrics": ["overlap"]}, root=tmp_path)
+    with pytest.raises(ConfigError, match="--markdown: reports are written to files"):
+        config.override(markdown="-")
+    assert config.override(json="./-").reports.json == Path.cwd() / "-"  # the flag: from cwd

@@ -210,3 +210,12 @@ def test_the_current_directory_is_no_export_out(tmp_path, monkeypatch, out):
     with pytest.raises(InputError, match="not the current directory"):
         export_model(spec, out=out, quantize="none")
     assert (here / "model.w4.onnx").read_text() == "model.w4.onnx"
+
+
+def test_a_file_managers_records_do_not_block_a_re_export(tmp_path):
+    """macOS Finder writes .DS_Store on opening a folder: a re-export there was refused."""
+    out = _earlier_export(tmp_path / "out")
+    _write(out, {".DS_Store": "x", "Thumbs.db": "x", "desktop.ini": "x"})
+    assert models.foreign_entries(out, ONNX) == []
+    _write(out, {"notes.DS_Store.txt": "mine"})
+    assert models.foreign_entries(out, ONNX) == ["notes.DS_Store.txt"]

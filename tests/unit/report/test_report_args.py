@@ -130,3 +130,20 @@ def test_a_symlinked_report_keeps_its_link(tmp_path):
     assert res.exit_code == 2 and "faithgate.html) is a file faithgate did not write" in res.output
     assert (elsewhere / "page.html").read_text() == "<html>mine</html>"
     assert (reports / "faithgate.html").is_symlink()
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        ("markdown", "## About faithgate: A faithfulness gate\n\nMy notes.\n"),
+        ("markdown", "## Notes faithgate: TODO\n"),
+        ("html", "<!DOCTYPE html>\n<html><head><title>faithgate: NOTES</title></head></html>\n"),
+    ],
+)
+def test_a_heading_that_only_resembles_a_reports_is_the_users(tmp_path, kind, text):
+    """Any word before "faithgate:" and any capitalised word after it passed for a report's
+    heading: a user's "## About faithgate: A guide" was deleted."""
+    (tmp_path / FILES[kind]).write_text(text)
+    res = _report_args(tmp_path)
+    assert res.exit_code == 2 and "is a file faithgate did not write" in res.output
+    assert (tmp_path / FILES[kind]).read_text() == text
