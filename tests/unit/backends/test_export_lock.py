@@ -14,34 +14,19 @@ import time
 from pathlib import Path
 
 import pytest
+from export_cli import export_cli, fake_model
 
 from faithgate import models, paths
 from faithgate.errors import InputError, Interrupted
 
 
-def _export_cli(*args: str):
-    from click.testing import CliRunner
-
-    from faithgate.cli import cli
-
-    return CliRunner().invoke(cli, ["export", *args])
-
-
-def _fake_model(tmp_path: Path) -> Path:
-    """A directory standing in for a model: the export is refused before it is read."""
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text("{}\n")
-    return model
-
-
 def test_export_refuses_a_users_out_lock_and_leaves_it_untouched(tmp_path):
-    model = _fake_model(tmp_path)
+    model = fake_model(tmp_path)
     out = tmp_path / "o\x1b[2J"  # printed escaped, like every path the CLI prints
     lock = tmp_path / "o\x1b[2J.lock"
     lock.write_text("my notes, not a lock\n")
     before = lock.stat()
-    res = _export_cli("nli", "--model", str(model), "--quantize", "none", "--out", str(out))
+    res = export_cli("nli", "--model", str(model), "--quantize", "none", "--out", str(out))
     assert res.exit_code == 2, res.output
     assert res.output.startswith("faithgate: the lock file ") and res.output.count("\n") == 1
     assert "not a faithgate lock" in res.output and "o\\x1b[2J.lock" in res.output

@@ -17,28 +17,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from export_cli import export_cli, fake_model
 
 from faithgate import models
 from faithgate.errors import InputError
 
 ONNX = "faithgate_onnx.json"
 TRAINING = "faithgate_training.json"
-
-
-def _export_cli(*args: str):
-    from click.testing import CliRunner
-
-    from faithgate.cli import cli
-
-    return CliRunner().invoke(cli, ["export", *args])
-
-
-def _fake_model(tmp_path: Path) -> Path:
-    """A directory standing in for a model: the export is refused before it is read."""
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text("{}\n")
-    return model
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -106,9 +91,9 @@ def test_a_project_directory_holding_the_manifest_is_not_replaced(tmp_path):
 
 
 def test_the_export_cli_refuses_it_before_loading_anything(tmp_path):
-    model = _fake_model(tmp_path)
+    model = fake_model(tmp_path)
     project = _write(tmp_path / "proj", {ONNX: "{}", "app.py": "print()\n"})
-    res = _export_cli("nli", "--model", str(model), "--quantize", "none", "--out", str(project))
+    res = export_cli("nli", "--model", str(model), "--quantize", "none", "--out", str(project))
     assert res.exit_code == 2, res.output
     assert res.output.startswith(f"faithgate: --out {project} holds {ONNX}")
     assert res.output.count("\n") == 1 and "Traceback" not in res.output
@@ -191,10 +176,10 @@ def test_the_current_directory_is_no_export_out(tmp_path, monkeypatch, out):
     Now both are, through the one check in ``refuse_foreign_dir``, empty directory or not."""
     here = tmp_path / "here"
     here.mkdir()
-    model = _fake_model(tmp_path)
+    model = fake_model(tmp_path)
     monkeypatch.chdir(here)
     out = str(here) if out == "HERE" else out
-    res = _export_cli("nli", "--model", str(model), "--quantize", "none", "--out", out)
+    res = export_cli("nli", "--model", str(model), "--quantize", "none", "--out", out)
     assert res.exit_code == 2, res.output
     assert "not the current directory or one above it" in res.output
     assert res.output.count("\n") == 1 and "Traceback" not in res.output
