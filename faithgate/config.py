@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.backends import BACKEND_CHOICES
-from faithgate.errors import ConfigError, did_you_mean
+from faithgate.errors import ConfigError, no_metric_named
 from faithgate.escape import utf8_text
 from faithgate.execution import ExecutionSettings
 from faithgate.formats import file_report_kinds
@@ -358,9 +358,7 @@ class GateConfig:
             for name in sorted(table, key=str):
                 if name in known:
                     continue
-                close = did_you_mean(name, names)
-                hint = f"; {close}" if close else f" (metrics: {', '.join(names)})"
-                raise ConfigError(f"{where}{key}.{name}: no metric is named {name!r}{hint}")
+                raise ConfigError(f"{where}{key}.{name}: {no_metric_named(name, names)}")
 
     # ---------------------------------------------------------------- views
     @property

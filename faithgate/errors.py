@@ -7,7 +7,7 @@ traceback; ``exit_code`` is 2 for bad usage or input, 1 for failures inside fait
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class Interrupted(BaseException):
@@ -86,3 +86,11 @@ def did_you_mean(name: object, names: Iterable[str]) -> str:
     (``difflib``), or ``""`` when none is close: the one wording of every such hint."""
     close = difflib.get_close_matches(str(name), list(names), n=1)
     return f"did you mean {close[0]!r}?" if close else ""
+
+
+def no_metric_named(name: object, names: Sequence[str]) -> str:
+    """What a key naming no metric says: "no metric is named 'x'", then the closest of
+    ``names`` (``did_you_mean``) or, with none close, all of them."""
+    close = did_you_mean(name, names)
+    hint = f"; {close}" if close else f" (metrics: {', '.join(names)})"
+    return f"no metric is named {name!r}{hint}"

@@ -56,7 +56,7 @@ import numpy as np
 
 from faithgate import __version__
 from faithgate.config import GateConfig, RegressionRule
-from faithgate.errors import ConfigError, InputError, did_you_mean
+from faithgate.errors import ConfigError, InputError, no_metric_named
 from faithgate.metrics.base import metric_names
 from faithgate.numbers import (
     above,
@@ -665,9 +665,7 @@ def check_rule_metrics(config: GateConfig, known: Collection[str] | None = None)
         if m in selected:
             continue
         if m not in names:
-            close = did_you_mean(m, names)
-            hint = f"; {close}" if close else f" (metrics: {', '.join(names)})"
-            raise InputError(f"{key}: no metric is named {m!r}{hint}")
+            raise InputError(f"{key}: {no_metric_named(m, names)}")
         raise InputError(
             f"{key} names metric {m!r}, which is not selected "
             f"(metrics: {', '.join(config.metrics)})"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import gate_fakes  # noqa: F401 - registers the test metric gate_fake
 import pytest
+from calibration_records import calibration
 from click.testing import CliRunner
 
 from faithgate.cli import cli
@@ -37,21 +38,8 @@ from faithgate.evaluation.calibrate import (
 
 
 def _cal(metric: str = "gate_fake", threshold: float = 0.55123) -> Calibration:
-    return Calibration(
-        metric=metric,
-        threshold=threshold,
-        ci95=(0.51, 0.58),
-        objective="balanced_accuracy",
-        balanced_accuracy=0.71,
-        precision_unfaithful=0.6,
-        recall_unfaithful=0.7,
-        n=400,
-        n_faithful=200,
-        n_unfaithful=200,
-        data="d.jsonl",
-        settings_hash="gate_fake:abc",
-        cv_balanced_accuracy=0.7,
-        cv_folds=5,
+    return calibration(
+        metric, threshold, settings_hash="gate_fake:abc", cv_balanced_accuracy=0.7, cv_folds=5
     )
 
 

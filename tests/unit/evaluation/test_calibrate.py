@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from calibration_records import calibration
 
 from faithgate.config import find_config_file, load_config
 from faithgate.errors import InputError
 from faithgate.evaluation.calibrate import (
     CHANCE_BALANCED_ACCURACY,
-    Calibration,
     calibrate,
     chance_warning,
     default_config_path,
@@ -73,23 +73,6 @@ def test_needs_both_classes_and_ignores_nan() -> None:
     assert cal.n == 2 and 0.1 < cal.threshold < 0.9
 
 
-def _cal() -> Calibration:
-    return Calibration(
-        metric="bertscore",
-        threshold=0.55123,
-        ci95=(0.51, 0.58),
-        objective="balanced_accuracy",
-        balanced_accuracy=0.71,
-        precision_unfaithful=0.6,
-        recall_unfaithful=0.7,
-        n=400,
-        n_faithful=200,
-        n_unfaithful=200,
-        data="d.jsonl",
-        settings_hash="bertscore:abc",
-    )
-
-
 def test_a_constant_metric_is_refused_at_any_magnitude() -> None:
     """At 1e12 the pad above the highest score was below one float step, so the "flag none"
     candidate equalled the scores and a constant metric was calibrated to pass everything."""
@@ -108,7 +91,7 @@ def test_write_into_pyproject_preserves_comments(tmp_path) -> None:
         '[project]\nname = "x"  # keep me\n\n[tool.faithgate]\n# my comment\nmetrics = ["ner"]\n'
         "[tool.faithgate.thresholds]\nner = 0.3\n"
     )
-    write_calibration(path, _cal())
+    write_calibration(path, calibration())
     text = path.read_text()
     assert "# keep me" in text and "# my comment" in text
     cfg = load_config(path)
@@ -118,7 +101,7 @@ def test_write_into_pyproject_preserves_comments(tmp_path) -> None:
     assert prov["threshold"] == 0.55123 and prov["ci95"] == [0.51, 0.58]
     assert prov["n"] == 400 and prov["settings_hash"] == "bertscore:abc"
     # re-calibrating replaces, never duplicates
-    write_calibration(path, _cal())
+    write_calibration(path, calibration())
     assert path.read_text().count("[tool.faithgate.calibration.bertscore]") == 1
 
 
@@ -128,7 +111,7 @@ def test_write_keeps_the_files_line_endings(tmp_path) -> None:
         path = tmp_path / "faithgate.toml"
         original = f'metrics = ["ner"]{eol}[thresholds]{eol}ner = 0.3{eol}'
         path.write_bytes(original.encode())
-        write_calibration(path, _cal())
+        write_calibration(path, calibration())
         raw = path.read_bytes().decode()
         assert f"[thresholds]{eol}ner = 0.3{eol}" in raw
         assert raw.count(eol) == raw.count("\n") and raw.count("\n") > 3
@@ -143,7 +126,7 @@ def test_a_byte_order_mark_is_read_past_and_kept(tmp_path) -> None:
         table = "[tool.faithgate]\n" if name == "pyproject.toml" else ""
         path.write_bytes(b"\xef\xbb\xbf" + f'{table}metrics = ["ner"]\n'.encode())
         assert list(load_config(path).metrics) == ["ner"]
-        write_calibration(path, _cal())
+        write_calibration(path, calibration())
         assert path.read_bytes().startswith(b"\xef\xbb\xbf") and "\ufeff" not in path.read_text(
             encoding="utf-8-sig"
         )
@@ -152,7 +135,7 @@ def test_a_byte_order_mark_is_read_past_and_kept(tmp_path) -> None:
 
 def test_write_new_faithgate_toml(tmp_path) -> None:
     assert default_config_path(tmp_path) == tmp_path / "faithgate.toml"
-    path = write_calibration(default_config_path(tmp_path), _cal())
+    path = write_calibration(default_config_path(tmp_path), calibration())
     cfg = load_config(path)
     assert cfg.thresholds == {"bertscore": 0.55123}
     assert cfg.calibration["bertscore"]["objective"] == "balanced_accuracy"
@@ -193,7 +176,7 @@ def test_calibrate_writes_where_load_config_reads(tmp_path, files, cwd, expected
     found = find_config_file(start)
     if found is not None:
         assert found == target and load_config(start=start).source == found
-    write_calibration(target, _cal())
+    write_calibration(target, calibration())
     config = load_config(start=start)
     assert config.source == target.resolve()
     assert config.thresholds["bertscore"] == 0.55123
@@ -205,7 +188,7 @@ def test_bad_toml_is_an_input_error(tmp_path) -> None:
     bad.write_text("metrics = [\n")
     # As the gate says it (tomllib's message), not tomlkit's "Unexpected character: '\x00'".
     with pytest.raises(InputError, match=r"invalid TOML \(Invalid value \(at end of document"):
-        write_calibration(bad, _cal())
+        write_calibration(bad, calibration())
 
 
 def test_a_threshold_no_better_than_chance_out_of_sample_is_warned() -> None:
@@ -220,9 +203,9 @@ def test_a_threshold_no_better_than_chance_out_of_sample_is_warned() -> None:
         "accuracy 0.400); the threshold may fail faithful outputs"
     )
     for cv, warned in ((0.455, True), (CHANCE_BALANCED_ACCURACY, True), (0.56, False)):
-        cal = Calibration(**{**vars(_cal()), "cv_balanced_accuracy": cv, "cv_folds": 4})
+        cal = calibration(cv_balanced_accuracy=cv, cv_folds=4)
         assert (chance_warning(cal) is not None) == warned
-    assert chance_warning(_cal()) is None  # not cross-validated: nothing to judge by
+    assert chance_warning(calibration()) is None  # not cross-validated: nothing to judge by
     s, y = synthetic(200)
     assert chance_warning(calibrate(s, y, n_resamples=0)) is None  # separable: no warning
 
@@ -235,9 +218,9 @@ def test_the_calibration_table_is_followed_by_a_blank_line(tmp_path) -> None:
         "[tool.faithgate.thresholds]\nner = 0.3\n\n[tool.ruff]\nline-length = 100\n"
     )
     path.write_text(original)
-    write_calibration(path, _cal())
-    write_calibration(path, Calibration(**{**vars(_cal()), "metric": "overlap"}))
-    write_calibration(path, _cal())  # replaced in place
+    write_calibration(path, calibration())
+    write_calibration(path, calibration("overlap", settings_hash="bertscore:abc"))
+    write_calibration(path, calibration())  # replaced in place
     text = path.read_text()
     assert "\n\n[tool.ruff]\nline-length = 100\n" in text
     assert 'settings_hash = "bertscore:abc"\n\n[tool.faithgate.calibration.overlap]' in text
@@ -246,7 +229,7 @@ def test_the_calibration_table_is_followed_by_a_blank_line(tmp_path) -> None:
         assert f"\n\n{header}\n" in text, header
     # At the end of a file: no blank line left behind it.
     new = tmp_path / "faithgate.toml"
-    write_calibration(new, _cal())
+    write_calibration(new, calibration())
     assert new.read_text().endswith('settings_hash = "bertscore:abc"\n')
     assert load_config(path).calibration["bertscore"]["n"] == 400
 
@@ -272,7 +255,7 @@ def test_the_calibration_table_is_followed_by_a_blank_line(tmp_path) -> None:
 def test_write_adds_the_metric_to_the_selection_the_gate_runs(tmp_path, name, text, expected):
     path = tmp_path / name
     path.write_text(text)
-    write_calibration(path, _cal())
+    write_calibration(path, calibration())
     cfg = load_config(path)
     assert list(cfg.metrics) == expected
     assert cfg.thresholds["bertscore"] == 0.55123
@@ -295,7 +278,7 @@ def test_a_configuration_it_cannot_write_into_is_refused_before_scoring(
 
     path = tmp_path / name
     path.write_text(text)
-    for call in (check_calibration_target, lambda p: write_calibration(p, _cal())):
+    for call in (check_calibration_target, lambda p: write_calibration(p, calibration())):
         with pytest.raises(InputError, match=message):
             call(path)
     assert path.read_text() == text
