@@ -136,10 +136,20 @@ def random_nli(work: Path) -> Path:
 
 
 def ensure_exports(
-    work: Path, roles: set[str], modes: list[str], log, nli: str = "checker"
+    work: Path,
+    roles: set[str],
+    modes: list[str],
+    log,
+    nli: str = "checker",
+    torch: bool = True,
+    carried: bool = False,
 ) -> dict[str, dict[str, str]]:
     """variant -> {role: model path}; the fp32 export made once into ``work``, every other
-    mode derived from its file, all reused by later runs."""
+    mode derived from its file, all reused by later runs.
+
+    ``carried``: a machine that cannot export (no optimum, no model packages: a lent GPU
+    machine) uses the ``<role>-<mode>`` directories already in ``work``, deriving a missing
+    mode only from an fp32 directory there; a (role, mode) it has neither for is left out."""
     import shutil
 
     from faithgate import models
@@ -158,18 +168,19 @@ def ensure_exports(
 
     paths: dict[str, dict[str, str]] = {"torch fp32": {}} | {variant_name(m): {} for m in modes}
     for role in sorted(roles):
-        # nli: the shipped checker is the role's default (resolved offline with no source)
-        source = str(random_nli(work)) if role == "nli" and nli == "random" else None
-        spec = models.resolve(role, source)
-        paths["torch fp32"][role] = source or spec.name
         fp32_dir = work / f"{role}-none"
-        if not (fp32_dir / MANIFEST_NAME).is_file():
-            log(f"exporting {role} (fp32) -> {fp32_dir}")
-            export_model(spec, out=fp32_dir, quantize="none", tolerance=Tolerance.loose())
-        fp32 = load_manifest(fp32_dir)
+        if torch or not carried:
+            # nli: the shipped checker is the role's default (resolved offline, no source)
+            source = str(random_nli(work)) if role == "nli" and nli == "random" else None
+            spec = models.resolve(role, source)
+            paths["torch fp32"][role] = source or spec.name
+            if not (fp32_dir / MANIFEST_NAME).is_file():
+                log(f"exporting {role} (fp32) -> {fp32_dir}")
+                export_model(spec, out=fp32_dir, quantize="none", tolerance=Tolerance.loose())
+        fp32 = load_manifest(fp32_dir) if (fp32_dir / MANIFEST_NAME).is_file() else None
         for mode in modes:
             out = work / f"{role}-{mode}"
-            if mode != "none" and not (out / MANIFEST_NAME).is_file():
+            if mode != "none" and not (out / MANIFEST_NAME).is_file() and fp32 is not None:
                 log(f"quantizing {role} ({mode}) -> {out}")
                 tmp = work / f"{role}-{mode}.tmp"
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -188,7 +199,8 @@ def ensure_exports(
                 (tmp / MANIFEST_NAME).write_text(json.dumps(data, indent=1))
                 shutil.rmtree(out, ignore_errors=True)
                 tmp.rename(out)
-            paths[variant_name(mode)][role] = str(out if mode != "none" else fp32_dir)
+            if (out / MANIFEST_NAME).is_file():
+                paths[variant_name(mode)][role] = str(out)
     return paths
 
 
@@ -230,7 +242,15 @@ def worker(cell: dict) -> dict:
 
         torch.set_num_threads(threads)
     examples = [Example(i["id"], i["source"], i["summary"]) for i in cell["items"]]
+    recorder = None
+    if cell.get("sentences"):
+        use_sentence_table(Path(cell["sentences"]))
+    elif cell.get("record_sentences"):
+        recorder = record_sentences()
     options = {role: {"threads": threads} for role in cell["models"]}
+    if cell.get("provider"):
+        for role_options in options.values():
+            role_options["provider"] = cell["provider"]
     if cell["backend"] == "torch":  # the torch encoders/classifiers take no thread option
         options = {r: o for r, o in options.items() if r in ("lm", "seq2seq")}
     t0 = time.perf_counter()
@@ -265,8 +285,7 @@ def worker(cell: dict) -> dict:
     from faithgate import text as textmod
 
     textmod._parse_cached.cache_clear()  # spaCy parses are not reused from the warm-up
-    if hasattr(textmod, "_sentences_cached"):
-        textmod._sentences_cached.cache_clear()
+    textmod._sentences_cached.cache_clear()
     scorer = Scorer(
         [cell["metric"]], metric_settings={cell["metric"]: cell["settings"]}, pool=warm.pool
     )
@@ -282,7 +301,70 @@ def worker(cell: dict) -> dict:
         "peak_rss_mb": peak_rss_mb(),
         "errors": sum(1 for row in scores if row[cell["metric"]].error),
         "settings_hash": scores[0][cell["metric"]].settings_hash,
-    }
+        "providers": _providers_used(warm, options),
+    } | ({"sentences": recorder.table()} if recorder else {})
+
+
+def _providers_used(scorer, options: dict) -> dict[str, list[str]]:
+    """role -> the execution providers its onnxruntime sessions really run on (an ONNX model
+    asked to run on CUDA must not have fallen back to the CPU unseen)."""
+    used: dict[str, list[str]] = {}
+    for role, task in scorer.metrics[0].roles.items():
+        model = scorer.pool.get(role, task, **options.get(role, {})) if role != "spacy" else None
+        sessions = getattr(model, "sessions", None) or {}
+        used[role] = sorted({p for sess in sessions.values() for p in sess.get_providers()[:1]})
+    return used
+
+
+class _SentenceTable:
+    """``faithgate.text._sentences_cached`` read from a table: a text that is not in it is an
+    error, never a guess."""
+
+    def __init__(self, rows: list) -> None:
+        self.rows = {(text, model): tuple(sents) for text, model, sents in rows}
+
+    def __call__(self, text: str, spacy_model: str | None) -> tuple[str, ...]:
+        try:
+            return self.rows[(text, spacy_model)]
+        except KeyError:
+            raise RuntimeError(
+                f"the sentence table has no split of a {len(text)}-character text"
+            ) from None
+
+    def cache_clear(self) -> None:
+        pass
+
+
+class _SentenceRecorder:
+    """``faithgate.text._sentences_cached`` that also keeps every split it makes."""
+
+    def __init__(self, split) -> None:
+        self.split, self.rows = split, {}
+
+    def __call__(self, text: str, spacy_model: str | None) -> tuple[str, ...]:
+        self.rows[(text, spacy_model)] = out = self.split(text, spacy_model)
+        return out
+
+    def cache_clear(self) -> None:
+        self.split.cache_clear()
+
+    def table(self) -> list:
+        return [[text, model, list(sents)] for (text, model), sents in self.rows.items()]
+
+
+def use_sentence_table(path: Path) -> None:
+    """Split sentences by a table that ``record_sentences`` made on a machine with spaCy: for a
+    machine without it (a lent GPU machine), so that every metric sees the same sentences."""
+    from faithgate import text as textmod
+
+    textmod._sentences_cached = _SentenceTable(json.loads(path.read_text(encoding="utf-8")))
+
+
+def record_sentences() -> _SentenceRecorder:
+    from faithgate import text as textmod
+
+    textmod._sentences_cached = recorder = _SentenceRecorder(textmod._sentences_cached)
+    return recorder
 
 
 def run_cell(cell: dict, timeout: int) -> dict:
@@ -387,6 +469,21 @@ def main() -> None:
     ap.add_argument("--no-torch", action="store_true",
                     help="skip the torch cells; compare with onnx fp32 (equal to torch within "
                     "1e-6 for encoders and classifiers)")  # fmt: skip
+    ap.add_argument("--providers", default="cpu",
+                    help="onnxruntime providers to run every ONNX form on: cpu, cuda or "
+                    "cpu,cuda (a cuda cell whose sessions fall back to the CPU fails)")  # fmt: skip
+    ap.add_argument("--reference", type=Path,
+                    help="take the torch fp32 cells from this earlier --json (another machine's "
+                    "run of the same pairs: a lent GPU machine has no model packages); implies "
+                    "--no-torch")  # fmt: skip
+    ap.add_argument("--sentences", type=Path,
+                    help="sentence splits from this table (written by a --record-sentences run "
+                    "where spaCy is installed) instead of spaCy")  # fmt: skip
+    ap.add_argument("--record-sentences", type=Path,
+                    help="write the torch cells' sentence splits to this table")  # fmt: skip
+    ap.add_argument("--carried", action="store_true",
+                    help="export nothing: use the <role>-<mode> directories in --work, deriving "
+                    "a mode only from an fp32 directory there")  # fmt: skip
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -398,37 +495,69 @@ def main() -> None:
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    providers = [p.strip() for p in args.providers.split(",") if p.strip()]
     unknown = (set(metrics) - set(METRICS)) | (set(modes) - set(MODES))
+    unknown |= set(providers) - {"cpu", "cuda"}
     if unknown:
-        sys.exit(f"unknown metric(s)/mode(s): {', '.join(sorted(unknown))}")
+        sys.exit(f"unknown metric(s)/mode(s)/provider(s): {', '.join(sorted(unknown))}")
+    torch = not (args.no_torch or args.reference)
     items = bump_items(args.pairs)
     args.work.mkdir(parents=True, exist_ok=True)
     roles = {r for m in metrics for r in METRICS[m][1]}
-    paths = ensure_exports(args.work, roles, modes, log, args.nli)
-    variants = ([] if args.no_torch else ["torch fp32"]) + [variant_name(m) for m in modes]
+    paths = ensure_exports(args.work, roles, modes, log, args.nli, torch, args.carried)
+    # variant -> (form whose paths it uses, provider)
+    forms = {"torch fp32": ("torch fp32", None)} if torch else {}
+    for mode in modes:
+        for provider in providers:
+            name = variant_name(mode) + ("" if provider == "cpu" else f" {provider}")
+            forms[name] = (variant_name(mode), None if provider == "cpu" else provider)
     results: dict[str, dict[str, dict]] = {}
     if args.json and args.json.is_file():
         results = json.loads(args.json.read_text()).get("results", {})
+    if args.reference:
+        reference = json.loads(args.reference.read_text())
+        if reference.get("pairs", 0) < args.pairs:
+            sys.exit(f"{args.reference} scored {reference.get('pairs')} pairs, fewer than these")
+        for metric in metrics:
+            ref = reference["results"].get(metric, {}).get("torch fp32", {})
+            if "values" in ref:  # the same pairs come first there: the first 2 x pairs items
+                ref = ref | {"values": ref["values"][: len(items)], "elsewhere": "yes"}
+                results.setdefault(metric, {})["torch fp32"] = ref
+    recorded: dict[tuple, list] = {}
     for metric in metrics:
         settings, mroles, bounded = METRICS[metric]
         results.setdefault(metric, {})
+        variants = [v for v, (form, _) in forms.items() if set(mroles) <= set(paths[form])]
         for r in range(args.rounds):
             order = variants[r % len(variants) :] + variants[: r % len(variants)]
             for variant in order:
                 done = results[metric].get(variant, {})
                 if "failed" in done or len(done.get("rounds", [])) > r:
                     continue  # measured by an earlier (cut) run, or failed once
+                form, provider = forms[variant]
                 cell = {
                     "metric": metric,
                     "settings": settings,
                     "backend": "torch" if variant == "torch fp32" else "onnx",
-                    "models": {role: paths[variant][role] for role in mroles},
+                    "models": {role: paths[form][role] for role in mroles},
                     "items": items,
                     "threads": args.threads,
+                    "provider": provider,
+                    "sentences": str(args.sentences) if args.sentences else None,
+                    "record_sentences": bool(args.record_sentences) and variant == "torch fp32",
                 }
                 log(f"{metric} / {variant} (round {r + 1}) ...")
                 res = run_cell(cell, args.timeout)
+                for text, model, sents in res.pop("sentences", []):
+                    recorded[(text, model)] = sents
                 res["file_mb"] = sum(file_mb(p) for p in cell["models"].values())
+                wrong = {
+                    role: used
+                    for role, used in res.get("providers", {}).items()
+                    if provider == "cuda" and used != ["CUDAExecutionProvider"]
+                }
+                if wrong:  # a CUDA figure measured on the CPU would be a wrong figure
+                    res = {"failed": f"sessions did not run on CUDA: {wrong}"}
                 log(f"  {res.get('seconds', float('nan')):.1f} s {res.get('failed', '')}")
                 if "failed" not in res:
                     res["rounds"] = [*done.get("rounds", []), res["seconds"]]
@@ -436,6 +565,9 @@ def main() -> None:
                 results[metric][variant] = res
                 if args.json:
                     args.json.write_text(json.dumps({"results": results, "pairs": args.pairs}))
+    if args.record_sentences:
+        table = [[text, model, sents] for (text, model), sents in recorded.items()]
+        args.record_sentences.write_text(json.dumps(table), encoding="utf-8")
     print_tables(results, items, args)
 
 
@@ -450,14 +582,19 @@ def speed_ratio(base: dict, res: dict) -> float:
     return float("nan")
 
 
+def _times(ratio: float) -> str:
+    return "-" if ratio != ratio else f"{ratio:.2f}x"
+
+
 def print_tables(results: dict[str, dict[str, dict]], items: list[dict], args) -> None:
     """The markdown tables of a run (also of a resumed one)."""
     print(f"\n### ONNX speed: {len(items)} BUMP task-1 items ({args.pairs} minimal pairs), "
           f"{args.threads} threads, {os.cpu_count()} CPUs, median of {args.rounds} "
           "rotating rounds\n")  # fmt: skip
-    print("| metric | form | items/s | vs torch | vs onnx fp32 | model s | peak RSS MB | file MB "
-          "| file vs fp32 | mean abs diff | pair agreement | consistency | gate |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| metric | form | items/s | vs torch | vs onnx fp32 | vs same form on CPU | model s "
+          "| peak RSS MB | file MB | file vs fp32 | mean abs diff | pair agreement | consistency "
+          "| gate |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     verdicts: dict[str, dict[str, bool]] = {}
     for metric, cells in results.items():
         bounded = METRICS[metric][2]
@@ -467,11 +604,16 @@ def print_tables(results: dict[str, dict[str, dict]], items: list[dict], args) -
             ref = fp32
         for variant, res in cells.items():
             if "failed" in res or "seconds" not in res:
-                print(f"| {metric} | {variant} | failed: {res.get('failed', '?')[:80]} |||||||||||")
+                print(
+                    f"| {metric} | {variant} | failed: {res.get('failed', '?')[:80]} ||||||||||||"
+                )
                 continue
             rate = len(items) / res["seconds"]
-            vs_torch = speed_ratio(ref, res)
+            vs_torch = float("nan") if ref.get("elsewhere") else speed_ratio(ref, res)
             vs_fp32 = speed_ratio(fp32, res)
+            # a CUDA row against the same form on the CPU of the same machine
+            on_cpu = cells.get(variant.rsplit(" ", 1)[0], {}) if variant.endswith(" cuda") else {}
+            vs_cpu = _times(speed_ratio(on_cpu, res)) if "seconds" in on_cpu else "-"
             size = res.get("file_mb", float("nan"))
             rel = size / fp32["file_mb"] if fp32.get("file_mb") else float("nan")
             if "values" in ref and res is not ref:
@@ -487,20 +629,29 @@ def print_tables(results: dict[str, dict[str, dict]], items: list[dict], args) -
             else:
                 cons = agreement(res["values"], res["values"], bounded)["consistency_ref"]
                 diff = f"- | - | {cons:.3f} | reference"
+            if res.get("elsewhere"):  # its speed is another machine's: not comparable
+                print(f"| {metric} | {variant} (CPU machine) | - | - | - | - | - | - | - | - | - "
+                      f"| {cons:.3f} | reference |")  # fmt: skip
+                continue
             print(
-                f"| {metric} | {variant} | {rate:.2f} | {vs_torch:.2f}x | {vs_fp32:.2f}x "
-                f"| {res['model_seconds']:.1f} | {res['peak_rss_mb']:.0f} | {size:.1f} "
-                f"| {100 * rel:.0f}% | {diff} |"
+                f"| {metric} | {variant} | {rate:.2f} | {_times(vs_torch)} | {_times(vs_fp32)} "
+                f"| {vs_cpu} | {res['model_seconds']:.1f} | {res['peak_rss_mb']:.0f} | {size:.1f} "
+                f"| {'-' if rel != rel else f'{100 * rel:.0f}%'} | {diff} |"
             )
     print(
         "\n### What `--quantize auto` keeps on these pairs (smallest form passing every metric)\n"
     )
     from faithgate.backends.quantize import AUTO_CANDIDATES
 
-    order = [variant_name(m) for m in AUTO_CANDIDATES["cpu"]]
-    for role, passed in sorted(verdicts.items()):
-        keep = next((v for v in order if passed.get(v)), "onnx fp32")
-        print(f"- {role}: {keep} (passed: {', '.join(v for v in order if passed.get(v)) or '-'})")
+    for device in ("cpu", "cuda"):
+        suffix = "" if device == "cpu" else " cuda"
+        order = [variant_name(m) + suffix for m in AUTO_CANDIDATES[device]]
+        for role, passed in sorted(verdicts.items()):
+            if not any(v.endswith(" cuda") == (device == "cuda") for v in passed):
+                continue
+            keep = next((v for v in order if passed.get(v)), "onnx fp32" + suffix)
+            tried = ", ".join(v for v in order if passed.get(v)) or "-"
+            print(f"- {role} on {device}: {keep} (passed: {tried})")
     if os.environ.get("FG_BENCH_INSTALL_SIZES"):
         print("\n### Install size (files listed in each distribution's RECORD)\n")
         print("| install | MiB | distributions |")
