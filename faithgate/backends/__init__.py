@@ -48,12 +48,35 @@ class BackendEntry:
 
 
 @functools.cache
-def library_version(distribution: str) -> str | None:
-    """The installed version of ``distribution``, None when it is not installed."""
+def library_version(module: str) -> str | None:
+    """The version of the distribution that ``import module`` would load, None when none is
+    installed; nothing is imported.
+
+    A distribution's name can differ from its module's (``onnxruntime-gpu`` installs
+    ``onnxruntime``), and two can provide one module (a CPU build installed, a GPU build
+    earlier on ``sys.path``): the version is that of the distribution whose directory holds the
+    module found first, so a score's hash names the build that computed it."""
     try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    # The distribution named as the module first: optimum-onnx adds to optimum's package
+    names = dict.fromkeys([module, *_module_distributions().get(module, ())])
+    installed = [d for name in names for d in importlib.metadata.distributions(name=name)]
+    if spec is not None and spec.origin not in (None, "built-in", "frozen"):
+        found = Path(spec.origin).resolve().parent  # the package's (or module's) directory
+        root = found.parent if spec.submodule_search_locations is not None else found
+        for dist in installed:
+            if Path(str(dist.locate_file(""))).resolve() == root:
+                return dist.version
+    # An editable install or a layout not matched above: the first one installed.
+    return installed[0].version if installed else None
+
+
+@functools.cache
+def _module_distributions() -> dict[str, list[str]]:
+    """Top-level module -> the distributions that install it (read once per process)."""
+    return importlib.metadata.packages_distributions()
 
 
 # The one dispatch table: choices of the CLI, the plugin and the configuration derive from it.

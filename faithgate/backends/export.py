@@ -13,14 +13,12 @@ used there, and torch / transformers / optimum are imported inside the export fu
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -171,10 +169,13 @@ def probe_scores(model: Any, triples: Sequence[Triple]) -> dict[str, tuple[np.nd
 
 
 def _versions() -> dict[str, str]:
+    # library_version: the build an import loads (onnxruntime-gpu's for onnxruntime)
+    from faithgate.backends import library_version
+
     tools = {}
     for dist in ("optimum", "optimum-onnx", "onnx", "onnxruntime", "torch", "transformers"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            tools[dist] = metadata.version(dist)
+        if (version := library_version(dist)) is not None:
+            tools[dist] = version
     return tools
 
 
