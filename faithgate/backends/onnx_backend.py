@@ -680,6 +680,14 @@ class OnnxCausalLM(_OnnxLMBase):
             if manifest.quantization == "w8a32-ctx8" and self.with_past
             else None
         )
+        # On CUDA the key/value cache of a prefix stays on the GPU (IO binding) from the prefix
+        # pass to its continuations, and is repeated for a batch there (``_repeat_cache``): no
+        # round trip through host memory, which cost a third of the model time on an H200.
+        # None: numpy in and out (the CPU, where binding buys nothing).
+        on_cuda = self.session.get_providers()[0] == "CUDAExecutionProvider"
+        self.cache_device: str | None = "cuda" if on_cuda and self.with_past else None
+        self._repeat_session: Any = None
+        self._repeat_lock = threading.Lock()
 
     def _check_config_fits_graph(self) -> None:
         """``ModelFileError`` (exit 2) where the manifest's cache settings are not the graph's:
@@ -748,9 +756,76 @@ class OnnxCausalLM(_OnnxLMBase):
         session = self.session
         if context and self.context_session is not None:
             session = self.context_session
+        elif self.cache_device is not None:
+            return self._run_bound(feeds, want_present)
         outs = session.run(names, feeds)
         present = dict(zip(self.present_names, outs[1:], strict=False)) if want_present else {}
         return outs[0].astype(np.float64), present
+
+    def _run_bound(
+        self, feeds: dict[str, Any], want_present: bool
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """``_run`` through IO binding: each input from host memory or, a cache already there,
+        from ``cache_device``; the log-probabilities to the host, the cache (``OrtValue``s)
+        left on ``cache_device``."""
+        ort = _ort()
+        binding = self.session.io_binding()
+        for name, value in feeds.items():
+            if isinstance(value, ort.OrtValue):
+                binding.bind_ortvalue_input(name, value)
+            else:
+                binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        binding.bind_output("target_logprobs", "cpu")
+        for name in self.present_names:  # all bound: left unbound they would come to the host
+            binding.bind_output(name, self.cache_device)
+        self.session.run_with_iobinding(binding)
+        outs = binding.get_outputs()
+        present = dict(zip(self.present_names, outs[1:], strict=True)) if want_present else {}
+        return outs[0].numpy().astype(np.float64), present
+
+    def _repeat_cache(self, past: dict[str, Any], batch: int) -> dict[str, Any]:
+        """A one-row key/value cache repeated for ``batch`` rows: numpy on the host, an
+        ``Expand`` per tensor on ``cache_device`` for a cache there."""
+        if not past or not isinstance(next(iter(past.values())), _ort().OrtValue):
+            return {k: np.repeat(v, batch, axis=0) for k, v in past.items()}
+        if batch == 1:
+            return past
+        names = list(past)
+        binding = self._repeat_graph(len(names)).io_binding()
+        for i, name in enumerate(names):
+            binding.bind_ortvalue_input(f"x{i}", past[name])
+            binding.bind_output(f"y{i}", self.cache_device)
+        binding.bind_cpu_input("shape", np.array([batch, 1, 1, 1], dtype=np.int64))
+        self._repeat_session.run_with_iobinding(binding)
+        return dict(zip(names, binding.get_outputs(), strict=True))
+
+    def _repeat_graph(self, count: int) -> Any:
+        """The session of ``y_i = Expand(x_i, shape)`` for ``count`` cache tensors, built once
+        (onnx, in the runtime extra), on this model's providers and element type."""
+        with self._repeat_lock:
+            if self._repeat_session is None:
+                from onnx import TensorProto, helper
+
+                kinds = {i.name: i.type for i in self.session.get_inputs()}
+                half = kinds.get(self.kv_names[0]) == "tensor(float16)"
+                elem = TensorProto.FLOAT16 if half else TensorProto.FLOAT
+                dims = ["batch", "heads", "length", "head_dim"]
+                graph = helper.make_graph(
+                    [
+                        helper.make_node("Expand", [f"x{i}", "shape"], [f"y{i}"])
+                        for i in range(count)
+                    ],
+                    "repeat_cache",
+                    [helper.make_tensor_value_info(f"x{i}", elem, dims) for i in range(count)]
+                    + [helper.make_tensor_value_info("shape", TensorProto.INT64, [4])],
+                    [helper.make_tensor_value_info(f"y{i}", elem, None) for i in range(count)],
+                )
+                model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+                model.ir_version = 8  # what every onnxruntime this code supports reads
+                self._repeat_session = _ort().InferenceSession(
+                    model.SerializeToString(), providers=self.session.get_providers()
+                )
+            return self._repeat_session
 
     def calibration_feeds(
         self, texts: Sequence[str], max_tokens: int = 512
@@ -838,7 +913,7 @@ class OnnxCausalLM(_OnnxLMBase):
             positions = np.broadcast_to(
                 np.arange(past_len, past_len + ids.shape[1]), ids.shape
             ).astype(np.int64)
-            batch_past = {k: np.repeat(v, b, axis=0) for k, v in past.items()}
+            batch_past = self._repeat_cache(past, b)
             lp, _ = self._run(ids, mask, targets, np.ascontiguousarray(positions), batch_past)
             for r, i in enumerate(idx):
                 n = len(flat[i])

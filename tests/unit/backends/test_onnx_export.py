@@ -195,6 +195,36 @@ def test_causal_lm_prefix_run_for_its_cache_skips_the_lm_head(tiny, exports, key
         assert all(r[0] == 0 for r in runs)
 
 
+def test_causal_lm_cache_kept_on_the_device_scores_as_through_the_host(tiny, exports, monkeypatch):
+    """The IO-binding path CUDA takes (the prefix's key/value cache left where the session
+    runs, repeated for a batch there by an Expand graph) gives the host path's values to the
+    bit. Forced onto the CPU here, where it runs without a GPU; on CUDA only the device
+    differs (``cache_device``)."""
+    _, onx = _pair(tiny, exports, "llama", "lm", "causal-lm")
+    assert onx.cache_device is None  # the CPU: numpy in and out, as before
+    a, b = onx.tokenize(CORPUS[0]), onx.tokenize(CORPUS[1])
+    # rows of equal length go in one batch (no padding): three rows on one cached prefix
+    conts = [[b[:4], a[:2]], [a[:6]], [b[2:5], b[:3]], [b]]
+    want_prefix, want = onx.prefix_logprobs(a, conts)
+    monkeypatch.setattr(onx, "cache_device", "cpu")
+    bound: list[str] = []
+    original = onx._run_bound
+
+    def recording(feeds, want_present):
+        lp, present = original(feeds, want_present)
+        bound.append(type(next(iter(present.values()), None)).__name__)
+        return lp, present
+
+    monkeypatch.setattr(onx, "_run_bound", recording)
+    got_prefix, got = onx.prefix_logprobs(a, conts)
+    assert bound and bound[0] == "OrtValue"  # the prefix's cache came back as device values
+    np.testing.assert_array_equal(want_prefix, got_prefix)
+    for x_row, y_row in zip(want, got, strict=True):
+        for x, y in zip(x_row, y_row, strict=True):
+            np.testing.assert_array_equal(x, y)
+    assert onx._repeat_session is not None  # the batch of three was repeated by the graph
+
+
 @pytest.mark.parametrize("key", ["llama", "llama_nocache"])
 def test_causal_lm_probe_shares_each_source_pass(tiny, exports, key, monkeypatch):
     """The parity probe runs each source once for both summaries (prefix cache) and gives the
