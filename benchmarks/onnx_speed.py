@@ -261,6 +261,16 @@ def worker(cell: dict) -> dict:
         metric_settings={cell["metric"]: cell["settings"]},
         model_options=options,
     )
+    if cell.get("host_cache"):  # the LM's cache through host memory, as before IO binding
+        from faithgate.backends import onnx_backend
+
+        init = onnx_backend.OnnxCausalLM.__init__
+
+        def host_cache_init(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            self.cache_device = None
+
+        onnx_backend.OnnxCausalLM.__init__ = host_cache_init
     warm.score(examples[:2])  # loads models, spaCy; not timed
     load_s = time.perf_counter() - t0
     model_time = [0.0]
@@ -355,9 +365,27 @@ class _SentenceRecorder:
 def use_sentence_table(path: Path) -> None:
     """Split sentences by a table that ``record_sentences`` made on a machine with spaCy: for a
     machine without it (a lent GPU machine), so that every metric sees the same sentences."""
+    from dataclasses import dataclass
+
+    from faithgate import models
     from faithgate import text as textmod
 
     textmod._sentences_cached = _SentenceTable(json.loads(path.read_text(encoding="utf-8")))
+
+    @dataclass(frozen=True)
+    class TableSpec(models.ModelSpec):  # the spaCy role, resolved to the table
+        @property
+        def fingerprint(self) -> str:
+            return "sentence-table"
+
+    resolve = models.resolve
+
+    def resolve_spacy_to_table(role: str, name: str | None = None, *args, **kwargs):
+        if role == "spacy":
+            return TableSpec("spacy", name or "en_core_web_sm", str(path), "path")
+        return resolve(role, name, *args, **kwargs)
+
+    models.resolve = resolve_spacy_to_table
 
 
 def record_sentences() -> _SentenceRecorder:
@@ -472,6 +500,9 @@ def main() -> None:
     ap.add_argument("--providers", default="cpu",
                     help="onnxruntime providers to run every ONNX form on: cpu, cuda or "
                     "cpu,cuda (a cuda cell whose sessions fall back to the CPU fails)")  # fmt: skip
+    ap.add_argument("--host-cache", default="", type=lambda v: [m for m in v.split(",") if m],
+                    help="ONNX forms (e.g. none) to run on CUDA a second time with the LM's "
+                    "key/value cache through host memory, as before IO binding")  # fmt: skip
     ap.add_argument("--reference", type=Path,
                     help="take the torch fp32 cells from this earlier --json (another machine's "
                     "run of the same pairs: a lent GPU machine has no model packages); implies "
@@ -506,11 +537,15 @@ def main() -> None:
     roles = {r for m in metrics for r in METRICS[m][1]}
     paths = ensure_exports(args.work, roles, modes, log, args.nli, torch, args.carried)
     # variant -> (form whose paths it uses, provider)
-    forms = {"torch fp32": ("torch fp32", None)} if torch else {}
+    # variant -> (form whose paths it uses, provider, LM cache through host memory on CUDA)
+    forms = {"torch fp32": ("torch fp32", None, False)} if torch else {}
     for mode in modes:
         for provider in providers:
             name = variant_name(mode) + ("" if provider == "cpu" else f" {provider}")
-            forms[name] = (variant_name(mode), None if provider == "cpu" else provider)
+            # explicit, also "cpu": with onnxruntime-gpu and a GPU, no provider means CUDA
+            forms[name] = (variant_name(mode), provider, False)
+            if provider == "cuda" and mode in args.host_cache:
+                forms[name + " host-cache"] = (variant_name(mode), provider, True)
     results: dict[str, dict[str, dict]] = {}
     if args.json and args.json.is_file():
         results = json.loads(args.json.read_text()).get("results", {})
@@ -527,14 +562,19 @@ def main() -> None:
     for metric in metrics:
         settings, mroles, bounded = METRICS[metric]
         results.setdefault(metric, {})
-        variants = [v for v, (form, _) in forms.items() if set(mroles) <= set(paths[form])]
+        variants = [v for v, (form, *_) in forms.items() if set(mroles) <= set(paths[form])]
+        if "lm" not in mroles:  # the cache's way matters only to the LM
+            variants = [v for v in variants if not forms[v][2]]
+        if not variants:
+            log(f"{metric}: no form of its model here, skipped")
+            continue
         for r in range(args.rounds):
             order = variants[r % len(variants) :] + variants[: r % len(variants)]
             for variant in order:
                 done = results[metric].get(variant, {})
                 if "failed" in done or len(done.get("rounds", [])) > r:
                     continue  # measured by an earlier (cut) run, or failed once
-                form, provider = forms[variant]
+                form, provider, host_cache = forms[variant]
                 cell = {
                     "metric": metric,
                     "settings": settings,
@@ -543,6 +583,7 @@ def main() -> None:
                     "items": items,
                     "threads": args.threads,
                     "provider": provider,
+                    "host_cache": host_cache,
                     "sentences": str(args.sentences) if args.sentences else None,
                     "record_sentences": bool(args.record_sentences) and variant == "torch fp32",
                 }
@@ -551,13 +592,14 @@ def main() -> None:
                 for text, model, sents in res.pop("sentences", []):
                     recorded[(text, model)] = sents
                 res["file_mb"] = sum(file_mb(p) for p in cell["models"].values())
+                expected = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
                 wrong = {
                     role: used
                     for role, used in res.get("providers", {}).items()
-                    if provider == "cuda" and used != ["CUDAExecutionProvider"]
+                    if provider and used and used != [expected[provider]]
                 }
-                if wrong:  # a CUDA figure measured on the CPU would be a wrong figure
-                    res = {"failed": f"sessions did not run on CUDA: {wrong}"}
+                if wrong:  # a CUDA figure measured on the CPU (or back) is a wrong figure
+                    res = {"failed": f"sessions did not run on {provider}: {wrong}"}
                 log(f"  {res.get('seconds', float('nan')):.1f} s {res.get('failed', '')}")
                 if "failed" not in res:
                     res["rounds"] = [*done.get("rounds", []), res["seconds"]]

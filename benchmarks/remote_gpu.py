@@ -334,6 +334,7 @@ def run(args: argparse.Namespace) -> None:
         "--threads", str(args.threads), "--rounds", str(args.rounds),
         "--reference", str(payload / "reference.json"),
         "--sentences", str(payload / "sentences.json"), "--timeout", str(args.timeout),
+        "--host-cache", args.host_cache,
         "--json", str(args.json),
     ]  # fmt: skip
     raise SystemExit(subprocess.run(cmd, env=env, check=False).returncode)
@@ -363,6 +364,9 @@ def main() -> None:
     r.add_argument("--threads", type=int, default=16)
     r.add_argument("--rounds", type=int, default=1)
     r.add_argument("--timeout", type=int, default=180)
+    r.add_argument(
+        "--host-cache", default="none", help="forms also run with the LM cache on the host"
+    )
     args = ap.parse_args()
     {"pack": pack, "unpack": unpack, "run": run}[args.command](args)
 
