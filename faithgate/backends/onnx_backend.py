@@ -791,12 +791,13 @@ class OnnxCausalLM(_OnnxLMBase):
         if batch == 1:
             return past
         names = list(past)
-        binding = self._repeat_graph(len(names)).io_binding()
+        session = self._repeat_graph(len(names))
+        binding = session.io_binding()
         for i, name in enumerate(names):
             binding.bind_ortvalue_input(f"x{i}", past[name])
             binding.bind_output(f"y{i}", self.cache_device)
         binding.bind_cpu_input("shape", np.array([batch, 1, 1, 1], dtype=np.int64))
-        self._repeat_session.run_with_iobinding(binding)
+        session.run_with_iobinding(binding)
         return dict(zip(names, binding.get_outputs(), strict=True))
 
     def _repeat_graph(self, count: int) -> Any:

@@ -1270,6 +1270,27 @@ def test_fp16_export_on_cuda(tiny, tmp_path):
     )
 
 
+@pytest.mark.skipif(
+    not _cuda_available(),
+    reason="no CUDA device: onnxruntime-gpu is not installed or sees no GPU (CPU-only machine)",
+)
+def test_causal_lm_on_cuda_keeps_its_cache_on_the_gpu(tiny, exports):
+    """On CUDA the prefix's key/value cache stays on the GPU (IO binding) and the scores are
+    the CPU's within TF32 rounding (onnxruntime's CUDA default)."""
+    spec = models.resolve("lm", str(exports["llama"]))
+    cpu = OnnxBackend().load(spec, "causal-lm", provider="cpu")
+    gpu = OnnxBackend().load(spec, "causal-lm", provider="cuda")
+    assert gpu.cache_device == "cuda" and cpu.cache_device is None
+    a, b = gpu.tokenize(CORPUS[0]), gpu.tokenize(CORPUS[1])
+    conts = [[b[:4], a[:2]], [a[:6]], [b[2:5], b[:3]], [b]]
+    want_prefix, want = cpu.prefix_logprobs(a, conts)
+    got_prefix, got = gpu.prefix_logprobs(a, conts)
+    np.testing.assert_allclose(got_prefix[1:], want_prefix[1:], atol=5e-3)
+    for x_row, y_row in zip(want, got, strict=True):
+        for x, y in zip(x_row, y_row, strict=True):
+            np.testing.assert_allclose(y, x, atol=5e-3)
+
+
 def test_cuda_provider_refused_cleanly_without_a_gpu(tiny, exports):
     if _cuda_available():
         pytest.skip("a CUDA device is present: the refusal path does not apply")
