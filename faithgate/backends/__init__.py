@@ -50,33 +50,71 @@ class BackendEntry:
 @functools.cache
 def library_version(module: str) -> str | None:
     """The version of the distribution that ``import module`` would load, None when none is
-    installed; nothing is imported.
+    installed (or which one cannot be told); nothing is imported.
 
     A distribution's name can differ from its module's (``onnxruntime-gpu`` installs
-    ``onnxruntime``), and two can provide one module (a CPU build installed, a GPU build
-    earlier on ``sys.path``): the version is that of the distribution whose directory holds the
-    module found first, so a score's hash names the build that computed it."""
+    ``onnxruntime``), and two can provide one module: a GPU build earlier on ``sys.path`` than
+    an installed CPU build, or both installed into one directory (``faithgate[runtime]``, then
+    ``pip install onnxruntime-gpu``: the files on disk are the last one's). The version is that
+    of the distribution in the module's directory whose record of the module's file matches
+    the file there, so a score's hash names the build that computed it."""
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
         spec = None
-    # The distribution named as the module first: optimum-onnx adds to optimum's package
-    names = dict.fromkeys([module, *_module_distributions().get(module, ())])
-    installed = [d for name in names for d in importlib.metadata.distributions(name=name)]
-    if spec is not None and spec.origin not in (None, "built-in", "frozen"):
-        found = Path(spec.origin).resolve().parent  # the package's (or module's) directory
-        root = found.parent if spec.submodule_search_locations is not None else found
-        for dist in installed:
-            if Path(str(dist.locate_file(""))).resolve() == root:
-                return dist.version
-    # An editable install or a layout not matched above: the first one installed.
-    return installed[0].version if installed else None
+    own = list(importlib.metadata.distributions(name=module))
+    if spec is None or spec.origin in (None, "built-in", "frozen"):
+        return own[0].version if own else None
+    origin = Path(spec.origin).resolve()
+    # the directory holding the package (or the one-file module)
+    root = origin.parent.parent if spec.submodule_search_locations is not None else origin.parent
+    mine = [d for d in own if _root(d) == root]
+    if len(mine) == 1 and _records_file(mine[0], origin, root):
+        return mine[0].version  # the usual case: settled without reading other records
+    candidates = own + [
+        d
+        for name in _module_distributions().get(module, ())
+        if name != module
+        for d in importlib.metadata.distributions(name=name)
+    ]
+    here = [d for d in candidates if _root(d) == root]
+    # installed over each other: the one whose record of the file is the file on disk
+    here = [d for d in here if _records_file(d, origin, root)] or here
+    if here:
+        return here[0].version
+    # Not beside any record (an editable or source-tree install): the one distribution that
+    # could be it; with several, which one runs cannot be told.
+    return candidates[0].version if len(candidates) == 1 else None
+
+
+def _root(dist: importlib.metadata.Distribution) -> Path:
+    return Path(str(dist.locate_file(""))).resolve()
 
 
 @functools.cache
 def _module_distributions() -> dict[str, list[str]]:
-    """Top-level module -> the distributions that install it (read once per process)."""
-    return importlib.metadata.packages_distributions()
+    """Top-level module -> the distributions that install it, read once per process, only
+    where a module's own distribution does not settle it (it reads every RECORD); a malformed
+    RECORD of an unrelated package gives nothing rather than stopping every score."""
+    try:
+        return importlib.metadata.packages_distributions()
+    except Exception:  # noqa: BLE001 - any broken metadata: fall back to the module's own name
+        return {}
+
+
+def _records_file(dist: importlib.metadata.Distribution, path: Path, root: Path) -> bool:
+    """Whether ``dist``'s RECORD lists ``path`` (under ``root``) with the SHA-256 of the file
+    now there."""
+    import base64
+    import hashlib
+
+    relative = path.relative_to(root).as_posix()
+    for entry in dist.files or ():
+        if entry.as_posix() != relative or entry.hash is None:
+            continue
+        digest = hashlib.new(entry.hash.mode, path.read_bytes()).digest()
+        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == entry.hash.value
+    return False
 
 
 # The one dispatch table: choices of the CLI, the plugin and the configuration derive from it.
