@@ -7,8 +7,12 @@ that go one per call, and unpacked there:
 
     python benchmarks/remote_gpu.py pack --ort-wheel onnxruntime_gpu-*.whl --reference \\
         .gpu/reference.json --sentences .gpu/sentences.json --out .gpu/parts      # here
-    python benchmarks/remote_gpu.py unpack PARTS_DIR DEST                          # there
-    python benchmarks/remote_gpu.py run DEST --json OUT.json                       # there
+    python3 benchmarks/remote_gpu.py unpack PARTS_DIR DEST                         # there
+    PYTHONPATH=DEST/site:$PWD LD_LIBRARY_PATH=<the image's nvidia/*/lib folders> \\
+        python3 benchmarks/remote_gpu.py run DEST --json OUT.json                  # there
+
+(``DEST/site`` first: the carried onnxruntime-gpu before the image's CPU-only onnxruntime;
+the ``nvidia/*/lib`` folders of the image's site-packages hold CUDA 13 and cuDNN.)
 
 ``--reference`` and ``--sentences`` come from a run here:
 ``python benchmarks/onnx_speed.py --modes fp16 --json .gpu/reference.json
@@ -26,7 +30,7 @@ What ``pack`` writes, and why each is smaller than what it stands for:
 - **the LM's fp32 ONNX export** as its weights' GGUF codes: faithgate's SmolLM2 comes from a
   Q4_1/Q8_0 GGUF file, so every weight block of 32 of the export is exactly ``d * q + m``
   (``encode_tensor``); the codes and block scales go, the file is rebuilt there and checked
-  by SHA-256 against this one (539 MB -> about 90 MB).
+  by SHA-256 against this one (539 MB -> 88 MB xz).
 - the encoders' **fp16 exports** (embedder, NLI checker) as they are, xz-compressed.
 - the BUMP rows of the benchmarked pairs, the reference scores and the sentence table.
 """

@@ -225,6 +225,28 @@ def test_causal_lm_cache_kept_on_the_device_scores_as_through_the_host(tiny, exp
     assert onx._repeat_session is not None  # the batch of three was repeated by the graph
 
 
+def test_causal_lm_cache_on_the_device_without_onnx_is_repeated_on_the_host(
+    tiny, exports, monkeypatch
+):
+    """Without the onnx package (a runtime installed by hand) the repeat graph cannot be built:
+    the batch's cache is repeated on the host instead, with the same values."""
+    _, onx = _pair(tiny, exports, "llama", "lm", "causal-lm")
+    a, b = onx.tokenize(CORPUS[0]), onx.tokenize(CORPUS[1])
+    conts = [[b[:4], a[:2]], [a[:6]], [b[2:5], b[:3]]]
+    want_prefix, want = onx.prefix_logprobs(a, conts)
+    monkeypatch.setattr(onx, "cache_device", "cpu")
+
+    def no_onnx(count: int):
+        raise ModuleNotFoundError("No module named 'onnx'")
+
+    monkeypatch.setattr(onx, "_repeat_graph", no_onnx)
+    got_prefix, got = onx.prefix_logprobs(a, conts)
+    np.testing.assert_array_equal(want_prefix, got_prefix)
+    for x_row, y_row in zip(want, got, strict=True):
+        for x, y in zip(x_row, y_row, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
 @pytest.mark.parametrize("key", ["llama", "llama_nocache"])
 def test_causal_lm_probe_shares_each_source_pass(tiny, exports, key, monkeypatch):
     """The parity probe runs each source once for both summaries (prefix cache) and gives the
