@@ -826,8 +826,16 @@ class OnnxCausalLM(_OnnxLMBase):
                 )
                 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
                 model.ir_version = 8  # what every onnxruntime this code supports reads
-                self._repeat_session = _ort().InferenceSession(
-                    model.SerializeToString(), providers=self.session.get_providers()
+                ort = _ort()
+                options = ort.SessionOptions()
+                # One CPU thread, sleeping when idle, as every session here (threads.py): the
+                # Expands run on the GPU, and a default pool would spin on the CPU's cores.
+                options.intra_op_num_threads = 1
+                options.add_session_config_entry(
+                    "session.intra_op.allow_spinning", onnxruntime_spinning()
+                )
+                self._repeat_session = ort.InferenceSession(
+                    model.SerializeToString(), options, providers=self.session.get_providers()
                 )
             return self._repeat_session
 
