@@ -261,16 +261,6 @@ def worker(cell: dict) -> dict:
         metric_settings={cell["metric"]: cell["settings"]},
         model_options=options,
     )
-    if cell.get("host_cache"):  # the LM's cache through host memory, as before IO binding
-        from faithgate.backends import onnx_backend
-
-        init = onnx_backend.OnnxCausalLM.__init__
-
-        def host_cache_init(self, *args, **kwargs):
-            init(self, *args, **kwargs)
-            self.cache_device = None
-
-        onnx_backend.OnnxCausalLM.__init__ = host_cache_init
     warm.score(examples[:2])  # loads models, spaCy; not timed
     load_s = time.perf_counter() - t0
     model_time = [0.0]
@@ -278,6 +268,8 @@ def worker(cell: dict) -> dict:
         if role == "spacy":
             continue
         model = warm.pool.get(role, task, **options.get(role, {}))
+        if cell.get("host_cache") and hasattr(model, "cache_device"):
+            model.cache_device = None  # the LM's cache through host memory, as before IO binding
         for name in ("token_embeddings", "sentence_embeddings", "predict_proba",
                      "segment_logprobs", "prefix_logprobs", "seq2seq_logprobs"):  # fmt: skip
             fn = getattr(model, name, None)

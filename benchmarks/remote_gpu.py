@@ -124,9 +124,15 @@ def pack_onnxruntime(wheel: Path, keep_sm: int, out: Path) -> None:
 
 
 def _tar_xz(directory: Path, out: Path) -> None:
-    subprocess.run(
-        f"tar -C {directory} -cf - . | xz -T2 -6 > {out}", shell=True, check=True
-    )  # the xz tool: two threads (lzma in Python has one)
+    """``directory`` as a tar stream through the xz tool (two threads; lzma in Python has one)."""
+    with out.open("wb") as fh:
+        tar = subprocess.Popen(
+            ["tar", "-C", str(directory), "-cf", "-", "."], stdout=subprocess.PIPE
+        )
+        xz = subprocess.run(["xz", "-T2", "-6"], stdin=tar.stdout, stdout=fh, check=False)
+        tar.stdout.close()
+        if tar.wait() or xz.returncode:
+            raise SystemExit(f"tar | xz of {directory} failed")
 
 
 # --- the LM's fp32 export as GGUF codes ------------------------------------------------------
@@ -264,10 +270,10 @@ def bump_rows(n_pairs: int) -> list[str]:
 
     items = onnx_speed.bump_items(n_pairs)
     ids = {i["id"] for i in items}
-    lines = (onnx_speed.data_dir() / "bump_task1.jsonl").read_text(encoding="utf-8")
-    pairs = {json.loads(x)["pair_id"] for x in lines.splitlines() if x.strip()
-             if json.loads(x)["id"] in ids}  # fmt: skip
-    return [x for x in lines.splitlines() if x.strip() and json.loads(x)["pair_id"] in pairs]
+    text = (onnx_speed.data_dir() / "bump_task1.jsonl").read_text(encoding="utf-8")
+    rows = [(line, json.loads(line)) for line in text.splitlines() if line.strip()]
+    pairs = {row["pair_id"] for _, row in rows if row["id"] in ids}
+    return [line for line, row in rows if row["pair_id"] in pairs]
 
 
 def pack(args: argparse.Namespace) -> None:

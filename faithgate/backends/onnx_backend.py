@@ -752,12 +752,12 @@ class OnnxCausalLM(_OnnxLMBase):
         """``context``: the pass only fills the cache; it runs on the int8 context graph
         where the export has one."""
         feeds = self._feeds(ids, mask, targets, positions, past, score_from)
-        names = ["target_logprobs"] + (self.present_names if want_present else [])
         session = self.session
         if context and self.context_session is not None:
             session = self.context_session
         elif self.cache_device is not None:
             return self._run_bound(feeds, want_present)
+        names = ["target_logprobs"] + (self.present_names if want_present else [])
         outs = session.run(names, feeds)
         present = dict(zip(self.present_names, outs[1:], strict=False)) if want_present else {}
         return outs[0].astype(np.float64), present
