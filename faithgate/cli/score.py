@@ -10,7 +10,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,9 @@ from faithgate.numbers import at_least
 from faithgate.paths import refuse_not_a_file
 from faithgate.types import Score, is_blank, json_safe
 from faithgate.userjson import parse_problem, unique_object
+
+if TYPE_CHECKING:
+    from faithgate.config import GateConfig
 
 # Fast, offline, no configuration needed: the default set of ``faithgate score``.
 DEFAULT_SCORE_METRICS = ("bertscore", "sentsim", "ner", "overlap")
@@ -389,7 +392,11 @@ def render_text(
     metavar="ROLE=ID_OR_PATH",
     help="Model for a role (embedder, lm, spacy, nli, seq2seq, qa, qg); repeatable.",
 )
-@click.option("--backend", type=click.Choice(BACKEND_CHOICES), default="auto", show_default=True)
+@click.option(
+    "--backend",
+    type=click.Choice(BACKEND_CHOICES),
+    help="Model backend (default: the configuration's, when its thresholds are shown; else auto).",
+)
 @click.option(
     "--allow-download",
     is_flag=True,
@@ -407,7 +414,8 @@ def render_text(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    help="Configuration whose thresholds to show (default: search from the current directory).",
+    help="Configuration whose thresholds to show, scored with its backend, models and metric "
+    "settings (default: search from the current directory).",
 )
 def score_command(
     source: str,
@@ -416,7 +424,7 @@ def score_command(
     settings: tuple[str, ...],
     fmt: str,
     model_args: tuple[str, ...],
-    backend: str,
+    backend: str | None,
     allow_download: bool,
     threshold_args: tuple[str, ...],
     config_path: str | None,
@@ -425,7 +433,9 @@ def score_command(
 
     Shows each metric's scale, and a verdict against the thresholds given or configured; the
     exit code does not depend on it (gate with ``faithgate check``): exit 0 when every metric
-    scored, 1 when one could not, 2 on bad usage or input.
+    scored, 1 when one could not, 2 on bad usage or input. A configuration's thresholds are
+    judged with that configuration's backend, models, model options and metric settings (the
+    command line's ``--backend``, ``--model`` and ``--set`` win), as ``faithgate check`` scores.
     """
     from faithgate import text as textmod
     from faithgate.scorer import Scorer, resolve_metrics
@@ -446,9 +456,23 @@ def score_command(
         if is_blank(summary_text):  # a lone U+200B was "could not score" (exit 1)
             raise InputError("the summary is empty")
     models = parse_assignments(model_args, "--model")
+    metric_settings = parse_settings(settings)
     names = list(dict.fromkeys(metric_names or DEFAULT_SCORE_METRICS))
-    thresholds, threshold_source = _thresholds(threshold_args, config_path, names)
-    selected = resolve_metrics(names, parse_settings(settings))
+    thresholds, threshold_source, config = _thresholds(threshold_args, config_path, names)
+    model_options: dict[str, dict[str, Any]] = {}
+    if config is not None:
+        # A threshold holds for the settings it was set under: score as the gate would.
+        backend = backend or config.backend
+        models = {**config.models, **models}
+        model_options = config.model_options
+        allow_download = allow_download or config.allow_download
+        # The configuration's settings of the metrics run, as the gate passes them on.
+        configured = {m: v for m, v in config.metric_settings.items() if m in names}
+        metric_settings = {
+            m: {**configured.get(m, {}), **metric_settings.get(m, {})}
+            for m in {*configured, *metric_settings}
+        }
+    selected = resolve_metrics(names, metric_settings)
     for warning in range_warnings(selected, thresholds):
         click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
     # A combination's components are scored beside it (the scorer runs each once) and shown
@@ -460,7 +484,13 @@ def score_command(
             if part.name not in names and part.name not in vote_of:
                 vote_of[part.name] = metric.name
                 shown.append(part)
-    scorer = Scorer(shown, models=models, backend=backend, allow_download=allow_download)
+    scorer = Scorer(
+        shown,
+        models=models,
+        backend=backend or "auto",
+        allow_download=allow_download,
+        model_options=model_options,
+    )
     example = Example("0", source_text, summary_text)
     scores = scorer.score([example])[0]
     identities = {
@@ -522,9 +552,11 @@ def range_warnings(metrics: Sequence[Any], thresholds: dict[str, float]) -> list
 
 def _thresholds(
     args: tuple[str, ...], config_path: str | None, names: list[str]
-) -> tuple[dict[str, float], str | None]:
-    """Thresholds to judge against: ``--threshold`` wins, else the configuration's (given by
-    ``--config`` or found from the current directory), restricted to the metrics run."""
+) -> tuple[dict[str, float], str | None, GateConfig | None]:
+    """Thresholds to judge against, where they come from, and the configuration they come
+    from (None for ``--threshold`` or none): ``--threshold`` wins, else the configuration's
+    (given by ``--config`` or found from the current directory), restricted to the metrics
+    run."""
     from faithgate.cli.check import _parse_thresholds
 
     common, named = _parse_thresholds(args)
@@ -535,14 +567,14 @@ def _thresholds(
                 f"--threshold names metric(s) not scored: {', '.join(sorted(unknown))}"
             )
         base = dict.fromkeys(names, common) if common is not None else {}
-        return {**base, **named}, "--threshold"
+        return {**base, **named}, "--threshold", None
     from faithgate.config import load_config
 
     config = load_config(config_path)
     found = {m: t for m, t in config.thresholds.items() if m in names}
     if not found or config.source is None:
-        return {}, None
-    return found, str(config.display_path(config.source))
+        return {}, None, None
+    return found, str(config.display_path(config.source)), config
 
 
 def _listed_roles(name: str) -> set[str]:

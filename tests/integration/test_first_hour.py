@@ -252,6 +252,52 @@ def test_score_verdict_from_the_project_configuration(score_files):
     assert "verdict: none (no threshold for these metrics" in score().stdout
 
 
+def test_score_judges_a_configured_threshold_with_the_configured_settings(score_files):
+    # A threshold was set for the project's metric settings and backend: the spot check must
+    # score with them (as `faithgate check` does), or its PASS/FAIL is about another metric.
+    (score_files / "faithgate.toml").write_text(
+        'metrics = ["overlap"]\nbackend = "torch"\n[thresholds]\noverlap = 0.5\n'
+        '[metric_settings.overlap]\ncomponent = "rouge1"\n'
+        "[metric_settings.bertscore]\nidf = true\n"  # a metric not run: not applied
+    )
+
+    def overlap_of(*args: str) -> dict:
+        res = score("--format", "json", *args)
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)["metrics"]["overlap"]
+
+    configured = overlap_of()
+    assert configured["details"]["component"] == "rouge1"
+    assert configured["threshold"] == 0.5
+    # the command line's --set wins over the configuration's setting
+    assert overlap_of("--set", "overlap.component=rouge2")["details"]["component"] == "rouge2"
+    # --threshold instead of the configuration's: nothing of the configuration applies
+    assert overlap_of("--threshold", "overlap=0.5")["details"]["component"] == "rouge2"
+
+
+def test_score_loads_models_as_the_configuration_says(score_files, monkeypatch):
+    import faithgate.scorer
+
+    (score_files / "faithgate.toml").write_text(
+        'metrics = ["overlap"]\nbackend = "torch"\n[thresholds]\noverlap = 0.5\n'
+        '[models]\nembedder = "my/encoder"\n[model_options.embedder]\nmax_length = 64\n'
+    )
+    built = []
+    original = faithgate.scorer.Scorer.__init__
+
+    def recording(self, metrics, **kwargs):
+        built.append(kwargs)
+        original(self, metrics, **kwargs)
+
+    monkeypatch.setattr(faithgate.scorer.Scorer, "__init__", recording)
+    assert score().exit_code == 0
+    assert built[-1]["backend"] == "torch"
+    assert built[-1]["models"] == {"embedder": "my/encoder"}
+    assert built[-1]["model_options"] == {"embedder": {"max_length": 64}}
+    assert score("--backend", "onnx", "--model", "embedder=other").exit_code == 0
+    assert built[-1]["backend"] == "onnx" and built[-1]["models"] == {"embedder": "other"}
+
+
 def test_score_json_carries_scale_threshold_and_verdict(score_files):
     res = score("--format", "json", "--threshold", "overlap=0.2")
     data = json.loads(res.stdout)
