@@ -36,6 +36,7 @@ _API = {
     "get_metric": "faithgate.metrics.base",
     "metric_names": "faithgate.metrics.base",
     "Gate": "faithgate.gate",
+    "GateResult": "faithgate.result",
     "GateConfig": "faithgate.config",
     "load_config": "faithgate.config",
     "perturb": "faithgate.perturb",

@@ -817,6 +817,28 @@ def test_regression_says_apart_new_outputs_and_those_the_baseline_could_not_scor
     )
 
 
+def test_the_result_json_reference_in_gate_md_names_every_key():
+    # docs/gate.md shows the result JSON a user's CI reads: the same keys, at every level.
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "gate.md").read_text(encoding="utf-8")
+    block = re.search(r"## Result JSON.*?```json\n(.*?)```", page, re.S)
+    assert block is not None
+    doc = json.loads(block.group(1))
+    r = pair_gate([(0.9, 0.1)], {"thresholds": {M: 0.5}, "rules": {"pair_consistency": 1.0}})
+    real = json.loads(json.dumps(r.to_dict()))
+
+    def keys(data: dict) -> list:
+        return sorted(data)
+
+    assert keys(doc) == keys(real)
+    assert keys(doc["rules"][0]) == keys(real["rules"][0])
+    assert keys(doc["examples"][0]) == keys(real["examples"][0])
+    assert keys(doc["examples"][0]["scores"]["bertscore"]) == keys(real["examples"][0]["scores"][M])
+    assert keys(doc["pairs"][0]) == keys(real["pairs"][0])
+
+
 def test_changed_words():
     from faithgate.rules import changed_words
 
