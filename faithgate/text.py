@@ -38,8 +38,25 @@ def load_spacy(name: str | None = None) -> Any:
                 raise ModelNotFoundError(
                     f"spaCy pipeline {spec.location!r} could not be loaded: {exc}"
                 ) from exc
+            _refuse_without_sentences(nlp, spec.location)
             _PIPELINES[spec.location] = nlp
     return nlp
+
+
+def _refuse_without_sentences(nlp: Any, location: str) -> None:
+    """Every metric splits texts into sentences: a pipeline with nothing that sets sentence
+    boundaries (``spacy.blank``, or one saved without its parser) fails each text with spaCy's
+    E030 deep inside scoring. Refused when it loads, saying what to add."""
+    if any(
+        {"doc.sents", "token.is_sent_start"} & set(nlp.get_pipe_meta(name).assigns)
+        for name in nlp.pipe_names
+    ):
+        return
+    raise ModelNotFoundError(
+        f"spaCy pipeline {location!r} cannot split sentences: none of its components "
+        f"({', '.join(nlp.pipe_names) or 'none'}) sets sentence boundaries; use a pipeline "
+        "with a 'parser', 'senter' or 'sentencizer'"
+    )
 
 
 def parse(text: str, spacy_model: str | None = None) -> Any:

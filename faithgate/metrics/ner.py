@@ -275,8 +275,48 @@ class EntityOverlap(Metric):
         return token_f1(a.split(), b.split())
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
+        self._check_pipeline(ctx.spacy_model)
         shash = self.settings_hash(ctx)
         return [self._one(ex, ctx, shash) for ex in examples]
+
+    def _check_pipeline(self, spacy_model: str | None) -> None:
+        """Refuse (exit 2) a pipeline that can find none of the entities asked for: without an
+        entity finder, or with ``labels`` it never assigns (a typo, "PERSONS"), every summary
+        has no entity and scores ``no_entity_value`` (1.0): a gate that passes invented names."""
+        checked: set[str | None] = self.__dict__.setdefault("_checked_pipelines", set())
+        if spacy_model in checked:
+            return
+        nlp = textmod.load_spacy(spacy_model)
+        # Components that set doc.ents (ner, entity_ruler; a span_ruler may, with annotate_ents).
+        finders = [
+            name
+            for name in nlp.pipe_names
+            if "doc.ents" in nlp.get_pipe_meta(name).assigns
+            or nlp.get_pipe_meta(name).factory == "span_ruler"
+        ]
+        where = f"metric 'ner': the spaCy pipeline {nlp.meta.get('name', '?')!r}"
+        if not finders:
+            raise InputError(
+                f"{where} has no entity recognizer (components: "
+                f"{', '.join(nlp.pipe_names) or 'none'}), so it finds no entity and every "
+                "summary would score no_entity_value; give the spacy role a pipeline with 'ner'"
+            )
+        labels = self.settings["labels"]
+        known: set[str] = set()
+        for name in finders:
+            pipe_labels = getattr(nlp.get_pipe(name), "labels", None)
+            if pipe_labels is None:  # a component that does not say which labels it sets
+                known = set()
+                break
+            known.update(pipe_labels)
+        unknown = [x for x in labels or () if known and x not in known]
+        if unknown:
+            raise InputError(
+                f"{where} does not assign the entity label(s) {', '.join(map(repr, unknown))} "
+                f"(it has: "
+                f"{', '.join(sorted(known))}); a label it never assigns matches nothing"
+            )
+        checked.add(spacy_model)
 
     def _one(self, ex: Example, ctx: ScoringContext, shash: str) -> Score:
         summary_doc = textmod.parse(ex.summary, ctx.spacy_model)

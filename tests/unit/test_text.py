@@ -137,6 +137,21 @@ def test_split_sentences_with_spacy_loaded_once():
     assert textmod.load_spacy() is textmod.load_spacy()
 
 
+def test_a_pipeline_that_cannot_split_sentences_is_refused_when_it_loads(tmp_path):
+    # spaCy's E030 came from deep inside scoring ("internal error", exit 1) for each text.
+    import spacy
+
+    from faithgate.errors import ModelNotFoundError
+
+    spacy.blank("en").to_disk(tmp_path / "blank")
+    with pytest.raises(ModelNotFoundError, match="cannot split sentences.*'sentencizer'"):
+        textmod.load_spacy(str(tmp_path / "blank"))
+    splitting = spacy.blank("en")
+    splitting.add_pipe("sentencizer")
+    splitting.to_disk(tmp_path / "sentencizer")
+    assert textmod.load_spacy(str(tmp_path / "sentencizer")).pipe_names == ["sentencizer"]
+
+
 # CNN/DailyMail highlights, bullet lists and headlines end lines without a full stop; spaCy
 # merged such lines, so a metric scored two claims as one sentence and a report could not name
 # the unsupported line.

@@ -168,6 +168,45 @@ def test_real_spacy_pipeline():
 # -- issue 16, point 8: no false alarms on faithful mentions ---------------------------------
 
 
+def _pipeline_as(monkeypatch, nlp) -> None:
+    monkeypatch.setattr(textmod, "load_spacy", lambda name=None: nlp)
+
+
+def test_labels_the_pipeline_never_assigns_are_refused(monkeypatch) -> None:
+    """A misspelled label ("PERSONS") matched no entity: every summary scored 1.0, so a gate
+    passed invented names. The pipeline's own labels are listed in the error."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("entity_ruler").add_patterns([{"label": "PERSON", "pattern": "Obama"}])
+    _pipeline_as(monkeypatch, nlp)
+    with pytest.raises(InputError, match=r"'GPE_', 'PERSONS'.*\(it has: PERSON\)"):
+        run(get_metric("ner", labels=["persons", "GPE_"]), summary="Obama slept.")
+    found = run(get_metric("ner", labels=["person"]), "Obama slept.", "Nobody came.")
+    assert found.value == 0.0  # the label it has finds the invented name
+
+
+def test_a_pipeline_without_an_entity_recognizer_is_refused(monkeypatch) -> None:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    _pipeline_as(monkeypatch, nlp)
+    with pytest.raises(InputError, match="has no entity recognizer.*sentencizer"):
+        run(get_metric("ner"))
+
+
+def test_a_finder_that_does_not_list_its_labels_is_trusted(monkeypatch) -> None:
+    from spacy.language import Language
+
+    @Language.component("faithgate_test_ents", assigns=["doc.ents"])
+    def ents(doc):
+        return doc
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("faithgate_test_ents")
+    _pipeline_as(monkeypatch, nlp)
+    assert run(get_metric("ner", labels=["ANYTHING"]), summary="No names.").value == 1.0
+
+
 @pytest.mark.parametrize(
     ("mention", "source", "found"),
     [
