@@ -109,6 +109,22 @@ CACHE_FILE = "scores.sqlite"
 LAST_RESULT = "last-result.json"
 
 
+def is_own_result(path: Path) -> bool:
+    """Whether ``path`` is free for the last run's result: absent, or a file that a run wrote
+    (its JSON opens with the ``schema`` key, as ``GateResult.save`` writes it). A user's
+    file of that name, or anything else there, is never replaced or removed."""
+    if not os.path.lexists(path):
+        return True
+    if not path.is_file() or path.is_symlink():
+        return True  # not a regular file: the atomic write refuses it, with its own reason
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64)
+    except OSError:
+        return True  # unreadable: the write reports what is wrong
+    return head.lstrip().startswith(b"{") and head.lstrip()[1:].lstrip().startswith(b'"schema"')
+
+
 class Gate:
     """A configured gate: loads its examples, scores them (cached) and evaluates the rules.
 
@@ -450,12 +466,14 @@ class Gate:
             # replaced or removed (the atomic write refuses it), only warned about.
             last = self.config.cache_path / LAST_RESULT
             try:
+                if not is_own_result(last):
+                    raise WriteError(last, "a file that faithgate did not write is there")
                 result.save(last)
             except WriteError as exc:
                 # The previous run's file would read as this run's result: removed if it can be.
                 stale = ""
                 try:
-                    if last.is_file():
+                    if last.is_file() and is_own_result(last):
                         last.unlink()
                         stale = "; the previous run's file there is removed"
                     elif os.path.lexists(last):

@@ -135,6 +135,25 @@ def test_a_last_result_that_is_no_file_is_a_warning_and_left_as_it_is(project, k
     assert not [p for p in last.parent.iterdir() if p.name.startswith(".last-result")]  # no tmp
 
 
+def test_a_users_file_at_the_last_result_is_a_warning_and_left_as_it_is(project):
+    """A file of the user's named last-result.json in the cache directory was replaced by the
+    run's result without a word. Only a file a run wrote (a result JSON) is replaced."""
+    last = project / ".fg" / "last-result.json"
+    last.parent.mkdir()
+    last.write_text("my own notes\n")
+    res = check()
+    assert res.exit_code == 0, res.output
+    [warning] = [line for line in res.stderr.splitlines() if "last-result.json" in line]
+    assert "a file that faithgate did not write is there (left as it was)" in warning
+    assert last.read_text() == "my own notes\n"
+    last.unlink()
+    assert check().exit_code == 0
+    first = last.read_bytes()
+    assert first.startswith(b'{\n  "schema": 1')
+    assert check("--threshold", "0.01").exit_code == 0  # a run's own file is replaced
+    assert last.read_bytes() != first
+
+
 def test_a_report_at_the_score_cache_is_refused(project):
     """`--markdown .fg/scores.sqlite` replaced the cache the run had just written to."""
     assert check().exit_code == 0
