@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.execution_options import execution_options, execution_settings
-from faithgate.cli.score import parse_assignments, parse_settings, read_text_arg
+from faithgate.cli.score import parse_assignments, parse_settings, read_source_and_summary
 from faithgate.errors import InputError
 from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.paths import lies_inside, refuse_overwriting_inputs
@@ -133,6 +134,21 @@ def _refuse_overwriting(
                 )
 
 
+def _refuse_plots_directory(plots: Path, files: dict[str, str | None]) -> None:
+    """Before scoring: ``--plots`` names a directory, so a file there (or an output file of
+    this run at that very path) would only fail once every score was computed."""
+    if os.path.lexists(plots) and not plots.is_dir():
+        raise InputError(
+            f"--plots {printable(plots)} is not a directory (figures are written into one); "
+            "choose another path"
+        )
+    for option, path in files.items():
+        if path and path != "-" and Path(path).resolve() == plots.resolve():
+            raise InputError(
+                f"{option} {printable(path)} is also the --plots directory; choose another path"
+            )
+
+
 @click.command("bench")
 @click.option(
     "--data",
@@ -233,6 +249,7 @@ def bench_command(
     refuse_same_names(files)
     plot_files: list[tuple[str, Path | None]] = []
     if plots:  # every figure bench may draw, by its name (evaluation.bench.write_plots)
+        _refuse_plots_directory(Path(plots), {"--output": output, "--save-weights": save_weights})
         names = [*metric_names, *(["combined"] if combine else [])]
         plot_files = [
             ("--plots file", Path(plots) / f"{f.stem}__{m}__{kind}.png")
@@ -455,7 +472,11 @@ def calibrate_command(
 
 @click.command("perturb")
 @click.option("--source", metavar="FILE|-", help="Source document (- = stdin).")
-@click.option("--summary", metavar="TEXT|@FILE", help="Faithful summary text, or @FILE.")
+@click.option(
+    "--summary",
+    metavar="TEXT|@FILE",
+    help="Faithful summary text, or @FILE (@- = stdin, when --source is a file).",
+)
 @click.option(
     "--input",
     "input_path",
@@ -514,12 +535,7 @@ def perturb_command(
         raise InputError("pass --source FILE and --summary TEXT (or --input FILE.jsonl)")
     if output:
         raise InputError("--output needs --input FILE.jsonl")
-    src = read_text_arg(source, "source")
-    summ = (
-        read_text_arg(summary[1:], "summary", allow_stdin=False)
-        if summary.startswith("@")
-        else summary
-    )
+    src, summ = read_source_and_summary(source, summary)
 
     variants = perturb(src, summ, types=types, seed=seed, max_per_type=max_per_type)
     if fmt == "json":

@@ -66,6 +66,24 @@ def _read_path(path: Path, value: str, what: str) -> bytes:
         raise InputError(f"{what} {value!r}: cannot read it ({exc.strerror or exc})") from None
 
 
+def read_source_and_summary(source: str, summary: str) -> tuple[str, str]:
+    """The texts of ``--source FILE|-`` and ``--summary TEXT|@FILE|@-`` (one line errors)."""
+    if source == "-" and summary == "@-":  # else "summary file '-' does not exist"
+        raise InputError(
+            "--source - and --summary @- both read standard input; give one of them as a file"
+        )
+    source_text = read_text_arg(source, "source")
+    if summary == "@":  # Path("") is the current directory: "is a directory" would mislead
+        raise InputError("--summary @: a file name must follow '@' (@FILE, or @- for stdin)")
+    if summary.startswith("@"):
+        return source_text, read_text_arg(summary[1:], "summary", allow_stdin=source != "-")
+    # Command-line bytes that are not UTF-8 arrive as lone surrogates: refuse them here.
+    summary_text = check_text(summary, "the --summary text").strip()
+    if is_blank(summary_text):  # a lone U+200B was "could not score" (exit 1)
+        raise InputError("the summary is empty")
+    return source_text, summary_text
+
+
 def parse_assignments(items: Sequence[str], option: str, form: str = "KEY=VALUE") -> dict[str, str]:
     """``KEY=VALUE`` options into a dict (one line error naming ``form``, the option's own
     shape, on a malformed item)."""
@@ -441,20 +459,7 @@ def score_command(
     from faithgate.scorer import Scorer, resolve_metrics
     from faithgate.types import Example
 
-    if source == "-" and summary == "@-":  # else "summary file '-' does not exist"
-        raise InputError(
-            "--source - and --summary @- both read standard input; give one of them as a file"
-        )
-    source_text = read_text_arg(source, "source")
-    if summary == "@":  # Path("") is the current directory: "is a directory" would mislead
-        raise InputError("--summary @: a file name must follow '@' (@FILE, or @- for stdin)")
-    if summary.startswith("@"):
-        summary_text = read_text_arg(summary[1:], "summary", allow_stdin=source != "-")
-    else:
-        # Command-line bytes that are not UTF-8 arrive as lone surrogates: refuse them here.
-        summary_text = check_text(summary, "the --summary text").strip()
-        if is_blank(summary_text):  # a lone U+200B was "could not score" (exit 1)
-            raise InputError("the summary is empty")
+    source_text, summary_text = read_source_and_summary(source, summary)
     models = parse_assignments(model_args, "--model")
     metric_settings = parse_settings(settings)
     names = list(dict.fromkeys(metric_names or DEFAULT_SCORE_METRICS))

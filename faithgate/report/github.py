@@ -469,7 +469,12 @@ def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> 
     markdown = None
     markdown_path = reports.get("markdown")
     if markdown_path and Path(markdown_path).is_file() and result is not None:
-        markdown = Path(markdown_path).read_text(encoding="utf-8")
+        # The report faithgate wrote is UTF-8; anything else there (a file replaced since, an
+        # unreadable one) must not cost the step its annotations and outputs.
+        try:
+            markdown = Path(markdown_path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            markdown = None
 
     if result is not None:
         outputs = outputs_for(result, reports)

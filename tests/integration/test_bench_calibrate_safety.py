@@ -91,6 +91,8 @@ def test_bench_default_cache_is_protected_too(project):
         ["--combine", "l.jsonl", "--save-weights", "c.sqlite", "--cache", "c.sqlite"],
         ["--plots", "figs", "--cache", "figs/l__overlap__roc.png"],  # a plot onto the cache
         ["--plots", "figs", "--output", "figs/l__overlap__hist.png"],  # a plot onto a report
+        ["--plots", "out.json", "--output", "out.json"],  # the report is the plots directory
+        ["--plots", "l.jsonl"],  # a file is no directory: failed only after scoring
     ],
 )
 def test_bench_outputs_never_land_on_inputs_or_the_cache(project, args):
@@ -197,6 +199,23 @@ def test_perturb_types_naming_nothing_is_a_usage_error(project, types):
     res = invoke("perturb", "--source", "art.txt", "--summary", FAITHFUL[0], "--types", types)
     assert res.exit_code == 2, res.output
     assert "--types names no perturbation type" in res.stderr and not res.stdout
+
+
+def test_perturb_reads_the_summary_as_score_does(project):
+    """`--summary @-` was "summary file '-' does not exist"; a blank summary was perturbed."""
+    (project / "art.txt").write_text(SRC)
+    piped = CliRunner().invoke(
+        cli,
+        ["perturb", "--source", "art.txt", "--summary", "@-", "--format", "json"],
+        input=FAITHFUL[0],
+    )
+    typed = invoke("perturb", "--source", "art.txt", "--summary", FAITHFUL[0], "--format", "json")
+    assert piped.exit_code == 0, piped.output
+    assert piped.stdout == typed.stdout and json.loads(piped.stdout)
+    both = invoke("perturb", "--source", "-", "--summary", "@-")
+    assert both.exit_code == 2 and "both read standard input" in both.stderr
+    blank = invoke("perturb", "--source", "art.txt", "--summary", "  ")
+    assert blank.exit_code == 2 and "the summary is empty" in blank.stderr
 
 
 # ---------------------------------------------------------------- 2. too few rows for a CI

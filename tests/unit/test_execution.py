@@ -243,9 +243,13 @@ def test_execution_settings_parse_and_override() -> None:
     )
     assert (ex.num_cpus, ex.num_gpus) == (2.0, 0.5)
     assert "execution" not in cfg.to_dict()  # where scores ran is not part of a result
-    over = cfg.override(execution={"executor": "local", "num_workers": "2"})
-    assert (over.execution.executor, over.execution.num_workers) == ("local", 2)
+    over = cfg.override(execution={"num_workers": "2"})
+    assert (over.execution.executor, over.execution.num_workers) == ("ray", 2)
     assert over.execution.address == "ray://head:10001"
+    local = cfg.override(execution={"executor": "local"})
+    assert (local.execution.executor, local.execution.num_workers) == ("local", 4)
+    with pytest.raises(ConfigError, match="--num-workers only applies to the ray executor"):
+        cfg.override(execution={"executor": "local", "num_workers": "2"})
     for bad, key in (
         ({"executor": "spark"}, "execution.executor"),
         ({"num_workers": 0}, "execution.num_workers"),
@@ -440,3 +444,23 @@ def test_an_address_that_names_the_cluster_ray_is_on_is_not_reported_ignored(cap
         "ray://10.0.0.5:10001": False,  # Ray Client: another port than the GCS's
         "ray://other:10001": True,
     }
+
+
+def test_ray_only_flags_without_the_ray_executor_are_refused(tmp_path, monkeypatch):
+    """`faithgate check --num-workers 3 --address auto` ran locally and passed without a word."""
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="--address and --num-workers only apply to the ray"):
+        ExecutionSettings().with_overrides({"address": "auto", "num_workers": 3})
+    # from a configuration file they are settings kept for later: no error
+    kept = ExecutionSettings.from_dict({"num_workers": 3}, "faithgate.toml")
+    assert kept.executor == "local" and kept.num_workers == 3
+    ray = ExecutionSettings().with_overrides({"executor": "ray", "num_workers": 2})
+    assert (ray.executor, ray.num_workers) == ("ray", 2)
+    (tmp_path / "o.jsonl").write_text('{"id": "a", "source": "A cat sat.", "summary": "A cat."}\n')
+    args = ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--threshold", "0.1"]
+    res = CliRunner().invoke(cli, [*args, "--no-cache", "--num-workers", "3"])
+    assert res.exit_code == 2 and "add --executor ray" in res.stderr

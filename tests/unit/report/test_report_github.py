@@ -275,6 +275,23 @@ def test_report_command_writes_outputs_summary_and_annotations(gate_result, tmp_
     assert sum(line.startswith("::error ") for line in printed) == 3  # 2 examples + 1 rule
 
 
+def test_a_markdown_report_that_is_not_utf8_still_gives_outputs_and_annotations(
+    gate_result, tmp_path
+):
+    # It was "internal error: UnicodeDecodeError" (exit 1): no outputs, no annotations.
+    result_path = tmp_path / "result.json"
+    result_path.write_text(json.dumps(gate_result))
+    (tmp_path / "r.md").write_bytes(b"# faithgate \xff\xfe report\n")
+    env = _env(tmp_path)
+    rc, stdout = run_github(
+        ["report", "--result", str(result_path), "--markdown", str(tmp_path / "r.md")], env
+    )
+    assert rc == 0
+    assert parse_env_file(Path(env["GITHUB_OUTPUT"]).read_text())["verdict"] == "fail"
+    assert "# faithgate \ufffd\ufffd report" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert sum(line.startswith("::error ") for line in stdout.splitlines()) == 3
+
+
 def test_report_command_without_result_reports_the_error(tmp_path):
     stderr = tmp_path / "stderr.log"
     stderr.write_text("warming up\nfaithgate: outputs.jsonl:3: invalid JSON (Expecting value)\n")
