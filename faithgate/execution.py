@@ -158,18 +158,7 @@ class ExecutionSettings:
                 new[key] = dict(value)
             else:
                 raise fail(key, f"unknown setting; allowed: {', '.join(EXECUTION_KEYS)}")
-        settings = replace(self, **new) if new else self
-        ray_only = [
-            f"--{key.replace('_', '-')}" for key in ("address", "num_workers") if key in new
-        ]
-        if where == "option" and ray_only and settings.executor != "ray":
-            # A flag that would change nothing is a mistake the user should hear of.
-            raise ConfigError(
-                f"{' and '.join(ray_only)} only appl{'y' if len(ray_only) > 1 else 'ies'} to the "
-                f"ray executor, and this run's is "
-                f'{settings.executor}: add --executor ray (or set execution.executor = "ray")'
-            )
-        return settings
+        return replace(self, **new) if new else self
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def is_own_result(path: Path) -> bool:
     file of that name, or anything else there, is never replaced or removed."""
     if not os.path.lexists(path):
         return True
-    if not path.is_file() or path.is_symlink():
+    if not path.is_file():  # follows a symlink: the atomic write replaces what it points to
         return True  # not a regular file: the atomic write refuses it, with its own reason
     try:
         with path.open("rb") as handle:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,7 @@ def _refuse_overwriting(
                 )
 
 
-def _refuse_plots_directory(plots: Path, files: dict[str, str | None]) -> None:
+def _refuse_plots_directory(plots: Path, files: Mapping[str, str | None]) -> None:
     """Before scoring: ``--plots`` names a directory, so a file there (or an output file of
     this run at that very path) would only fail once every score was computed."""
     if os.path.lexists(plots) and not plots.is_dir():
@@ -145,7 +145,8 @@ def _refuse_plots_directory(plots: Path, files: dict[str, str | None]) -> None:
     for option, path in files.items():
         if path and path != "-" and Path(path).resolve() == plots.resolve():
             raise InputError(
-                f"{option} {printable(path)} is also the --plots directory; choose another path"
+                f"the {option} ({printable(path)}) is also the --plots directory; choose "
+                "another path"
             )
 
 
@@ -249,7 +250,11 @@ def bench_command(
     refuse_same_names(files)
     plot_files: list[tuple[str, Path | None]] = []
     if plots:  # every figure bench may draw, by its name (evaluation.bench.write_plots)
-        _refuse_plots_directory(Path(plots), {"--output": output, "--save-weights": save_weights})
+        _refuse_plots_directory(
+            Path(plots),
+            {"--output": output, "--save-weights": save_weights}
+            | {what: str(path) for what, path in _cache_outputs(cache_path, no_cache)},
+        )
         names = [*metric_names, *(["combined"] if combine else [])]
         plot_files = [
             ("--plots file", Path(plots) / f"{f.stem}__{m}__{kind}.png")

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from faithgate.errors import ConfigError
 from faithgate.execution import EXECUTOR_CHOICES, ExecutionSettings
 
 
@@ -43,6 +44,21 @@ def execution_overrides(
     return {k: v for k, v in changes.items() if v is not None} or None
 
 
+def refuse_ray_only_flags(
+    settings: ExecutionSettings, address: str | None, num_workers: int | None
+) -> None:
+    """``--address`` / ``--num-workers`` where the run's executor (flags over the
+    configuration) is not ray would change nothing: a usage error the user should hear of."""
+    flags = (("--address", address), ("--num-workers", num_workers))
+    given = [flag for flag, value in flags if value is not None]
+    if given and settings.executor != "ray":
+        raise ConfigError(
+            f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} to the ray "
+            f"executor, and this run's is {settings.executor}: add --executor ray (or set "
+            'execution.executor = "ray")'
+        )
+
+
 def execution_settings(
     executor: str | None,
     address: str | None,
@@ -63,4 +79,8 @@ def execution_settings(
         # from its directory as `check` does (a missing --config file is yet to be written).
         start = path.parent if path is not None else None
         base = load_config(start=start).execution
-    return base.with_overrides(execution_overrides(executor, address, num_workers) or {}, "option")
+    settings = base.with_overrides(
+        execution_overrides(executor, address, num_workers) or {}, "option"
+    )
+    refuse_ray_only_flags(settings, address, num_workers)
+    return settings

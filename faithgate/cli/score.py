@@ -472,7 +472,9 @@ def score_command(
         model_options = config.model_options
         allow_download = allow_download or config.allow_download
         # The configuration's settings of the metrics run, as the gate passes them on.
-        configured = {m: v for m, v in config.metric_settings.items() if m in names}
+        configured = {
+            m: v for m, v in config.metric_settings.items() if m in names and m in config.metrics
+        }
         metric_settings = {
             m: {**configured.get(m, {}), **metric_settings.get(m, {})}
             for m in {*configured, *metric_settings}

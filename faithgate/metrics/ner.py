@@ -19,6 +19,7 @@ import regex
 
 from faithgate import text as textmod
 from faithgate.errors import InputError
+from faithgate.escape import printable
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.metrics.embedding import token_f1
 from faithgate.types import Example, Score, SentenceScore
@@ -180,6 +181,20 @@ class SourceText:
         return None
 
 
+def _may_set_entities(nlp: Any, name: str) -> bool:
+    """Whether pipeline component ``name`` may set ``doc.ents``: it says so (``ner``,
+    ``entity_ruler``), it is a ``span_ruler`` told to (``annotate_ents``), or it is not spaCy's
+    own and says nothing of what it sets (a project's component, spacy-llm's): trusted."""
+    meta = nlp.get_pipe_meta(name)
+    if "doc.ents" in meta.assigns:
+        return True
+    pipe = nlp.get_pipe(name)
+    if meta.factory == "span_ruler":
+        return bool(getattr(pipe, "annotate_ents", False))
+    own = str(getattr(pipe, "__module__", "")).split(".")[0] == "spacy"
+    return not own and not meta.assigns
+
+
 @register
 class EntityOverlap(Metric):
     """Entity precision of the summary against the source, grouped by entity label.
@@ -287,35 +302,30 @@ class EntityOverlap(Metric):
         if spacy_model in checked:
             return
         nlp = textmod.load_spacy(spacy_model)
-        # Components that set doc.ents (ner, entity_ruler; a span_ruler may, with annotate_ents).
-        finders = [
-            name
-            for name in nlp.pipe_names
-            if "doc.ents" in nlp.get_pipe_meta(name).assigns
-            or nlp.get_pipe_meta(name).factory == "span_ruler"
-        ]
-        where = f"metric 'ner': the spaCy pipeline {nlp.meta.get('name', '?')!r}"
+        finders = [name for name in nlp.pipe_names if _may_set_entities(nlp, name)]
+        where = f"metric 'ner': the spaCy pipeline '{printable(nlp.meta.get('name', '?'))}'"
         if not finders:
             raise InputError(
                 f"{where} has no entity recognizer (components: "
-                f"{', '.join(nlp.pipe_names) or 'none'}), so it finds no entity and every "
-                "summary would score no_entity_value; give the spacy role a pipeline with 'ner'"
+                f"{printable(', '.join(nlp.pipe_names) or 'none')}), so it finds no entity and "
+                "every summary would score no_entity_value; give the spacy role a pipeline "
+                "with 'ner'"
             )
-        labels = self.settings["labels"]
-        known: set[str] = set()
-        for name in finders:
-            pipe_labels = getattr(nlp.get_pipe(name), "labels", None)
-            if pipe_labels is None:  # a component that does not say which labels it sets
-                known = set()
-                break
-            known.update(pipe_labels)
-        unknown = [x for x in labels or () if known and x not in known]
-        if unknown:
-            raise InputError(
-                f"{where} does not assign the entity label(s) {', '.join(map(repr, unknown))} "
-                f"(it has: "
-                f"{', '.join(sorted(known))}); a label it never assigns matches nothing"
-            )
+        listed = [getattr(nlp.get_pipe(name), "labels", None) for name in finders]
+        # A component that does not say which labels it sets is trusted with any.
+        if all(
+            isinstance(x, list | tuple | set | frozenset) and all(isinstance(y, str) for y in x)
+            for x in listed
+        ):
+            known = {label for labels in listed for label in labels}
+            unknown = [x for x in self.settings["labels"] or () if x not in known]
+            if unknown:
+                raise InputError(
+                    f"{where} does not assign the entity label(s) "
+                    f"{printable(', '.join(map(repr, unknown)))} (it has: "
+                    f"{printable(', '.join(sorted(known)) or 'none')}); a label it never "
+                    "assigns matches nothing"
+                )
         checked.add(spacy_model)
 
     def _one(self, ex: Example, ctx: ScoringContext, shash: str) -> Score:

@@ -91,8 +91,6 @@ def test_bench_default_cache_is_protected_too(project):
         ["--combine", "l.jsonl", "--save-weights", "c.sqlite", "--cache", "c.sqlite"],
         ["--plots", "figs", "--cache", "figs/l__overlap__roc.png"],  # a plot onto the cache
         ["--plots", "figs", "--output", "figs/l__overlap__hist.png"],  # a plot onto a report
-        ["--plots", "out.json", "--output", "out.json"],  # the report is the plots directory
-        ["--plots", "l.jsonl"],  # a file is no directory: failed only after scoring
     ],
 )
 def test_bench_outputs_never_land_on_inputs_or_the_cache(project, args):
@@ -102,6 +100,25 @@ def test_bench_outputs_never_land_on_inputs_or_the_cache(project, args):
     assert res.stderr.startswith("faithgate: ") and "Traceback" not in res.output
     assert (project / "l.jsonl").read_bytes() == before
     assert not (project / "c.sqlite").exists()  # refused before any scoring
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--output", "out.json"], "the --output (out.json) is also the --plots directory"),
+        (["--cache", "out.json"], "the score cache (out.json) is also the --plots directory"),
+        (["--no-cache", "--plots", "l.jsonl"], "--plots l.jsonl is not a directory"),
+    ],
+)
+def test_a_plots_directory_in_the_way_is_refused_before_scoring(project, args, message):
+    """These failed only once every score was computed (and left an out.json directory)."""
+    if "--plots" not in args:
+        args = ["--plots", "out.json", *args]
+    res = _bench("--data", "l.jsonl", *args)
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr
+    assert not (project / "out.json").exists()
+    assert not list(project.rglob("*.sqlite"))  # nothing was scored
 
 
 @pytest.mark.parametrize(

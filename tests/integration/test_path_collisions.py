@@ -147,6 +147,14 @@ def test_a_users_file_at_the_last_result_is_a_warning_and_left_as_it_is(project)
     assert "a file that faithgate did not write is there (left as it was)" in warning
     assert last.read_text() == "my own notes\n"
     last.unlink()
+    # nor through a symlink: the atomic write would replace the file it points to
+    (project / "notes.txt").write_text("linked notes\n")
+    last.symlink_to(project / "notes.txt")
+    res = check()
+    assert res.exit_code == 0, res.output
+    assert "a file that faithgate did not write is there" in res.stderr
+    assert last.is_symlink() and (project / "notes.txt").read_text() == "linked notes\n"
+    last.unlink()
     assert check().exit_code == 0
     first = last.read_bytes()
     assert first.startswith(b'{\n  "schema": 1')

@@ -243,13 +243,9 @@ def test_execution_settings_parse_and_override() -> None:
     )
     assert (ex.num_cpus, ex.num_gpus) == (2.0, 0.5)
     assert "execution" not in cfg.to_dict()  # where scores ran is not part of a result
-    over = cfg.override(execution={"num_workers": "2"})
-    assert (over.execution.executor, over.execution.num_workers) == ("ray", 2)
+    over = cfg.override(execution={"executor": "local", "num_workers": "2"})
+    assert (over.execution.executor, over.execution.num_workers) == ("local", 2)
     assert over.execution.address == "ray://head:10001"
-    local = cfg.override(execution={"executor": "local"})
-    assert (local.execution.executor, local.execution.num_workers) == ("local", 4)
-    with pytest.raises(ConfigError, match="--num-workers only applies to the ray executor"):
-        cfg.override(execution={"executor": "local", "num_workers": "2"})
     for bad, key in (
         ({"executor": "spark"}, "execution.executor"),
         ({"num_workers": 0}, "execution.num_workers"),
@@ -451,15 +447,22 @@ def test_ray_only_flags_without_the_ray_executor_are_refused(tmp_path, monkeypat
     from click.testing import CliRunner
 
     from faithgate.cli import cli
+    from faithgate.cli.execution_options import execution_settings
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="--address and --num-workers only apply to the ray"):
-        ExecutionSettings().with_overrides({"address": "auto", "num_workers": 3})
-    # from a configuration file they are settings kept for later: no error
+        execution_settings(None, "auto", 3)
+    with pytest.raises(ConfigError, match="--num-workers only applies to the ray executor"):
+        execution_settings("local", None, 3)
+    assert execution_settings("ray", None, 2).num_workers == 2
+    # from a configuration file they are settings kept for later (and for the library's
+    # GateConfig.override): no error
     kept = ExecutionSettings.from_dict({"num_workers": 3}, "faithgate.toml")
     assert kept.executor == "local" and kept.num_workers == 3
-    ray = ExecutionSettings().with_overrides({"executor": "ray", "num_workers": 2})
-    assert (ray.executor, ray.num_workers) == ("ray", 2)
+    assert GateConfig().override(execution={"num_workers": 2}).execution.num_workers == 2
+    (tmp_path / "faithgate.toml").write_text("[execution]\nexecutor = 'ray'\n")
+    assert execution_settings(None, None, 2).num_workers == 2  # the file's executor is ray
+    (tmp_path / "faithgate.toml").unlink()
     (tmp_path / "o.jsonl").write_text('{"id": "a", "source": "A cat sat.", "summary": "A cat."}\n')
     args = ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--threshold", "0.1"]
     res = CliRunner().invoke(cli, [*args, "--no-cache", "--num-workers", "3"])

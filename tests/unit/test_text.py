@@ -152,6 +152,21 @@ def test_a_pipeline_that_cannot_split_sentences_is_refused_when_it_loads(tmp_pat
     assert textmod.load_spacy(str(tmp_path / "sentencizer")).pipe_names == ["sentencizer"]
 
 
+def test_sentence_boundaries_from_a_component_that_does_not_declare_them_are_enough():
+    import spacy
+    from spacy.language import Language
+
+    @Language.component("faithgate_test_splitter")  # declares no "assigns"
+    def splitter(doc):
+        for token in doc:
+            token.is_sent_start = token.i == 0 or doc[token.i - 1].text == "."
+        return doc
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("faithgate_test_splitter")
+    textmod._refuse_without_sentences(nlp, "custom")  # no error
+
+
 # CNN/DailyMail highlights, bullet lists and headlines end lines without a full stop; spaCy
 # merged such lines, so a metric scored two claims as one sentence and a report could not name
 # the unsupported line.

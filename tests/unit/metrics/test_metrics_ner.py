@@ -9,7 +9,7 @@ import spacy
 from faithgate import text as textmod
 from faithgate.errors import InputError
 from faithgate.metrics.base import ScoringContext, get_metric
-from faithgate.metrics.ner import normalise_entity
+from faithgate.metrics.ner import EntityOverlap, normalise_entity
 from faithgate.types import Example
 
 SUMMARY = "Obama met Merkel in Berlin. He left on Monday."
@@ -43,6 +43,8 @@ def fake_parse(monkeypatch):
         return doc
 
     monkeypatch.setattr(textmod, "parse", parse)
+    # The entities are set by hand: no pipeline to check (and none loaded).
+    monkeypatch.setattr(EntityOverlap, "_check_pipeline", lambda self, spacy_model: None)
     return ents
 
 
@@ -168,43 +170,67 @@ def test_real_spacy_pipeline():
 # -- issue 16, point 8: no false alarms on faithful mentions ---------------------------------
 
 
-def _pipeline_as(monkeypatch, nlp) -> None:
-    monkeypatch.setattr(textmod, "load_spacy", lambda name=None: nlp)
+@pytest.fixture
+def pipeline_as(monkeypatch):
+    """Score with ``nlp`` as the spacy role's pipeline; the parse caches (keyed by text, not
+    pipeline) are emptied around the test so that no other pipeline's parse leaks in."""
+
+    def use(nlp) -> None:
+        monkeypatch.setattr(textmod, "load_spacy", lambda name=None: nlp)
+
+    textmod._parse_cached.cache_clear()
+    yield use
+    textmod._parse_cached.cache_clear()
 
 
-def test_labels_the_pipeline_never_assigns_are_refused(monkeypatch) -> None:
+def _blank(*components: str):
+    nlp = spacy.blank("en")
+    for name in ("sentencizer", *components):
+        nlp.add_pipe(name)
+    return nlp
+
+
+def test_labels_the_pipeline_never_assigns_are_refused(pipeline_as) -> None:
     """A misspelled label ("PERSONS") matched no entity: every summary scored 1.0, so a gate
     passed invented names. The pipeline's own labels are listed in the error."""
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
+    nlp = _blank()
     nlp.add_pipe("entity_ruler").add_patterns([{"label": "PERSON", "pattern": "Obama"}])
-    _pipeline_as(monkeypatch, nlp)
-    with pytest.raises(InputError, match=r"'GPE_', 'PERSONS'.*\(it has: PERSON\)"):
+    pipeline_as(nlp)
+    with pytest.raises(InputError, match=r"'GPE_', 'PERSONS' \(it has: PERSON\)"):
         run(get_metric("ner", labels=["persons", "GPE_"]), summary="Obama slept.")
     found = run(get_metric("ner", labels=["person"]), "Obama slept.", "Nobody came.")
     assert found.value == 0.0  # the label it has finds the invented name
 
 
-def test_a_pipeline_without_an_entity_recognizer_is_refused(monkeypatch) -> None:
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    _pipeline_as(monkeypatch, nlp)
-    with pytest.raises(InputError, match="has no entity recognizer.*sentencizer"):
+def test_a_pipeline_without_an_entity_recognizer_is_refused(pipeline_as) -> None:
+    pipeline_as(_blank("attribute_ruler"))
+    with pytest.raises(InputError, match="has no entity recognizer.*sentencizer, attribute_ruler"):
         run(get_metric("ner"))
+    quiet_ruler = _blank()
+    quiet_ruler.add_pipe("span_ruler")  # annotate_ents is off: it sets doc.spans only
+    pipeline_as(quiet_ruler)
+    with pytest.raises(InputError, match="has no entity recognizer"):
+        run(get_metric("ner"), "Obama slept.", "Nobody came.")
 
 
-def test_a_finder_that_does_not_list_its_labels_is_trusted(monkeypatch) -> None:
+def test_entity_finders_that_do_not_declare_or_list_labels_are_trusted(pipeline_as) -> None:
     from spacy.language import Language
 
-    @Language.component("faithgate_test_ents", assigns=["doc.ents"])
-    def ents(doc):
+    @Language.component("faithgate_test_undeclared")  # sets doc.ents, says nothing of it
+    def undeclared(doc):
+        doc.ents = [doc.char_span(0, 5, label="PERSON")] if doc.text.startswith("Obama") else []
         return doc
 
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    nlp.add_pipe("faithgate_test_ents")
-    _pipeline_as(monkeypatch, nlp)
-    assert run(get_metric("ner", labels=["ANYTHING"]), summary="No names.").value == 1.0
+    nlp = _blank("faithgate_test_undeclared")
+    pipeline_as(nlp)
+    assert run(get_metric("ner", labels=["ANY"]), "Obama slept.", "Nobody came.").value == 1.0
+    assert run(get_metric("ner"), "Obama slept.", "Nobody came.").value == 0.0
+    ruler = _blank()
+    ruler.add_pipe("span_ruler", config={"annotate_ents": True}).add_patterns(
+        [{"label": "PERSON", "pattern": "Obama"}]
+    )
+    pipeline_as(ruler)
+    assert run(get_metric("ner"), "Obama slept.", "Nobody came.").value == 0.0
 
 
 @pytest.mark.parametrize(
