@@ -29,6 +29,34 @@ from pytest_faithgate.summary import write_terminal_summary
 MAX_LOGGED = 20
 
 
+def fail_if_not_run(report: pytest.TestReport) -> None:
+    """A gate item skipped or xfailed from outside the gate (a conftest's ``pytest.skip`` in
+    ``pytest_runtest_setup``, a ``skip``/``skipif``/``xfail`` marker added to every item)
+    passed the session while the gate never ran or failed: it fails instead, saying so.
+    Deselection (``-m "not faithgate_gate"``) is the way to run the tests without it."""
+    xfail = getattr(report, "wasxfail", None)
+    if xfail is not None:
+        del report.wasxfail
+        if report.passed:  # the gate ran and passed: an ordinary pass
+            return
+        if report.when == "call":  # the gate ran and failed: its own report, not "expected"
+            report.outcome = "failed"
+            return
+    if report.skipped:  # in setup: the gate never ran (a skip, or xfail(run=False))
+        longrepr = report.longrepr
+        if xfail is not None:
+            reason = f"xfail: {xfail}"
+        elif isinstance(longrepr, tuple) and len(longrepr) == 3:
+            reason = str(longrepr[2])
+        else:
+            reason = "skipped"
+        report.outcome = "failed"
+        report.longrepr = (
+            f"faithgate: the gate did not run ({safe_line(reason)}): a skipped gate fails; "
+            "to run the tests without it, deselect it with -m 'not faithgate_gate'"
+        )
+
+
 class LogCollector(logging.Handler):
     """Keeps the ``faithgate`` logger's warnings (e.g. "score cache ... moved it aside") as
     escaped lines: under pytest the log capture would show them only beside a failing test."""
@@ -110,6 +138,8 @@ class GatePlugin:
             gate = getattr(item, "faithgate_result", None)
             if gate is not None:
                 report.faithgate_gate = gate  # type: ignore[attr-defined]
+        if getattr(item, "is_faithgate_gate", False):
+            fail_if_not_run(report)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -186,3 +186,49 @@ def test_an_earlier_report_is_still_replaced(pytester: pytest.Pytester):
     result = run(pytester, "--faithgate", "--faithgate-markdown", "old.md")
     assert result.ret == pytest.ExitCode.OK
     assert "faithgate: PASS" in (pytester.path / "old.md").read_text(encoding="utf-8")
+
+
+# A conftest that skips or xfails every item (a GPU-only suite on a CPU runner, a flaky-test
+# policy) skipped or xfailed the gate item too: exit 0 with the gate never run, or failed.
+OUTSIDE = {
+    "skip-in-setup": "def pytest_runtest_setup(item):\n    pytest.skip('no gpu on this runner')\n",
+    "skip-marker": "def pytest_collection_modifyitems(items):\n"
+    "    for i in items:\n        i.add_marker(pytest.mark.skip(reason='later'))\n",
+    "xfail-not-run": "def pytest_collection_modifyitems(items):\n"
+    "    for i in items:\n        i.add_marker(pytest.mark.xfail(reason='flaky', run=False))\n",
+    "xfail": "def pytest_collection_modifyitems(items):\n"
+    "    for i in items:\n        i.add_marker(pytest.mark.xfail(reason='flaky'))\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("how", "xdist"),
+    [(how, ()) for how in OUTSIDE] + [("skip-marker", ("-n", "2"))],
+    ids=[*OUTSIDE, "skip-marker-xdist"],
+)
+def test_a_gate_skipped_or_xfailed_from_outside_fails(
+    pytester: pytest.Pytester, how: str, xdist: tuple[str, ...]
+):
+    toml = gate_toml(0.8)  # example b scores 2/3: the gate fails when it runs
+    write_project(pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": toml})
+    with (pytester.path / "conftest.py").open("a", encoding="utf-8") as conftest:
+        conftest.write("\nimport pytest\n\n" + OUTSIDE[how])
+    result = run(pytester, "--faithgate", "-rfE", *xdist)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out + result.stderr.str()
+    if how == "xfail":  # it ran and failed: its own failure, not an expected one
+        assert "faithgate: FAIL:" in out and "xfailed" not in out.splitlines()[-1]
+    else:
+        assert "faithgate: the gate did not run (" in out
+        assert "-m 'not faithgate_gate'" in out
+
+
+def test_a_passing_gate_marked_xfail_is_an_ordinary_pass(pytester: pytest.Pytester):
+    toml = gate_toml(0.5)
+    write_project(pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": toml})
+    with (pytester.path / "conftest.py").open("a", encoding="utf-8") as conftest:
+        conftest.write("\nimport pytest\n\n" + OUTSIDE["xfail"])
+    result = run(pytester, "--faithgate")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1, xpassed=1)  # the gate passed; test_plain is an XPASS
