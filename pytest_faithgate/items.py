@@ -229,7 +229,15 @@ def gate_items(session: pytest.Session, plugin_session: PluginSession) -> list[p
         path = str(cfg.source or (plugin_session.rootdir / "faithgate.toml"))
         # The node id starts with this path and pytest prints it as it is: a file name with a
         # line break or an escape sequence is shown escaped (the file is never collected).
-        parent = GateFile.from_parent(session, path=Path(safe_line(path)))
+        shown = Path(safe_line(path))
+        try:
+            nodeid = str(shown.relative_to(session.config.rootpath))
+        except ValueError:
+            # Outside the rootdir (a configuration found above it, or --faithgate-config):
+            # pytest's fallback id is "::" + the file name, a line such as "::warning::..." that
+            # a GitHub runner reads as a workflow command. Its full path instead.
+            nodeid = str(shown)
+        parent = GateFile.from_parent(session, path=shown, nodeid=nodeid)
         item = GateItem.from_parent(
             parent,
             name=f"faithgate[{dataset_name(cfg)}]",

@@ -232,3 +232,19 @@ def test_a_passing_gate_marked_xfail_is_an_ordinary_pass(pytester: pytest.Pytest
     result = run(pytester, "--faithgate")
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=1, xpassed=1)  # the gate passed; test_plain is an XPASS
+
+
+def test_a_configuration_outside_the_rootdir_is_named_by_its_full_path(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+):
+    """Its node id was pytest's fallback "::" + file name: with a configuration file named
+    ``warning``, the line "::warning::faithgate[...] PASSED", a GitHub workflow command."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "outputs.jsonl").write_text(GATE_OUTPUTS, encoding="utf-8")
+    (elsewhere / "warning").write_text(gate_toml(0.5), encoding="utf-8")
+    write_project(pytester, PLAIN_TEST)
+    result = run(pytester, "--faithgate", "-v", f"--faithgate-config={elsewhere / 'warning'}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    lines = result.stdout.lines
+    assert not [line for line in lines if line.startswith("::")]
+    assert [line for line in lines if line.startswith(f"{elsewhere}/warning::faithgate[")]
