@@ -69,7 +69,7 @@ def _finite(value: Any, what: str, low: float | None = None, high: float | None 
 def _metric_arg(metric: Any) -> str | None:
     """A call's ``metric=``: a metric name or None; else the test fails in one line."""
     __tracebackhide__ = True
-    if metric is not None and not isinstance(metric, str):
+    if metric is not None and (not isinstance(metric, str) or not metric.strip()):
         pytest.fail(
             safe_line(
                 f"faithgate: metric= must be a metric name (str), got "

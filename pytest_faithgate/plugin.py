@@ -167,6 +167,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     config.addinivalue_line("markers", GATE_MARKER_HELP)
     options = Options.from_config(config)
+    blank = options.blank_given()
+    if blank:
+        raise pytest.UsageError(f"faithgate: {', '.join(blank)}: expected a value, got none")
     if not options.enabled:
         ignored = options.gate_only_given()
         if ignored and not hasattr(config, "workerinput"):  # the xdist controller says it

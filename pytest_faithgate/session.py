@@ -74,6 +74,19 @@ class Options:
             no_cache=bool(get("faithgate_no_cache")),
         )
 
+    def blank_given(self) -> list[str]:
+        """The text options given empty (``--faithgate-metric=``): each fell back to its
+        default (the configured metric, a configuration found by search, the default cache)
+        where the command line asked for something; ``faithgate check`` refuses them too."""
+        given = {
+            "--faithgate-config": self.config,
+            "--faithgate-metric": self.metric,
+            "--faithgate-baseline": self.baseline,
+            "--faithgate-cache": self.cache,
+            **{f"--faithgate-{kind}": path for kind, path in self.reports.items()},
+        }
+        return [name for name, value in given.items() if value is not None and not value.strip()]
+
     def gate_only_given(self) -> list[str]:
         """The options given that only the gate uses (``--faithgate``): without the flag they
         change nothing (the fixture uses the others: metric, threshold, backend, cache ...)."""
@@ -272,7 +285,7 @@ def _is_str_map(value: Any) -> bool:
 # Marker key -> (check, what it must be). Numbers (threshold, margin, min_rate) are checked
 # where they are used, with their ranges.
 _MARKER_TYPES = {
-    "metric": (lambda v: isinstance(v, str), "a metric name (str)"),
+    "metric": (lambda v: isinstance(v, str) and bool(v.strip()), "a metric name (str)"),
     "backend": (lambda v: isinstance(v, str), "a backend name (str)"),
     "types": (is_type_list, "a perturbation type name or a list of them (str)"),
     "settings": (lambda v: isinstance(v, Mapping), "a dict of the metric's settings"),

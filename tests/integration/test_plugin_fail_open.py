@@ -248,3 +248,33 @@ def test_a_configuration_outside_the_rootdir_is_named_by_its_full_path(
     lines = result.stdout.lines
     assert not [line for line in lines if line.startswith("::")]
     assert [line for line in lines if line.startswith(f"{elsewhere}/warning::faithgate[")]
+
+
+def test_empty_option_and_metric_values_are_refused(pytester: pytest.Pytester):
+    """`--faithgate-metric=`, `--faithgate-config=`, `--faithgate-cache=` fell back to their
+    defaults (a run gated another metric, or another configuration, than the line asked for),
+    and so did `metric=""` in the marker and in the fixture's call."""
+    write_project(
+        pytester, PLAIN_TEST, **{"outputs.jsonl": GATE_OUTPUTS, "faithgate.toml": gate_toml(0.5)}
+    )
+    for option in ("--faithgate-metric=", "--faithgate-config=", "--faithgate-cache= "):
+        result = run(pytester, "--faithgate", option)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, option
+        assert f"{option.strip('= ')}: expected a value, got none" in result.stderr.str()
+    pytester.makepyfile(
+        test_inner="""
+import pytest
+
+@pytest.mark.faithgate(metric="")
+def test_marker(faithgate):
+    faithgate.assert_faithful("The cat sat.", "The cat sat.", threshold=0.1)
+
+def test_call(faithgate):
+    faithgate.assert_faithful("The cat sat.", "The cat sat.", metric=" ", threshold=0.1)
+"""
+    )
+    result = run(pytester, "-rf")
+    result.assert_outcomes(failed=1, errors=1)
+    out = result.stdout.str()
+    assert "metric= must be a metric name (str), got str ''" in out
+    assert "metric= must be a metric name (str), got str ' '" in out
