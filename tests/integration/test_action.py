@@ -445,6 +445,28 @@ def test_a_baseline_kept_in_report_dir_is_refused_not_removed(tmp_path):
     assert "is the baseline of this run; refusing to overwrite an input" in error
 
 
+@pytest.mark.slow  # loads spaCy (the overlap metric)
+def test_the_checks_stderr_log_is_the_runners_not_a_file_in_report_dir(tmp_path):
+    """The check's stderr went to report-dir/stderr.log: a user's file there was overwritten,
+    and a directory of that name kept the check from running while exit-code said 1."""
+    workspace = tmp_path / "ws"
+    rows = [{"id": "1", "source": SOURCE, "summary": "The council approved the new park."}]
+    config = 'metrics = ["overlap"]\noutputs = "outputs.jsonl"\n[thresholds]\noverlap = 0.1\n'
+    project = _project(workspace, rows, config)
+    reports = project / "faithgate-reports"
+    reports.mkdir()
+    (reports / "stderr.log").write_text("MY OWN LOG\n")
+    run = run_action(tmp_path / "first", {"working-directory": "proj"}, workspace=workspace)
+    assert run.failed_step is None, run.failed_step
+    assert (run.outputs["verdict"], run.outputs["exit-code"]) == ("pass", "0")
+    assert (reports / "stderr.log").read_text() == "MY OWN LOG\n"
+    (reports / "stderr.log").unlink()
+    (reports / "stderr.log").mkdir()
+    run = run_action(tmp_path / "second", {"working-directory": "proj"}, workspace=workspace)
+    assert run.failed_step is None, run.failed_step
+    assert (run.outputs["verdict"], run.outputs["exit-code"]) == ("pass", "0")
+
+
 def test_a_directory_at_a_report_path_fails_the_step(tmp_path):
     workspace = tmp_path / "ws"
     project = _overlap_project(workspace)
