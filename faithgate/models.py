@@ -120,8 +120,14 @@ class ModelSpec:
 
 
 def faithgate_home() -> Path:
-    """Root of faithgate's cache: converted models, exports, score caches."""
-    return Path(os.environ.get("FAITHGATE_HOME") or Path.home() / ".cache" / "faithgate")
+    """Root of faithgate's cache: converted models, exports, score caches. A ``FAITHGATE_HOME``
+    that is something other than a directory is an ``InputError`` (exit 2) naming it, not an
+    internal error from the first file written under it."""
+    given = os.environ.get("FAITHGATE_HOME")
+    home = Path(given or Path.home() / ".cache" / "faithgate")
+    if given and os.path.lexists(home) and not home.is_dir():
+        raise InputError(f"FAITHGATE_HOME ({printable(home)}) is not a directory")
+    return home
 
 
 def downloads_allowed(allow_download: bool) -> bool:
@@ -291,7 +297,12 @@ def resolve(
     elif packaged and torch_free and role != "spacy":
         where = cache_dir_for(requested, kind="onnx")
         hint += f", or put its ONNX export (`faithgate export {role}`, made with torch) in {where}"
-    why = "downloads are off" if not allowed else "not found"
+    if allowed:
+        why = "not found"
+    elif allow_download is True:  # asked for, and HF_HUB_OFFLINE overrides it
+        why = "downloads are off: HF_HUB_OFFLINE is set, which overrides --allow-download"
+    else:
+        why = "downloads are off"
     shown = requested if revision is None else f"{requested}@{revision}"
     if revision is not None and on_hub and role != "spacy":
         # A pinned revision is served only by the hub or by a snapshot already downloaded: say
@@ -595,7 +606,13 @@ def assemble_trained(base: Path, shipped: Path, target: Path) -> Path:
         ) from exc
     from filelock import FileLock
 
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # FAITHGATE_HOME a file, a read-only home: one line, exit 2
+        raise InputError(
+            f"cannot assemble the nli checker in {printable(target.parent)} "
+            f"({exc.strerror or exc}); set FAITHGATE_HOME to a directory faithgate may write"
+        ) from None
     with FileLock(str(target) + ".lock"):
         if _assembled_ok(target, shipped):
             return target

@@ -28,6 +28,7 @@ from faithgate import models
 from faithgate.backends.quantize import Triple
 from faithgate.errors import FaithgateError, InputError
 from faithgate.escape import printable, safe_line
+from faithgate.paths import refuse_dir_over_inputs
 from faithgate.training.train import (
     BUILTIN_CORPORA,
     TRAINING_META,
@@ -45,7 +46,10 @@ def held_out_triples(config: TrainConfig, synth_file: Path, n: int = 50) -> list
     triples: list[Triple] = []
     with synth_file.open(encoding="utf-8") as fh:
         for line in fh:
-            row = json.loads(line)
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line an interrupted run tore (as write_pairs)
+                continue
             # The key train split by: written into the row from synthesis 2, else the id.
             if not is_held_out(row.get("split", row["doc"]), config.dev_fraction, config.seed):
                 continue
@@ -80,6 +84,14 @@ def ship(
             f"{printable(trained)} holds no {TRAINING_META}: give the output directory of "
             "`faithgate train`"
         )
+    if calibration_pairs < 0:
+        raise InputError(f"--calibration-pairs must be >= 0, got {calibration_pairs}")
+    # DEST is checked before any work (and again when it is replaced): it must not be the
+    # trained model itself, hold it or lie in it (ship tm tm replaced the fp32 weights).
+    refuse_dir_over_inputs(dest, [("trained model", trained)], what="DEST")
+    models.refuse_foreign_dir(dest, TRAINING_META, what="DEST")
+    if not dest.parent.is_dir():
+        raise InputError(f"DEST {printable(dest)}: its directory does not exist")
     meta = json.loads((trained / TRAINING_META).read_text())
     synth_file = synth_file or find_synth_file(trained, meta)  # before any work
     if not synth_file.is_file():
@@ -204,6 +216,9 @@ def main(argv: list[str] | None = None) -> None:
     except FaithgateError as exc:  # one line, no traceback: 2 for bad input, 1 otherwise
         print(f"faithgate ship: {safe_line(str(exc))}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt:  # DEST is replaced in one rename, or not at all
+        print("faithgate ship: interrupted; DEST left as it was", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

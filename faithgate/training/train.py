@@ -764,13 +764,20 @@ def check_base(config: TrainConfig) -> tuple[models.ModelSpec, Any]:
             "directory or a hub id downloaded earlier"
         ) from None
     try:
-        AutoConfig.from_pretrained(base.location)
+        base_config = AutoConfig.from_pretrained(base.location)
         tokenizer = AutoTokenizer.from_pretrained(base.location)
     except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
         raise InputError(
             f"--base-model {name}: cannot load its config.json and tokenizer "
             f"({type(exc).__name__}); give a transformers model directory that holds both"
         ) from None
+    # Longer inputs than its position table were a tensor-size RuntimeError mid-training.
+    positions = getattr(base_config, "max_position_embeddings", None)
+    if isinstance(positions, int) and config.max_length > positions:
+        raise InputError(
+            f"--max-length {config.max_length} is longer than --base-model {name} takes "
+            f"({positions} positions); give --max-length {positions} or less"
+        )
     return base, tokenizer
 
 

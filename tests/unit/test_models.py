@@ -451,3 +451,23 @@ def test_a_renamed_local_model_keeps_its_settings_hash(tmp_path):
     assert hashed(a) == hashed(renamed)
     assert hashed(a)["bertscore"].split("|")[1].startswith("local@")
     assert hashed(other) != hashed(a)  # other weights: another hash
+
+
+def test_a_faithgate_home_that_is_no_directory_is_an_input_error(tmp_path, monkeypatch):
+    """It was "internal error: NotADirectoryError" from the first file written under it."""
+    (tmp_path / "homefile").write_text("")
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "homefile"))
+    with pytest.raises(InputError, match=r"FAITHGATE_HOME \(.*homefile\) is not a directory"):
+        models.cache_dir_for("org/name")
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "new"))  # not there yet: made later
+    assert models.faithgate_home() == tmp_path / "new"
+
+
+def test_offline_says_hf_hub_offline_overrides_allow_download(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError, match="HF_HUB_OFFLINE is set, which overrides"):
+        models.resolve("embedder", "org/none", allow_download=True)
+    with pytest.raises(ModelNotFoundError, match=r"\(downloads are off\)"):
+        models.resolve("embedder", "org/none")

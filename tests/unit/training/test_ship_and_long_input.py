@@ -168,3 +168,49 @@ def test_a_synth_file_that_is_no_file_is_refused_before_any_work(tmp_path, torch
         assert "Traceback" not in err and len(err.splitlines()) == 1
     assert not (tmp_path / "checker").exists()
     assert not list(tmp_path.glob("assembled*")) and not list(tmp_path.glob(".checker*"))
+
+
+@pytest.mark.parametrize(
+    ("dest", "message"),
+    [
+        ("model", "DEST {tmp}/model is, holds or lies inside the trained model"),
+        ("model/shipped", "lies inside the trained model"),
+        (".", "is, holds or lies inside the trained model"),  # holds it
+        ("no/such/dir/checker", "its directory does not exist"),
+        ("user", "DEST {tmp}/user"),  # a user's directory: refused before any work
+    ],
+)
+def test_dest_is_checked_before_any_work(tmp_path, torch, capsys, dest, message):
+    """`ship TRAINED TRAINED` replaced the trained fp32 model without a word; a DEST whose
+    folder is missing was a FileNotFoundError traceback; a user's directory was refused only
+    after the assembly and export (and named an --out option ship does not have)."""
+    trained = _trained(tmp_path, torch, work=True)
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "notes.txt").write_text("mine\n")
+    before = sorted(p.name for p in trained.iterdir())
+    with pytest.raises(SystemExit) as exit_info:
+        ship.main([str(trained), str(tmp_path / dest)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message.format(tmp=tmp_path) in err, err
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and "--out" not in err
+    assert sorted(p.name for p in trained.iterdir()) == before
+    assert (tmp_path / "user" / "notes.txt").read_text() == "mine\n"
+    assert not list(tmp_path.glob("assembled*"))
+
+
+def test_negative_calibration_pairs_and_torn_synthetic_lines(tmp_path, torch, capsys):
+    trained = _trained(tmp_path, torch, work=True)
+    with pytest.raises(SystemExit) as exit_info:
+        ship.main([str(trained), str(tmp_path / "c"), "--calibration-pairs", "-3"])
+    assert exit_info.value.code == 2
+    assert "--calibration-pairs must be >= 0, got -3" in capsys.readouterr().err
+    # An interrupted synthesis leaves a torn last line: skipped, as train's reader does.
+    synth_file = next((tmp_path / "model.work").glob("synth-*.jsonl"))
+    with synth_file.open("a") as fh:
+        fh.write('\n{"doc": "e", "pairs": [{"premise": "P\x01')
+    meta = json.loads((trained / TRAINING_META).read_text())
+    from faithgate.training.train import TrainConfig
+
+    config = TrainConfig(**{**meta["recipe"], "output": str(trained)})
+    assert len(ship.held_out_triples(config, synth_file)) == 1

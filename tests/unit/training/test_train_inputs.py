@@ -174,6 +174,18 @@ def test_a_base_model_it_cannot_load_is_refused_before_the_dataset(
     assert res.output.count("\n") == 1  # the refusal alone: the recipe line comes with progress
 
 
+def test_a_max_length_longer_than_the_base_takes_is_refused_before_the_dataset(
+    tmp_path, tiny_base, tiny_docs, no_dataset
+):
+    """It was an internal error (a tensor-size RuntimeError) once training began."""
+    from faithgate.training.train import train
+
+    cfg = tiny_train_config(tmp_path / "o", tiny_base, tiny_docs, max_length=256)
+    with pytest.raises(InputError, match=r"--max-length 256 is longer than .* \(128 positions\)"):
+        train(cfg, log=_quiet, threads=1)
+    assert not (tmp_path / "o.work").exists()
+
+
 # --- a damaged kept dataset (item 16) -----------------------------------------------------
 
 
