@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -111,18 +112,21 @@ LAST_RESULT = "last-result.json"
 
 def is_own_result(path: Path) -> bool:
     """Whether ``path`` is free for the last run's result: absent, or a file that a run wrote
-    (its JSON opens with the ``schema`` key, as ``GateResult.save`` writes it). A user's
-    file of that name, or anything else there, is never replaced or removed."""
+    (a JSON object whose first keys include ``schema`` or ``verdict``, as ``GateResult.save``
+    writes them, in its first 4 KiB). A user's file of that name, or anything else there, is
+    never replaced or removed."""
     if not os.path.lexists(path):
         return True
     if not path.is_file():  # follows a symlink: the atomic write replaces what it points to
         return True  # not a regular file: the atomic write refuses it, with its own reason
     try:
         with path.open("rb") as handle:
-            head = handle.read(64)
+            head = handle.read(4096)
     except OSError:
         return True  # unreadable: the write reports what is wrong
-    return head.lstrip().startswith(b"{") and head.lstrip()[1:].lstrip().startswith(b'"schema"')
+    return (
+        head.lstrip().startswith(b"{") and re.search(rb'"(schema|verdict)"\s*:', head) is not None
+    )
 
 
 class Gate:

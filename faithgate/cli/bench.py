@@ -139,8 +139,8 @@ def _refuse_plots_directory(plots: Path, files: Mapping[str, str | None]) -> Non
     this run at that very path) would only fail once every score was computed."""
     if os.path.lexists(plots) and not plots.is_dir():
         raise InputError(
-            f"--plots {printable(plots)} is not a directory (figures are written into one); "
-            "choose another path"
+            f"--plots {printable(plots)} is a file, not a directory (figures are written into "
+            "one); choose another path"
         )
     for option, path in files.items():
         if path and path != "-" and Path(path).resolve() == plots.resolve():

@@ -372,7 +372,7 @@ def test_a_full_disk_after_scoring_keeps_the_verdict(tmp_path, report):
     (tmp_path / "o.jsonl").write_text(json.dumps(row) + "\n")
     last = tmp_path / ".faithgate" / "last-result.json"
     last.parent.mkdir()
-    last.write_text("the previous run\n")
+    last.write_text('{"schema": 1, "verdict": "pass"}\n')  # the previous run's result
     (tmp_path / "r.md").write_text("previous report\n")
     args = ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--threshold", "0.1"]
     args += ["--no-cache", "--markdown", "r.md"] if report else []

@@ -107,7 +107,7 @@ def test_bench_outputs_never_land_on_inputs_or_the_cache(project, args):
     [
         (["--output", "out.json"], "the --output (out.json) is also the --plots directory"),
         (["--cache", "out.json"], "the score cache (out.json) is also the --plots directory"),
-        (["--no-cache", "--plots", "l.jsonl"], "--plots l.jsonl is not a directory"),
+        (["--no-cache", "--plots", "l.jsonl"], "--plots l.jsonl is a file, not a directory"),
     ],
 )
 def test_a_plots_directory_in_the_way_is_refused_before_scoring(project, args, message):

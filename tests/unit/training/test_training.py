@@ -496,7 +496,9 @@ def _cli(args: list[str]):
 
     from faithgate.cli import cli
 
-    return CliRunner().invoke(cli, ["train", *args])
+    # The tiny base takes 128 positions: the default --max-length (256) is refused for it.
+    length = [] if "--max-length" in args else ["--max-length", "96"]
+    return CliRunner().invoke(cli, ["train", *args, *length])
 
 
 def test_an_out_directory_faithgate_did_not_write_is_refused_untouched(
