@@ -40,7 +40,7 @@ from __future__ import annotations
 import codecs
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from pathlib import Path
@@ -337,10 +337,13 @@ def _r(x: float, digits: int = 4) -> float:
     return round(float(x), digits)
 
 
-def _prefix(path: Path) -> tuple[str, ...]:
-    """Where the gate's keys live in ``path``: ``[tool.faithgate]`` in a pyproject.toml, the
-    top level elsewhere."""
-    return ("tool", "faithgate") if path.name == "pyproject.toml" else ()
+def _prefix(path: Path, data: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where the gate's keys live in ``path`` (read as ``data``): ``[tool.faithgate]`` in a
+    pyproject.toml, and in a faithgate.toml that uses that table (the gate reads both forms
+    there, and refuses a file that mixes them); the top level elsewhere."""
+    tool = data.get("tool")
+    uses_tool_table = isinstance(tool, Mapping) and "faithgate" in tool
+    return ("tool", "faithgate") if path.name == "pyproject.toml" or uses_tool_table else ()
 
 
 def _lookup(table: Any, keys: Sequence[str]) -> Any:
@@ -382,7 +385,7 @@ def _read_target(path: Path) -> _Target:
         raise InputError(f"{path}: invalid TOML ({parse_problem(exc)})") from None
     root: Any = data
     where = ""
-    for key in _prefix(path):
+    for key in _prefix(path, data):
         where += f"{key}"
         if key in root and not isinstance(root[key], dict):
             raise InputError(f"{path}: {where} must be a table; cannot write the calibration there")
@@ -417,7 +420,7 @@ class _Plan:
 
 
 def _plan(path: Path, target: _Target, cal: Calibration) -> _Plan:
-    prefix = _prefix(path)
+    prefix = _prefix(path, target.data)
     root = _lookup(target.data, prefix)
     # A configuration the gate reads now (its selection to keep); a new one selects the metric.
     existing = root is not None if prefix else bool(target.raw)

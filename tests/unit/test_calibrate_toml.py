@@ -272,6 +272,31 @@ def test_calibrate_then_check_gates_with_the_users_outputs(tmp_path, monkeypatch
     assert "nothing to gate" not in res.output and "0/1 examples pass" in res.output
 
 
+def test_a_faithgate_toml_with_a_tool_faithgate_table_is_written_there(tmp_path, monkeypatch):
+    """The gate reads [tool.faithgate] in a faithgate.toml too; calibrate wrote top-level keys
+    beside it (and the default selection), and the gate then refused the file as mixing both
+    forms (exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    (tmp_path / "faithgate.toml").write_text(
+        '[tool.faithgate]\nmetrics = ["gate_fake"]\noutputs = "outputs.jsonl"\n'
+        "[tool.faithgate.thresholds]\ngate_fake = 0.1\n"
+    )
+    _labelled(tmp_path / "l.jsonl")
+    (tmp_path / "outputs.jsonl").write_text(
+        json.dumps({"id": "a", "source": "The source.", "summary": "0.3 low."}) + "\n"
+    )
+    runner = CliRunner()
+    args = ["--data", "l.jsonl", "--metric", "gate_fake", "--resamples", "0", "--no-cache"]
+    assert runner.invoke(cli, ["calibrate", *args]).exit_code == 0
+    data = tomllib.loads((tmp_path / "faithgate.toml").read_text())
+    assert set(data) == {"tool"}  # nothing at the top level
+    assert data["tool"]["faithgate"]["metrics"] == ["gate_fake"]  # the selection kept
+    assert 0.4 < data["tool"]["faithgate"]["thresholds"]["gate_fake"] <= 0.6
+    res = runner.invoke(cli, ["check", "--no-cache"])
+    assert res.exit_code == 1 and "0/1 examples pass" in res.output, res.output
+
+
 def test_invalid_toml_is_reported_as_the_gate_reports_it(tmp_path) -> None:
     """``metrics = [`` was "not valid TOML (Unexpected character: '\\x00' at line 1 col 0)"
     (tomlkit's words; the file has no NUL) from calibrate, and what tomllib says from check."""
