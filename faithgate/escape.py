@@ -119,13 +119,18 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
 _AUTOLINK = re.compile(r"(?i)(://|www\.)")
 
 
-def markdown_literal(text: object) -> str:
+def markdown_literal(text: object, *, keep_underscores: bool = False) -> str:
     """``text`` as literal Markdown on one line (a table cell, a list item): ``printable``,
     every formatting character backslash-escaped (a pipe would split a table's cell),
     mentions defused ("@user" and "@org/team" notify people on GitHub, so a zero-width space
     follows each "@") and links too: a URL in a summary (a model's invention, perhaps) is shown,
-    not made clickable in a CI report, by a zero-width space inside its "://" or every "www."."""
-    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", printable(text)).replace("@", "@\u200b")
+    not made clickable in a CI report, by a zero-width space inside its "://" or every "www.".
+    ``keep_underscores`` leaves "_" as it is, for names also read in a terminal
+    (``bump_task1``): it can only italicize, never link, embed or notify."""
+    escaped = _MARKDOWN_SPECIAL.sub(
+        lambda m: m.group() if keep_underscores and m.group() == "_" else "\\" + m.group(),
+        printable(text),
+    ).replace("@", "@\u200b")
     return _AUTOLINK.sub(lambda m: m.group(1)[0] + "\u200b" + m.group(1)[1:], escaped)
 
 

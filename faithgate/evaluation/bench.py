@@ -34,7 +34,7 @@ import numpy as np
 from faithgate.atomic import atomic_write_bytes, atomic_write_text
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
-from faithgate.escape import printable, safe_line
+from faithgate.escape import markdown_literal, safe_line
 from faithgate.evaluation.meta import (
     MIN_CI_N,
     MIN_ZERO_WIDTH_CI_N,
@@ -814,9 +814,10 @@ def _stat(group: Mapping[str, Any], stat: str) -> str:
 
 
 def _md(text: Any) -> str:
-    """User text (file, error type, origin names) as one Markdown table cell: ``printable``,
-    and a pipe escaped so it cannot split the cell."""
-    return printable(text).replace("|", "\\|")
+    """User text (file, error type, origin names) as one literal Markdown table cell
+    (``markdown_literal``, as ``check``'s report): no HTML, link, image, mention or code span
+    of a user's making renders where the table is pasted (a job summary, a PR comment)."""
+    return markdown_literal(text, keep_underscores=True)
 
 
 def _n_cell(o: Mapping[str, Any]) -> str:
@@ -920,11 +921,11 @@ def markdown_report(result: Mapping[str, Any]) -> str:
     comb = result.get("combination")
     if comb:
         terms = ", ".join(
-            f"{printable(m)}: {w:+.3f}" for m, w in zip(comb["metrics"], comb["coef"], strict=True)
+            f"{_md(m)}: {w:+.3f}" for m, w in zip(comb["metrics"], comb["coef"], strict=True)
         )
         lines += [
             "",
-            f"Combination fitted on {printable(comb['trained_on'])} (n={comb['n_train']}, "
+            f"Combination fitted on {_md(comb['trained_on'])} (n={comb['n_train']}, "
             f"C={comb['C']}, "
             f"{comb['cv_folds']}-fold CV ROC AUC {comb['cv_roc_auc']:.3f}); standardised "
             f"weights: {terms}.",

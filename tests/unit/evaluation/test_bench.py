@@ -179,6 +179,18 @@ def test_ci_bounds_have_the_estimates_decimals_rounded_outward() -> None:
     assert "| 0.709 [0.706, 0.713] | 0.500 [0.499, 0.501] |" in table
 
 
+def test_user_names_in_the_markdown_table_cannot_format_link_or_ping() -> None:
+    """File names and error types reached the table with only "|" escaped: raw HTML, links,
+    images, code spans and @mentions rendered where the table was pasted."""
+    o = {"n": 4, "roc_auc": 0.5}
+    name = "bump_task1 <img src=x onerror=alert(1)> [l](http://e.x) @octocat `t` a|b"
+    table = markdown_report({"datasets": {name: {"metrics": {"m": {"overall": o}}}}})
+    row = next(line for line in table.splitlines() if "bump_task1" in line)
+    assert "bump_task1 \\<img src=x onerror=alert\\(1\\)\\>" in row  # "_" kept: terminal reads it
+    assert "\\[l\\]\\(http:\u200b//e.x\\)" in row and "@\u200boctocat" in row
+    assert "\\`t\\`" in row and "a\\|b" in row
+
+
 def test_cache_avoids_recomputation(data_file, tmp_path) -> None:
     cache = tmp_path / "c.sqlite"
     CALLS.clear()
