@@ -317,7 +317,12 @@ def bench_command(
     help="Configuration to write (default: the one `faithgate check` reads from here, parents "
     "searched; without one ./pyproject.toml, else a new ./faithgate.toml).",
 )
-@click.option("--dry-run", is_flag=True, help="Print the calibration, write nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the calibration and the file it would write (checked as for a real run); "
+    "write nothing.",
+)
 @_set_option
 @_model_option
 @_backend_option
@@ -378,9 +383,9 @@ def calibrate_command(
     )
     from faithgate.io import load_examples
 
-    target = None
-    if not dry_run:
-        target = Path(config_path) if config_path else default_config_path()
+    # The file it writes, or with --dry-run would write: checked the same way either way, so
+    # a dry run says what the real one would do (a file it cannot write into, before scoring).
+    target: Path | None = Path(config_path) if config_path else default_config_path()
     models = parse_assignments(model_args, "--model")
     metric_settings = parse_settings(settings)
     _refuse_overwriting(
@@ -389,8 +394,10 @@ def calibrate_command(
         metric_settings,
         models,
     )
-    if target is not None:  # a file it cannot write into is refused before scoring
-        check_calibration_target(target, metric_name)
+    check_calibration_target(target, metric_name)
+    would_write = target if dry_run else None
+    if dry_run:
+        target = None
     examples = limit_examples(load_examples(data), limit, seed)
     labelled = [ex for ex in examples if ex.label is not None]
     if not labelled:
@@ -433,7 +440,13 @@ def calibrate_command(
             click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
         click.echo(
             json_for_terminal(
-                json_ready({**cal.to_dict(), "written_to": str(target) if target else None}),
+                json_ready(
+                    {
+                        **cal.to_dict(),
+                        "written_to": str(target) if target else None,
+                        **({"would_write_to": str(would_write)} if would_write else {}),
+                    }
+                ),
                 indent=1,
             )
         )
@@ -473,6 +486,8 @@ def calibrate_command(
         click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
     if target is not None:
         click.echo(f"  written to {safe_line(target)}")  # a path is user text
+    elif would_write is not None:
+        click.echo(f"  not written (--dry-run): would write to {safe_line(would_write)}")
 
 
 @click.command("perturb")

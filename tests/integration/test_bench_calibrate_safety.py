@@ -350,6 +350,23 @@ def test_calibrate_warns_before_writing_a_threshold_no_better_than_chance(projec
     assert res.exit_code == 0 and res.stderr == "", res.output
 
 
+def test_a_dry_run_checks_and_names_the_file_it_would_write(project):
+    """--dry-run skipped the target's check (exit 0 where the real run is exit 2) and never
+    said which file it would write."""
+    (project / "pyproject.toml").write_text("tool = 1\n")
+    args = ["calibrate", "--data", "l.jsonl", "--metric", "overlap", "--resamples", "0"]
+    for extra in ([], ["--dry-run"]):
+        res = invoke(*args, *extra)
+        assert res.exit_code == 2 and "tool must be a table" in res.stderr, res.output
+    (project / "pyproject.toml").unlink()
+    res = invoke(*args, "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[-1] == "  not written (--dry-run): would write to faithgate.toml"
+    assert not (project / "faithgate.toml").exists()
+    data = json.loads(invoke(*args, "--dry-run", "--format", "json").stdout)
+    assert data["written_to"] is None and data["would_write_to"] == "faithgate.toml"
+
+
 # ---------------------------------------------------------------- 3. same file names
 
 
@@ -444,10 +461,11 @@ def test_file_names_reach_the_terminal_escaped(project):
     for stream in (res.stdout, res.stderr):
         assert not any(line.lstrip().startswith("::") for line in stream.splitlines()), stream
     assert "x\\n::error::forged: scoring" in res.stderr  # progress
-    assert "| x\\n::error::forged | consistency |" in res.stdout or (
-        "| x\\n::error::forged | roc_auc |" in res.stdout  # the comparisons table
+    # In the Markdown table as literal Markdown: the backslash of the escape is escaped too.
+    assert "| x\\\\n::error::forged | consistency |" in res.stdout or (
+        "| x\\\\n::error::forged | roc_auc |" in res.stdout  # the comparisons table
     )
-    assert "Combination fitted on x\\n::error::forged.jsonl" in res.stdout
+    assert "Combination fitted on x\\\\n::error::forged.jsonl" in res.stdout
 
 
 def test_written_paths_are_escaped(project):
