@@ -557,15 +557,21 @@ def _warn_without_figures(name: str, items: Sequence[Item]) -> None:
     "–" alone reads like a failure. A file of human ``score``s without labels is the
     correlations' kind of file and is not warned about. Still exit 0: the timing (s/item),
     the scores (``--output``, the cache) and any correlations remain meaningful."""
-    n1 = sum(it.label == 1 for it in items)
-    n0 = sum(it.label == 0 for it in items)
+    # Counted as the figures count them: distinct rows, those labelled both ways left out (a
+    # file whose one unfaithful row repeats a faithful one has no unfaithful item at all).
+    kept, n_conflicting = dedupe_labelled([it.key for it in items], [it.label for it in items])
+    n1 = sum(items[i].label == 1 for i in kept)
+    n0 = sum(items[i].label == 0 for i in kept)
     if n1 and n0:
         return
     n_human = sum(it.human is not None for it in items)
-    if not (n1 or n0) and n_human:
+    if not (n1 or n0) and not n_conflicting and n_human:
         return
-    if n1 or n0:
-        what = f"only one class ({n1} faithful, {n0} unfaithful rows)"
+    if n1 or n0 or n_conflicting:
+        conflicting = f", {n_conflicting} labelled both ways" if n_conflicting else ""
+        what = (
+            f"only one class among its distinct rows ({n1} faithful, {n0} unfaithful{conflicting})"
+        )
     else:
         what = "no labels (label 1 = faithful, 0 = unfaithful) and no human score field"
     rest = "correlations with the human scores" if n_human else "the timing (s/item)"

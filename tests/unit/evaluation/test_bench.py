@@ -367,8 +367,15 @@ def test_bench_warns_when_a_file_has_one_class_or_no_labels(tmp_path) -> None:
         ],
         human,
     )
+    # One unfaithful row that repeats a faithful one: no unfaithful item is left once the
+    # rows are deduplicated, so no label-based figure either (it went unwarned).
+    dup = tmp_path / "dup.jsonl"
+    faithful = [r for r in rows() if r["label"] == 1]
+    write_jsonl([*faithful, {**faithful[0], "id": "again", "label": 0}], dup)
     for path, expected in (
-        (one, "one: only one class (3 faithful, 0 unfaithful rows)"),
+        # 3 faithful rows, 2 distinct: the references repeat per edit
+        (one, "one: only one class among its distinct rows (2 faithful, 0 unfaithful)"),
+        (dup, "dup: only one class among its distinct rows (1 faithful, 0 unfaithful, 1 "),
         (none, "none: no labels"),
         (human, None),
     ):
