@@ -20,7 +20,7 @@ from faithgate.cli.execution_options import execution_options, execution_setting
 from faithgate.cli.score import parse_assignments, parse_settings, read_source_and_summary
 from faithgate.errors import InputError
 from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
-from faithgate.paths import lies_inside, refuse_overwriting_inputs
+from faithgate.paths import lies_inside, refuse_overwriting_inputs, same_file
 
 _metric_option = click.option(
     "--metric",
@@ -143,7 +143,7 @@ def _refuse_plots_directory(plots: Path, files: Mapping[str, str | None]) -> Non
             "one); choose another path"
         )
     for option, path in files.items():
-        if path and path != "-" and Path(path).resolve() == plots.resolve():
+        if path and path != "-" and same_file(path, plots):
             raise InputError(
                 f"the {option} ({printable(path)}) is also the --plots directory; choose "
                 "another path"
@@ -385,7 +385,7 @@ def calibrate_command(
 
     # The file it writes, or with --dry-run would write: checked the same way either way, so
     # a dry run says what the real one would do (a file it cannot write into, before scoring).
-    target: Path | None = Path(config_path) if config_path else default_config_path()
+    target = Path(config_path) if config_path else default_config_path()
     models = parse_assignments(model_args, "--model")
     metric_settings = parse_settings(settings)
     _refuse_overwriting(
@@ -395,9 +395,6 @@ def calibrate_command(
         models,
     )
     check_calibration_target(target, metric_name)
-    would_write = target if dry_run else None
-    if dry_run:
-        target = None
     examples = limit_examples(load_examples(data), limit, seed)
     labelled = [ex for ex in examples if ex.label is not None]
     if not labelled:
@@ -432,7 +429,7 @@ def calibrate_command(
     )
     cal.data = data
     cal.settings_hash = run.settings_hash
-    if target is not None:
+    if not dry_run:
         target = write_calibration(target, cal)
     warning = chance_warning(cal)
     if fmt == "json":
@@ -443,8 +440,8 @@ def calibrate_command(
                 json_ready(
                     {
                         **cal.to_dict(),
-                        "written_to": str(target) if target else None,
-                        **({"would_write_to": str(would_write)} if would_write else {}),
+                        "written_to": None if dry_run else str(target),
+                        **({"would_write_to": str(target)} if dry_run else {}),
                     }
                 ),
                 indent=1,
@@ -484,10 +481,10 @@ def calibrate_command(
     )
     if warning:  # before "written to", which reads as a recommendation
         click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
-    if target is not None:
-        click.echo(f"  written to {safe_line(target)}")  # a path is user text
-    elif would_write is not None:
-        click.echo(f"  not written (--dry-run): would write to {safe_line(would_write)}")
+    if dry_run:  # a path is user text
+        click.echo(f"  not written (--dry-run): would write to {safe_line(target)}")
+    else:
+        click.echo(f"  written to {safe_line(target)}")
 
 
 @click.command("perturb")
