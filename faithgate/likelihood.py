@@ -21,7 +21,11 @@ prefix (its key/value cache is reused: document-prefix caching).
 
 Encoder-decoder models (``seq2seq`` role) use encoder inputs instead of prompts:
 ``y_s2s`` = enc(X) -> Y, ``y_lm`` = enc({}) = ``[bos, eos]`` -> Y (HaRiM+'s empty source),
-``y_pref`` = enc(Y sep_x X) -> Y, ``x_s2s`` = enc(Y) -> X, ``x_lm`` = enc({}) -> X.
+``y_pref`` = enc(Y sep_x X) -> Y, ``x_s2s`` = enc(Y) -> X, ``x_lm`` = enc({}) -> X. With
+``target_special_tokens`` every target is scored as the tokenizer encodes it, its special
+tokens included (BART ``<s> Y </s>``, T5 and PEGASUS ``Y </s>``), as BARTScore (Yuan et al.
+2021) and the HaRiM+ authors' scorer do; the arrays then hold those tokens too and
+``PairLogprobs.y_text`` says where the summary's own tokens are.
 
 Context cut policy. Every pass of one pair uses the same kept tokens of X and Y, fixed from
 the pair alone (never from which metrics were asked), so scores do not depend on the metric
@@ -70,6 +74,8 @@ class LikelihoodConfig:
     cut: str = "select"
     max_length: int | None = None
     prefix_cache: bool = True
+    # Encoder-decoder targets with the tokenizer's special tokens (see the module docstring).
+    target_special_tokens: bool = False
 
     def __post_init__(self) -> None:
         if self.role not in ROLE_TASKS:
@@ -94,7 +100,7 @@ class LikelihoodConfig:
         """Shared-engine key: metrics with equal configs share one engine (and its passes)."""
         return (
             f"likelihood:{self.role}:{self.separator!r}:{self.x_separator!r}:{self.cut}:"
-            f"{self.max_length}:{self.prefix_cache}"
+            f"{self.max_length}:{self.prefix_cache}:{self.target_special_tokens}"
         )
 
 
@@ -114,6 +120,14 @@ class PairLogprobs:
     context: dict[str, Any]
     values: dict[str, np.ndarray] = field(default_factory=dict)
     y_offsets: list[tuple[int, int]] = field(default_factory=list)
+    # (start, end) of the summary's own tokens in ``y_tokens`` and the y arrays: the rest are
+    # the tokenizer's special tokens, scored as part of the target (``target_special_tokens``).
+    y_text: tuple[int, int] = (0, 0)
+
+    @property
+    def text_tokens(self) -> int:
+        """How many of the scored summary tokens are the summary's own (specials excluded)."""
+        return self.y_text[1] - self.y_text[0]
 
     def __getitem__(self, quantity: str) -> np.ndarray:
         return self.values[quantity]
@@ -154,6 +168,12 @@ class LikelihoodEngine:
         self._sep_x = tuple(model.tokenize(config.x_separator)) if config.x_separator else ()
         self._bos = () if model.bos_token_id is None else (int(model.bos_token_id),)
         self._eos = () if model.eos_token_id is None else (int(model.eos_token_id),)
+        # Special tokens around every encoder-decoder target (none: the text's tokens alone).
+        self._t_pre: tuple[int, ...] = ()
+        self._t_suf: tuple[int, ...] = ()
+        if model.is_encoder_decoder and config.target_special_tokens:
+            pre, suf = model.special_tokens()
+            self._t_pre, self._t_suf = tuple(pre), tuple(suf)
 
     # --- requests -------------------------------------------------------------------------
     def request(self, pairs: Iterable[tuple[str, str]], quantities: Iterable[str]) -> None:
@@ -212,7 +232,7 @@ class LikelihoodEngine:
         if self.model.is_encoder_decoder:
             # Largest encoder input: [bos] Y sep_x X [eos]; X and Y are also decoder targets.
             fixed = len(self._bos) + len(self._eos) + len(self._sep_x)
-            target_limit = self.model.max_target_length
+            target_limit = self.model.max_target_length - len(self._t_pre) - len(self._t_suf)
             m = min(len(y), target_limit, max(1, (window - fixed) // 2))
             n = max(0, min(len(x), window - fixed - m, target_limit))
         else:
@@ -283,15 +303,17 @@ class LikelihoodEngine:
                 values = self._run_seq2seq(pending, pairs)
             else:
                 values = self._run_causal(pending, pairs)
+            pre, suf = self._t_pre, self._t_suf
             for key, wanted in pending.items():
                 pair = pairs[key]
                 result = self._done.get(key)
                 if result is None:
                     result = PairLogprobs(
-                        self.model.token_texts(pair.y),
-                        self.model.token_texts(pair.x),
+                        self.model.token_texts(pre + pair.y + suf),
+                        self.model.token_texts(pre + pair.x + suf),
                         dict(pair.context),
                         y_offsets=self.model.token_offsets(key[1])[: len(pair.y)] if pair.y else [],
+                        y_text=(len(pre), len(pre) + len(pair.y)),
                     )
                     self._done[key] = result
                 for q in wanted:
@@ -378,24 +400,28 @@ class LikelihoodEngine:
         self, pending: dict[tuple[str, str], set[str]], pairs: dict[tuple[str, str], _Pair]
     ) -> dict[tuple[tuple[str, str], str], np.ndarray]:
         bos, eos, sx = self._bos, self._eos, self._sep_x
+        pre, suf = self._t_pre, self._t_suf
 
         def enc(ids: tuple[int, ...]) -> tuple[int, ...]:
             return bos + ids + eos  # empty source: [bos, eos] (HaRiM+)
+
+        def tgt(ids: tuple[int, ...]) -> tuple[int, ...]:
+            return pre + ids + suf
 
         jobs: dict[tuple[str, str], tuple[tuple[int, ...], tuple[int, ...]]] = {}
         for key, wanted in pending.items():
             p = pairs[key]
             for q in wanted:
                 if q == "y_s2s":
-                    jobs[(key, q)] = (enc(p.x), p.y)
+                    jobs[(key, q)] = (enc(p.x), tgt(p.y))
                 elif q == "y_lm":
-                    jobs[(key, q)] = (enc(()), p.y)
+                    jobs[(key, q)] = (enc(()), tgt(p.y))
                 elif q == "y_pref":
-                    jobs[(key, q)] = (enc(p.y + sx + p.x), p.y)
+                    jobs[(key, q)] = (enc(p.y + sx + p.x), tgt(p.y))
                 elif q == "x_s2s":
-                    jobs[(key, q)] = (enc(p.y), p.x)
+                    jobs[(key, q)] = (enc(p.y), tgt(p.x))
                 else:  # x_lm
-                    jobs[(key, q)] = (enc(()), p.x)
+                    jobs[(key, q)] = (enc(()), tgt(p.x))
         distinct = sorted(set(jobs.values()))
         res = self.model.seq2seq_logprobs(distinct) if distinct else []
         self._count(sum(len(e) + len(t) for e, t in distinct), 1)

@@ -198,6 +198,12 @@ class LanguageModel(RoleModel):
     def eos_token_id(self) -> int | None:
         """End-of-sequence id (closes an encoder input: BART ``<s> X </s>``, T5 ``X </s>``)."""
 
+    def special_tokens(self) -> tuple[list[int], list[int]]:
+        """The ids the tokenizer puts before and after one encoded text (BART ``<s>`` and
+        ``</s>``, T5 and PEGASUS ``</s>`` after it): how a reference scorer that calls the
+        tokenizer sees a target. ``([], [])`` when it adds none."""
+        return [], []
+
     @property
     def decoder_start_token_id(self) -> int | None:
         """First decoder input of an encoder-decoder (BART: ``</s>``, T5: pad); None for a
@@ -310,6 +316,19 @@ class LanguageModel(RoleModel):
                 lp = self.segment_logprobs([[specials + kept, tgt]])[0][1]
             results.append(TokenLogprobs(self.token_texts(tgt), lp, policy))
         return results
+
+
+def special_wrap(
+    with_specials: Sequence[int], without: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """``(before, after)``: the ids around ``without`` (a text's ids) in ``with_specials`` (the
+    same text encoded with its special tokens); ``([], [])`` when ``without`` is not found
+    whole in it (a tokenizer that re-tokenizes the text when it adds them)."""
+    w, t = [int(i) for i in with_specials], [int(i) for i in without]
+    for start in range(len(w) - len(t) + 1):
+        if w[start : start + len(t)] == t:
+            return w[:start], w[start + len(t) :]
+    return [], []
 
 
 def offsets_by_decoding(

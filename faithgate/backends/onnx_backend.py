@@ -33,6 +33,7 @@ from faithgate.backends.base import (
     RoleModel,
     TextEncoder,
     TokenEmbeddings,
+    special_wrap,
 )
 from faithgate.backends.expand import (
     context_model_bytes,
@@ -639,6 +640,12 @@ class _OnnxLMBase(_OnnxRoleMixin, LanguageModel):
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
         enc = self.tokenizer.encode(text, add_special_tokens=False)
         return [(int(a), int(b)) for a, b in enc.offsets]
+
+    def special_tokens(self) -> tuple[list[int], list[int]]:
+        probe = "a"
+        return special_wrap(
+            self.tokenizer.encode(probe, add_special_tokens=True).ids, self.tokenize(probe)
+        )
 
     @property
     def bos_token_id(self) -> int | None:

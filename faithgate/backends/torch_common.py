@@ -147,6 +147,14 @@ def check_model_kind(spec: ModelSpec, task: str, config: Any) -> None:
     found = model_kind(config)
     if found is not None and found[0] in refused:
         kind, arch = found
+        if task == "causal-lm" and kind == "seq2seq":
+            # The likelihood metrics score with an encoder-decoder as the seq2seq role.
+            raise ModelFileError(
+                f"{spec.role} model {model_label(spec)} is {_KIND_NAMES[kind]} ({arch}), "
+                f"not {wanted}: pass it as the seq2seq role instead (--model seq2seq=..., "
+                '[tool.faithgate.models] seq2seq = "..."); the likelihood metrics then '
+                "score with it"
+            )
         raise ModelFileError(
             f"{spec.role} model {model_label(spec)} is {_KIND_NAMES[kind]} ({arch}), "
             f"not {wanted}: pass a model of that kind with --model {spec.role}=..."

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from faithgate.backends.base import LanguageModel, offsets_by_decoding
+from faithgate.backends.base import LanguageModel, offsets_by_decoding, special_wrap
 from faithgate.backends.torch_common import import_torch, load_hf_model, load_tokenizer
 from faithgate.backends.windowing import batches_by_token_budget, bucket_width, split_by_sizes
 from faithgate.errors import BackendError, ConfigError
@@ -99,6 +99,10 @@ class _TorchLMBase(LanguageModel):
             return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
         # A slow (Python) tokenizer keeps no offsets: decode growing prefixes instead.
         return offsets_by_decoding(text, self.tokenize(text), self.tokenizer.decode)
+
+    def special_tokens(self) -> tuple[list[int], list[int]]:
+        probe = "a"
+        return special_wrap(self.tokenizer(probe)["input_ids"], self.tokenize(probe))
 
     @property
     def bos_token_id(self) -> int | None:

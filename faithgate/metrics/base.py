@@ -159,6 +159,11 @@ class Metric(ABC):
         ``roles``, unless they depend on what is configured (the QA metrics override it)."""
         return dict(self.roles)
 
+    def hashed_settings(self, ctx: ScoringContext) -> Mapping[str, Any]:
+        """The settings the settings hash records under ``ctx``: all of them, unless what
+        they mean depends on what is configured (the likelihood metrics' ``model = "auto"``)."""
+        return self.settings
+
     def settings_hash(self, ctx: ScoringContext) -> str:
         """What the scores of this metric under ``ctx`` depend on (it keys the score cache and
         is compared with baselines and calibrations), e.g.
@@ -180,7 +185,7 @@ class Metric(ABC):
             # 7 and 7.0 for a float setting are one setting (TOML writes either): one hash.
             "settings": {
                 k: float(v) if isinstance(self.defaults.get(k), float) and type(v) is int else v
-                for k, v in self.settings.items()
+                for k, v in self.hashed_settings(ctx).items()
             },
             "models": [hashed(i) for i in identities],
         }

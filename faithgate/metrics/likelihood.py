@@ -5,9 +5,10 @@ p_s2s(y_i) = p(y_i | y_<i; X), p_lm(y_i) = p(y_i | y_<i; {}), p_pref(y_i) = p(y_
 p_s2s(x_i) = p(x_i | x_<i; Y), p_lm(x_i) = p(x_i | x_<i). See ``faithgate.likelihood`` for the
 passes that produce them; five metrics over one batch run each distinct pass once.
 
-All values are oriented higher = more faithful. The scorer model is the ``lm`` role (decoder-
-only, default SmolLM2-135M-Instruct) or, with ``model="seq2seq"``, the ``seq2seq`` role (any
-encoder-decoder: point it at the summarizer under test, as HaRiM+ intends).
+All values are oriented higher = more faithful. The scorer model follows the ``model``
+setting: ``"auto"`` (the default) is the ``seq2seq`` role (any encoder-decoder: point it at the
+summarizer under test, as HaRiM+ intends) when one is configured, else the ``lm`` role
+(decoder-only, default SmolLM2-135M-Instruct); ``"lm"`` or ``"seq2seq"`` pins the role.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from faithgate import text as textmod
-from faithgate.errors import InputError
+from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.likelihood import (
     CUT_POLICIES,
     ROLE_TASKS,
@@ -34,8 +35,18 @@ from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.numbers import is_finite_number
 from faithgate.types import Example, Score, SentenceScore
 
+MODEL_CHOICES = ("auto", *ROLE_TASKS)
+TARGET_TOKENS = ("tokenizer", "text")
+
 _COMMON_DEFAULTS: dict[str, Any] = {
-    "model": "lm",  # role of the scorer model: "lm" (decoder-only) or "seq2seq"
+    # Role of the scorer model: "auto" (seq2seq when a seq2seq model is configured, else lm),
+    # "lm" (decoder-only) or "seq2seq" (encoder-decoder).
+    "model": "auto",
+    # Encoder-decoder targets: "tokenizer" scores them as the tokenizer encodes them, with the
+    # special tokens it adds (BART's <s> and </s>, T5's and PEGASUS's </s>), as BARTScore and
+    # HaRiM+ do; "text" scores the text's own tokens only. Decoder-only targets are always
+    # the text's tokens (the setting is not read, nor hashed, for them).
+    "target_tokens": "tokenizer",
     "separator": "\nTL;DR:\n",  # decoder-only: between conditioning text and summary
     "x_separator": "\n",  # between Y and X in the [Y, X] conditioning
     # Which source text survives when the window is too small: "select" keeps the sentences
@@ -47,6 +58,11 @@ _COMMON_DEFAULTS: dict[str, Any] = {
     "prefix_cache": True,  # reuse a source's key/value cache across its summaries
     "token_details": True,  # per-token log-probs in Score.details["tokens"]
 }
+
+# Settings added after scores were recorded, left out of the settings hash at the value that
+# reproduces those scores (``LikelihoodMetric.hashed_settings``).
+_HASHED_ONLY_OFF: dict[str, Any] = {"harim_form": "paper"}
+HARIM_FORMS = ("paper", "released")
 
 _SHORT = {"y_s2s": "s2s", "y_lm": "lm", "y_pref": "pref"}
 
@@ -71,9 +87,14 @@ class LikelihoodMetric(Metric):
 
     def validate_settings(self) -> None:
         s = self.settings
-        if s["model"] not in ROLE_TASKS:
+        if s["model"] not in MODEL_CHOICES:
             raise InputError(
-                f"{self.name}: model must be one of {', '.join(ROLE_TASKS)}, not {s['model']!r}"
+                f"{self.name}: model must be one of {', '.join(MODEL_CHOICES)}, not {s['model']!r}"
+            )
+        if s["target_tokens"] not in TARGET_TOKENS:
+            raise InputError(
+                f"{self.name}: target_tokens must be one of {', '.join(TARGET_TOKENS)}, "
+                f"not {s['target_tokens']!r}"
             )
         if s["cut"] not in CUT_POLICIES:
             raise InputError(
@@ -84,20 +105,58 @@ class LikelihoodMetric(Metric):
                 raise InputError(f"{self.name}: {key} must be a string")
         if not isinstance(s["prefix_cache"], bool):  # "no" read as true
             raise InputError(f"{self.name}: prefix_cache must be true or false")
-        # The role follows the setting, so the settings hash names the right model.
+        # The role follows the setting, so the settings hash names the right model; "auto"
+        # is resolved per scoring context (``role``), its offline default (lm) named here.
         # spaCy splits sentences: the summary's for Score.sentences, a long source's to cut.
-        self.roles = {s["model"]: ROLE_TASKS[s["model"]], "spacy": "pipeline"}
-        self.config = LikelihoodConfig(
-            role=s["model"],
+        role = "lm" if s["model"] == "auto" else s["model"]
+        self.roles = {role: ROLE_TASKS[role], "spacy": "pipeline"}
+        # Raises InputError for a bad cut or max_length now, not at the first batch.
+        self.config_for(role)
+
+    def role(self, ctx: ScoringContext) -> str:
+        """The scorer model's role under ``ctx``: the ``model`` setting, or for ``"auto"`` the
+        seq2seq role when a seq2seq model is configured (``--model seq2seq=...``, the
+        configuration, or a model added to the pool), else the lm role."""
+        if self.settings["model"] != "auto":
+            return str(self.settings["model"])
+        try:
+            ctx.pool.spec("seq2seq")
+        except ModelNotFoundError:
+            return "lm"
+        return "seq2seq"
+
+    def config_for(self, role: str) -> LikelihoodConfig:
+        s = self.settings
+        return LikelihoodConfig(
+            role=role,
             separator=s["separator"],
             x_separator=s["x_separator"],
             cut=s["cut"],
             max_length=s["max_length"],
             prefix_cache=bool(s["prefix_cache"]),
+            target_special_tokens=role == "seq2seq" and s["target_tokens"] == "tokenizer",
         )
 
+    def model_roles(self, ctx: ScoringContext) -> dict[str, str]:
+        role = self.role(ctx)
+        return {role: ROLE_TASKS[role], "spacy": "pipeline"}
+
+    def hashed_settings(self, ctx: ScoringContext) -> dict[str, Any]:
+        """The settings as scored under ``ctx``: ``model`` is the role resolved (``"auto"``
+        that resolves to lm hashes as ``"lm"`` did before the setting existed), and settings
+        the role's passes never read, or that are at the value reproducing the scores from
+        before they existed, are left out, so caches and baselines made then stay valid."""
+        role = self.role(ctx)
+        hashed = {**self.settings, "model": role}
+        if role != "seq2seq":
+            hashed.pop("target_tokens", None)
+        for key, same_as_before in _HASHED_ONLY_OFF.items():
+            if key in hashed and hashed[key] == same_as_before:
+                del hashed[key]
+        return hashed
+
     def engine(self, ctx: ScoringContext) -> LikelihoodEngine:
-        return engine_for(ctx, self.config)
+        return engine_for(ctx, self.config_for(self.role(ctx)))
 
     def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
         self.engine(ctx).request(pairs_of(examples), self.needs)
@@ -109,7 +168,7 @@ class LikelihoodMetric(Metric):
         scores = []
         for ex in examples:
             lp = engine.get(ex.source, ex.summary)
-            if not lp.y_tokens:
+            if not lp.text_tokens:
                 scores.append(Score.failed(self.name, settings_hash, ex.id, "empty summary"))
                 continue
             cut = summary_cut(lp.context)
@@ -141,7 +200,7 @@ class LikelihoodMetric(Metric):
                     textmod.split_sentences(ex.summary, ctx.spacy_model),
                     ex.summary,
                     lp.y_offsets,
-                    lp["y_s2s"],
+                    lp["y_s2s"][lp.y_text[0] : lp.y_text[1]],
                 )
                 if "y_s2s" in lp.values
                 else []
@@ -295,24 +354,43 @@ class HaRiMPlus(LikelihoodMetric):
     tokens the source does not make more likely than the empty source does (encoder input
     ``[bos, eos]`` for an encoder-decoder; the prompt without the document for a decoder-only
     model). Higher = more faithful.
+
+    ``harim_form = "released"`` gives the authors' released scorer (github NCSOFT/HaRiM+, the
+    ``evaluate`` metric "NCSOFT/harim_plus"): its per-token term is 1 - (1 - p_s2s)(1 - delta)/2,
+    so its value is loglik + lambda * (1 - HaRiM / 2): half the weight on HaRiM (lambda 7
+    there is lambda 3.5 in the paper form) plus the constant lambda. ``"paper"`` (default)
+    keeps the form above, the one every recorded harim_plus threshold was set on.
     """
 
     name = "harim_plus"
     description = "HaRiM+: mean log p(summary|source) - 7 * HaRiM"
     needs = ("y_s2s", "y_lm")
-    defaults = {**_COMMON_DEFAULTS, "lambda": 7.0}
+    defaults = {**_COMMON_DEFAULTS, "lambda": 7.0, "harim_form": "paper"}
 
     def validate_settings(self) -> None:
         if not is_finite_number(self.settings["lambda"]):  # inf / NaN: every example unscorable
             raise InputError(f"{self.name}: lambda must be a finite number")
+        if self.settings["harim_form"] not in HARIM_FORMS:
+            raise InputError(
+                f"{self.name}: harim_form must be one of {', '.join(HARIM_FORMS)}, "
+                f"not {self.settings['harim_form']!r}"
+            )
         super().validate_settings()
 
     def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
         s2s, lm = _finite(lp["y_s2s"], lp["y_lm"])
         loglik = float(s2s.mean())
         harim = float(harim_terms(s2s, lm).mean())
-        value = loglik - float(self.settings["lambda"]) * harim
-        return value, {"loglik": loglik, "harim": harim}
+        lam = float(self.settings["lambda"])
+        if self.settings["harim_form"] == "released":
+            # The released scorer's "harim": 1 - risk/2 per token (its margin is (1-delta)/2).
+            released = 1.0 - harim / 2.0
+            return loglik + lam * released, {
+                "loglik": loglik,
+                "harim": harim,
+                "harim_released": released,
+            }
+        return loglik - lam * harim, {"loglik": loglik, "harim": harim}
 
 
 @register
