@@ -965,6 +965,7 @@ class OnnxSeq2SeqLM(_OnnxLMBase):
                     f"encoder input of {len(enc)} / target of {len(tgt)} tokens exceeds the "
                     f"model window {self.max_length}"
                 )
+        hidden = self._encode_once([e for e, t in batch if len(t)])
         lengths = [max(len(e), len(t)) for e, t in batch]
         pair_lengths = [(len(e), len(t)) for e, t in batch]  # both sides unpadded
         for idx in batches_by_token_budget(lengths, self.batch_tokens, keys=pair_lengths):
@@ -972,15 +973,13 @@ class OnnxSeq2SeqLM(_OnnxLMBase):
             if all(not t for _, t in rows):
                 continue
             enc_ids, enc_mask = self._pad([e for e, _ in rows], self.pad_id)
+            states = np.stack([hidden[tuple(e)] for e, _ in rows])
             dec_rows = [[start, *t[:-1]][: len(t)] for _, t in rows]
             dec_in, _ = self._pad(dec_rows, self.pad_id)
             targets, _ = self._pad([t for _, t in rows], self.pad_id)
-            (hidden,) = self.sessions["encoder"].run(
-                ["last_hidden_state"], {"input_ids": enc_ids, "attention_mask": enc_mask}
-            )
             feeds = {
                 "input_ids": dec_in,
-                "encoder_hidden_states": hidden,
+                "encoder_hidden_states": states,
                 "encoder_attention_mask": enc_mask,
                 "target_ids": targets,
             }
@@ -989,6 +988,22 @@ class OnnxSeq2SeqLM(_OnnxLMBase):
             for r, i in enumerate(idx):
                 results[i] = lp[r, : len(rows[r][1])].astype(np.float64)
         return results
+
+    def _encode_once(self, inputs: Sequence[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
+        """Encoder states of each distinct input, run once: a source shared by several
+        targets (its summaries, its y and x passes) and the empty source shared by every
+        summary's y_lm were encoded once per target. Batched by equal length, as the decoder
+        (no padding, so a state never depends on its batch)."""
+        distinct = sorted({tuple(int(i) for i in e) for e in inputs})
+        states: dict[tuple[int, ...], np.ndarray] = {}
+        for idx in batches_by_token_budget([len(e) for e in distinct], self.batch_tokens):
+            enc_ids, enc_mask = self._pad([distinct[i] for i in idx], self.pad_id)
+            (hidden,) = self.sessions["encoder"].run(
+                ["last_hidden_state"], {"input_ids": enc_ids, "attention_mask": enc_mask}
+            )
+            for r, i in enumerate(idx):
+                states[distinct[i]] = hidden[r]
+        return states
 
 
 class OnnxBackend(Backend):

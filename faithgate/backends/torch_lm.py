@@ -300,6 +300,9 @@ class TorchSeq2SeqLM(_TorchLMBase):
 
     def __init__(self, spec: ModelSpec, **options: Any) -> None:
         super().__init__(spec, "AutoModelForSeq2SeqLM", **options)
+        from transformers.modeling_outputs import BaseModelOutput
+
+        self._encoder_output = BaseModelOutput
 
     @property
     def max_target_length(self) -> int:
@@ -326,6 +329,7 @@ class TorchSeq2SeqLM(_TorchLMBase):
                     f"model window {self.max_length}"
                 )
         pair_lengths = [(len(e), len(t)) for e, t in batch]  # both sides unpadded
+        states = self._encode_once([e for e, t in batch if len(t)])
         for idx in batches_by_token_budget(lengths, self.batch_tokens, keys=pair_lengths):
             rows = [(list(map(int, batch[i][0])), list(map(int, batch[i][1]))) for i in idx]
             if all(not t for _, t in rows):
@@ -344,8 +348,9 @@ class TorchSeq2SeqLM(_TorchLMBase):
                 dec_in[r, : len(t)] = torch.tensor(shifted[: len(t)], dtype=torch.long)
                 dec_mask[r, : len(t)] = 1
             with torch.inference_mode():
+                hidden = torch.stack([states[tuple(e)] for e, _ in rows])
                 out = self.model(
-                    input_ids=enc_ids,
+                    encoder_outputs=self._encoder_output(last_hidden_state=hidden),
                     attention_mask=enc_mask,
                     decoder_input_ids=dec_in,
                     decoder_attention_mask=dec_mask,
@@ -357,6 +362,22 @@ class TorchSeq2SeqLM(_TorchLMBase):
                 results[i] = lp[offset : offset + n]
                 offset += n
         return results
+
+    def _encode_once(self, inputs: Sequence[Sequence[int]]) -> dict[tuple[int, ...], Any]:
+        """Encoder states of each distinct input, run once (a source shared by several
+        targets, the empty source by every y_lm target); batched by equal length, so a state
+        never depends on its batch."""
+        torch = self.torch
+        distinct = sorted({tuple(int(i) for i in e) for e in inputs})
+        encoder = self.model.get_encoder()
+        states: dict[tuple[int, ...], Any] = {}
+        for idx in batches_by_token_budget([len(e) for e in distinct], self.batch_tokens):
+            ids = torch.tensor([distinct[i] for i in idx], dtype=torch.long)
+            with torch.inference_mode():
+                hidden = encoder(input_ids=ids, attention_mask=torch.ones_like(ids))[0]
+            for r, i in enumerate(idx):
+                states[distinct[i]] = hidden[r]
+        return states
 
     def _seq2seq_gather(self, out: Any, rows: list[tuple[list[int], list[int]]]) -> np.ndarray:
         """Log-probs from the model's own logits: encoder-decoders differ in how the head is
