@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from faithgate import models, paths
-from faithgate.backends.lm_graph import add_score_from, drop_softmax_nan_guards
+from faithgate.backends.lm_graph import add_score_from, drop_mask_expands, drop_softmax_nan_guards
 from faithgate.backends.manifest import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -315,7 +315,7 @@ def _export_fp32(
 
 
 def _finish_lm_graph(
-    path: Path, logits: str = "logits", score_from: bool = False
+    path: Path, logits: str = "logits", score_from: bool = False, mask_expands: bool = False
 ) -> dict[str, int | bool]:
     """Append ``target_logprobs = log_softmax(logits)[..., target_ids]`` to an exported graph
     and drop the logits output, so onnxruntime returns (batch, length) floats instead of
@@ -329,6 +329,7 @@ def _finish_lm_graph(
     model = onnx.load(str(path))
     graph = model.graph
     guards = drop_softmax_nan_guards(graph)
+    expands = drop_mask_expands(graph) if mask_expands else 0
     ids_input = next(i for i in graph.input if i.name == "input_ids")
     dims = [d.dim_param or d.dim_value for d in ids_input.type.tensor_type.shape.dim]
     graph.input.append(helper.make_tensor_value_info("target_ids", TensorProto.INT64, dims))
@@ -353,7 +354,25 @@ def _finish_lm_graph(
     for stale in path.parent.glob(path.name + "_data"):
         stale.unlink()
     save_onnx(model, path)
-    return {"softmax_nan_guards_dropped": guards, "score_from": scored_from}
+    rewrites: dict[str, int | bool] = {"softmax_nan_guards_dropped": guards}
+    if mask_expands:
+        rewrites["mask_expands_dropped"] = expands
+    return {**rewrites, "score_from": scored_from}
+
+
+def _finish_encoder_graph(path: Path) -> int:
+    """An encoder-decoder's encoder graph with its key-padding mask left unexpanded
+    (``lm_graph.drop_mask_expands``: same states, about half the encoder's op time on long
+    sources); returns how many expansions were dropped."""
+    import onnx
+
+    model = onnx.load(str(path))
+    dropped = drop_mask_expands(model.graph)
+    if dropped:
+        for stale in path.parent.glob(path.name + "_data"):
+            stale.unlink()
+        save_onnx(model, path)
+    return dropped
 
 
 def _export_lm(
@@ -385,7 +404,10 @@ def _export_lm(
         return {"model": "model.onnx"}, config
     _run_optimum(model, tokenizer, out, "text2text-generation", opset)
     config["decoder_start_id"] = reference.decoder_start_token_id
-    config["graph_rewrites"] = _finish_lm_graph(out / "decoder_model.onnx")
+    config["graph_rewrites"] = {
+        **_finish_lm_graph(out / "decoder_model.onnx", mask_expands=True),
+        "encoder_mask_expands_dropped": _finish_encoder_graph(out / "encoder_model.onnx"),
+    }
     return {"encoder": "encoder_model.onnx", "decoder": "decoder_model.onnx"}, config
 
 

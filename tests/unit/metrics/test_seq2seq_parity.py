@@ -193,3 +193,15 @@ def test_bad_seq2seq_settings_are_refused():
         Scorer(["loglik"], metric_settings={"loglik": {"target_tokens": "none"}})
     with pytest.raises(InputError, match="harim_form"):
         Scorer(["harim_plus"], metric_settings={"harim_plus": {"harim_form": "authors"}})
+
+
+def test_onnx_export_leaves_key_padding_masks_unexpanded(seq2seq_exports):
+    """BART's and PEGASUS's encoder and decoder graphs expand the (batch, keys) mask to one
+    row per query; the export drops those expansions (the ONNX parity tests above show the
+    scores unchanged) and records it in the manifest."""
+    from faithgate.backends.manifest import load_manifest
+
+    for arch in ("bart", "pegasus"):
+        rewrites = load_manifest(seq2seq_exports[arch]).config["graph_rewrites"]
+        assert rewrites["encoder_mask_expands_dropped"] == 1
+        assert rewrites["mask_expands_dropped"] == 1
