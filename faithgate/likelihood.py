@@ -44,7 +44,7 @@ the source's length alone, and time and memory grow quadratically (docs/metrics/
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,13 +116,22 @@ class PairLogprobs:
     """
 
     y_tokens: list[str]
-    x_tokens: list[str]
-    context: dict[str, Any]
+    # The kept source ids, read as text only when ``x_tokens`` is asked for: no metric reads
+    # them, and decoding every source token of every pair (one tokenizer call per token) cost
+    # more than a tiny model's passes (benchmarks/README.md, seq2seq speed).
+    x_ids: tuple[int, ...]
+    token_texts: Callable[[Sequence[int]], list[str]] = field(repr=False)
+    context: dict[str, Any] = field(default_factory=dict)
     values: dict[str, np.ndarray] = field(default_factory=dict)
     y_offsets: list[tuple[int, int]] = field(default_factory=list)
     # (start, end) of the summary's own tokens in ``y_tokens`` and the y arrays: the rest are
     # the tokenizer's special tokens, scored as part of the target (``target_special_tokens``).
     y_text: tuple[int, int] = (0, 0)
+
+    @property
+    def x_tokens(self) -> list[str]:
+        """Readable text of each kept source token (special tokens of a target included)."""
+        return self.token_texts(self.x_ids)
 
     @property
     def text_tokens(self) -> int:
@@ -310,7 +319,8 @@ class LikelihoodEngine:
                 if result is None:
                     result = PairLogprobs(
                         self.model.token_texts(pre + pair.y + suf),
-                        self.model.token_texts(pre + pair.x + suf),
+                        pre + pair.x + suf,
+                        self.model.token_texts,
                         dict(pair.context),
                         y_offsets=self.model.token_offsets(key[1])[: len(pair.y)] if pair.y else [],
                         y_text=(len(pre), len(pre) + len(pair.y)),
