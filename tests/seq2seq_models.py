@@ -72,7 +72,6 @@ def _bart_tokenizer(directory: Path) -> Any:
     vocab["<mask>"] = len(vocab)  # BART's last id, as on the hub
     Path(vocab_file).write_text(json.dumps(vocab))
     fast = transformers.BartTokenizerFast(vocab_file=vocab_file, merges_file=merges_file)
-    fast.model_max_length = 128
     fast.save_pretrained(directory)  # tokenizer.json, vocab.json and merges.txt
     return fast
 
@@ -132,9 +131,10 @@ def _pegasus_tokenizer(directory: Path) -> Any:
     return fast
 
 
-def save_seq2seq_model(arch: str, directory: Path, seed: int = SEED) -> Path:
+def save_seq2seq_model(arch: str, directory: Path, seed: int = SEED, positions: int = 128) -> Path:
     """Save the tiny ``arch`` model ("bart", "pegasus" or "t5") with its tokenizer in
-    ``directory``; returns it."""
+    ``directory``; returns it. ``positions``: its window (BART, PEGASUS), 128 tokens by
+    default (the golden values' models); a benchmark takes a longer one."""
     import torch
     import transformers
 
@@ -148,7 +148,7 @@ def save_seq2seq_model(arch: str, directory: Path, seed: int = SEED) -> Path:
             eos_token_id=tok.eos_token_id,
             decoder_start_token_id=tok.eos_token_id,  # as facebook/bart-large-cnn
             forced_eos_token_id=tok.eos_token_id,
-            **_SMALL,
+            **{**_SMALL, "max_position_embeddings": positions},
             **_LAYERS,
         )
         cls: Any = transformers.BartForConditionalGeneration
@@ -161,7 +161,7 @@ def save_seq2seq_model(arch: str, directory: Path, seed: int = SEED) -> Path:
             eos_token_id=tok.eos_token_id,
             decoder_start_token_id=tok.pad_token_id,
             forced_eos_token_id=tok.eos_token_id,
-            **_SMALL,
+            **{**_SMALL, "max_position_embeddings": positions},
             **_LAYERS,
         )
         cls = transformers.PegasusForConditionalGeneration
