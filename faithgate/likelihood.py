@@ -117,8 +117,8 @@ class PairLogprobs:
 
     y_tokens: list[str]
     # The kept source ids, read as text only when ``x_tokens`` is asked for: no metric reads
-    # them, and decoding every source token of every pair (one tokenizer call per token) cost
-    # more than a tiny model's passes (benchmarks/README.md, seq2seq speed).
+    # them, and decoding every source token of every pair (one tokenizer call per token) took
+    # longer than a tiny BART's passes (cProfile; benchmarks/README.md, seq2seq).
     x_ids: tuple[int, ...]
     token_texts: Callable[[Sequence[int]], list[str]] = field(repr=False)
     context: dict[str, Any] = field(default_factory=dict)
