@@ -119,6 +119,10 @@ class LikelihoodMetric(Metric):
         configuration, or a model added to the pool), else the lm role."""
         if self.settings["model"] != "auto":
             return str(self.settings["model"])
+        if ctx.pool.model_names.get("seq2seq"):
+            # Named by the user: it is used, and a name that does not resolve is an error
+            # when it loads, never a silent fall back to the lm role.
+            return "seq2seq"
         try:
             ctx.pool.spec("seq2seq")
         except ModelNotFoundError:

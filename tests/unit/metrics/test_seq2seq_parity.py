@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from faithgate.errors import InputError, ModelFileError
+from faithgate.errors import FaithgateError, InputError, ModelFileError
 from faithgate.scorer import Scorer
 from faithgate.types import Example
 
@@ -168,6 +168,15 @@ def test_seq2seq_model_alone_switches_the_likelihood_metrics(seq2seq_dirs, tiny_
     assert pinned.metrics[0].model_roles(pinned.context)["lm"] == "causal-lm"
     assert metric.settings_hash(auto.context) != pinned.metrics[0].settings_hash(pinned.context)
     assert pinned.score(EXAMPLES[:1])[0]["loglik"].value != pytest.approx(value, abs=1e-3)
+
+
+def test_a_seq2seq_model_that_does_not_resolve_is_an_error_not_the_lm(tiny_lm_dir, tmp_path):
+    """--model seq2seq=<missing dir> must not fall back to the lm role with exit 0."""
+    missing = str(tmp_path / "no-such-bart")
+    scorer = Scorer(["loglik"], models={"seq2seq": missing, "lm": str(tiny_lm_dir)})
+    assert "seq2seq" in scorer.metrics[0].model_roles(scorer.context)
+    with pytest.raises(FaithgateError):
+        scorer.score(EXAMPLES[:1])
 
 
 def test_auto_without_seq2seq_hashes_as_lm(tiny_lm_dir):
