@@ -211,3 +211,12 @@ class Ensemble(Combined):
         if not self.settings["weights"]:
             self.settings["weights"] = str(SHIPPED_ENSEMBLE)
         super().validate_settings()
+        if self.settings["weights"] == str(SHIPPED_ENSEMBLE):
+            # Its scales were fitted on the lm role's likelihood scores (SmolLM2): model "auto"
+            # must not move a component to a seq2seq model configured for other metrics.
+            self._components = [
+                get_metric(m.name, **{**m.settings, "model": "lm"})
+                if m.settings.get("model") == "auto"
+                else m
+                for m in self._components
+            ]

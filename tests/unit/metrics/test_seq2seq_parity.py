@@ -214,3 +214,13 @@ def test_onnx_export_leaves_key_padding_masks_unexpanded(seq2seq_exports):
         rewrites = load_manifest(seq2seq_exports[arch]).config["graph_rewrites"]
         assert rewrites["encoder_mask_expands_dropped"] == 1
         assert rewrites["mask_expands_dropped"] == 1
+
+
+def test_shipped_ensemble_keeps_harim_plus_on_the_lm_its_scales_were_fitted_on(seq2seq_dirs):
+    """The ensemble's z-score scales were fitted on SmolLM2's harim_plus: a seq2seq model
+    configured for the other likelihood metrics must not move its component to BART."""
+    scorer = Scorer(["ensemble", "loglik"], models={"seq2seq": str(seq2seq_dirs["bart"])})
+    ensemble, loglik = scorer.metrics
+    harim_plus = next(m for m in ensemble.components if m.name == "harim_plus")
+    assert "lm" in harim_plus.model_roles(scorer.context)
+    assert "seq2seq" in loglik.model_roles(scorer.context)
