@@ -705,7 +705,7 @@ def _example_result(
             why = f"{name} {shown} < threshold {limit}"
             if ref is not None:
                 why += f"; least supported sentence: {_quote(ref.text)} ({ref.value:.3f})"
-            reasons.append(why + _lowest_vote(score))
+            reasons.append(why + _evidence(score) + _lowest_vote(score))
     if is_blank(ex.summary):
         # A summarizer's empty output fails here, whatever a metric made of it, with one
         # reason rather than one "could not score" per metric.
@@ -929,6 +929,13 @@ def apply_baseline_thresholds(
                 ex.reasons.append(why)
             ex.passed = False
     return counts
+
+
+def _evidence(score: Score) -> str:
+    """What a metric names as the reason of a low score, e.g. '; not in the source: "9
+    million"' (``details.evidence``, set by ``facts``); "" for a metric that sets none."""
+    evidence = (score.details or {}).get("evidence")
+    return f"; {evidence}" if isinstance(evidence, str) and evidence else ""
 
 
 def _lowest_vote(score: Score) -> str:
