@@ -30,6 +30,7 @@ COMMANDS = {
     "calibrate": "faithgate.cli.bench:calibrate_command",
     "perturb": "faithgate.cli.bench:perturb_command",
     "check": "faithgate.cli.check:check_command",
+    "init": "faithgate.cli.init:init_command",
     "train": "faithgate.cli.train:train_command",
     "github": "faithgate.cli.github:github_command",
 }
