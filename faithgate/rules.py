@@ -931,6 +931,13 @@ def apply_baseline_thresholds(
     return counts
 
 
+def _signed(value: float, digits: int = 4) -> str:
+    """A change with its sign, and no "-0.0000": float noise below the shown digits (a mean
+    drop of 1e-17) reads as "+0.0000", as an exact zero does."""
+    shown = f"{value:+.{digits}f}"
+    return f"{0.0:+.{digits}f}" if float(shown) == 0 else shown
+
+
 def _evidence(score: Score) -> str:
     """What a metric names as the reason of a low score, e.g. '; not in the source: "9
     million"' (``details.evidence``, set by ``facts``); "" for a metric that sets none."""
@@ -1235,7 +1242,8 @@ def _regression_rules(
             )
         else:
             msg = (
-                f"mean {m} change {0.0 - drop:+.4f} on {n} examples (tolerance {rule.tolerance:g})"
+                f"mean {m} change {_signed(0.0 - drop)} on {n} examples "
+                f"(tolerance {rule.tolerance:g})"
             )
         # Outputs with no baseline entry of their source are new; those matched to an entry
         # the baseline could not score are not (they were in it).

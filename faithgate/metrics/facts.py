@@ -312,6 +312,9 @@ class Facts(Metric):
     states them in the same words.
     """
 
+    # How to read the value and a sentence's value (``faithgate score`` shows them).
+    scale = "share of the summary's numbers, dates and names found in the source, 0..1 (1 = all)"
+    sentence_value = "share of the sentence's facts found in the source (0..1; - = no fact)"
     name = "facts"
     description = "share of summary numbers, dates and names supported by the source (normalised)"
     family = "structure"
@@ -459,7 +462,10 @@ class Facts(Metric):
             sentences.append(SentenceScore(i, sent.text.strip(), value, evidence))
         unsupported = [f["text"] for f in facts if not f["supported"]]
         shown = [_shown(f) for f in facts if not f["supported"]]
+        found = len(facts) - len(shown)
+        account = f"{found}/{len(facts)} facts found in the source" if facts else "no fact to check"
         details: dict[str, Any] = {
+            "summary": account + (f"; not in the source: {', '.join(shown)}" if shown else ""),
             "evidence": f"not in the source: {', '.join(shown)}" if shown else None,
             "check": self.settings["check"],
             "n_facts": len(facts),
