@@ -20,9 +20,10 @@ from faithgate.escape import safe_line
 
 # Starting thresholds when no labelled file is given (docs/gate.md, "faithgate init"):
 # facts = 1.0: any unsupported number, date or name fails (false alarms on faithful CNN/DM
-# summaries: docs/metrics/facts.md); sentsim: the balanced-accuracy threshold of `faithgate
-# calibrate` on the development set cogensumm (docs/metrics/facts.md says how).
-STARTING_THRESHOLDS = {"facts": 1.0, "sentsim": 0.75}
+# summaries: docs/metrics/facts.md); sentsim = 0.74: 95% of the faithful summaries of the
+# development set cogensumm score at least this (its 5th percentile is 0.7436; it flags 16%
+# of the unfaithful ones). Calibrating on the user's own labelled outputs is better.
+STARTING_THRESHOLDS = {"facts": 1.0, "sentsim": 0.74}
 FAST_METRICS = ("sentsim",)
 DEFAULT_OUTPUTS = "outputs.jsonl"
 

@@ -384,7 +384,13 @@ def render_text(
                 lines.extend(f"  - {h}" for h in hints)
     from faithgate.report.format import fit_lines
 
-    return "\n".join(fit_lines(lines))
+    # A metric's row wraps its scale under the scale column; other lines under themselves.
+    scale_at = w + 8 + 2 + 9 + 2 + 7 + 2
+    rows_of_metrics = {i for i, line in enumerate(lines) if line.split(" ", 1)[0] in scores}
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.extend(fit_lines([line], indent=scale_at if i in rows_of_metrics else None))
+    return "\n".join(out)
 
 
 def _threshold_hint(names: list[str]) -> str:

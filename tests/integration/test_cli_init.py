@@ -38,7 +38,7 @@ def test_init_in_an_empty_folder_writes_starting_values(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     data = tomllib.loads((tmp_path / "faithgate.toml").read_text(encoding="utf-8"))
     assert data["metrics"] == ["facts", "sentsim"]
-    assert data["thresholds"] == {"facts": 1.0, "sentsim": 0.75}
+    assert data["thresholds"] == {"facts": 1.0, "sentsim": 0.74}
     assert "outputs" not in data
     assert "starting values" in result.output
 
