@@ -15,7 +15,7 @@ from typing import Any
 
 from faithgate.errors import BackendError, ModelFileError
 from faithgate.escape import printable, safe_line
-from faithgate.models import ModelSpec
+from faithgate.models import ModelSpec, quiet_legacy_notice
 
 
 def import_torch() -> Any:
@@ -41,32 +41,10 @@ def hf_kwargs(spec: ModelSpec) -> dict[str, Any]:
     return kwargs
 
 
-class _NoLegacyNotice(logging.Filter):
-    """Drops transformers' notice "You are using the default legacy behaviour of the
-    LlamaTokenizer": it is printed on every load of the offline LM's tokenizer, says nothing a
-    faithgate user can act on (the tokenizer's behaviour is the one the scores were measured
-    with), and buried the gate's verdict under `make gate`."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "legacy behaviour" not in record.getMessage()
-
-
-def _quiet_legacy_notice() -> None:
-    for name in (
-        "transformers.models.llama.tokenization_llama",
-        "transformers.models.llama.tokenization_llama_fast",
-        "transformers.models.t5.tokenization_t5",
-        "transformers.models.t5.tokenization_t5_fast",
-    ):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _NoLegacyNotice) for f in logger.filters):
-            logger.addFilter(_NoLegacyNotice())
-
-
 def load_tokenizer(spec: ModelSpec) -> Any:
     from transformers import AutoTokenizer
 
-    _quiet_legacy_notice()
+    quiet_legacy_notice()
     try:
         return AutoTokenizer.from_pretrained(spec.location, **hf_kwargs(spec))
     except Exception as exc:  # transformers raises many types; report one line

@@ -104,9 +104,9 @@ def test_score_without_a_threshold_hints_at_a_starting_value(tmp_path, monkeypat
 
 
 def test_the_tokenizer_legacy_notice_is_dropped():
-    from faithgate.backends.torch_common import _quiet_legacy_notice
+    from faithgate.models import quiet_legacy_notice
 
-    _quiet_legacy_notice()
+    quiet_legacy_notice()
     logger = logging.getLogger("transformers.models.llama.tokenization_llama")
     notice = logger.makeRecord(
         logger.name, logging.WARNING, "f", 1, "You are using the default legacy behaviour", (), None
