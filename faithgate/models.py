@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -475,6 +476,7 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
         )
         try:
             kwargs = {"gguf_file": gguf_path.name}
+            quiet_legacy_notice()
             tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
             model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), **kwargs)
             model.save_pretrained(tmp, safe_serialization=True)
@@ -490,6 +492,29 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
     finally:
         lock.release()
     return target
+
+
+class _NoLegacyNotice(logging.Filter):
+    """Drops transformers' notice "You are using the default legacy behaviour of the
+    LlamaTokenizer": it is printed on every load of the offline LM's tokenizer, says nothing a
+    faithgate user can act on (the tokenizer's behaviour is the one the scores were measured
+    with), and buried the gate's verdict under `make gate`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "legacy behaviour" not in record.getMessage()
+
+
+def quiet_legacy_notice() -> None:
+    """Install ``_NoLegacyNotice`` on the tokenizer loggers that print it (idempotent)."""
+    for name in (
+        "transformers.models.llama.tokenization_llama",
+        "transformers.models.llama.tokenization_llama_fast",
+        "transformers.models.t5.tokenization_t5",
+        "transformers.models.t5.tokenization_t5_fast",
+    ):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _NoLegacyNotice) for f in logger.filters):
+            logger.addFilter(_NoLegacyNotice())
 
 
 def _progress(message: str) -> None:

@@ -705,7 +705,7 @@ def _example_result(
             why = f"{name} {shown} < threshold {limit}"
             if ref is not None:
                 why += f"; least supported sentence: {_quote(ref.text)} ({ref.value:.3f})"
-            reasons.append(why + _lowest_vote(score))
+            reasons.append(why + _evidence(score) + _lowest_vote(score))
     if is_blank(ex.summary):
         # A summarizer's empty output fails here, whatever a metric made of it, with one
         # reason rather than one "could not score" per metric.
@@ -929,6 +929,20 @@ def apply_baseline_thresholds(
                 ex.reasons.append(why)
             ex.passed = False
     return counts
+
+
+def _signed(value: float, digits: int = 4) -> str:
+    """A change with its sign, and no "-0.0000": float noise below the shown digits (a mean
+    drop of 1e-17) reads as "+0.0000", as an exact zero does."""
+    shown = f"{value:+.{digits}f}"
+    return f"{0.0:+.{digits}f}" if float(shown) == 0 else shown
+
+
+def _evidence(score: Score) -> str:
+    """What a metric names as the reason of a low score, e.g. '; not in the source: "9
+    million"' (``details.evidence``, set by ``facts``); "" for a metric that sets none."""
+    evidence = (score.details or {}).get("evidence")
+    return f"; {evidence}" if isinstance(evidence, str) and evidence else ""
 
 
 def _lowest_vote(score: Score) -> str:
@@ -1228,7 +1242,8 @@ def _regression_rules(
             )
         else:
             msg = (
-                f"mean {m} change {0.0 - drop:+.4f} on {n} examples (tolerance {rule.tolerance:g})"
+                f"mean {m} change {_signed(0.0 - drop)} on {n} examples "
+                f"(tolerance {rule.tolerance:g})"
             )
         # Outputs with no baseline entry of their source are new; those matched to an entry
         # the baseline could not score are not (they were in it).

@@ -15,7 +15,7 @@ from typing import Any
 
 from faithgate.errors import BackendError, ModelFileError
 from faithgate.escape import printable, safe_line
-from faithgate.models import ModelSpec
+from faithgate.models import ModelSpec, quiet_legacy_notice
 
 
 def import_torch() -> Any:
@@ -44,6 +44,7 @@ def hf_kwargs(spec: ModelSpec) -> dict[str, Any]:
 def load_tokenizer(spec: ModelSpec) -> Any:
     from transformers import AutoTokenizer
 
+    quiet_legacy_notice()
     try:
         return AutoTokenizer.from_pretrained(spec.location, **hf_kwargs(spec))
     except Exception as exc:  # transformers raises many types; report one line

@@ -30,12 +30,39 @@ COMMANDS = {
     "calibrate": "faithgate.cli.bench:calibrate_command",
     "perturb": "faithgate.cli.bench:perturb_command",
     "check": "faithgate.cli.check:check_command",
+    "init": "faithgate.cli.init:init_command",
     "train": "faithgate.cli.train:train_command",
     "github": "faithgate.cli.github:github_command",
 }
 
 
+# What `faithgate --help` lists: one short line per command, in the order a user meets them
+# (click cuts a docstring's first sentence at 45 characters, mid-word). Commands not listed
+# here run but are not shown: `github` is the Action's internal step.
+SHORT_HELP = {
+    "score": "Score one summary against its source, sentence by sentence.",
+    "check": "Run the gate over your outputs: exit 0 pass, 1 fail, 2 bad input.",
+    "init": "Write a starter gate configuration (faithgate.toml).",
+    "metrics": "List the available metrics, one line each.",
+    "calibrate": "Pick a metric's threshold on labelled data; write it to the gate.",
+    "bench": "Measure metrics on labelled benchmark files.",
+    "perturb": "Make minimal unfaithful edits of a summary (BUMP taxonomy).",
+    "export": "Export a role's model to ONNX for the torch-free runtime.",
+    "train": "Train an NLI checker model on SNLI and synthetic pairs.",
+}
+EPILOG = """\b
+Start here:
+  faithgate score --source article.txt --summary "The summary to check."
+  faithgate init && faithgate check
+
+Docs: README.md and docs/getting-started.md in the faithgate repository."""
+
 _NOT_UTF8 = "faithgate.argument_not_utf8"
+
+
+def _plain(text: str | None) -> str | None:
+    """Help text without reST's double backticks (``x`` reads `x` in a terminal)."""
+    return text.replace("``", "`") if text else text
 
 
 class LazyGroup(click.Group):
@@ -47,7 +74,18 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        command = getattr(importlib.import_module(module), attr)
+        command.help = _plain(command.help)
+        for param in command.params:
+            if isinstance(param, click.Option):
+                param.help = _plain(param.help)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # From SHORT_HELP: no module is imported to list the commands, and none is cut.
+        rows = [(name, SHORT_HELP[name]) for name in SHORT_HELP if name in COMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # The one place every command's arguments come in: an argument that is not UTF-8 (a
@@ -74,7 +112,7 @@ class LazyGroup(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise  # a closed stdout (``| head``) is no internal error: see main()
         except click.exceptions.ClickException as exc:  # usage errors: one line too
-            click.echo(f"faithgate: {safe_line(exc.format_message())}", err=True)
+            _echo_usage_error(exc)
             ctx.exit(exc.exit_code)
         except FaithgateError as exc:
             # A command may show errors its own way (``faithgate github``: a workflow
@@ -94,11 +132,26 @@ class LazyGroup(click.Group):
             ctx.exit(1)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EPILOG,
+)
 @click.version_option(__version__, prog_name="faithgate")
 def cli() -> None:
     """Score whether summaries say only what their sources support, and gate on it."""
     _log_to_stderr()
+
+
+def _echo_usage_error(exc: click.ClickException) -> None:
+    """A usage error as one escaped stderr line; bare `faithgate` (click's NoArgsIsHelpError,
+    whose message is the whole help) as the help itself, line by line, each escaped."""
+    no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)
+    if no_args is not None and isinstance(exc, no_args):
+        for line in exc.format_message().splitlines():
+            click.echo(safe_line(line) if line.strip() else "", err=True)
+        return
+    click.echo(f"faithgate: {safe_line(exc.format_message())}", err=True)
 
 
 def _log_to_stderr() -> None:
@@ -173,7 +226,7 @@ def main(argv: list[str] | None = None) -> Any:
         _stdout_to_devnull()
         sys.exit(1)
     except click.ClickException as exc:
-        click.echo(f"faithgate: {safe_line(exc.format_message())}", err=True)
+        _echo_usage_error(exc)
         sys.exit(exc.exit_code)
     except FaithgateError as exc:
         click.echo(f"faithgate: {safe_line(exc)}", err=True)

@@ -213,14 +213,15 @@ def check_command(
     except InputError:
         click.echo(headline(result))  # the verdict is known: say it beside the exit 2
         raise
-    if quiet:
-        click.echo(headline(result))
-    else:
+    if not quiet:
         click.echo(render("terminal", result), nl=False)
         for kind, path in written.items():
             click.echo(f"{kind} report: {safe_line(path)}")
     if gate.baseline_note:
         # Also under --quiet: whether the reference changed is never a detail.
         click.echo(safe_line(gate.baseline_note), err=not result.passed and not force)
+    # Every run ends on its verdict (the report opens with it too): the last line a
+    # reader or a CI log shows.
+    click.echo(headline(result))
     if not result.passed:
         click.get_current_context().exit(1)

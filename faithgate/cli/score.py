@@ -125,6 +125,8 @@ def summarize_details(score: Score) -> str:
     d = score.details
     if score.failure:
         return f"FAILED: {score.failure}"
+    if isinstance(d.get("summary"), str):  # a metric's own one-line account of its details
+        return d["summary"]
     if score.metric == "ner":
         if d.get("no_entities"):
             return "no named entities in the summary (value = no_entity_value)"
@@ -285,6 +287,8 @@ def _why_least_supported(row: dict[str, Any], scores: dict[str, Score]) -> list[
             continue
         if scores[name].metric == "overlap" and evidence.startswith("none"):
             hints.append(f"{name}: it has a word that is not in the source")
+        elif evidence.startswith("not in the source"):  # what is missing, not what is close
+            hints.append(f"{name}: {printable(evidence)[:160]}")
         else:
             hints.append(f"{name}: closest source text: {printable(evidence)[:160]}")
     return hints
@@ -343,6 +347,7 @@ def render_text(
             "verdict: none (no threshold for these metrics: give --threshold NAME=X, or run "
             "in a project whose [tool.faithgate] sets thresholds)"
         )
+        lines.append(_threshold_hint(names))
     if rows:
         lines.append("")
         lines.append("per summary sentence (* = the sentence that metric supports least):")
@@ -377,7 +382,28 @@ def render_text(
             if hints:
                 lines.append(f"why sentence {row['index'] + 1} may rank last:")
                 lines.extend(f"  - {h}" for h in hints)
-    return "\n".join(lines)
+    from faithgate.report.format import fit_lines
+
+    # A metric's row wraps its scale under the scale column; other lines under themselves.
+    scale_at = w + 8 + 2 + 9 + 2 + 7 + 2
+    rows_of_metrics = {i for i, line in enumerate(lines) if line.split(" ", 1)[0] in scores}
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.extend(fit_lines([line], indent=scale_at if i in rows_of_metrics else None))
+    return "\n".join(out)
+
+
+def _threshold_hint(names: list[str]) -> str:
+    """Where a first threshold comes from: the documented starting values of `faithgate
+    init` for the metrics shown that have one, and `faithgate calibrate` for any metric."""
+    from faithgate.cli.init import STARTING_THRESHOLDS
+
+    known = [f"{n}={STARTING_THRESHOLDS[n]:g}" for n in names if n in STARTING_THRESHOLDS]
+    start = f"starting values: --threshold {' --threshold '.join(known)}; " if known else ""
+    return (
+        f"hint: {start}`faithgate calibrate --data labelled.jsonl --metric NAME` picks one "
+        "from your labelled outputs (docs/gate.md)"
+    )
 
 
 @click.command("score")

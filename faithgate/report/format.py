@@ -30,6 +30,37 @@ def one_line(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: max(1, limit - 1)] + "…"
 
 
+# Terminal and CI-log reports keep every line within this many columns.
+MAX_COLUMNS = 100
+
+
+def fit_lines(lines: list[str], width: int = MAX_COLUMNS, indent: int | None = None) -> list[str]:
+    """Each line of ``lines`` wrapped at word boundaries to ``width`` columns, whole: nothing is
+    cut. A continuation is indented under the line's text (its own leading spaces plus two,
+    or ``indent``)."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = len(line) - len(line.lstrip(" "))
+        pad = " " * (lead + 2 if indent is None else indent)
+        out.extend(
+            textwrap.wrap(
+                line,
+                width,
+                initial_indent="",
+                subsequent_indent=pad,
+                break_on_hyphens=False,
+                drop_whitespace=True,
+            )
+            or [line]
+        )
+    return out
+
+
 def fmt_against(value: float | None, limit: float | None, digits: int = 4) -> tuple[str, str]:
     """``fmt_value`` of a value and its limit, with more digits where they would read equal
     (a score of 0.49996 under threshold 0.5 is "0.49996" and "0.50000", never "0.5000 ❌").

@@ -9,6 +9,7 @@ from typing import Any
 from faithgate.escape import clipped, defuse_workflow_commands, printable
 from faithgate.progress import progress_bar  # noqa: F401 - re-exported for older imports
 from faithgate.report.format import (
+    MAX_COLUMNS,
     fmt_against,
     fmt_mean,
     fmt_rate,
@@ -19,14 +20,24 @@ from faithgate.report.format import (
 from faithgate.result import GateResult
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+def _table(headers: list[str], rows: list[list[str]], width: int | None = None) -> list[str]:
+    """A plain table; with ``width``, the last column is wrapped at word boundaries so that
+    no line is longer (its continuation lines start under it), never cut."""
+    import textwrap
+
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
+    start = sum(w + 2 for w in widths[:-1])
+    if width is not None and start + widths[-1] > width:
+        widths[-1] = max(len(headers[-1]), width - start, 20)
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
     out = [line.rstrip(), "  ".join("-" * w for w in widths)]
     for r in rows:
-        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        last = textwrap.wrap(r[-1], widths[-1], break_on_hyphens=False) or [""]
+        cells = [*r[:-1], last[0]]
+        out.append("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
+        out.extend(" " * start + more for more in last[1:])
     return out
 
 
@@ -96,18 +107,18 @@ def to_terminal(
     ``defuse_workflow_commands``: nothing in an output file can forge a line, an escape
     sequence or a GitHub workflow command."""
     if width is None:
-        width = max(80, shutil.get_terminal_size((120, 24)).columns)
+        width = min(MAX_COLUMNS, max(80, shutil.get_terminal_size((120, 24)).columns))
     lines: list[str] = [headline(result), ""]
     rows = [
         [
             printable(r.name),
             *fmt_against(r.value, r.limit),
             ("SKIP" if r.skipped else "PASS") if r.passed else "FAIL",
-            one_line(r.message, width - 40),
+            one_line(r.message, 400),  # wrapped by the table, whole
         ]
         for r in result.rules
     ]
-    lines.extend(_table(["rule", "value", "limit", "result", "detail"], rows))
+    lines.extend(_table(["rule", "value", "limit", "result", "detail"], rows, width))
     if result.failed_rules:
         # The table cuts long details; failing rules are what a reader needs in full.
         lines.append("")
@@ -136,4 +147,7 @@ def to_terminal(
             f"score cache: {hits} hits, {misses} misses"
             + (f"; {result.seconds:.2f} s" if result.seconds is not None else "")
         )
+    # The rule table fits ``width`` (its details wrapped whole); the verdict line and the
+    # lists of failing rules, skipped rules and failing examples keep one line per item, in
+    # full, for the CI logs and scripts that grep them.
     return defuse_workflow_commands("\n".join(lines)) + "\n"
