@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from seq2seq_models import ARCHITECTURES, PAIRS, fingerprint, save_seq2seq_model
 
 from faithgate.errors import FaithgateError, InputError, ModelFileError
 from faithgate.scorer import Scorer
 from faithgate.types import Example
-
-pytest.importorskip("transformers")
-
-from seq2seq_models import ARCHITECTURES, PAIRS, fingerprint, save_seq2seq_model  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("seq2seq_parity")
 
@@ -35,7 +33,8 @@ RELEASED = {"harim_plus": {"harim_form": "released"}}
 
 
 @pytest.fixture(scope="session")
-def seq2seq_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def seq2seq_dirs(transformers: object, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny models (torch and transformers needed: the fixture skips without them)."""
     root = tmp_path_factory.mktemp("seq2seq_models")
     out = {}
     for arch in ARCHITECTURES:
@@ -50,10 +49,8 @@ def seq2seq_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_lm_dir(transformers: Any, torch: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Llama (decoder-only), for the lm role."""
-    import torch
-    import transformers
     from tiny_models import bpe_tokenizer, tiny_llama_config
 
     directory = tmp_path_factory.mktemp("tiny_lm")
