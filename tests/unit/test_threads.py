@@ -29,7 +29,7 @@ def _policy_after_import(env_policy: str | None, variable: str = "OMP_WAIT_POLIC
 # (variable, value faithgate sets, a user's own value, the function that sets it)
 BEFORE_TORCH = [
     ("OMP_WAIT_POLICY", "PASSIVE", "ACTIVE", threads.prefer_passive_openmp),
-    ("MKL_CBWR", "AUTO", "AVX2", threads.prefer_reproducible_mkl),
+    ("MKL_CBWR", threads.REPRODUCIBLE_MKL, "AVX2", threads.prefer_reproducible_mkl),
 ]
 
 
