@@ -50,15 +50,26 @@ differ (AVX2 and AVX-512 sum in other orders); docs/research/determinism.md says
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Iterator
+
+log = logging.getLogger(__name__)
+
+# The variables above that torch's libraries read without a value: torch was loaded before
+# faithgate and the user had set none (filled as faithgate imports; see warn_if_torch_came_first).
+MISSED: set[str] = set()
+_WARNED: list[bool] = []
 
 
 def _set_before_torch_loads(variable: str, value: str) -> bool:
     """Set ``variable`` for a library that reads it once, when torch loads: only when the user
     has not chosen a value and torch is not loaded yet. Returns whether it was set here."""
-    if variable in os.environ or "torch" in sys.modules:
+    if variable in os.environ:
+        return False
+    if "torch" in sys.modules:
+        MISSED.add(variable)
         return False
     os.environ[variable] = value
     return True
@@ -81,6 +92,26 @@ def prefer_reproducible_mkl() -> bool:
     rows depend neither on how many rows share it nor on the thread count. Returns whether the
     variable was set here."""
     return _set_before_torch_loads("MKL_CBWR", REPRODUCIBLE_MKL)
+
+
+def warn_if_torch_came_first() -> None:
+    """Warn once per process when torch was imported before faithgate with the user's
+    environment setting neither variable: MKL then runs without its reproducible mode (a score
+    can change in its last bits with its batch) and torch's OpenMP threads spin (on a busy
+    machine bertscore ran 10x slower: benchmarks/README.md). Called as the torch backend loads
+    a model."""
+    missed = sorted(MISSED)
+    if not missed or _WARNED:
+        return
+    _WARNED.append(True)
+    wanted = {"MKL_CBWR": REPRODUCIBLE_MKL, "OMP_WAIT_POLICY": "PASSIVE"}
+    log.warning(
+        "torch was imported before faithgate, so %s came too late: scores may differ in their "
+        "last bits with their batch and torch passes may be slow on a busy machine; import "
+        "faithgate first, or set %s in the environment",
+        " and ".join(missed),
+        " ".join(f"{v}={wanted[v]}" for v in missed),
+    )
 
 
 def onnxruntime_spinning() -> str:

@@ -83,3 +83,34 @@ def test_projection_rows_depend_neither_on_company_nor_on_threads(torch):
 @pytest.mark.slow
 def test_minilm_vectors_same_alone_in_a_batch_and_on_one_thread(transformers):
     assert _probe(ENCODER) == {"company": 0, "threads": 0}
+
+
+def test_torch_imported_first_is_named_once(monkeypatch, caplog):
+    """torch loaded before faithgate: the settings come too late, and the torch backend says so
+    once per process, naming what to set (a silent batch-dependent score otherwise)."""
+    from faithgate import threads
+
+    monkeypatch.setattr(threads, "MISSED", set())
+    monkeypatch.setattr(threads, "_WARNED", [])
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice: not a miss
+    monkeypatch.setitem(sys.modules, "torch", object())
+    assert not threads.prefer_reproducible_mkl()
+    assert not threads.prefer_passive_openmp()
+    with caplog.at_level("WARNING", logger="faithgate.threads"):
+        threads.warn_if_torch_came_first()
+        threads.warn_if_torch_came_first()
+    [record] = caplog.records
+    assert "torch was imported before faithgate" in record.getMessage()
+    assert "MKL_CBWR=AUTO,STRICT" in record.getMessage()
+    assert "OMP_WAIT_POLICY" not in record.getMessage()
+
+
+def test_no_warning_when_faithgate_came_first(monkeypatch, caplog):
+    from faithgate import threads
+
+    monkeypatch.setattr(threads, "MISSED", set())
+    monkeypatch.setattr(threads, "_WARNED", [])
+    with caplog.at_level("WARNING", logger="faithgate.threads"):
+        threads.warn_if_torch_came_first()
+    assert not caplog.records
