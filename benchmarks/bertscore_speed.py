@@ -129,9 +129,10 @@ def main() -> None:
     items = [(row["source"], row["summary"]) for pair in pairs for row in pair]
     model_dir = models.resolve("embedder").location
     layers = int(json.loads((Path(model_dir) / "config.json").read_text())["num_hidden_layers"])
-    import bert_score
+    from importlib.metadata import version
 
-    baseline = f"bert_score {bert_score.__version__} (torch)"
+    # The distribution's version: bert_score 0.3.13's own __version__ still says 0.3.12.
+    baseline = f"bert_score {version('bert-score')} (torch)"
     contenders: dict[str, tuple[Any, Any]] = {
         baseline: bert_score_runner(model_dir, layers),
         "faithgate torch": faithgate_runner("torch", model_dir),
