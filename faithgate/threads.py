@@ -36,15 +36,16 @@ fp16; issue 44), 20 with ``AUTO``, 19 with ``AVX2``, 20 with ``AVX512``, 42 with
 ``MKL_ENABLE_INSTRUCTIONS=AVX2``, where ``AUTO`` gave 19).
 
 ``STRICT`` is MKL's strict CNR mode: for ``?gemm`` on its AVX2 and AVX-512 code branches a
-result is bitwise the same whatever the thread count (so whatever the split of the rows),
-which is what batch independence needs; a run on 1 thread (a Ray worker) and on 2 (local)
-agree too (11 of the 57 shapes differed under ``AUTO``). On a branch without strict support MKL
-keeps standard CNR, which is what ``AUTO`` alone gives, so ``AUTO,STRICT`` is never less
-reproducible than ``AUTO``, on an AVX2-only AMD machine included. It costs no measurable speed
-(docs/research/determinism.md). MKL reads the variable once, when torch loads, so
-:func:`prefer_reproducible_mkl` sets it as ``import faithgate`` runs, unless the user set it or
-torch is already loaded. What it cannot give: the same bits on two CPUs whose float32 kernels
-differ (AVX2 and AVX-512 sum in other orders); docs/research/determinism.md says what holds.
+result is bitwise the same whatever the thread count (so whatever the split of the rows), which
+is what batch independence needs; a run on 1 thread (a Ray worker) and on 2 (local) agree too
+(11 of the 57 shapes differed under ``AUTO``). On a branch without strict support MKL keeps
+standard CNR, which is what ``AUTO`` alone gives, so ``AUTO,STRICT`` is never less reproducible
+than ``AUTO``, on an AVX2-only AMD machine included. It costs no speed (MiniLM, 1 thread: 2.97
+CPU s against 3.10 with ``AUTO``; benchmarks/README.md). MKL reads the variable once, when
+torch loads, so :func:`prefer_reproducible_mkl` sets it as ``import faithgate`` runs, unless
+the user set it or torch is already loaded. What it cannot give: the same bits on two CPUs
+whose float32 kernels differ (AVX2 and AVX-512 sum in other orders); docs/data-safety.md says
+what holds.
 """
 
 from __future__ import annotations
