@@ -99,7 +99,7 @@ def warn_if_torch_came_first() -> None:
     """Warn once per process when torch was imported before faithgate with the user's
     environment setting neither variable: MKL then runs without its reproducible mode (a score
     can change in its last bits with its batch) and torch's OpenMP threads spin (on a busy
-    machine bertscore ran 10x slower: benchmarks/README.md). Called as the torch backend loads
+    machine bertscore ran 6x slower: benchmarks/README.md). Called as the torch backend loads
     a model."""
     missed = sorted(MISSED)
     if not missed or _WARNED:
