@@ -39,6 +39,7 @@ from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old i
 )
 from faithgate.errors import BackendError, ModelFileError
 from faithgate.models import ModelSpec
+from faithgate.threads import warn_if_torch_came_first
 
 
 class _TokenizedModel:
@@ -274,6 +275,7 @@ class TorchBackend(Backend):
         # dropped by the dispatch table, ``faithgate.backends.options_for``; provider "cuda"
         # is refused there (this backend runs on the CPU only).
         options = options_for(self.name, options, spec.role, task)
+        warn_if_torch_came_first()  # MKL's reproducible mode needs faithgate before torch
         if task == "text-encoder":
             return TorchTextEncoder(spec, **options)
         if task == "pair-classifier":

@@ -29,7 +29,7 @@ def _policy_after_import(env_policy: str | None, variable: str = "OMP_WAIT_POLIC
 # (variable, value faithgate sets, a user's own value, the function that sets it)
 BEFORE_TORCH = [
     ("OMP_WAIT_POLICY", "PASSIVE", "ACTIVE", threads.prefer_passive_openmp),
-    ("MKL_CBWR", "AUTO", "AVX2", threads.prefer_reproducible_mkl),
+    ("MKL_CBWR", threads.REPRODUCIBLE_MKL, "AVX2", threads.prefer_reproducible_mkl),
 ]
 
 
@@ -45,6 +45,7 @@ def test_too_late_once_torch_is_loaded(monkeypatch, variable, ours, users, sette
     # has not.
     monkeypatch.delenv(variable, raising=False)
     monkeypatch.setitem(sys.modules, "torch", object())
+    monkeypatch.setattr(threads, "MISSED", set())  # the process's own record stays as it was
     assert setter() is False
     assert variable not in os.environ
 
