@@ -22,8 +22,11 @@ gate: install
 
 # Lint first: a ruff finding, unformatted code, an import cycle or a layer violation
 # (pyproject's [tool.importlinter]) fails CI before the suite runs.
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (some shells and containers
+# set it): otherwise every pytest process re-rewrites the asserts of every test module (14 CPU s
+# to collect the suite instead of 8) and every CLI subprocess recompiles faithgate.
 test: install lint
-	$(PYTHON) -m pytest -n 2 --dist loadgroup -q
+	env -u PYTHONDONTWRITEBYTECODE $(PYTHON) -m pytest -n 2 --dist loadgroup -q
 
 # ruff is pinned in the dev extra: its formatter's style changes between releases.
 LINT_PATHS = faithgate pytest_faithgate tests benchmarks examples

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -18,8 +19,11 @@ from pathlib import Path
 
 import pytest
 from action_runner import run_action
+from click.testing import CliRunner, Result
 
+from faithgate.cli import cli
 from faithgate.config import load_config
+from faithgate.models import faithgate_home
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"
@@ -114,23 +118,44 @@ def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture
+def check(news: Path, monkeypatch: pytest.MonkeyPatch):
+    """``check(*args)``: ``faithgate check`` in the news copy, in this process (click's
+    CliRunner on the CLI's own command, exit codes included). In a subprocess each run
+    imported torch, transformers and spaCy again; the console script itself is run by the
+    walkthrough (test_getting_started) and the Action tests."""
+    monkeypatch.chdir(news)
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["check", *args], catch_exceptions=False)
+
+    return run
+
+
+def _models_home() -> dict[str, str]:
+    """The Action's environment with the models cache the CLI runs above use: the fake
+    runner's empty FAITHGATE_HOME made SmolLM2's GGUF file be converted again before the
+    cached scores were read (the news Action test: 45 CPU s, 8 with this home)."""
+    return {"FAITHGATE_HOME": str(faithgate_home())}
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("examples")
-def test_faithgate_check_passes_on_faithful_outputs(news):
-    proc = _run(["faithgate", "check"], news)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "faithgate: PASS" in proc.stdout
+def test_faithgate_check_passes_on_faithful_outputs(news, check):
+    res = check()
+    assert res.exit_code == 0, res.output
+    assert "faithgate: PASS" in res.stdout
     assert (news / "reports" / "faithgate.md").is_file()
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("examples")
-def test_faithgate_check_fails_on_edited_outputs(news):
-    proc = _run(["faithgate", "check", "--outputs", "outputs_edited.jsonl"], news)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "faithgate: FAIL" in proc.stdout
+def test_faithgate_check_fails_on_edited_outputs(news, check):
+    res = check("--outputs", "outputs_edited.jsonl")
+    assert res.exit_code == 1, res.output
+    assert "faithgate: FAIL" in res.stdout
     assert "min_mean[sentsim]: mean sentsim 0.6907 over 5 scored examples (need >= 0.72)" in (
-        proc.stdout
+        res.stdout
     )
     report = (news / "reports" / "faithgate.md").read_text()
     assert "| `min_mean[sentsim]` | 0.6907 | 0.7200 | ❌ fail |" in report
@@ -149,22 +174,19 @@ def test_faithgate_check_fails_on_edited_outputs(news):
         assert score["baseline"] == pytest.approx(before[e["id"]])
         assert score["threshold"] == pytest.approx(before[e["id"]] - 0.05)
         assert score["value"] < score["threshold"] and not score["passed"]
-    assert "news-5: harim_plus -5.87" in proc.stdout
-    assert "edit: 'life' -> 'two years')" in proc.stdout
+    assert "news-5: harim_plus -5.87" in res.stdout
+    assert "edit: 'life' -> 'two years')" in res.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("examples")
-def test_regression_against_the_last_release(news):
+def test_regression_against_the_last_release(news, check):
     """Release to release: save the faithful run as the baseline, then gate the edited one."""
     baseline = news / "last-release.json"
-    _run(["faithgate", "check", "--baseline", baseline.name, "--update-baseline"], news)
+    check("--baseline", baseline.name, "--update-baseline")
     assert baseline.is_file()
-    proc = _run(
-        ["faithgate", "check", "--outputs", "outputs_edited.jsonl", "--baseline", baseline.name],
-        news,
-    )
-    assert proc.returncode == 1
+    res = check("--outputs", "outputs_edited.jsonl", "--baseline", baseline.name)
+    assert res.exit_code == 1
     result = json.loads((news / "reports" / "faithgate.json").read_text())
     (rule,) = [r for r in result["rules"] if r["name"] == "regression[sentsim]"]
     assert not rule["passed"] and rule["message"].startswith("mean sentsim dropped by 0.045")
@@ -172,13 +194,10 @@ def test_regression_against_the_last_release(news):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("examples")
-def test_faithgate_check_runs_the_toy_summarizer(news):
-    proc = _run(
-        ["faithgate", "check", "--summarizer", "summarizer:summarize", "--data", "articles.jsonl"],
-        news,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "faithgate: PASS" in proc.stdout
+def test_faithgate_check_runs_the_toy_summarizer(news, check):
+    res = check("--summarizer", "summarizer:summarize", "--data", "articles.jsonl")
+    assert res.exit_code == 0, res.output
+    assert "faithgate: PASS" in res.stdout
 
 
 @pytest.mark.slow
@@ -213,6 +232,7 @@ def test_action_on_the_news_example(tmp_path, news):
         tmp_path,
         {"working-directory": "news", "outputs": "outputs_edited.jsonl"},
         workspace=news.parent,
+        env=_models_home(),
     )
     assert run.outputs["verdict"] == "fail"
     assert run.outputs["pass-rate"] == "0" and run.outputs["failed-examples"] == "5"
@@ -248,7 +268,7 @@ def test_action_on_the_news_example(tmp_path, news):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("examples")
-def test_action_fail_on_regression_false_only_warns(tmp_path, news):
+def test_action_fail_on_regression_false_only_warns(tmp_path, news, check):
     """A configuration whose only rule that can fail is the regression: with
     fail-on-regression false the step passes and the regression is a warning."""
     (news / "regression.toml").write_text(
@@ -256,11 +276,8 @@ def test_action_fail_on_regression_false_only_warns(tmp_path, news):
         "[thresholds]\nbertscore = 0.55\n"
     )
     baseline = news / "regression-baseline.json"
-    _run(
-        ["faithgate", "check", "--config", "regression.toml", "--outputs", "outputs.jsonl"]
-        + ["--baseline", baseline.name, "--update-baseline"],
-        news,
-    )
+    args = ["--config", "regression.toml", "--outputs", "outputs.jsonl", "--baseline"]
+    check(*args, baseline.name, "--update-baseline")
     inputs = {
         "working-directory": "news",
         "config": "regression.toml",
@@ -269,7 +286,10 @@ def test_action_fail_on_regression_false_only_warns(tmp_path, news):
     }
     # (With the default fail-on-regression true the step fails: test_report_github.py.)
     lenient = run_action(
-        tmp_path / "lenient", {**inputs, "fail-on-regression": "false"}, workspace=news.parent
+        tmp_path / "lenient",
+        {**inputs, "fail-on-regression": "false"},
+        workspace=news.parent,
+        env=_models_home(),
     )
     assert lenient.failed_step is None
     # The step passes, and so does its verdict; exit-code and the reports keep the gate's own
@@ -282,10 +302,16 @@ def test_action_fail_on_regression_false_only_warns(tmp_path, news):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("examples")
-def test_api_spot_check_script():
-    proc = _run([sys.executable, str(EXAMPLES / "api_spot_check.py")], REPO_ROOT)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("news-")]
+def test_api_spot_check_script(monkeypatch, capsys):
+    """The script as ``python examples/api_spot_check.py`` runs it (its ``__main__`` block,
+    no arguments), in this process: torch and the models' libraries are imported here already."""
+    script = EXAMPLES / "api_spot_check.py"
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(script), run_name="__main__")
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 0, err[-2000:]
+    rows = [line for line in out.splitlines() if line.startswith("news-")]
     assert rows[0].startswith("news-1: sentsim ")
     table = rows[1:]
     assert len(table) == 5

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from sklearn.metrics import roc_auc_score
 
 from faithgate.evaluation import meta
 from faithgate.evaluation.meta import Item
@@ -40,6 +39,8 @@ def test_roc_auc_by_hand_and_deduplicated() -> None:
 
 
 def test_fast_auc_equals_sklearn() -> None:
+    from sklearn.metrics import roc_auc_score  # here: a second of imports at collection
+
     rng = np.random.default_rng(3)
     s = np.round(rng.random(200), 2)  # many ties
     y = (rng.random(200) < 0.4).astype(int)

@@ -4,7 +4,6 @@ one check with the real pipeline."""
 from __future__ import annotations
 
 import pytest
-import spacy
 
 from faithgate import text as textmod
 from faithgate.errors import InputError
@@ -28,6 +27,8 @@ ENTS = {
 @pytest.fixture
 def fake_parse(monkeypatch):
     """``textmod.parse`` returning blank-pipeline docs with hand-set entities and sentences."""
+    import spacy  # here, not at collection: spaCy (and the torch it loads) cost each process
+
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     ents = dict(ENTS)
@@ -184,6 +185,8 @@ def pipeline_as(monkeypatch):
 
 
 def _blank(*components: str):
+    import spacy
+
     nlp = spacy.blank("en")
     for name in ("sentencizer", *components):
         nlp.add_pipe(name)
