@@ -181,6 +181,17 @@ LOADER_OPTIONS: dict[str, tuple[str, Callable[[Any], bool]]] = {
         "an onnxruntime execution provider: auto, cpu or cuda",
         lambda v: isinstance(v, str) and v.lower() in PROVIDERS,
     ),
+    # The label override of a classifier (``PairClassifier.set_label_override``).
+    "labels": (
+        "a list of class names in output order",
+        lambda v: (
+            isinstance(v, list) and bool(v) and all(isinstance(x, str) and x.strip() for x in v)
+        ),
+    ),
+    "supported_label": (
+        "the name of the class that means supported",
+        lambda v: isinstance(v, str) and bool(v.strip()),
+    ),
 }
 
 
