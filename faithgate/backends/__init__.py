@@ -404,7 +404,11 @@ class ModelPool:
         spec = self.spec(role)
         backend = self.backend_for(role, task)
         merged = self._options_for(backend, role, task, options)
-        key = (role, spec.location, task, backend, tuple(sorted(merged.items())))
+        # A list option (``labels``) keyed as a tuple: the key must hash.
+        frozen = tuple(
+            (k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(merged.items())
+        )
+        key = (role, spec.location, task, backend, frozen)
         with self._lock:
             model = self._loaded.get(key)
             if model is None:

@@ -498,6 +498,14 @@ def score_command(
         for role in {*model_options, *set_options}
     }
     selected = resolve_metrics(names, metric_settings)
+    if config is not None:
+        # The configuration's models serve its own metrics; only those of the roles the
+        # metrics selected here use are taken (a --model for an unused role is an error).
+        from faithgate.scorer import static_roles
+
+        wanted = static_roles(selected)
+        given = parse_assignments(model_args, "--model")
+        models = {r: v for r, v in models.items() if r in given or r in wanted}
     for warning in range_warnings(selected, thresholds):
         click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
     # A combination's components are scored beside it (the scorer runs each once) and shown
