@@ -95,7 +95,11 @@ def split_sets(items: list[str]) -> tuple[dict, dict]:
 
 
 def export_forms(
-    roles: dict[str, str | None], forms: list[str], work: Path, log
+    roles: dict[str, str | None],
+    forms: list[str],
+    work: Path,
+    log,
+    tasks: dict[str, str] | None = None,
 ) -> dict[str, dict[str, str]]:
     """form -> {role: model path or name}; ONNX forms point at export directories in ``work``."""
     from faithgate import models
@@ -123,7 +127,8 @@ def export_forms(
         fp32_dir = work / f"{role}-none"
         if not (fp32_dir / MANIFEST_NAME).is_file():
             log(f"exporting {role} (fp32) -> {fp32_dir}")
-            export_model(spec, out=fp32_dir, quantize="none", tolerance=Tolerance.loose())
+            task = (tasks or {}).get(role)  # None: the role's own task
+            export_model(spec, task, out=fp32_dir, quantize="none", tolerance=Tolerance.loose())
         fp32 = load_manifest(fp32_dir)
         for form in onnx_forms:
             if form == "onnx":
@@ -230,6 +235,13 @@ def main() -> None:
     parser.add_argument("--metric", default="summac_zs")
     parser.add_argument("--model", action="append", default=[], metavar="ROLE=PATH")
     parser.add_argument("--set", action="append", default=[], metavar="METRIC|ROLE.KEY=VALUE")
+    parser.add_argument(
+        "--task",
+        action="append",
+        default=[],
+        metavar="ROLE=TASK",
+        help="export a role for this task (e.g. nli=seq2seq-lm for MiniCheck-Flan-T5)",
+    )
     parser.add_argument("--forms", default="torch,onnx,w8,int8-dynamic")
     parser.add_argument("--items", type=int, default=40)
     parser.add_argument("--synthetic", action="store_true")
@@ -254,7 +266,8 @@ def main() -> None:
     } | given  # a role the metric picks by configuration (--model) counts too
     forms = [f.strip() for f in args.forms.split(",") if f.strip()]
     args.work.mkdir(parents=True, exist_ok=True)
-    paths = export_forms(roles, forms, args.work, lambda m: print(m, file=sys.stderr))
+    tasks = dict(t.split("=", 1) for t in args.task)
+    paths = export_forms(roles, forms, args.work, lambda m: print(m, file=sys.stderr), tasks)
     items = items_from(args)
     runs: dict[str, list[dict]] = {f: [] for f in forms}
     for r in range(args.rounds):
