@@ -216,3 +216,13 @@ def test_a_quantized_minicheck_export_scores_without_torch(minicheck_models, tmp
     value, settings_hash = json.loads(proc.stdout.strip().splitlines()[-1])
     assert 0.0 <= value <= 1.0
     assert "|onnx|w8|" in settings_hash
+
+
+def test_fever_heads_read_with_the_supported_label():
+    from faithgate.metrics.nli import contradiction_index, entailment_index
+
+    labels = ["supports", "refutes", "not enough info"]
+    with pytest.raises(ConfigError, match="nli.supported_label"):
+        entailment_index(labels, "fever")
+    assert entailment_index(labels, "fever", supported="SUPPORTS") == 0
+    assert contradiction_index(labels) == 1  # REFUTES is summac_zs's p_contradict
