@@ -147,6 +147,8 @@ class MiniCheck(Metric):
         config = _model_config(spec.location)
         if config.get("task") == "seq2seq-lm" or config.get("is_encoder_decoder") is True:
             return "seq2seq"
+        if not config and "t5" in str(spec.name).lower():
+            return "seq2seq"  # a hub id not downloaded yet: MiniCheck-Flan-T5 by its name
         return "classifier"
 
     def model_roles(self, ctx: ScoringContext) -> dict[str, str]:
