@@ -44,14 +44,18 @@ def minicheck_exports(minicheck_models, tmp_path_factory) -> dict[str, Path]:
     pytest.importorskip("onnxruntime")
     from faithgate import models
     from faithgate.backends.export import export_model
-    from faithgate.backends.quantize import Tolerance
+    from faithgate.backends.quantize import Tolerance, load_calibration
 
     root = tmp_path_factory.mktemp("minicheck-onnx")
+    few = load_calibration(None)[:4]  # the fp32 gate on a few pairs: the test compares all
     out = {}
     for name, directory in minicheck_models.items():
         task = "seq2seq-lm" if name == "t5" else "pair-classifier"
         spec = models.resolve("nli", str(directory))
-        export_model(spec, task, out=root / name, quantize="none", tolerance=Tolerance.loose())
+        export_model(
+            spec, task, out=root / name, quantize="none", tolerance=Tolerance.loose(),
+            calibration=few,
+        )  # fmt: skip
         out[name] = root / name
     return out
 
@@ -198,13 +202,21 @@ print(json.dumps([s["minicheck"].value, s["minicheck"].settings_hash]))
 """
 
 
+@pytest.mark.slow  # a subprocess importing faithgate, onnxruntime and spaCy afresh
 def test_a_quantized_minicheck_export_scores_without_torch(minicheck_models, tmp_path):
     pytest.importorskip("onnxruntime")
     from faithgate import models
     from faithgate.backends.export import export_model
+    from faithgate.backends.quantize import load_calibration
 
     spec = models.resolve("nli", str(minicheck_models["roberta"]))
-    manifest = export_model(spec, out=tmp_path / "w8", quantize="w8", require_quantized=True)
+    manifest = export_model(
+        spec,
+        out=tmp_path / "w8",
+        quantize="w8",
+        require_quantized=True,
+        calibration=load_calibration(None)[:6],
+    )
     assert manifest.quantization == "w8"  # passed the parity gate
     proc = subprocess.run(
         [sys.executable, "-c", _RUNTIME, str(tmp_path / "w8")],
