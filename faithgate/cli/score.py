@@ -470,7 +470,7 @@ def score_command(
     command line's ``--backend``, ``--model`` and ``--set`` win), as ``faithgate check`` scores.
     """
     from faithgate import text as textmod
-    from faithgate.scorer import Scorer, resolve_metrics
+    from faithgate.scorer import Scorer, check_models_used, resolve_metrics
     from faithgate.types import Example
 
     source_text, summary_text = read_source_and_summary(source, summary)
@@ -498,14 +498,6 @@ def score_command(
         for role in {*model_options, *set_options}
     }
     selected = resolve_metrics(names, metric_settings)
-    if config is not None:
-        # The configuration's models serve its own metrics; only those of the roles the
-        # metrics selected here use are taken (a --model for an unused role is an error).
-        from faithgate.scorer import static_roles
-
-        wanted = static_roles(selected)
-        given = parse_assignments(model_args, "--model")
-        models = {r: v for r, v in models.items() if r in given or r in wanted}
     for warning in range_warnings(selected, thresholds):
         click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
     # A combination's components are scored beside it (the scorer runs each once) and shown
@@ -523,7 +515,11 @@ def score_command(
         backend=backend or "auto",
         allow_download=allow_download,
         model_options=model_options,
+        check_roles=False,
     )
+    # A --model for a role no selected metric uses is an error; a configuration's models
+    # serve its own metrics, which may not be the ones selected here.
+    check_models_used(scorer.metrics, scorer.context, parse_assignments(model_args, "--model"))
     example = Example("0", source_text, summary_text)
     scores = scorer.score([example])[0]
     identities = {
