@@ -175,6 +175,9 @@ class ScorerRecipe:
     backend: str = "auto"
     allow_download: bool = False
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Whether building it checks that every model serves a metric (``check_models_used``):
+    # off for a part of a recipe (``select``), whose whole was checked.
+    check_roles: bool = True
 
     @classmethod
     def from_config(cls, config: Any) -> ScorerRecipe:
@@ -202,6 +205,7 @@ class ScorerRecipe:
             self,
             metrics=tuple(keep),
             metric_settings={k: v for k, v in self.metric_settings.items() if k in names},
+            check_roles=False,
         )
 
     def build(self, *, pool: ModelPool | None = None, cache: ScoreCache | None = None) -> Scorer:
@@ -218,6 +222,7 @@ class ScorerRecipe:
             model_options=self.model_options,
             pool=pool,
             cache=cache,
+            check_roles=self.check_roles,
         )
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import numbers
@@ -109,6 +110,45 @@ def check_scorer_options(
     return names, options
 
 
+def _with_components(metrics: Iterable[Metric]) -> list[Metric]:
+    out: list[Metric] = []
+    for metric in metrics:
+        out.append(metric)
+        out.extend(_with_components(metric.components))
+    return out
+
+
+def static_roles(metrics: Iterable[Metric]) -> set[str]:
+    """The model roles ``metrics`` (and their components) declare, without a context."""
+    return {role for m in _with_components(metrics) for role in m.roles}
+
+
+def check_models_used(metrics: Sequence[Metric], ctx: ScoringContext, given: Iterable[str]) -> None:
+    """``InputError`` (exit 2) for a model given for a role that no metric of the run uses:
+    it would be silently ignored, and the run would score with other models than the user
+    meant. A role counts as used when a metric (or a combination's component) declares it
+    or scores with it under this configuration (``Metric.model_roles``)."""
+    from faithgate.metrics.base import metric_class, metric_names
+
+    used = static_roles(metrics)
+    for metric in _with_components(metrics):
+        # A role's model that cannot be resolved: scoring says so in its own words.
+        with contextlib.suppress(FaithgateError):
+            used.update(metric.model_roles(ctx))
+    # spaCy splits sentences for metrics that do not declare it (the likelihood metrics).
+    unused = [role for role in given if role not in used and role != "spacy"]
+    if not unused:
+        return
+    role = unused[0]
+    would = [n for n in metric_names() if role in metric_class(n).roles]
+    hint = f"metrics that use it: {', '.join(would)}" if would else "no metric uses it"
+    selected = ", ".join(m.name for m in metrics)
+    raise InputError(
+        f"a model is given for role {role!r}, but no selected metric ({selected}) uses that "
+        f"role, so it would be ignored; {hint}: select one, or drop the model"
+    )
+
+
 def blank_text(example: Example) -> str | None:
     """Why ``example`` cannot be scored by any metric (its source or summary is empty or only
     whitespace), or None."""
@@ -138,6 +178,7 @@ class Scorer:
         model_options: Mapping[str, Mapping[str, Any]] | None = None,
         pool: ModelPool | None = None,
         cache: ScoreCache | str | PathLike[str] | None = None,
+        check_roles: bool = True,
     ) -> None:
         model_names, options = check_scorer_options(models, allow_download, model_options)
         self.metrics: list[Metric] = resolve_metrics(metrics, metric_settings)
@@ -151,6 +192,9 @@ class Scorer:
             model_options=options,
         )
         self.context = ScoringContext(self.pool)
+        if pool is None and check_roles:
+            # Models given here (not a shared pool's): each must serve a selected metric.
+            check_models_used(self.metrics, self.context, model_names)
         if isinstance(cache, str | PathLike):
             cache = ScoreCache(cache)
         if cache is not None and not isinstance(cache, ScoreCache):

@@ -181,6 +181,17 @@ LOADER_OPTIONS: dict[str, tuple[str, Callable[[Any], bool]]] = {
         "an onnxruntime execution provider: auto, cpu or cuda",
         lambda v: isinstance(v, str) and v.lower() in PROVIDERS,
     ),
+    # The label override of a classifier (``PairClassifier.set_label_override``).
+    "labels": (
+        "a list of class names in output order",
+        lambda v: (
+            isinstance(v, list) and bool(v) and all(isinstance(x, str) and x.strip() for x in v)
+        ),
+    ),
+    "supported_label": (
+        "the name of the class that means supported",
+        lambda v: isinstance(v, str) and bool(v.strip()),
+    ),
 }
 
 
@@ -393,7 +404,11 @@ class ModelPool:
         spec = self.spec(role)
         backend = self.backend_for(role, task)
         merged = self._options_for(backend, role, task, options)
-        key = (role, spec.location, task, backend, tuple(sorted(merged.items())))
+        # A list option (``labels``) keyed as a tuple: the key must hash.
+        frozen = tuple(
+            (k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(merged.items())
+        )
+        key = (role, spec.location, task, backend, frozen)
         with self._lock:
             model = self._loaded.get(key)
             if model is None:

@@ -105,10 +105,45 @@ class TextEncoder(RoleModel):
 class PairClassifier(RoleModel):
     task = "pair-classifier"
 
+    # The label override (loader options ``labels`` and ``supported_label`` of the role,
+    # ``--set nli.labels=[...]`` / ``--set nli.supported_label=NAME``): class names in output
+    # order to use instead of ``config.id2label``, and the class that means "supported" when
+    # none is named entailment (two-way heads: LABEL_0/LABEL_1; FEVER: SUPPORTS ...). Both are
+    # loader options, so they are part of the model's identity and of every settings hash.
+    label_override: list[str] | None = None
+    supported_label: str | None = None
+
+    def set_label_override(
+        self, labels: Sequence[str] | None, supported_label: str | None, native: Sequence[str]
+    ) -> None:
+        """Keep the override after checking it against the model's ``native`` class names:
+        ``labels`` must name each class once (``ConfigError``, exit 2, otherwise)."""
+        from faithgate.errors import ConfigError
+
+        if labels is not None:
+            names = [str(n).strip().lower() for n in labels]
+            if len(names) != len(native):
+                raise ConfigError(
+                    f"model_options.{self.spec.role}.labels names {len(names)} classes, but "
+                    f"model {self.spec.name!r} has {len(native)} ({', '.join(native)})"
+                )
+            if len(set(names)) != len(names):
+                raise ConfigError(
+                    f"model_options.{self.spec.role}.labels names a class twice: {names}"
+                )
+            self.label_override = names
+        if supported_label is not None:
+            self.supported_label = str(supported_label).strip().lower()
+
+    def apply_label_override(self, native: list[str]) -> list[str]:
+        """``native`` (from the model's config), or the ``labels`` override when one is set."""
+        return list(self.label_override) if self.label_override is not None else native
+
     @property
     @abstractmethod
     def labels(self) -> list[str]:
-        """Lower-cased class names in output order, read from ``config.id2label``."""
+        """Lower-cased class names in output order, read from ``config.id2label`` (or the
+        ``labels`` override, ``apply_label_override``)."""
 
     @property
     def pair_special_tokens(self) -> int:
@@ -123,6 +158,19 @@ class PairClassifier(RoleModel):
         """Softmax probabilities, shape (n, len(labels)). Premises are truncated to fit; a
         hypothesis alone longer than the window is cut too, and the model never sees its end:
         callers that must judge all of it split it first (``faithgate.metrics.nli`` does)."""
+
+    @property
+    def eos_text(self) -> str:
+        """The tokenizer's end-of-sequence token as text (RoBERTa ``</s>``, DeBERTa-v3
+        ``[SEP]``; a tokenizer without one: its separator), which MiniCheck writes between a
+        document chunk and a claim (``predict_proba_texts``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say its eos token")
+
+    def predict_proba_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Softmax probabilities of single texts, shape (n, len(labels)): each encoded as one
+        sequence with the tokenizer's special tokens (``<s> text </s>``), cut at its end to the
+        window, as MiniCheck's reference code feeds ``chunk + eos_text + claim``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot classify single texts")
 
 
 @dataclass

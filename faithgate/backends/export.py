@@ -13,6 +13,7 @@ used there, and torch / transformers / optimum are imported inside the export fu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -102,6 +103,18 @@ OPTIMUM_TASKS: dict[str, str] = {
     "causal-lm": "text-generation-with-past",  # "text-generation" when exported without cache
     "seq2seq-lm": "text2text-generation",
 }
+
+
+def _nli_generative_task(spec: models.ModelSpec) -> str | None:
+    """``seq2seq-lm`` for an encoder-decoder in the nli role (MiniCheck-Flan-T5, which the
+    ``minicheck`` metric reads as a generative classifier); None otherwise."""
+    if spec.role != "nli":
+        return None
+    try:
+        config = json.loads((Path(str(spec.location)) / "config.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return "seq2seq-lm" if isinstance(config, dict) and config.get("is_encoder_decoder") else None
 
 
 # --- probes: the scores the parity gate compares ----------------------------------------------
@@ -529,7 +542,7 @@ def export_model(
     export of the same weights that passed its gate: that one is kept untouched. With
     ``require_quantized`` the export is refused instead (``BackendError``; nothing written).
     """
-    task = task or ROLE_TASKS.get(spec.role)
+    task = task or _nli_generative_task(spec) or ROLE_TASKS.get(spec.role)
     if task is None:
         raise InputError(
             f"no ONNX recipe for role {spec.role!r}; exportable roles: {', '.join(ROLE_TASKS)}"

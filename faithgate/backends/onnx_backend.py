@@ -536,10 +536,13 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
         batch_size: int = 16,
         threads: int | None = None,
         provider: str | None = None,
+        labels: Sequence[str] | None = None,
+        supported_label: str | None = None,
     ) -> None:
         PairClassifier.__init__(self, spec, backend="onnx", quantization=manifest.quantization)
         self._setup(manifest, threads, provider)
         self.batch_size = batch_size
+        self.set_label_override(labels, supported_label, list(self.config["labels"]))
         self.session = self.sessions["model"]
         # The tokenizer's own post-processor and truncation: what transformers' fast
         # tokenizer calls under tokenizer(premises, hypotheses, truncation="only_first").
@@ -549,6 +552,10 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
         self.pair_tokenizer = Tokenizer.from_file(str(manifest.directory / "tokenizer.json"))
         self.pair_tokenizer.no_padding()
         self.pair_tokenizer.enable_truncation(self.max_length, strategy="only_first")
+        # Single texts (``predict_proba_texts``): cut at their end, as transformers does.
+        self.single_tokenizer = Tokenizer.from_file(str(manifest.directory / "tokenizer.json"))
+        self.single_tokenizer.no_padding()
+        self.single_tokenizer.enable_truncation(self.max_length)
 
     @property
     def pair_special_tokens(self) -> int:
@@ -559,7 +566,7 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
 
     @property
     def labels(self) -> list[str]:
-        return list(self.config["labels"])
+        return self.apply_label_override(list(self.config["labels"]))
 
     def _feeds(self, premises: Sequence[str], hypotheses: Sequence[str]) -> dict[str, np.ndarray]:
         batch = list(zip(premises, hypotheses, strict=True))
@@ -602,6 +609,51 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
 
     def calibration_feeds(self, texts: Sequence[str]) -> list[dict[str, np.ndarray]]:
         return [self._feeds([texts[i]], [texts[i + 1]]) for i in range(0, len(texts) - 1, 2)]
+
+    @property
+    def eos_text(self) -> str:
+        """From the export's ``special_tokens_map.json`` (or ``tokenizer_config.json``), which
+        the export copies beside ``tokenizer.json``: ``eos_token``, else ``sep_token``."""
+        import json
+
+        assert self.manifest.directory is not None
+        for name in ("special_tokens_map.json", "tokenizer_config.json"):
+            path = self.manifest.directory / name
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            for key in ("eos_token", "sep_token"):
+                token = data.get(key) if isinstance(data, dict) else None
+                if isinstance(token, dict):
+                    token = token.get("content")
+                if isinstance(token, str) and token:
+                    return token
+        raise BackendError(
+            f"ONNX export {self.manifest.directory} names no eos token "
+            "(special_tokens_map.json): re-export it"
+        )
+
+    def _single_feeds(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        encs = self.single_tokenizer.encode_batch(list(texts))
+        ids, mask = self._pad([e.ids for e in encs], int(self.config["pad_id"]))
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names["model"]:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        return feeds
+
+    def predict_proba_texts(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        out = np.zeros((len(texts), len(self.labels)), dtype=np.float64)
+        if not texts:
+            return out
+        lengths = [int(m.sum()) for m in self._single_feeds(texts)["attention_mask"]]
+        for idx in equal_length_batches(lengths, self.batch_size):
+            (logits,) = self.session.run(["logits"], self._single_feeds([texts[i] for i in idx]))
+            logits = logits.astype(np.float32)
+            z = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            out[idx] = z / z.sum(axis=-1, keepdims=True)
+        return out
 
 
 # --- language models --------------------------------------------------------------------------

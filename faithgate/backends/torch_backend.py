@@ -219,7 +219,13 @@ class TorchTextEncoder(_TokenizedModel, TextEncoder):
 
 
 class TorchPairClassifier(_TokenizedModel, PairClassifier):
-    def __init__(self, spec: ModelSpec, batch_size: int = 16) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        batch_size: int = 16,
+        labels: Sequence[str] | None = None,
+        supported_label: str | None = None,
+    ) -> None:
         super().__init__(spec, backend="torch")
         self.torch = import_torch()
         from transformers import AutoModelForSequenceClassification
@@ -227,15 +233,19 @@ class TorchPairClassifier(_TokenizedModel, PairClassifier):
         self.tokenizer = load_tokenizer(spec)
         self.model = load_hf_model(spec, AutoModelForSequenceClassification, self.task)
         self.batch_size = batch_size
+        self.set_label_override(labels, supported_label, self._native_labels())
 
     @property
     def pair_special_tokens(self) -> int:
         return int(self.tokenizer.num_special_tokens_to_add(pair=True))
 
-    @property
-    def labels(self) -> list[str]:
+    def _native_labels(self) -> list[str]:
         id2label = self.model.config.id2label
         return [str(id2label[i]).lower() for i in range(len(id2label))]
+
+    @property
+    def labels(self) -> list[str]:
+        return self.apply_label_override(self._native_labels())
 
     def _encode(self, premises: list[str], hypotheses: list[str], tensors: bool = True) -> Any:
         """Cut the premise (the source side) to fit; when a hypothesis alone is longer than the
@@ -261,6 +271,31 @@ class TorchPairClassifier(_TokenizedModel, PairClassifier):
         lengths = [len(ids) for ids in self._encode(premises, hypotheses, False)["input_ids"]]
         for idx in equal_length_batches(lengths, self.batch_size):
             enc = self._encode([premises[i] for i in idx], [hypotheses[i] for i in idx])
+            with torch.inference_mode():
+                logits = self.model(**enc).logits.float()
+            out[idx] = torch.softmax(logits, dim=-1).numpy()
+        return out
+
+    @property
+    def eos_text(self) -> str:
+        tok = self.tokenizer
+        text = tok.eos_token or tok.sep_token
+        if not text:
+            raise BackendError(f"nli model {self.spec.name!r}: its tokenizer has no eos token")
+        return str(text)
+
+    def predict_proba_texts(self, texts: Sequence[str]) -> np.ndarray:
+        torch = self.torch
+        texts = list(texts)
+        out = np.zeros((len(texts), len(self.labels)), dtype=np.float64)
+        if not texts:
+            return out
+        kwargs: dict[str, Any] = {"max_length": self.max_length, "truncation": True}
+        lengths = [len(ids) for ids in self.tokenizer(texts, **kwargs)["input_ids"]]
+        # Equal token lengths share a batch (no padding): a text's probabilities do not depend
+        # on the texts scored with it.
+        for idx in equal_length_batches(lengths, self.batch_size):
+            enc = self.tokenizer([texts[i] for i in idx], return_tensors="pt", **kwargs)
             with torch.inference_mode():
                 logits = self.model(**enc).logits.float()
             out[idx] = torch.softmax(logits, dim=-1).numpy()

@@ -114,6 +114,19 @@ def parse_settings(items: Sequence[str]) -> dict[str, dict[str, Any]]:
     return settings
 
 
+def split_role_settings(
+    settings: dict[str, dict[str, Any]],
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """``--set`` settings into (metric settings, model options): ``--set ROLE.KEY=VALUE``
+    with ROLE a model role (``nli``, ``lm``, ...) is that role's loader option, as
+    ``model_options.ROLE.KEY`` in a configuration (no metric is named like a role)."""
+    from faithgate.models import ROLES
+
+    metrics = {k: v for k, v in settings.items() if k not in ROLES}
+    options = {k: v for k, v in settings.items() if k in ROLES}
+    return metrics, options
+
+
 def _fmt(value: Any, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -426,7 +439,8 @@ def _threshold_hint(names: list[str]) -> str:
     "settings",
     multiple=True,
     metavar="METRIC.KEY=VALUE",
-    help="Metric setting, e.g. --set bertscore.idf=true (repeatable).",
+    help="Metric setting, e.g. --set bertscore.idf=true, or a model role's loader option, "
+    "e.g. --set nli.supported_label=LABEL_1 (repeatable).",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.option(
@@ -482,12 +496,12 @@ def score_command(
     command line's ``--backend``, ``--model`` and ``--set`` win), as ``faithgate check`` scores.
     """
     from faithgate import text as textmod
-    from faithgate.scorer import Scorer, resolve_metrics
+    from faithgate.scorer import Scorer, check_models_used, resolve_metrics
     from faithgate.types import Example
 
     source_text, summary_text = read_source_and_summary(source, summary)
     models = parse_assignments(model_args, "--model")
-    metric_settings = parse_settings(settings)
+    metric_settings, set_options = split_role_settings(parse_settings(settings))
     names = list(dict.fromkeys(metric_names or DEFAULT_SCORE_METRICS))
     thresholds, threshold_source, config = _thresholds(threshold_args, config_path, names)
     model_options: dict[str, dict[str, Any]] = {}
@@ -505,6 +519,10 @@ def score_command(
             m: {**configured.get(m, {}), **metric_settings.get(m, {})}
             for m in {*configured, *metric_settings}
         }
+    model_options = {
+        role: {**model_options.get(role, {}), **set_options.get(role, {})}
+        for role in {*model_options, *set_options}
+    }
     selected = resolve_metrics(names, metric_settings)
     for warning in range_warnings(selected, thresholds):
         click.echo(f"faithgate: warning: {safe_line(warning)}", err=True)
@@ -523,7 +541,11 @@ def score_command(
         backend=backend or "auto",
         allow_download=allow_download,
         model_options=model_options,
+        check_roles=False,
     )
+    # A --model for a role no selected metric uses is an error; a configuration's models
+    # serve its own metrics, which may not be the ones selected here.
+    check_models_used(scorer.metrics, scorer.context, parse_assignments(model_args, "--model"))
     example = Example("0", source_text, summary_text)
     scores = scorer.score([example])[0]
     identities = {

@@ -40,7 +40,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from faithgate.backends.base import PairClassifier
-from faithgate.errors import InputError
+from faithgate.errors import ConfigError, InputError
+from faithgate.escape import printable
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.text import split_sentences, window_sentences
 from faithgate.types import Example, Score, SentenceScore
@@ -48,28 +49,43 @@ from faithgate.types import Example, Score, SentenceScore
 _ENTAIL_NAMES = ("entailment", "entail", "entails", "entailed")
 
 
-def entailment_index(labels: Sequence[str], model_name: str = "nli") -> int:
+def entailment_index(
+    labels: Sequence[str], model_name: str = "nli", supported: str | None = None
+) -> int:
     """Index of the entailment class in ``labels`` (any casing); a one-line error if none.
 
-    ``not_entailment`` / ``non_entailment`` (binary RTE-style heads) are not entailment.
+    ``supported``: the class the user named as "supported" (loader option
+    ``supported_label``), which wins over the names. ``not_entailment`` / ``non_entailment``
+    (binary RTE-style heads) are not entailment.
     """
     lowered = [str(label).strip().lower() for label in labels]
+    if supported is not None:
+        wanted = supported.strip().lower()
+        if wanted not in lowered:
+            raise ConfigError(
+                f"model_options.nli.supported_label = {printable(supported)!r} is not a class "
+                f"of nli model {model_name!r}; its classes are {', '.join(lowered)}"
+            )
+        return lowered.index(wanted)
     for i, label in enumerate(lowered):
         if label in _ENTAIL_NAMES:
             return i
     for i, label in enumerate(lowered):
         if label.startswith("entail"):
             return i
-    raise InputError(
-        f"nli model {model_name!r} has labels {list(labels)} and none is 'entailment': use an "
-        "NLI model whose config.id2label names its classes (entailment / neutral / contradiction)"
+    raise ConfigError(
+        f"nli model {model_name!r} has classes {', '.join(lowered)} and none is 'entailment': "
+        "say which one means supported with --set nli.supported_label=NAME (config: "
+        "model_options.nli.supported_label; MiniCheck: LABEL_1), or name them all with "
+        "nli.labels"
     )
 
 
 def contradiction_index(labels: Sequence[str]) -> int | None:
-    """Index of the contradiction class, or ``None`` for a two-class (entail / not) model."""
+    """Index of the contradiction class (``contradiction``, or FEVER's ``refutes``), or
+    ``None`` for a two-class (entail / not) model."""
     for i, label in enumerate(labels):
-        if str(label).strip().lower().startswith("contradict"):
+        if str(label).strip().lower().startswith(("contradict", "refute")):
             return i
     return None
 
@@ -130,7 +146,9 @@ class NLIEngine:
     def __init__(self, model: PairClassifier) -> None:
         self.model = model
         self.labels = list(model.labels)
-        self.entail = entailment_index(self.labels, model.spec.name)
+        self.entail = entailment_index(
+            self.labels, model.spec.name, getattr(model, "supported_label", None)
+        )
         self.contradict = contradiction_index(self.labels)
         self._cache: dict[tuple[str, str], np.ndarray] = {}
         self._tokens: dict[str, int] = {}

@@ -295,8 +295,11 @@ def test_score_loads_models_as_the_configuration_says(score_files, monkeypatch):
     assert built[-1]["backend"] == "torch"
     assert built[-1]["models"] == {"embedder": "my/encoder"}
     assert built[-1]["model_options"] == {"embedder": {"max_length": 64}}
-    assert score("--backend", "onnx", "--model", "embedder=other").exit_code == 0
-    assert built[-1]["backend"] == "onnx" and built[-1]["models"] == {"embedder": "other"}
+    assert score("--backend", "onnx").exit_code == 0
+    assert built[-1]["backend"] == "onnx" and built[-1]["models"] == {"embedder": "my/encoder"}
+    # A --model for a role the selected metrics do not use is a usage error, not ignored.
+    refused = score("--model", "embedder=other")
+    assert refused.exit_code == 2 and "role 'embedder'" in refused.output
 
 
 def test_score_json_carries_scale_threshold_and_verdict(score_files):

@@ -253,7 +253,11 @@ def test_seq2seq_metrics_match_hand_loop(tiny_bart: Path) -> None:
 
 
 def test_seq2seq_empty_source_is_bos_eos(tiny_bart: Path) -> None:
-    model = Scorer(["loglik"], models={"seq2seq": str(tiny_bart)}).pool.get("seq2seq", "seq2seq-lm")
+    model = Scorer(
+        ["loglik"],
+        models={"seq2seq": str(tiny_bart)},
+        metric_settings={"loglik": {"model": "seq2seq"}},  # a model no metric uses is refused
+    ).pool.get("seq2seq", "seq2seq-lm")
     engine = LikelihoodEngine(model, LikelihoodConfig(role="seq2seq"))
     ex = EXAMPLES[0]
     engine.request([(ex.source, ex.summary)], ["y_lm"])

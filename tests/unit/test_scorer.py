@@ -512,5 +512,5 @@ def test_downloads_are_allowed_by_true_only(monkeypatch):
 def test_scorer_models_take_a_path():
     from pathlib import Path
 
-    scorer = Scorer("overlap", models={"embedder": Path("some/dir")}, allow_download=False)
+    scorer = Scorer("bertscore", models={"embedder": Path("some/dir")}, allow_download=False)
     assert scorer.pool.model_names == {"embedder": str(Path("some/dir"))}
