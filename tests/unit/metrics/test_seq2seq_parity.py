@@ -157,11 +157,13 @@ def test_seq2seq_model_alone_switches_the_likelihood_metrics(seq2seq_dirs, tiny_
     assert metric.model_roles(auto.context) == {"seq2seq": "seq2seq-lm", "spacy": "pipeline"}
     value = auto.score(EXAMPLES[:1])[0]["loglik"].value
     assert value == pytest.approx(GOLDEN["models"]["bart"]["bartscore"][0], abs=TOLERANCE)
-    pinned = Scorer(
-        ["loglik"],
-        models={"seq2seq": str(bart), "lm": str(tiny_lm_dir)},
-        metric_settings={"loglik": {"model": "lm"}},
-    )
+    pin = {"loglik": {"model": "lm"}}
+    # Pinned to lm, the seq2seq model would be ignored: that is a usage error, not a quiet run.
+    with pytest.raises(InputError, match="role 'seq2seq'"):
+        Scorer(
+            ["loglik"], models={"seq2seq": str(bart), "lm": str(tiny_lm_dir)}, metric_settings=pin
+        )
+    pinned = Scorer(["loglik"], models={"lm": str(tiny_lm_dir)}, metric_settings=pin)
     assert pinned.metrics[0].model_roles(pinned.context)["lm"] == "causal-lm"
     assert metric.settings_hash(auto.context) != pinned.metrics[0].settings_hash(pinned.context)
     assert pinned.score(EXAMPLES[:1])[0]["loglik"].value != pytest.approx(value, abs=1e-3)
