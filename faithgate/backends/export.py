@@ -95,6 +95,8 @@ ROLE_TASKS: dict[str, str] = {
     "nli": "pair-classifier",
     "lm": "causal-lm",
     "seq2seq": "seq2seq-lm",
+    "alignscore": "pair-classifier",
+    "hhem": "pair-classifier",
 }
 OPTIMUM_TASKS: dict[str, str] = {
     "text-encoder": "feature-extraction",
@@ -305,8 +307,15 @@ def _export_fp32(
             stride=int(getattr(reference, "stride", 64)),
         )
         return {"model": "model.onnx"}, config
-    if task == "pair-classifier":
+    if task == "pair-classifier" and getattr(reference, "prompt", None):
+        from faithgate.backends.torch_hhem import export_onnx
+
+        export_onnx(model, tokenizer, out / "model.onnx", opset)  # HHEM: no optimum recipe
+        tokenizer.save_pretrained(str(out))
+        config["prompt"] = reference.prompt
+    elif task == "pair-classifier":
         _run_optimum(model, tokenizer, out, "text-classification", opset)
+    if task == "pair-classifier":
         config["labels"] = [str(cfg.id2label[i]).lower() for i in range(len(cfg.id2label))]
         return {"model": "model.onnx"}, config
     if task in ("causal-lm", "seq2seq-lm"):

@@ -548,6 +548,10 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
         self.pair_tokenizer = Tokenizer.from_file(str(manifest.directory / "tokenizer.json"))
         self.pair_tokenizer.no_padding()
         self.pair_tokenizer.enable_truncation(self.max_length, strategy="only_first")
+        # HHEM (faithgate.backends.torch_hhem): each pair is one prompt, never cut.
+        self.prompt = self.config.get("prompt")
+        if self.prompt:
+            self.pair_tokenizer.no_truncation()
 
     @property
     def pair_special_tokens(self) -> int:
@@ -563,6 +567,8 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
     def _feeds(self, premises: Sequence[str], hypotheses: Sequence[str]) -> dict[str, np.ndarray]:
         batch = list(zip(premises, hypotheses, strict=True))
         try:
+            if self.prompt:
+                batch = [self.prompt.format(text1=p, text2=h) for p, h in batch]
             encs = self.pair_tokenizer.encode_batch(batch)
         except Exception:  # noqa: BLE001 - a hypothesis alone longer than the window
             # only_first cannot fit it; cut both sides instead of failing the batch (the NLI
