@@ -39,7 +39,15 @@ def checker_kind(spec: ModelSpec) -> str | None:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # the loader reports the damaged file
-    kind = config.get(CHECKER_KEY) if isinstance(config, dict) else None
+    if not isinstance(config, dict):
+        return None
+    if config.get("model_type") == "HHEMv2":  # the hub's form: transformers asks for remote code
+        raise ModelFileError(
+            f"{spec.role} model {spec.name!r} is HHEM-2 as published (remote code): convert it "
+            "with `faithgate convert hhem DIR DEST --foundation FLAN_T5_DIR`, then score with "
+            "--metric hhem --model hhem=DEST"
+        )
+    kind = config.get(CHECKER_KEY)
     return str(kind) if kind is not None else None
 
 

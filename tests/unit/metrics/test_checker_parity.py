@@ -250,3 +250,79 @@ def test_quantized_exports_score_in_the_torch_free_runtime(checkers):
         assert "|onnx|int8-dynamic|" in out[metric + "_hash"]
         # int8 of random weights: near the reference, not equal to it.
         np.testing.assert_allclose(out[metric], GOLDEN[golden][:2], atol=0.05)
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def _cli(*args: str):  # noqa: ANN202 - click's Result
+    from click.testing import CliRunner
+
+    from faithgate.cli import cli
+
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_metrics_lists_the_checkers():
+    result = _cli("metrics")
+    assert result.exit_code == 0
+    assert "alignscore" in result.output and "hhem" in result.output
+
+
+def test_convert_then_score_from_the_command_line(checkers, tmp_path):
+    dest = tmp_path / "as"
+    result = _cli(
+        "convert", "alignscore", str(checkers["ckpt"]), str(dest), "--base", str(checkers["base"])
+    )
+    assert result.exit_code == 0, result.output
+    source = tmp_path / "source.txt"
+    source.write_text(tc.PAIRS[0][0])
+    result = _cli(
+        "score",
+        "--source",
+        str(source),
+        "--summary",
+        tc.PAIRS[0][1],
+        "--metric",
+        "alignscore",
+        "--model",
+        f"alignscore={dest}",
+        "--backend",
+        "torch",
+        "--format",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    assert f"{GOLDEN['alignscore_nli'][0]:.4f}"[:5] in result.output
+    dest = tmp_path / "hh"
+    result = _cli(
+        "convert",
+        "hhem",
+        str(checkers["hhem_source"]),
+        str(dest),
+        "--foundation",
+        str(checkers["foundation"]),
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_hhem_as_published_is_refused_with_the_way_to_convert_it(checkers, tmp_path):
+    source = tmp_path / "source.txt"
+    source.write_text(tc.PAIRS[0][0])
+    for metric, role in (("hhem", "hhem"), ("summac_zs", "nli")):
+        result = _cli(
+            "score",
+            "--source",
+            str(source),
+            "--summary",
+            "x.",
+            "--metric",
+            metric,
+            "--model",
+            f"{role}={checkers['hhem_source']}",
+            "--backend",
+            "torch",
+        )
+        assert result.exit_code == 2, result.output
+        assert "faithgate convert hhem" in result.output
+        assert "trust_remote_code" not in result.output
