@@ -139,7 +139,9 @@ def probe_scores(model: Any, triples: Sequence[Triple]) -> dict[str, tuple[np.nd
         out["bertscore_precision"] = (np.array(prec).reshape(2, n).T, True)
     elif model.task == "pair-classifier":
         labels = list(model.labels)
-        col = next((i for i, lab in enumerate(labels) if "entail" in lab), 0)
+        # The class that means "supported" (HHEM: consistent, AlignScore's binary head: aligned).
+        supported = ("consistent", "aligned")
+        col = next((i for i, lab in enumerate(labels) if "entail" in lab or lab in supported), 0)
         proba = model.predict_proba(sources + sources, summaries)
         out[f"p_{labels[col]}"] = (proba[:, col].reshape(2, n).T, True)
     elif model.task in ("causal-lm", "seq2seq-lm"):

@@ -15,13 +15,13 @@ The model is the ``alignscore`` role: a directory made by ``faithgate convert al
 from a released ``.ckpt`` (default hub id ``yzha/AlignScore``, AlignScore-large, converted
 into the cache on first use with ``--allow-download``). Every (chunk, claim) pair of a batch is
 deduplicated and classified in one call, batched by length. Sentences are split by faithgate's
-spaCy splitter; the reference splits with NLTK's punkt, which can cut elsewhere on
-abbreviations and lists (docs/metrics/alignscore.md).
+spaCy splitter (``sentences = "spacy"``, the default); ``sentences = "nltk"`` splits with NLTK's
+punkt as the reference does (the two can cut differently on abbreviations and lists).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -49,6 +49,30 @@ def aligned_index(labels: Sequence[str], model: str) -> int:
     )
 
 
+# How sentences are split: faithgate's spaCy splitter (the default, as every faithgate metric),
+# or NLTK's punkt, the reference's (``sent_tokenize``; needs nltk and its punkt_tab data).
+SPLITTERS = ("spacy", "nltk")
+
+
+def nltk_sentences(text: str) -> list[str]:
+    """The reference's splitter, ``nltk.tokenize.sent_tokenize``; one clear line when NLTK or
+    its punkt data is missing."""
+    try:
+        from nltk.tokenize import sent_tokenize
+    except ImportError:
+        raise InputError(
+            "alignscore sentences = 'nltk' needs NLTK: pip install nltk, then "
+            "python -m nltk.downloader punkt_tab"
+        ) from None
+    try:
+        return [s for s in sent_tokenize(text) if s.strip()]
+    except LookupError:
+        raise InputError(
+            "alignscore sentences = 'nltk' needs NLTK's punkt data: "
+            "python -m nltk.downloader punkt_tab"
+        ) from None
+
+
 def context_chunks(sentences: Sequence[str], n_words: int, chunk_words: int) -> list[str]:
     """AlignScore's chunks: ``k = max(len(sentences) // (n_words // chunk_words + 1), 1)``
     consecutive sentences joined by a space; ``[""]`` for a context without a sentence."""
@@ -67,25 +91,35 @@ class AlignScore(Metric):
     family = "nli"
     description = "AlignScore: mean over summary sentences of max aligned probability over chunks"
     roles = {"alignscore": "pair-classifier", "spacy": "pipeline"}
-    defaults: ClassVar[dict[str, Any]] = {"chunk_words": 350}
+    defaults: ClassVar[dict[str, Any]] = {"chunk_words": 350, "sentences": "spacy"}
     bounds = (0.0, 1.0)
 
     def validate_settings(self) -> None:
         n = self.settings["chunk_words"]
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise InputError("alignscore setting 'chunk_words' must be an integer >= 1")
+        if self.settings["sentences"] not in SPLITTERS:
+            raise InputError(
+                f"alignscore setting 'sentences' must be one of: {', '.join(SPLITTERS)}"
+            )
+
+    def _splitter(self, ctx: ScoringContext) -> Callable[[str], list[str]]:
+        if self.settings["sentences"] == "nltk":
+            return nltk_sentences
+        spacy_model = ctx.spacy_model
+        return lambda text: split_sentences(text, spacy_model)
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         settings_hash = self.settings_hash(ctx)
-        spacy_model = ctx.spacy_model
+        split = self._splitter(ctx)
         plans: list[tuple[list[str], list[str]] | None] = []
         pairs: dict[tuple[str, str], int] = {}
         for ex in examples:
-            claims = split_sentences(ex.summary, spacy_model)
+            claims = split(ex.summary)
             if not claims:
                 plans.append(None)
                 continue
-            source = split_sentences(ex.source, spacy_model)
+            source = split(ex.source)
             chunks = context_chunks(
                 source, len(ex.source.strip().split()), self.settings["chunk_words"]
             )

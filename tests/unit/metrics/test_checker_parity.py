@@ -326,3 +326,62 @@ def test_hhem_as_published_is_refused_with_the_way_to_convert_it(checkers, tmp_p
         assert result.exit_code == 2, result.output
         assert "faithgate convert hhem" in result.output
         assert "trust_remote_code" not in result.output
+
+
+def test_allow_download_converts_the_default_hub_id_into_the_cache(tmp_path, monkeypatch):
+    """The download itself is not run (no test downloads): the converter is stood in for."""
+    from faithgate import convert, models
+
+    monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    calls = []
+
+    def fake(hub_id, dest, variant="large", log=print):
+        calls.append((hub_id, Path(dest)))
+        Path(dest).mkdir(parents=True)
+        (Path(dest) / "config.json").write_text('{"faithgate_checker": "alignscore"}')
+        (Path(dest) / "model.safetensors").write_bytes(b"")
+        return Path(dest)
+
+    monkeypatch.setattr(convert, "download_and_convert", fake)
+    spec = models.resolve("alignscore", allow_download=True)
+    assert calls == [("yzha/AlignScore", models.cache_dir_for("yzha/AlignScore"))]
+    assert (spec.origin, spec.location) == ("cache", str(calls[0][1]))
+    models.resolve("alignscore", allow_download=True)  # found in the cache: not fetched again
+    assert len(calls) == 1
+
+
+def test_nltk_sentences_are_the_reference_splitter_under_another_hash(checkers, monkeypatch):
+    nltk_tokenize = pytest.importorskip("nltk.tokenize")
+    seen = []
+
+    def one_sentence(text):  # stands in for punkt, whose data no test downloads
+        seen.append(text)
+        return [text]
+
+    monkeypatch.setattr(nltk_tokenize, "sent_tokenize", one_sentence)
+    models = {"alignscore": str(checkers["alignscore"])}
+    default = Scorer(["alignscore"], models=models, backend="torch")
+    reference = Scorer(
+        ["alignscore"],
+        models=models,
+        backend="torch",
+        metric_settings={"alignscore": {"sentences": "nltk"}},
+    )
+    [a] = default.score(EXAMPLES[2:3])
+    [b] = reference.score(EXAMPLES[2:3])
+    assert len(a["alignscore"].sentences) == 3 and len(b["alignscore"].sentences) == 1
+    assert tc.PAIRS[2][1] in seen
+    assert default.settings_hashes()["alignscore"] != reference.settings_hashes()["alignscore"]
+
+
+def test_nltk_sentences_without_punkt_data_are_one_clear_error(monkeypatch):
+    nltk_tokenize = pytest.importorskip("nltk.tokenize")
+    from faithgate.metrics.alignscore import nltk_sentences
+
+    def missing(text):
+        raise LookupError("Resource 'punkt_tab' not found.")
+
+    monkeypatch.setattr(nltk_tokenize, "sent_tokenize", missing)
+    with pytest.raises(InputError, match="nltk.downloader punkt_tab"):
+        nltk_sentences("A sentence. Another one.")
