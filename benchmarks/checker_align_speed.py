@@ -12,6 +12,10 @@ items/s is the median over rounds of items / scoring seconds (model load and one
 batch excluded); peak RSS is the subprocess's ``VmHWM`` (imports and weights included).
 
     nice -n 5 python benchmarks/checker_align_speed.py --items 40 --rounds 3
+    nice -n 5 python benchmarks/checker_align_speed.py --size base --items 8 --rounds 1
+
+``--size base`` builds random checkers of AlignScore-base's and HHEM's real sizes (RoBERTa-base,
+Flan-T5-base encoder) over the tiny vocabularies: real compute per token, toy tokenization.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ print(json.dumps({"seconds": seconds, "rss_mb": rss / 1024}))
 """
 
 
-def build(work: Path) -> dict[tuple[str, str], tuple[Path, str]]:
+def build(work: Path, size: str = "tiny") -> dict[tuple[str, str], tuple[Path, str]]:
     """The tiny checkers, converted and exported: (metric, form) -> (directory, backend)."""
     sys.path.insert(0, str(REPO / "tests"))
     import tiny_checkers as tc
@@ -58,8 +62,9 @@ def build(work: Path) -> dict[tuple[str, str], tuple[Path, str]]:
 
     UNGATED = Tolerance(max_mean_abs_diff=1.0, min_rank_agreement=0.0, max_consistency_change=1.0)
 
-    base, ckpt = tc.save_alignscore(work)
-    foundation, hhem = tc.save_hhem(work)
+    base_size = size == "base"
+    base, ckpt = tc.save_alignscore(work, tc.ROBERTA_BASE if base_size else None)
+    foundation, hhem = tc.save_hhem(work, tc.T5_BASE if base_size else None)
     dirs = {
         "alignscore": convert_alignscore(ckpt, base, work / "alignscore"),
         "hhem": convert_hhem(hhem, foundation, work / "hhem"),
@@ -128,10 +133,17 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--size",
+        choices=("tiny", "base"),
+        default="tiny",
+        help="tiny: the test checkers; base: RoBERTa-base and Flan-T5-base sizes (random)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        cells = build(Path(tmp))
-        print(parity(cells))
+        cells = build(Path(tmp), args.size)
+        if args.size == "tiny":  # the golden values are of the tiny checkers
+            print(parity(cells))
         results: dict[tuple[str, str], list[dict[str, float]]] = {k: [] for k in cells}
         for r in range(args.rounds):
             for metric in ("alignscore", "hhem"):

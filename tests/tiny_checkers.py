@@ -105,7 +105,19 @@ def roberta_tokenizer(directory: Path) -> Any:
     return tok
 
 
-def save_alignscore(root: Path) -> tuple[Path, Path]:
+# Real checkers' sizes over the same vocabularies (random weights): for speed measurements
+# (benchmarks/checker_align_speed.py --size base), not for the tests.
+ROBERTA_BASE = dict(
+    ROBERTA,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    max_position_embeddings=514,
+)
+
+
+def save_alignscore(root: Path, dims: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """A RoBERTa base directory (named ``tiny-roberta``: the reference picks its model class
     by ``'roberta' in name``) and an AlignScore-style Lightning ``.ckpt`` of random weights
     (keys as ``BERTAlignModel`` saves them). Returns (base, ckpt)."""
@@ -114,7 +126,9 @@ def save_alignscore(root: Path) -> tuple[Path, Path]:
 
     base = root / "tiny-roberta"
     tok = roberta_tokenizer(base)
-    config = RobertaConfig(vocab_size=len(tok), **ROBERTA)
+    dims = dims or ROBERTA
+    tok.model_max_length = dims["max_position_embeddings"] - 2
+    config = RobertaConfig(vocab_size=len(tok), **dims)
     mlm = RobertaForMaskedLM(config)
     _fill(mlm, SEED)
     mlm.save_pretrained(base)
@@ -163,6 +177,18 @@ T5 = dict(
     decoder_start_token_id=0,
     tie_word_embeddings=False,
 )
+# Flan-T5-base's encoder size (speed measurements only, as ROBERTA_BASE).
+T5_BASE = dict(
+    T5,
+    d_model=768,
+    d_kv=64,
+    d_ff=2048,
+    num_layers=12,
+    num_decoder_layers=12,
+    num_heads=12,
+    relative_attention_num_buckets=32,
+    relative_attention_max_distance=128,
+)
 
 
 def t5_tokenizer() -> Any:
@@ -191,7 +217,7 @@ def t5_tokenizer() -> Any:
     return out
 
 
-def save_hhem(root: Path) -> tuple[Path, Path]:
+def save_hhem(root: Path, dims: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """A Flan-T5 foundation directory (config and tokenizer) and an HHEM-2 directory beside it
     (``config.json`` of ``HHEMv2`` naming that foundation, weights under ``t5.``). Returns
     (foundation, hhem)."""
@@ -202,7 +228,7 @@ def save_hhem(root: Path) -> tuple[Path, Path]:
 
     foundation = root / "tiny-flan-t5"
     tok = t5_tokenizer()
-    config = T5Config(vocab_size=len(tok), **T5)
+    config = T5Config(vocab_size=len(tok), **(dims or T5))
     config.save_pretrained(foundation)
     tok.save_pretrained(foundation)
     config.num_labels = 2
