@@ -41,7 +41,7 @@ from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.escape import printable, safe_line
 from faithgate.paths import lies_inside
 
-ROLES = ("embedder", "lm", "spacy", "nli", "seq2seq", "qa", "qg")
+ROLES = ("embedder", "lm", "spacy", "nli", "seq2seq", "qa", "qg", "alignscore", "hhem")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,9 @@ DEFAULT_MODELS: dict[str, str] = {
     "lm": "HuggingFaceTB/SmolLM2-135M-Instruct",
     "spacy": "en_core_web_sm",
     "nli": "faithgate/minilm-l6-checker",
+    # Published checkers converted on first download (faithgate.convert): no offline weights.
+    "alignscore": "yzha/AlignScore",
+    "hhem": "vectara/hallucination_evaluation_model",
 }
 CHECKER = "faithgate/minilm-l6-checker"
 # The models faithgate ships (trained by ``faithgate train``, see docs/models/checker.md) live in
@@ -284,6 +287,9 @@ def resolve(
     allowed = downloads_allowed(allow_download)
     # A model faithgate trained itself (the checker) is on no hub: its package is the way.
     on_hub = not (packaged is not None and packaged.trained_dir)
+    converted = _converted_checker(role, requested, revision, allowed, cached, spec_args)
+    if converted is not None:
+        return converted
     if role != "spacy" and on_hub:
         snapshot = hf_cached_snapshot(requested, revision)
         if snapshot is not None and (not allowed or _COMMIT.fullmatch(revision or "")):
@@ -322,6 +328,39 @@ def resolve(
 
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def _converted_checker(
+    role: str,
+    hub_id: str,
+    revision: str | None,
+    allowed: bool,
+    cached: Path,
+    spec_args: dict[str, Any],
+) -> ModelSpec | None:
+    """A published checker whose hub form transformers cannot load (AlignScore's Lightning
+    checkpoint, HHEM's remote code): downloaded and converted into the faithgate cache when
+    downloads are allowed (later runs find it there, step 2); offline, one line saying how to
+    convert a local copy. None for any other model."""
+    from faithgate import convert
+
+    if hub_id not in convert.CONVERTED_HUB_IDS:
+        return None
+    if revision is not None:
+        raise InputError(f"{role} model {hub_id!r}: a converted checker takes no @revision")
+    if not allowed:
+        raise ModelNotFoundError(
+            f"{role} model {hub_id!r} is not available offline (downloads are off): pass "
+            f"--allow-download to fetch and convert it into {printable(cached)}, or convert a "
+            f"local copy (faithgate convert {role} --help) and pass --model {role}=DIR"
+        )
+    try:
+        convert.download_and_convert(hub_id, cached, log=lambda msg: None)
+    except (OSError, ImportError) as exc:
+        raise ModelNotFoundError(
+            f"cannot fetch and convert {role} model {hub_id!r}: {hub_problem(exc)}"
+        ) from None
+    return ModelSpec(role, hub_id, str(cached), "cache", **spec_args)
 
 
 def hf_hub_cache() -> Path:

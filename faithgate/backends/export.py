@@ -96,6 +96,8 @@ ROLE_TASKS: dict[str, str] = {
     "nli": "pair-classifier",
     "lm": "causal-lm",
     "seq2seq": "seq2seq-lm",
+    "alignscore": "pair-classifier",
+    "hhem": "pair-classifier",
 }
 OPTIMUM_TASKS: dict[str, str] = {
     "text-encoder": "feature-extraction",
@@ -150,7 +152,9 @@ def probe_scores(model: Any, triples: Sequence[Triple]) -> dict[str, tuple[np.nd
         out["bertscore_precision"] = (np.array(prec).reshape(2, n).T, True)
     elif model.task == "pair-classifier":
         labels = list(model.labels)
-        col = next((i for i, lab in enumerate(labels) if "entail" in lab), 0)
+        # The class that means "supported" (HHEM: consistent, AlignScore's binary head: aligned).
+        supported = ("consistent", "aligned")
+        col = next((i for i, lab in enumerate(labels) if "entail" in lab or lab in supported), 0)
         proba = model.predict_proba(sources + sources, summaries)
         out[f"p_{labels[col]}"] = (proba[:, col].reshape(2, n).T, True)
     elif model.task in ("causal-lm", "seq2seq-lm"):
@@ -318,8 +322,15 @@ def _export_fp32(
             stride=int(getattr(reference, "stride", 64)),
         )
         return {"model": "model.onnx"}, config
-    if task == "pair-classifier":
+    if task == "pair-classifier" and getattr(reference, "prompt", None):
+        from faithgate.backends.torch_hhem import export_onnx
+
+        export_onnx(model, tokenizer, out / "model.onnx", opset)  # HHEM: no optimum recipe
+        tokenizer.save_pretrained(str(out))
+        config["prompt"] = reference.prompt
+    elif task == "pair-classifier":
         _run_optimum(model, tokenizer, out, "text-classification", opset)
+    if task == "pair-classifier":
         config["labels"] = [str(cfg.id2label[i]).lower() for i in range(len(cfg.id2label))]
         return {"model": "model.onnx"}, config
     if task in ("causal-lm", "seq2seq-lm"):

@@ -557,6 +557,11 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
         self.single_tokenizer.no_padding()
         self.single_tokenizer.enable_truncation(self.max_length)
 
+        # HHEM (faithgate.backends.torch_hhem): each pair is one prompt, never cut.
+        self.prompt = self.config.get("prompt")
+        if self.prompt:
+            self.pair_tokenizer.no_truncation()
+
     @property
     def pair_special_tokens(self) -> int:
         processor = self.pair_tokenizer.post_processor
@@ -571,6 +576,8 @@ class OnnxPairClassifier(_OnnxRoleMixin, PairClassifier):
     def _feeds(self, premises: Sequence[str], hypotheses: Sequence[str]) -> dict[str, np.ndarray]:
         batch = list(zip(premises, hypotheses, strict=True))
         try:
+            if self.prompt:
+                batch = [self.prompt.format(text1=p, text2=h) for p, h in batch]
             encs = self.pair_tokenizer.encode_batch(batch)
         except Exception:  # noqa: BLE001 - a hypothesis alone longer than the window
             # only_first cannot fit it; cut both sides instead of failing the batch (the NLI

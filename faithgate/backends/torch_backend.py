@@ -314,6 +314,10 @@ class TorchBackend(Backend):
         if task == "text-encoder":
             return TorchTextEncoder(spec, **options)
         if task == "pair-classifier":
+            from faithgate.backends.torch_hhem import TorchHHEM, checker_kind
+
+            if checker_kind(spec) == "hhem":  # one prompt per pair, T5 (faithgate.convert)
+                return TorchHHEM(spec, **options)
             return TorchPairClassifier(spec, **options)
         if task in ("causal-lm", "seq2seq-lm"):
             return load_language_model(spec, task, **options)

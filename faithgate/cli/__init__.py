@@ -26,6 +26,7 @@ COMMANDS = {
     "score": "faithgate.cli.score:score_command",
     "metrics": "faithgate.cli.score:metrics_command",
     "export": "faithgate.cli.export:export_command",
+    "convert": "faithgate.cli.convert:convert_command",
     "bench": "faithgate.cli.bench:bench_command",
     "calibrate": "faithgate.cli.bench:calibrate_command",
     "perturb": "faithgate.cli.bench:perturb_command",

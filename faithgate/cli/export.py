@@ -14,7 +14,7 @@ from faithgate.cli.params import FiniteFloatRange
 from faithgate.errors import InputError
 from faithgate.escape import json_for_terminal, safe_line
 
-EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq")
+EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq", "alignscore", "hhem")
 
 
 @click.command("export")

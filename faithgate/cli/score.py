@@ -448,7 +448,8 @@ def _threshold_hint(names: list[str]) -> str:
     "model_args",
     multiple=True,
     metavar="ROLE=ID_OR_PATH",
-    help="Model for a role (embedder, lm, spacy, nli, seq2seq, qa, qg); repeatable.",
+    help="Model for a role (embedder, lm, spacy, nli, seq2seq, qa, qg, alignscore, hhem); "
+    "repeatable.",
 )
 @click.option(
     "--backend",
