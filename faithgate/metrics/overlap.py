@@ -228,9 +228,10 @@ class Overlap(Metric):
     """ROUGE precision of the summary against the source, novel n-grams and the FEQA
     abstractiveness profile.
 
-    - ROUGE-N precision (Lin, 2004; via ``rouge-score``, Porter stemmer by default):
+    - ROUGE-N precision (Lin, 2004; rouge-score's values, Porter stemmer by default):
       ``P_N = sum_g min(c_summary(g), c_source(g)) / sum_g c_summary(g)`` over n-grams g of the
-      summary; ROUGE-L precision ``LCS(summary, source) / |summary|``.
+      summary; ROUGE-L precision ``LCS(summary, source) / |summary|``, the LCS by a
+      bit-parallel algorithm (``lcs_length``: memory linear in the texts' lengths).
     - Novel n-gram ratio, n = 1..4: share of summary n-grams absent from the source (See et al.,
       2017, and most abstractiveness studies).
     - Abstractiveness profile (Durmus et al., 2020, "FEQA", ACL): share of summary sentences that
