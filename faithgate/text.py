@@ -85,6 +85,7 @@ def preparse(texts: Iterable[str], spacy_model: str | None = None) -> None:
         for t in dict.fromkeys(texts)
         if len(t) <= PARSE_PIECE_CHARS and (t, spacy_model) not in _BATCH_PARSED
     ]
+    todo = todo[:_BATCH_PARSED_MAX]  # as in presplit: never parsed twice
     if not todo:
         return
     nlp = load_spacy(spacy_model)
@@ -166,6 +167,9 @@ def presplit(texts: Iterable[str], spacy_model: str | None = None) -> None:
     if split_sentences is not _SPLIT_SENTENCES:
         return
     todo = [t for t in dict.fromkeys(texts) if (t, spacy_model) not in _BATCH_SPLIT]
+    # No more than the cache holds: a text split here and dropped before it is asked for
+    # would be split twice (the rest are split one at a time when asked for).
+    todo = todo[:_BATCH_SPLIT_MAX]
     nlp = load_spacy(spacy_model) if todo else None
     if nlp is None or "parser" not in nlp.pipe_names:
         return  # another splitter: one text at a time, as split_sentences does

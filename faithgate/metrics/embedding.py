@@ -218,6 +218,7 @@ class BERTScore(Metric):
         # Per distinct text, once per batch: unit vectors, sentences and their token spans
         # (BUMP repeats each source ~14 times; splitting, re-tokenising its sentences and
         # normalising its vectors per example was most of the metric's time outside the model).
+        textmod.presplit(texts, ctx.spacy_model)  # nlp.pipe over the batch: same sentences
         prepared = {t: _prepare(t, by_text[t], encoder, ctx) for t in texts}
         unknown = {t for t in texts if encoder.unknown_only(t)}
         return [
@@ -378,6 +379,8 @@ class SentSim(Metric):
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)
+        texts = list(dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary)))
+        textmod.presplit(texts, ctx.spacy_model)  # nlp.pipe over the batch: same sentences
         split = {
             t: textmod.split_sentences(t, ctx.spacy_model)
             for t in dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary))
