@@ -67,7 +67,10 @@ def test_rouge_l_and_n_equal_rouge_score_on_random_token_lists():
     for trial in range(150):
         vocab = rnd.randint(1, 6)
         a = [str(rnd.randint(0, vocab)) for _ in range(rnd.randint(0, 25))]
-        b = [str(rnd.randint(0, vocab)) for _ in range(rnd.randint(0, 600 if trial % 10 == 0 else 25))]
+        b = [
+            str(rnd.randint(0, vocab))
+            for _ in range(rnd.randint(0, 600 if trial % 10 == 0 else 25))
+        ]
         assert overlap.rouge_l_precision(a, overlap.TokenBits(b)) == float(
             rs._score_lcs(b, a).precision
         )
