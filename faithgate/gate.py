@@ -75,7 +75,7 @@ from faithgate.rules import (
     stale_calibrations,
     unused_thresholds,
 )
-from faithgate.scorer import Scorer
+from faithgate.scorer import Scorer, refuse_oversized
 from faithgate.summarize import run_summarizer
 from faithgate.types import Example, Score, is_blank
 
@@ -267,6 +267,7 @@ class Gate:
         """Scores of every metric for every example, through the executor, in chunks so
         progress is reported as they finish (see ``progress`` on the class)."""
         examples = list(examples)
+        refuse_oversized(examples)  # here too: a Ray worker would raise it far from the user
         executor = self.executor
         with self._progress(len(examples)) as advance:
             if advance is None:

@@ -219,6 +219,14 @@ def resolve(
 
     # 1. An explicit local path (one that exists wins over reading ``@`` as a revision).
     expanded = Path(os.path.expanduser(requested))
+    if expanded.exists() and not expanded.is_dir():
+        # Every role loads a directory (transformers, spaCy): a file went on to the hub
+        # client, whose "Repo id must be in the form ..." said nothing about the mistake.
+        what = "a file" if expanded.is_file() else "not a regular file or directory"
+        raise ModelNotFoundError(
+            f"{role} model {requested!r} is {what}, not a model directory: give the directory "
+            "that holds the model's files (config.json, weights, tokenizer)"
+        )
     if expanded.exists():
         # Named by the directory's own name: "./emb", "emb", "emb/" and "/elsewhere/emb" (a
         # copy) name one model; its fingerprint is its content (``_fingerprint``).

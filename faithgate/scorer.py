@@ -17,7 +17,7 @@ from typing import Any
 from faithgate.backends import ModelPool
 from faithgate.cache import ScoreCache
 from faithgate.errors import FaithgateError, InputError, Interrupted
-from faithgate.escape import exception_line, safe_line
+from faithgate.escape import clipped, exception_line, safe_line
 from faithgate.metrics.base import Metric, ScoringContext, get_metric
 from faithgate.threads import metric_blas_threads
 from faithgate.types import Example, Score, is_blank
@@ -149,6 +149,25 @@ def check_models_used(metrics: Sequence[Metric], ctx: ScoringContext, given: Ite
     )
 
 
+# The longest source or summary scored, in characters (2 MB of ASCII; a 1,000-page book):
+# past it a run is refused before anything is scored. Every metric's memory grows with its
+# texts' lengths (docs/data-safety.md, section 4); a 5 MB summary made overlap allocate 12 GB.
+MAX_TEXT_CHARS = 2_000_000
+
+
+def refuse_oversized(examples: Iterable[Example]) -> None:
+    """``InputError`` (exit 2) naming the first example whose source or summary is longer
+    than ``MAX_TEXT_CHARS`` characters."""
+    for ex in examples:
+        for which, text in (("summary", ex.summary), ("source", ex.source)):
+            if isinstance(text, str) and len(text) > MAX_TEXT_CHARS:
+                raise InputError(
+                    f"example {clipped(ex.id)}: its {which} is {len(text):,} characters, over "
+                    f"the limit of {MAX_TEXT_CHARS:,} characters per text that faithgate "
+                    "scores; shorten it or leave the example out"
+                )
+
+
 def blank_text(example: Example) -> str | None:
     """Why ``example`` cannot be scored by any metric (its source or summary is empty or only
     whitespace), or None."""
@@ -229,6 +248,7 @@ class Scorer:
                     f"examples are faithgate.Example objects, got a {type(ex).__name__} (score "
                     "one source and summary with faithgate.score(source, summary))"
                 )
+        refuse_oversized(examples)  # before the cache: a cached score is no reason to take it
         if self.cache is None:
             return self.compute(examples)
         hashes = self.settings_hashes()
@@ -250,6 +270,7 @@ class Scorer:
         rest (then caches them): ``["ensemble", "harim_plus"]`` runs the LM once, and an
         ensemble after its components were scored costs nothing but the formula."""
         examples = list(examples)
+        refuse_oversized(examples)
         results: list[dict[str, Score]] = [{} for _ in examples]
         if todo is None:
             todo = {m.name: range(len(examples)) for m in self.metrics}

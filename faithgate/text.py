@@ -10,7 +10,8 @@ from __future__ import annotations
 import bisect
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -62,7 +63,37 @@ def _refuse_without_sentences(nlp: Any, location: str) -> None:
 
 def parse(text: str, spacy_model: str | None = None) -> Any:
     """A spaCy ``Doc`` of ``text`` (cached: metrics parse the same texts repeatedly)."""
-    return _parse_cached(text, spacy_model)
+    found = _BATCH_PARSED.get((text, spacy_model))
+    return found if found is not None else _parse_cached(text, spacy_model)
+
+
+_PARSE = parse
+# Docs parsed by ``preparse``, newest last (at most ``_BATCH_PARSED_MAX``).
+_BATCH_PARSED: OrderedDict[tuple[str, str | None], Any] = OrderedDict()
+_BATCH_PARSED_MAX = 1024
+
+
+def preparse(texts: Iterable[str], spacy_model: str | None = None) -> None:
+    """Parse many texts at once (``nlp.pipe``, in batches), so that ``parse`` finds their
+    Docs: a call per short text cost about 1 ms of the pipeline's own overhead. Give it at
+    most ``_BATCH_PARSED_MAX`` texts at a time (older ones make room). Long texts are left to
+    ``parse`` (in pieces); nothing is done when ``parse`` was replaced (a test's stand-in)."""
+    if parse is not _PARSE:
+        return
+    todo = [
+        t
+        for t in dict.fromkeys(texts)
+        if len(t) <= PARSE_PIECE_CHARS and (t, spacy_model) not in _BATCH_PARSED
+    ]
+    todo = todo[:_BATCH_PARSED_MAX]  # as in presplit: never parsed twice
+    if not todo:
+        return
+    nlp = load_spacy(spacy_model)
+    for t, doc in zip(todo, nlp.pipe(todo, batch_size=SPLIT_BATCH), strict=True):
+        with _SPACY_LOCK:
+            _BATCH_PARSED[(t, spacy_model)] = doc
+            while len(_BATCH_PARSED) > _BATCH_PARSED_MAX:
+                _BATCH_PARSED.popitem(last=False)
 
 
 # Longest text handed to spaCy in one call. spaCy refuses texts over ``nlp.max_length``
@@ -88,7 +119,9 @@ def parse_in_pieces(nlp: Any, text: str) -> Any:
     from spacy.tokens import Doc
 
     limit = min(PARSE_PIECE_CHARS, nlp.max_length)
-    return Doc.from_docs(list(nlp.pipe(pieces(text, limit))), ensure_whitespace=False)
+    # One piece per batch: nlp.pipe's default batch (1,000 texts) put a 5 MB text's 50 pieces
+    # through the parser at once, and its (tokens, 288) float32 array alone was 1.03 GiB.
+    return Doc.from_docs(list(nlp.pipe(pieces(text, limit), batch_size=1)), ensure_whitespace=False)
 
 
 def pieces(text: str, limit: int) -> list[str]:
@@ -118,6 +151,45 @@ def split_sentences(text: str, spacy_model: str | None = None) -> list[str]:
     a list number the parser cut off ("2.") stays with its item; empty sentences dropped,
     text kept verbatim."""
     return list(_sentences_cached(text, spacy_model))
+
+
+# Texts per ``nlp.pipe`` batch when many short texts are split at once.
+SPLIT_BATCH = 256
+_SPLIT_SENTENCES = split_sentences
+
+
+def presplit(texts: Iterable[str], spacy_model: str | None = None) -> None:
+    """Split many texts into sentences at once, so that ``split_sentences`` finds them
+    cached. Short texts go through ``nlp.pipe`` in batches (a call per text cost about 1 ms
+    of spaCy's own overhead: most of ``overlap``'s time on short examples); the sentences
+    are those ``split_sentences`` gives one text at a time. Does nothing when
+    ``split_sentences`` was replaced (tests put a regex splitter in its place)."""
+    if split_sentences is not _SPLIT_SENTENCES:
+        return
+    todo = [t for t in dict.fromkeys(texts) if (t, spacy_model) not in _BATCH_SPLIT]
+    # No more than the cache holds: a text split here and dropped before it is asked for
+    # would be split twice (the rest are split one at a time when asked for).
+    todo = todo[:_BATCH_SPLIT_MAX]
+    nlp = load_spacy(spacy_model) if todo else None
+    if nlp is None or "parser" not in nlp.pipe_names:
+        return  # another splitter: one text at a time, as split_sentences does
+    short = [t for t in todo if len(t) <= PARSE_PIECE_CHARS]
+    disable = [p for p in _NOT_FOR_SENTENCES if p in nlp.pipe_names]
+    for t, doc in zip(short, nlp.pipe(short, disable=disable, batch_size=SPLIT_BATCH), strict=True):
+        spans = [(sent.start_char, sent.end_char) for sent in doc.sents]
+        _remember(t, spacy_model, _sentences_of(t, spans))
+
+
+# Sentences split by ``presplit``, newest last (at most ``_BATCH_SPLIT_MAX``).
+_BATCH_SPLIT: OrderedDict[tuple[str, str | None], tuple[str, ...]] = OrderedDict()
+_BATCH_SPLIT_MAX = 8192
+
+
+def _remember(text: str, spacy_model: str | None, sentences: tuple[str, ...]) -> None:
+    with _SPACY_LOCK:
+        _BATCH_SPLIT[(text, spacy_model)] = sentences
+        while len(_BATCH_SPLIT) > _BATCH_SPLIT_MAX:
+            _BATCH_SPLIT.popitem(last=False)
 
 
 # A list item's marker: a bullet or dash, or "1." / "2)" numbering; a line that starts one.
@@ -318,17 +390,39 @@ def _hangs_from_list_item(flat: str, paragraph_start: int, i: int, after: str) -
 _NOT_FOR_SENTENCES = ("tagger", "attribute_ruler", "lemmatizer", "ner")
 
 
-@lru_cache(maxsize=8192)
 def _sentences_cached(text: str, spacy_model: str | None) -> tuple[str, ...]:
+    found = _BATCH_SPLIT.get((text, spacy_model))
+    return found if found is not None else _sentences_alone(text, spacy_model)
+
+
+@lru_cache(maxsize=8192)
+def _sentences_alone(text: str, spacy_model: str | None) -> tuple[str, ...]:
     nlp = load_spacy(spacy_model)
-    if len(text) > PARSE_PIECE_CHARS or "parser" not in nlp.pipe_names:
-        doc = parse(text, spacy_model)  # long texts go in pieces; no parser: its own splitter
-    else:
-        doc = nlp(text, disable=[p for p in _NOT_FOR_SENTENCES if p in nlp.pipe_names])
+    disable = [p for p in _NOT_FOR_SENTENCES if p in nlp.pipe_names]
+    if "parser" not in nlp.pipe_names:
+        doc = parse(text, spacy_model)  # no parser: its own splitter, whatever it reads
+        return _sentences_of(text, [(sent.start_char, sent.end_char) for sent in doc.sents])
+    if len(text) <= PARSE_PIECE_CHARS:
+        doc = nlp(text, disable=disable)
+        return _sentences_of(text, [(sent.start_char, sent.end_char) for sent in doc.sents])
+    # A long text in pieces (as ``parse`` cuts it), one at a time, keeping only each
+    # sentence's offsets: never a Doc of the whole text (a 5 MB text's was gigabytes).
+    limit = min(PARSE_PIECE_CHARS, nlp.max_length)
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    parts = pieces(text, limit)
+    for part, doc in zip(parts, nlp.pipe(parts, disable=disable, batch_size=1), strict=True):
+        spans.extend((offset + sent.start_char, offset + sent.end_char) for sent in doc.sents)
+        offset += len(part)
+    return _sentences_of(text, spans)
+
+
+def _sentences_of(text: str, parsed: Sequence[tuple[int, int]]) -> tuple[str, ...]:
+    """The sentences of ``text`` from the parser's sentence spans ``parsed`` (character
+    offsets): cut at ``line_breaks``, empty ones dropped, list numbers kept with their item."""
     breaks = line_breaks(text)
     spans: list[tuple[int, int]] = []
-    for sent in doc.sents:
-        start, end = sent.start_char, sent.end_char
+    for start, end in parsed:
         for cut in breaks[bisect.bisect_right(breaks, start) : bisect.bisect_left(breaks, end)]:
             spans.append((start, cut))
             start = cut + 1

@@ -17,6 +17,7 @@ import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.execution_options import execution_options, execution_settings
+from faithgate.cli.params import FiniteFloatRange
 from faithgate.cli.score import parse_assignments, parse_settings, read_source_and_summary
 from faithgate.errors import InputError
 from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
@@ -305,7 +306,8 @@ def bench_command(
 @click.option("--metric", "metric_name", required=True, metavar="NAME")
 @click.option(
     "--target-precision",
-    type=float,
+    # Checked here, before any example is scored (NaN, inf, 1.5 were refused after scoring).
+    type=FiniteFloatRange(min=0, max=1, min_open=True),
     metavar="P",
     help="Instead of maximising balanced accuracy, reach precision P for 'unfaithful': the "
     "highest threshold that does so and passes at least one summary (refused when none does).",

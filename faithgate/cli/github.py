@@ -30,6 +30,7 @@ from faithgate.report.github import (
     run_report,
     workflow_command,
     write_env_file,
+    write_outputs,
 )
 
 # The format whose file is the gate result JSON the report reads (``--result``).
@@ -195,11 +196,21 @@ def report_args_command(
     own reports are removed (recognised by how each format starts); a file of the user's at a
     report's name is refused (exit 2, nothing removed), as is, given the check's input
     options, a report path that is one of the run's inputs (a baseline kept in DIR) or a
-    directory."""
+    directory. A DIR whose name holds a character ``printable`` escapes (a control character,
+    a line break, a bidirectional control) is refused: the paths are printed raw."""
     from faithgate.config import load_config
     from faithgate.gate import input_files
     from faithgate.paths import refuse_overwriting_inputs
 
+    if printable(directory) != directory:
+        # The paths go to stdout as they are (bash reads them back as arguments): escaped,
+        # they would name other files; raw, a name holding ``ESC [ 2J`` or an OSC 8 link
+        # would reach a terminal. Such a name is refused, as the action refuses line breaks.
+        raise InputError(
+            f"the report directory {printable(directory)} holds a control, line-break or "
+            "bidirectional character (shown escaped): faithgate prints report paths as they "
+            "are for faithgate check; choose a directory name without one"
+        )
     config = load_config(config_path).override(outputs=outputs, data=data, baseline=baseline)
     paths = report_paths(directory)
     try:
@@ -275,5 +286,6 @@ def cache_dir_command(config_path: str | None) -> None:
     if "\n" in path or "\r" in path:
         # actions/cache reads each line of its ``path`` as a path of its own.
         raise ConfigError(f"cache_dir must be one line (a path), got {path!r}")
-    line = format_output("cache-dir", path)
-    write_env_file(os.environ.get("GITHUB_OUTPUT"), line, click.get_text_stream("stdout"))
+    write_outputs(
+        os.environ.get("GITHUB_OUTPUT"), {"cache-dir": path}, click.get_text_stream("stdout")
+    )

@@ -31,6 +31,31 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.clip(norms, 1e-12, None)
 
 
+# Most cells of a similarity matrix computed at once: a larger one (a summary or source of
+# megabytes) is computed a block of rows at a time, keeping only each row's and each
+# column's best, so memory stays bounded. Matrices of ordinary texts are far smaller and are
+# computed whole, as before (the same floats).
+MAX_BLOCK_CELLS = 1 << 22
+
+
+def best_matches(rows: int, columns: int, block: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's best value and its column, and each column's best value, of a ``rows`` x
+    ``columns`` matrix given by ``block(start, end)`` (rows ``start:end``), computed in blocks
+    of at most ``MAX_BLOCK_CELLS`` cells (one block when it fits)."""
+    step = max(1, MAX_BLOCK_CELLS // max(columns, 1))
+    if rows <= step:
+        sim = block(0, rows)
+        return sim.max(axis=1), sim.argmax(axis=1), sim.max(axis=0)
+    best, where, column_best = [], [], None
+    for start in range(0, rows, step):
+        sim = block(start, min(rows, start + step))
+        best.append(sim.max(axis=1))
+        where.append(sim.argmax(axis=1))
+        top = sim.max(axis=0)
+        column_best = top if column_best is None else np.maximum(column_best, top)
+    return np.concatenate(best), np.concatenate(where), column_best
+
+
 def _f1(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p + r > 0 else 0.0
 
@@ -193,6 +218,7 @@ class BERTScore(Metric):
         # Per distinct text, once per batch: unit vectors, sentences and their token spans
         # (BUMP repeats each source ~14 times; splitting, re-tokenising its sentences and
         # normalising its vectors per example was most of the metric's time outside the model).
+        textmod.presplit(texts, ctx.spacy_model)  # nlp.pipe over the batch: same sentences
         prepared = {t: _prepare(t, by_text[t], encoder, ctx) for t in texts}
         unknown = {t for t in texts if encoder.unknown_only(t)}
         return [
@@ -223,10 +249,9 @@ class BERTScore(Metric):
             idf, unseen = idf_weights([src.tokens[a:b] for a, b in src_spans if b > a])
         # (summary tokens, source tokens). Unit vectors in float32 give a self-cosine of
         # 1 + 2^-23 or so: clipped, so no value passes the documented maximum of 1.
-        sim = np.clip(x @ y.T, -1.0, 1.0)
-        best_for_summary = sim.max(axis=1)
-        match_of_summary = sim.argmax(axis=1)
-        best_for_source = sim.max(axis=0)
+        best_for_summary, match_of_summary, best_for_source = best_matches(
+            len(x), len(y), lambda a, b: np.clip(x[a:b] @ y.T, -1.0, 1.0)
+        )
         w_x, fb_x = self._weights(summ.tokens, idf, unseen)
         w_y, fb_y = self._weights(src.tokens, idf, unseen)
         p = float((w_x * best_for_summary).sum() / w_x.sum())
@@ -354,6 +379,8 @@ class SentSim(Metric):
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)
+        texts = list(dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary)))
+        textmod.presplit(texts, ctx.spacy_model)  # nlp.pipe over the batch: same sentences
         split = {
             t: textmod.split_sentences(t, ctx.spacy_model)
             for t in dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary))
@@ -401,9 +428,12 @@ class SentSim(Metric):
                     Score.failed(self.name, shash, ex.id, f"the {which} has no sentences")
                 )
                 continue
-            sim = np.asarray(matrix(summ, src), dtype=np.float64)
-            best, where = sim.max(axis=1), sim.argmax(axis=1)
-            p, r = float(best.mean()), float(sim.max(axis=0).mean())
+            best, where, column_best = best_matches(
+                len(summ),
+                len(src),
+                lambda a, b, summ=summ, src=src: np.asarray(matrix(summ[a:b], src), np.float64),
+            )
+            p, r = float(best.mean()), float(column_best.mean())
             parts = {"precision": p, "recall": r, "f1": _f1(p, r)}
             sentences = [
                 SentenceScore(i, s, float(best[i]), src[int(where[i])]) for i, s in enumerate(summ)

@@ -19,6 +19,8 @@ from faithgate.words import stemmed_words, unsupported_script_error, words
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 NOVEL = ("novel1", "novel2", "novel3", "novel4")
+# Examples whose texts are split into sentences at once (``faithgate.text.presplit``).
+PRESPLIT_EXAMPLES = 1024
 CATEGORIES = (
     "sentence_extraction",
     "span_extraction",
@@ -46,6 +48,87 @@ def novel_ngram_ratio(summary: Sequence[str], source: Sequence[str], n: int) -> 
         return 0.0
     seen = set(ngrams(source, n))
     return sum(g not in seen for g in grams) / len(grams)
+
+
+def ngram_counts(tokens: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
+    """Each n-gram of ``tokens`` with its count (rouge-score's ``_create_ngrams``)."""
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def rouge_n_precision(summary: Counter[tuple[str, ...]], source: Counter[tuple[str, ...]]) -> float:
+    """ROUGE-N precision from n-gram counts: ``sum_g min(c_summary(g), c_source(g)) /
+    max(sum_g c_summary(g), 1)``, as rouge-score's ``_score_ngrams`` gives it (the same
+    integers divided), summed over the summary's n-grams rather than the source's: a
+    sentence against a long source costs its own length."""
+    overlap = sum(min(count, source.get(g, 0)) for g, count in summary.items())
+    return overlap / max(sum(summary.values()), 1)
+
+
+class TokenBits:
+    """A token sequence as bit masks (bit i of ``mask(t)``: token i is ``t``), for the
+    bit-parallel LCS (``lcs_length``). Masks are made on demand from an array of token ids
+    and the last ``_MASKS`` kept: a long source costs its length in bytes per mask."""
+
+    _MASKS = 256
+
+    def __init__(self, tokens: Sequence[str]) -> None:
+        self.n = len(tokens)
+        self._tokens = tokens
+        self._ids: Any = None
+        self._vocab: dict[str, int] = {}
+        self._masks: dict[str, int] = {}
+
+    def mask(self, token: str) -> int:
+        found = self._masks.get(token)
+        if found is not None:
+            return found
+        if self.n <= 512:
+            bits = 0
+            for i, t in enumerate(self._tokens):
+                if t == token:
+                    bits |= 1 << i
+        else:
+            import numpy as np
+
+            if self._ids is None:
+                vocab = self._vocab
+                self._ids = np.fromiter(
+                    (vocab.setdefault(t, len(vocab)) for t in self._tokens), np.int64, self.n
+                )
+            k = self._vocab.get(token)
+            bits = 0
+            if k is not None:
+                packed = np.packbits(self._ids == k, bitorder="little")
+                bits = int.from_bytes(packed.tobytes(), "little")
+        if len(self._masks) >= self._MASKS:
+            self._masks.pop(next(iter(self._masks)))
+        self._masks[token] = bits
+        return bits
+
+
+def lcs_length(tokens: Sequence[str], other: TokenBits) -> int:
+    """Length of the longest common subsequence of ``tokens`` and ``other``, by the
+    bit-parallel algorithm of Crochemore, Iliopoulos, Pinzon and Reid (2001, "A fast and
+    practical bit-vector algorithm for the longest common subsequence problem"): a bit per
+    token of ``other``, a step per token of ``tokens``; memory O(len(other)) bits, where
+    rouge-score's table is len(tokens) x len(other) Python integers (a 5 MB summary against
+    a short source: gigabytes). The same integer as rouge-score's ``_lcs_table``."""
+    full = (1 << other.n) - 1
+    v = full
+    for t in tokens:
+        m = other.mask(t)
+        if m:
+            u = v & m
+            v = ((v + u) | (v - u)) & full
+    return other.n - v.bit_count()
+
+
+def rouge_l_precision(summary: Sequence[str], source: TokenBits) -> float:
+    """ROUGE-L precision ``LCS(summary, source) / |summary|`` (0 when either is empty), as
+    rouge-score's ``_score_lcs`` gives it."""
+    if not summary or not source.n:
+        return 0.0
+    return lcs_length(summary, source) / len(summary)
 
 
 def _is_subsequence(needle: Sequence[str], haystack: Sequence[str]) -> bool:
@@ -102,14 +185,53 @@ def classify_sentence(
     return "none", []
 
 
+class _Source:
+    """One source as overlap reads it, with what every summary (and summary sentence) is
+    compared with made once: stemmed n-gram counts, LCS bit masks, plain n-gram sets."""
+
+    def __init__(
+        self,
+        stemmed: list[str],
+        plain: list[str],
+        sentence_tokens: list[list[str]],
+        sentences: list[str],
+    ) -> None:
+        self.stemmed, self.plain = stemmed, plain
+        self.sentence_tokens, self.sentences = sentence_tokens, sentences
+        self._counts: dict[int, Counter[tuple[str, ...]]] = {}
+        self._seen: dict[int, set[tuple[str, ...]]] = {}
+        self._bits: TokenBits | None = None
+
+    def counts(self, n: int) -> Counter[tuple[str, ...]]:
+        if n not in self._counts:
+            self._counts[n] = ngram_counts(self.stemmed, n)
+        return self._counts[n]
+
+    def lcs_bits(self) -> TokenBits:
+        if self._bits is None:
+            self._bits = TokenBits(self.stemmed)
+        return self._bits
+
+    def novel_ratio(self, summary: Sequence[str], n: int) -> float:
+        """``novel_ngram_ratio(summary, plain tokens, n)``, the source's n-grams kept."""
+        grams = ngrams(summary, n)
+        if not grams:
+            return 0.0
+        if n not in self._seen:
+            self._seen[n] = set(ngrams(self.plain, n))
+        seen = self._seen[n]
+        return sum(g not in seen for g in grams) / len(grams)
+
+
 @register
 class Overlap(Metric):
     """ROUGE precision of the summary against the source, novel n-grams and the FEQA
     abstractiveness profile.
 
-    - ROUGE-N precision (Lin, 2004; via ``rouge-score``, Porter stemmer by default):
+    - ROUGE-N precision (Lin, 2004; rouge-score's values, Porter stemmer by default):
       ``P_N = sum_g min(c_summary(g), c_source(g)) / sum_g c_summary(g)`` over n-grams g of the
-      summary; ROUGE-L precision ``LCS(summary, source) / |summary|``.
+      summary; ROUGE-L precision ``LCS(summary, source) / |summary|``, the LCS by a
+      bit-parallel algorithm (``lcs_length``: memory linear in the texts' lengths).
     - Novel n-gram ratio, n = 1..4: share of summary n-grams absent from the source (See et al.,
       2017, and most abstractiveness studies).
     - Abstractiveness profile (Durmus et al., 2020, "FEQA", ACL): share of summary sentences that
@@ -143,53 +265,59 @@ class Overlap(Metric):
         if not isinstance(self.settings["use_stemmer"], bool):
             raise InputError("metric 'overlap': use_stemmer must be true or false")
 
-    def _rouge_precision(self, summ: list[str], src: list[str]) -> dict[str, float]:
-        # Imported here: rouge-score pulls in nltk and scipy.stats (seconds), and the registry
-        # imports every metric module even when overlap is not used.
-        from rouge_score import rouge_scorer
-
+    def _rouge_precision(self, summ: list[str], src: _Source) -> dict[str, float]:
+        # ROUGE-1/2 from n-gram counts (the source's counted once per source, not per
+        # summary sentence) and ROUGE-L by a bit-parallel LCS: rouge-score's scores, in
+        # memory that grows with the texts' lengths, not with their product.
         out = {}
         for rt in ROUGE_TYPES:
             if rt == "rougeL":
-                s = rouge_scorer._score_lcs(src, summ)
+                out[rt] = float(rouge_l_precision(summ, src.lcs_bits()))
             else:
                 n = int(rt[-1])
-                s = rouge_scorer._score_ngrams(
-                    rouge_scorer._create_ngrams(src, n), rouge_scorer._create_ngrams(summ, n)
-                )
-            out[rt] = float(s.precision)
+                out[rt] = float(rouge_n_precision(ngram_counts(summ, n), src.counts(n)))
         return out
 
-    def _component(self, rouge: dict[str, float], summ: list[str], src: list[str]) -> float:
+    def _component(self, rouge: dict[str, float], summ: list[str], src: _Source) -> float:
         comp = self.settings["component"]
         if comp in rouge:
             return rouge[comp]
-        return 1.0 - novel_ngram_ratio(summ, src, int(comp[-1]))
+        return 1.0 - src.novel_ratio(summ, int(comp[-1]))
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)
         # Stemmed tokens for ROUGE (Porter, English words only, as rouge-score stems).
         stem = stemmed_words if self.settings["use_stemmer"] else words
-        cache: dict[str, Any] = {}
+        cache: dict[str, _Source] = {}
 
-        def source_view(source: str) -> tuple[list[str], list[str], list[list[str]], list[str]]:
+        def source_view(source: str) -> _Source:
             if source not in cache:
                 sents = textmod.split_sentences(source, ctx.spacy_model)
-                cache[source] = (
-                    stem(source),
-                    rouge_tokens(source),
-                    [rouge_tokens(s) for s in sents],
-                    sents,
+                cache[source] = _Source(
+                    stem(source), rouge_tokens(source), [rouge_tokens(s) for s in sents], sents
                 )
             return cache[source]
 
         scores = []
-        for ex in examples:
+        for at, ex in enumerate(examples):
+            if at % PRESPLIT_EXAMPLES == 0:
+                # The texts of the next examples split at once (spaCy's nlp.pipe): per text,
+                # the pipeline's own overhead was most of overlap's time on short examples.
+                # The same sentences as one at a time.
+                textmod.presplit(
+                    (
+                        t
+                        for x in examples[at : at + PRESPLIT_EXAMPLES]
+                        for t in (x.source, x.summary)
+                    ),
+                    ctx.spacy_model,
+                )
             error = unsupported_script_error((ex.summary, ex.source), self.name)
             if error is not None:
                 scores.append(Score.failed(self.name, shash, ex.id, error))
                 continue
-            src_stemmed, src_plain, src_sent_tokens, src_sents = source_view(ex.source)
+            src = source_view(ex.source)
+            src_plain, src_sent_tokens, src_sents = src.plain, src.sentence_tokens, src.sentences
             summ_stemmed, summ_plain = stem(ex.summary), rouge_tokens(ex.summary)
             if not summ_plain or not src_plain:
                 which = "summary" if not summ_plain else "source"
@@ -202,8 +330,8 @@ class Overlap(Metric):
                     )
                 )
                 continue
-            rouge = self._rouge_precision(summ_stemmed, src_stemmed)
-            novel = {f"novel{n}": novel_ngram_ratio(summ_plain, src_plain, n) for n in range(1, 5)}
+            rouge = self._rouge_precision(summ_stemmed, src)
+            novel = {f"novel{n}": src.novel_ratio(summ_plain, n) for n in range(1, 5)}
 
             sentences, categories, fusion_k = [], [], []
             for i, sent in enumerate(textmod.split_sentences(ex.summary, ctx.spacy_model)):
@@ -214,7 +342,7 @@ class Overlap(Metric):
                 if category == "perfect_fusion":
                     fusion_k.append(len(support))
                 value = (
-                    self._component(self._rouge_precision(stemmed, src_stemmed), plain, src_plain)
+                    self._component(self._rouge_precision(stemmed, src), plain, src)
                     if plain
                     else float("nan")
                 )
@@ -235,6 +363,6 @@ class Overlap(Metric):
                 "sentence_categories": categories,
                 "fusion_k": dict(sorted(Counter(fusion_k).items())),
             }
-            value = self._component(rouge, summ_plain, src_plain)
+            value = self._component(rouge, summ_plain, src)
             scores.append(Score(self.name, value, shash, ex.id, sentences, details))
         return scores

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError
-from faithgate.escape import clipped, markdown_literal, printable
+from faithgate.escape import clipped, markdown_literal, printable, safe_line
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.io import jsonl_lines
 from faithgate.numbers import is_finite_number, shortest, shown_against
@@ -410,6 +410,17 @@ def write_env_file(path: str | None, text: str, stream: Any) -> None:
         stream.write(text)
 
 
+def write_outputs(path: str | None, outputs: Mapping[str, str], stream: Any) -> None:
+    """Step outputs: appended to ``$GITHUB_OUTPUT`` (``path``) as they are (a later step reads
+    the real paths), or, outside GitHub, printed one ``name=value`` line each with every value
+    through ``faithgate.escape.safe_line``: a report or cache path is user text, and a
+    directory named with ``ESC [ 2J`` or an OSC 8 hyperlink must not reach the terminal raw."""
+    if path:
+        write_env_file(path, "".join(format_output(k, v) for k, v in outputs.items()), None)
+    else:
+        stream.write("".join(f"{k}={safe_line(v)}\n" for k, v in outputs.items()))
+
+
 # How ``faithgate check`` prints a warning on stderr (faithgate.cli); the Action turns each
 # into a warning annotation.
 WARNING_PREFIX = "faithgate: warning: "
@@ -507,9 +518,7 @@ def run_report(args: ReportRequest, env: Mapping[str, str], out: Any = None) -> 
     for command in commands:
         out.write(command + "\n")
     write_env_file(env.get("GITHUB_STEP_SUMMARY"), summary, _NullStream())
-    write_env_file(
-        env.get("GITHUB_OUTPUT"), "".join(format_output(k, v) for k, v in outputs.items()), out
-    )
+    write_outputs(env.get("GITHUB_OUTPUT"), outputs, out)
     return 0
 
 
