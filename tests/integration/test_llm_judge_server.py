@@ -76,9 +76,7 @@ def cli_args(s):
 
 
 def files_hold(folder, secret: str) -> list[str]:
-    return [
-        str(p) for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()
-    ]
+    return [str(p) for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
 
 
 def test_score_lists_claims_then_a_rerun_sends_no_request(proxy, tmp_path, key, monkeypatch):
