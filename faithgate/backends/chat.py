@@ -142,9 +142,21 @@ class OpenAIChat(ChatModel):
 
     # -- requests -------------------------------------------------------------------------
 
+    def _scrub(self, text: str) -> str:
+        """``text`` without the key, should a server or proxy echo it back in an error."""
+        auth = self._client.headers.get("authorization", "")
+        key = auth.removeprefix("Bearer ")
+        return text.replace(key, "***") if auth and key else text
+
     def _request(self, method: str, path: str, payload: Any = None) -> Any:
         """The JSON body of a 2xx answer to ``method path``, retrying faults (see the module
         docstring); ``ChatError`` once retries or time run out, or at once for another 4xx."""
+        try:
+            return self._request_once(method, path, payload)
+        except ChatError as exc:
+            raise ChatError(self._scrub(str(exc))) from None
+
+    def _request_once(self, method: str, path: str, payload: Any = None) -> Any:
         import httpx
 
         url = f"{self.base_url}{path}"

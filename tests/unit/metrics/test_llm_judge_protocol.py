@@ -192,3 +192,15 @@ def test_the_client_cannot_be_pickled_with_its_key():
     assert "sk-secret" not in repr(client)
     with pytest.raises(TypeError):
         pickle.dumps(client)
+
+
+def test_a_key_echoed_back_in_an_error_is_scrubbed():
+    def handler(request):
+        return httpx.Response(400, text=f"bad header {request.headers['authorization']}")
+
+    client = OpenAIChat(
+        "http://judge/v1", "m", api_key="sk-echoed", transport=httpx.MockTransport(handler)
+    )
+    with pytest.raises(ChatError) as caught:
+        client.chat([{"role": "user", "content": "hi"}], max_tokens=1)
+    assert "sk-echoed" not in str(caught.value) and "***" in str(caught.value)
