@@ -12,8 +12,10 @@ import secrets
 
 import pytest
 from click.testing import CliRunner
+from fake_encoder import regex_split
 from llm_server import MODEL_NAME, FaultProxy, LlamaServer, free_port, why_no_server
 
+from faithgate import text as textmod
 from faithgate.cli import cli
 from faithgate.scorer import Scorer
 from faithgate.types import Example
@@ -24,6 +26,12 @@ KEY = "sk-fg-" + secrets.token_hex(12)
 KEY_ENV = "FAITHGATE_TEST_JUDGE_KEY"
 SOURCE = "The bridge opened in 2019. It cost 40 million euros."
 SUMMARY = "The bridge opened in 2019."
+
+
+@pytest.fixture(autouse=True)
+def _no_spacy(monkeypatch):
+    """Sentences split on punctuation: loading spaCy is not what these tests check."""
+    monkeypatch.setattr(textmod, "split_sentences", regex_split)
 
 
 @pytest.fixture(scope="session")
@@ -181,3 +189,40 @@ def test_server_down_exits_1_in_one_line_and_fails_the_verdict(tmp_path, monkeyp
     assert "2 tries" in err
     assert "verdict: FAIL: llm_judge could not be scored" in result.stdout
     assert KEY not in result.output and files_hold(tmp_path, KEY) == []
+
+
+def _gate_project(tmp_path, base_url: str, **more) -> None:
+    rows = [{"id": "a", "source": SOURCE, "summary": SUMMARY}]
+    (tmp_path / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in more.items())
+    (tmp_path / "faithgate.toml").write_text(
+        'metrics = ["llm_judge"]\noutputs = "outputs.jsonl"\ncache_dir = ".fg"\n'
+        "[thresholds]\nllm_judge = 0.5\n"
+        f'[metric_settings.llm_judge]\nbase_url = "{base_url}"\nmodel = "{MODEL_NAME}"\n'
+        f'api_key_env = "{KEY_ENV}"\nbackoff = 0.01\ncontext_tokens = 1024\n{extra}'
+    )
+
+
+def test_check_fails_closed_when_the_judge_is_down(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    _gate_project(tmp_path, f"http://127.0.0.1:{free_port()}/v1", retries=2)
+    result = CliRunner().invoke(cli, ["check", "--json", "out.json"])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("faithgate: FAIL")
+    assert "connection failed" in result.output
+    assert KEY not in result.output and files_hold(tmp_path, KEY) == []
+
+
+def test_check_scores_through_the_judge_and_a_rerun_sends_nothing(proxy, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    _gate_project(tmp_path, proxy.base_url, mode="direct")
+    proxy.reset()
+    first = CliRunner().invoke(cli, ["check", "--json", "out.json"])
+    assert first.exit_code in (0, 1), first.output
+    assert "could not" not in first.output and proxy.seen
+    proxy.reset()
+    again = CliRunner().invoke(cli, ["check", "--json", "out.json"])
+    assert again.exit_code == first.exit_code and proxy.seen == []
+    assert files_hold(tmp_path, KEY) == []
