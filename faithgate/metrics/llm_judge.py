@@ -236,7 +236,9 @@ class LLMJudge(Metric):
         "max_tokens": 256,  # per answer (a direct answer takes 1)
         "max_claims": 20,  # a summary with more claims fails (raise it), never judged in part
         "top_logprobs": 10,  # direct mode: first-token alternatives asked for
-        "cache": "auto",  # auto: the run's score cache, else .faithgate/scores.sqlite; off; path
+        # auto: the run's score cache, else .faithgate/scores.sqlite (none on a Ray worker);
+        # off; or a path
+        "cache": "auto",
     }
     scale = "share of supported claims (claims) or mean P(Yes) of the sentences (direct), 0..1"
     sentence_value = "P(Yes) that the source supports the sentence (direct mode; 0..1)"
@@ -330,6 +332,8 @@ class LLMJudge(Metric):
             return None
         if where == "auto":
             run_cache = getattr(ctx, "cache", None)
+            if run_cache is False:  # a Ray worker: the driver's score cache serves the run
+                return None
             if run_cache is not None:
                 return run_cache
             where = str(Path(".faithgate") / "scores.sqlite")
