@@ -13,7 +13,7 @@ then ``ChatError`` says why in one line (HTTP status, timeout, refused connectio
 message, a ``repr``, a log line or an identity.
 
 Structured output: OpenAI's ``response_format`` ``json_schema`` first; a server that refuses
-it (HTTP 400/422) is asked again with llama.cpp's ``json_object`` + ``schema``, then with no
+it (HTTP 400/422, or a 500 naming it, as llama-cpp-python answers) is asked again with llama.cpp's ``json_object`` + ``schema``, then with no
 ``response_format``. The caller parses the answer tolerantly either way (``parse_json_answer``).
 """
 
@@ -188,6 +188,13 @@ class OpenAIChat(ChatModel):
                         return response.json()
                     except ValueError:
                         why = f"HTTP {status} with a body that is not JSON"
+                elif status >= 500 and _names_response_format(response.text):
+                    # llama-cpp-python answers an unknown response_format with HTTP 500 (its
+                    # validation error): not a fault to retry, a format to drop (``chat``).
+                    raise ChatError(
+                        f"{self.base_url} answered HTTP {status} to {path}: "
+                        f"{clipped(response.text, 160)}"
+                    )
                 elif status == 429 or status >= 500:
                     why = f"HTTP {status}"
                     wait_at_least = _retry_after(response) or 0.0
@@ -267,8 +274,8 @@ class OpenAIChat(ChatModel):
                 # A server that does not know this response_format says so with 400/422: ask
                 # again with the next kind, and keep to it for this client's later requests.
                 message = str(exc)
-                refused = re.search(r"answered HTTP (400|422)", message) and re.search(
-                    r"(?i)response_format|json|schema", message.split(": ", 1)[-1]
+                refused = re.search(r"answered HTTP (400|422|500)", message) and (
+                    _names_response_format(message.split(": ", 1)[-1])
                 )
                 if kind == "off" or not refused or len(self._kinds) == 1:
                     raise
@@ -276,6 +283,11 @@ class OpenAIChat(ChatModel):
                     if self._kinds and self._kinds[0] == kind:
                         self._kinds.pop(0)
         return _reply(body, kind)
+
+
+def _names_response_format(text: str) -> bool:
+    """Whether a server's error text is about the ``response_format`` asked for."""
+    return re.search(r"(?i)response_format|json_schema|json_object", text) is not None
 
 
 def _reply(body: Any, kind: str) -> ChatReply:

@@ -157,15 +157,15 @@ def test_a_wrong_key_fails_closed_and_is_never_printed(proxy, tmp_path, monkeypa
 
 
 def test_a_long_source_is_judged_in_chunks_not_cut(proxy, tmp_path, key):
-    source = " ".join(f"Bridge fact number {i} is stated here." for i in range(40))
-    s = settings(proxy, tmp_path, mode="direct", context_tokens=420, max_tokens=8, cache="off")
+    source = " ".join(f"Bridge fact number {i} is stated here." for i in range(12))
+    s = settings(proxy, tmp_path, mode="direct", context_tokens=300, max_tokens=8, cache="off")
     proxy.reset()
     score = judge([Example("1", source, SUMMARY)], **s)[0]["llm_judge"]
     assert score.ok, score.error
     chunks = score.details["source_chunks"]
     assert chunks >= 2 and len(proxy.seen) == chunks
     asked = [json.loads(b)["messages"][-1]["content"] for b in proxy.bodies]
-    assert all(f"fact number {i} " in "".join(asked) for i in range(40))
+    assert all(f"fact number {i} " in "".join(asked) for i in range(12))
 
 
 def test_server_down_exits_1_in_one_line_and_fails_the_verdict(tmp_path, monkeypatch):
