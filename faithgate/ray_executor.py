@@ -120,6 +120,8 @@ class ScoringWorker:
         try:
             if self.scorer is None:
                 self.scorer = self.recipe.build()
+                # Workers write no cache (the driver's serves them): llm_judge's answers too.
+                self.scorer.context.cache = False
             before = self._engine_stats()
             scores = self.scorer.compute(examples, todo)
             after = self._engine_stats()

@@ -219,6 +219,7 @@ class Scorer:
         if cache is not None and not isinstance(cache, ScoreCache):
             raise InputError(f"cache must be a path or a ScoreCache, got {type(cache).__name__}")
         self.cache = cache
+        self.context.cache = cache
         # Seconds spent in each metric's prepare + score_batch (for bench's time per item).
         # Passes shared through an engine are charged to the metric that first reads them.
         self.seconds: dict[str, float] = dict.fromkeys(names, 0.0)

@@ -167,6 +167,10 @@ def summarize_details(score: Score) -> str:
         if top:
             text += f"; most repeated: {top['ngram']!r} x{top['count']}"
         return text
+    if score.metric == "llm_judge":
+        from faithgate.metrics.llm_judge import details_line
+
+        return details_line(d)
     if isinstance(d.get("votes"), dict):
         # lowest first: the view of support that pulled the score down leads
         votes = sorted(d["votes"].items(), key=lambda kv: kv[1])
@@ -188,6 +192,13 @@ def summarize_details(score: Score) -> str:
     if isinstance(context, dict) and context.get("cut"):
         text += "; " + context_cut_text(context)
     return text
+
+
+def claim_line(claim: dict[str, Any]) -> str:
+    """One judged claim of ``llm_judge``: verdict, claim and the quoted evidence."""
+    evidence = claim.get("evidence")
+    quote = f' (evidence: "{str(evidence)[:120]}")' if evidence else ""
+    return f"[{claim.get('verdict')}] {claim.get('claim')}{quote}"
 
 
 def context_cut_text(context: dict[str, Any]) -> str:
@@ -338,6 +349,9 @@ def render_text(
         lines.append(f"{name:<{w}}{_fmt(score.value):>8}  {_fmt(limit):>9}  {verdict:<7}  {scale}")
         pad = " " * (w + 8 + 2)
         lines.append(f"{pad}{printable(summarize_details(score))}")
+        # A judge's claims, one a line, so a failing gate says which claim failed and why.
+        for claim in score.details.get("claims") or [] if score.metric == "llm_judge" else []:
+            lines.append(f"{pad}  {printable(claim_line(claim))}")
         # A model's name is a user's path (or hub id): it may hold line breaks or ESC.
         models = _models_text(identities[name])
         lines.append(f"{pad}{printable(f'hash {score.settings_hash}  models {models}')}")

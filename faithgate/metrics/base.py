@@ -43,6 +43,10 @@ class ScoringContext:
         # Settings hashes of this run, by metric (``settings_hash``): computed once, not per
         # batch (model identities fingerprint the weight files); dropped by ``release``.
         self._hashes: dict[int, tuple[Metric, str]] = {}
+        # The run's score cache, when it has one (``Scorer`` sets it): a metric whose answers
+        # cost requests (``llm_judge``) keeps them there too. False: a run that must write no
+        # cache (a Ray worker: the driver's cache serves it).
+        self.cache: Any = None
 
     def model(self, role: str, task: str, **options: Any) -> Any:
         return self.pool.get(role, task, **options)
