@@ -103,7 +103,7 @@ def test_source_from_stdin(files):
         (["--summary", "x", "--metric", "nli_needs_model_x"], "unknown metric"),
         (
             ["--summary", "x", "--metric", "sentsimm"],
-            "unknown metric 'sentsimm' (did you mean 'sentsim'?); available: bertscore, ",
+            "unknown metric 'sentsimm' (did you mean 'sentsim'?); available: alignscore, bertscore, ",
         ),
         (["--source", ".", "--summary", "x"], "the source (.) is a directory"),
         (
