@@ -95,7 +95,11 @@ def _stored_score(key: str, stored: object) -> Score | None:
             and data.get("error") is None
         ):
             return None
-        return Score.from_dict(data)
+        score = Score.from_dict(data)
+        # Its usage (requests, tokens: ``details["usage"]``) was spent by the run that stored
+        # it; read back it costs nothing, so a run's usage totals count only what it sent.
+        score.details.pop("usage", None)
+        return score
     # OverflowError: an integer too large for a float (is_finite_number's isfinite)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
         return None

@@ -99,6 +99,7 @@ __all__ = [
     "paired_bootstrap_drop",
     "stale_calibrations",
     "unused_thresholds",
+    "usage_totals",
 ]
 
 # Runs with more examples than this show a progress bar on a terminal.
@@ -436,6 +437,7 @@ class Gate:
             result.input = f"{cfg.summarizer} over {cfg.display_path(cfg.data)}"
         if cache is not None:
             result.cache = {"hits": cache.hits - hits0, "misses": cache.misses - misses0}
+        result.usage = usage_totals(self.config.metrics, scores)
         result.seconds = round(time.perf_counter() - start, 3)
         if self.update_baseline:
             if self.config.baseline is None:
@@ -623,6 +625,30 @@ def _module_files(config: GateConfig) -> list[Path]:
             if module and candidate.is_file():
                 found.append(candidate)
     return found
+
+
+def usage_totals(
+    metrics: Sequence[str], scores: Sequence[Mapping[str, Score]]
+) -> dict[str, dict[str, int]]:
+    """Per metric (in ``metrics``' order), the sum of each counter its scores report in
+    ``details["usage"]`` (a mapping of counter -> whole number, e.g. ``requests``,
+    ``cached_answers``, ``prompt_tokens``, ``completion_tokens``): what a metric that calls a
+    paid model spent on this run. Failed scores count (their requests were sent); a score read
+    from the score cache carries none (``faithgate.cache``), as it cost nothing. A metric
+    without usage is left out; a counter that is not a whole number of at least 0 is not added."""
+    totals: dict[str, dict[str, int]] = {}
+    for row in scores:
+        for metric, score in row.items():
+            usage = score.details.get("usage") if isinstance(score.details, Mapping) else None
+            if not isinstance(usage, Mapping):
+                continue
+            into = totals.setdefault(metric, {})
+            for key, n in usage.items():
+                if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+                    into[str(key)] = into.get(str(key), 0) + n
+    order = {m: i for i, m in enumerate(metrics)}
+    ranked = sorted(totals, key=lambda m: (order.get(m, len(order)), m))
+    return {m: totals[m] for m in ranked if totals[m]}
 
 
 def _refuse_duplicate_ids(examples: Sequence[Example]) -> None:

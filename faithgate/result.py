@@ -3,9 +3,9 @@
 ``GateResult`` (schema ``RESULT_SCHEMA``) is what the JSON report, the baseline and the GitHub
 Action read: ``passed``, ``verdict``, ``pass_rate``, ``means``, ``settings_hashes``, ``rules``
 (name/value/limit/passed/message), ``examples`` (id, source digest, passed, message,
-per-metric value/threshold/error, least supported sentence) and ``pairs``. Reports import this
-module only; the rules (``faithgate.rules``) build it and the gate (``faithgate.gate``) runs
-them.
+per-metric value/threshold/error, least supported sentence), ``pairs`` and ``usage`` (what
+the run's scoring cost per metric: requests, tokens). Reports import this module only; the
+rules (``faithgate.rules``) build it and the gate (``faithgate.gate``) runs them.
 """
 
 from __future__ import annotations
@@ -87,6 +87,25 @@ def _text(value: Any, what: str, *, null: bool = False) -> Any:
     if isinstance(value, str) or (null and value is None):
         return value
     raise InputError(f"{what} must be text{' or null' if null else ''}, got {value!r}"[:200])
+
+
+def _usage(value: Any) -> dict[str, dict[str, int]]:
+    """A result's ``usage`` read back: metric -> counter -> a whole number of at least 0 (absent
+    or null in a result written before usage was recorded)."""
+    if value is None:
+        return {}
+    ok = isinstance(value, dict) and all(
+        isinstance(counters, dict)
+        and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counters.values()
+        )
+        for counters in value.values()
+    )
+    if not ok:
+        raise InputError(
+            f"usage must be an object of metric -> counter -> whole number, got {value!r}"[:200]
+        )
+    return {str(m): {str(k): n for k, n in c.items()} for m, c in value.items()}
 
 
 @dataclass
@@ -335,6 +354,9 @@ class GateResult:
     config: dict[str, Any] = field(default_factory=dict)
     seconds: float | None = None
     cache: dict[str, int] = field(default_factory=dict)
+    # Metric -> counter -> this run's total of what its scores report costing
+    # (``details["usage"]``: requests, tokens); empty when no metric reports any.
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -416,6 +438,7 @@ class GateResult:
             "means": self.means(),
             "seconds": self.seconds,
             "cache": dict(self.cache),
+            "usage": {m: dict(c) for m, c in self.usage.items()},
             "rules": [r.to_dict() for r in self.rules],
             "examples": [e.to_dict() for e in self.examples],
             "pairs": [p.to_dict() for p in self.pairs],
@@ -441,6 +464,7 @@ class GateResult:
             config=dict(data.get("config") or {}),
             seconds=data.get("seconds"),
             cache=dict(data.get("cache") or {}),
+            usage=_usage(data.get("usage")),
         )
 
     def save(self, path: str | Path) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from faithgate.escape import printable
@@ -123,3 +124,22 @@ def rule_tally(result: GateResult) -> RuleTally:
     """The rule counts every report shows (terminal, Markdown, HTML)."""
     failed, skipped = len(result.failed_rules), len(result.skipped_rules)
     return RuleTally(len(result.rules) - failed - skipped, skipped, failed)
+
+
+def fmt_usage(counters: Mapping[str, int], escape: Callable[[str], str] = printable) -> str:
+    """A metric's usage totals in words (``GateResult.usage``), e.g. "212 requests (40 cached),
+    98,412 prompt + 3,120 completion tokens"; a counter without wording of its own is shown as
+    "N name", its name (a metric's text) through ``escape`` (``printable`` for a terminal)."""
+    left = dict(counters)
+    parts = []
+    if "requests" in left:
+        n = left.pop("requests")
+        part = f"{n:,} request{'' if n == 1 else 's'}"
+        if "cached_answers" in left:
+            part += f" ({left.pop('cached_answers'):,} cached)"
+        parts.append(part)
+    if "prompt_tokens" in left and "completion_tokens" in left:
+        prompt, completion = left.pop("prompt_tokens"), left.pop("completion_tokens")
+        parts.append(f"{prompt:,} prompt + {completion:,} completion tokens")
+    parts += [f"{n:,} {escape(name.replace('_', ' '))}" for name, n in sorted(left.items())]
+    return ", ".join(parts)

@@ -18,6 +18,7 @@ from faithgate.report.format import (
     fmt_against,
     fmt_mean,
     fmt_rate,
+    fmt_usage,
     fmt_value,
     rule_limit,
     rule_tally,
@@ -293,5 +294,7 @@ def to_html(result: GateResult) -> str:
                 f"{result.cache.get('misses', 0)} misses"
             )
         out.append(f'<p class="note">{escape(" · ".join(bits))}</p>')
+    for metric, counters in result.usage.items():  # what a paid model cost this run
+        out.append(f'<p class="note">{escape(f"{metric} usage: {fmt_usage(counters)}")}</p>')
     out.append("</section></body></html>")
     return "\n".join(out) + "\n"

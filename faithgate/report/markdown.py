@@ -14,6 +14,7 @@ from faithgate.report.format import (
     fmt_against,
     fmt_mean,
     fmt_rate,
+    fmt_usage,
     fmt_value,
     one_line,
     rule_limit,
@@ -162,6 +163,9 @@ def to_markdown(result: GateResult, max_examples: int = 10) -> str:
         )
     if extra:
         out.append("- " + ", ".join(extra))
+    for metric, counters in result.usage.items():  # what a paid model cost this run
+        usage = fmt_usage(counters, escape=markdown_literal)
+        out.append(f"- {_code(metric, table=False)} usage: {usage}")
     out.append(f"- faithgate {result.faithgate_version}, {result.created}")
     out += ["", "</details>", ""]
     return "\n".join(out)

@@ -13,6 +13,7 @@ from faithgate.report.format import (
     fmt_against,
     fmt_mean,
     fmt_rate,
+    fmt_usage,
     one_line,
     rule_limit,
     rule_tally,
@@ -147,6 +148,11 @@ def to_terminal(
             f"score cache: {hits} hits, {misses} misses"
             + (f"; {result.seconds:.2f} s" if result.seconds is not None else "")
         )
+    if result.usage:  # a metric that calls a paid model says what this run cost
+        lines.append("")
+        lines.append("usage (this run):")
+        for metric, counters in result.usage.items():
+            lines.append(f"  {printable(metric)}: {fmt_usage(counters)}")
     # The rule table fits ``width`` (its details wrapped whole); the verdict line and the
     # lists of failing rules, skipped rules and failing examples keep one line per item, in
     # full, for the CI logs and scripts that grep them.
