@@ -60,13 +60,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tomllib
-from collections.abc import Collection, Mapping
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from faithgate.backends import BACKEND_CHOICES
-from faithgate.errors import ConfigError, no_metric_named
+from faithgate.errors import ConfigError
 from faithgate.escape import utf8_text
 from faithgate.execution import ExecutionSettings
 from faithgate.formats import file_report_kinds
@@ -142,6 +144,14 @@ class Rules:
     regression: RegressionRule | None = None
 
 
+def per_metric(table: Mapping[str, float], metrics: Sequence[str]) -> dict[str, float]:
+    """A rule's ``{metric: value}`` table with ``"*"`` expanded to every metric in ``metrics``
+    (a metric named explicitly keeps its own value)."""
+    values = dict(table)
+    star = values.pop("*", None)
+    return {**dict.fromkeys(metrics, star), **values} if star is not None else values
+
+
 class Reports:
     """Where to write reports: report kind (a file format of ``faithgate.formats``) -> path.
     Read one as an attribute (``reports.json``; ``None`` = not written)."""
@@ -206,7 +216,7 @@ class GateConfig:
     source: Path | None = None
     # Whether ``metrics`` is the default because neither a ``metrics`` key nor --metric chose
     # it, and the --threshold X given for every metric: a limit for "every metric" then lands on
-    # whatever the default is now (``faithgate.rules.default_metric_limits`` warns). Not
+    # whatever the default is now (``faithgate.gate.checks.default_metric_limits`` warns). Not
     # recorded in results (``to_dict``).
     default_metrics: bool = False
     threshold_for_all: float | None = None
@@ -343,22 +353,6 @@ class GateConfig:
         if config.summarizer is not None and config.data is None:
             raise ConfigError("option --summarizer needs --data (a JSONL of sources)")
         return config
-
-    def check_metric_keys(self, known: Collection[str]) -> None:
-        """Raise ``ConfigError`` for a ``thresholds`` or ``metric_settings`` key that names no
-        metric in ``known`` (the registered metrics): a misspelled threshold was a warning, and
-        the metric meant ran with no threshold at all. A registered metric that is merely not
-        selected stays a warning (``faithgate.rules.unused_thresholds``)."""
-        where = f"{self.display_path(self.source)}: " if self.source is not None else ""
-        names = sorted(known)
-        for key, table in (
-            ("thresholds", self.thresholds),
-            ("metric_settings", self.metric_settings),
-        ):
-            for name in sorted(table, key=str):
-                if name in known:
-                    continue
-                raise ConfigError(f"{where}{key}.{name}: {no_metric_named(name, names)}")
 
     # ---------------------------------------------------------------- views
     @property
@@ -514,7 +508,14 @@ _TOP_KEYS = (
     "reports",
     "execution",
 )
-_RULE_KEYS = ("min_pass_rate", "min_mean", "pair_consistency", "regression")
+# The rules' keys and, per rule, its configuration dataclass (``X | None`` fields of ``Rules``):
+# a rule added to ``Rules`` is read by its fields' types (``_Parser.rule_table``).
+_RULE_KEYS = tuple(f.name for f in dataclasses.fields(Rules))
+_RULE_CLASSES = {
+    name: next(t for t in typing.get_args(hint) if dataclasses.is_dataclass(t))
+    for name, hint in typing.get_type_hints(Rules).items()
+    if any(dataclasses.is_dataclass(t) for t in typing.get_args(hint))
+}
 
 
 class _Parser:
@@ -641,15 +642,43 @@ class _Parser:
         table = self.table(value, "rules")
         self.check_keys(table, _RULE_KEYS, "rules.")
         kwargs: dict[str, Any] = {}
-        if "min_pass_rate" in table:
-            kwargs["min_pass_rate"] = self.rate(table["min_pass_rate"], "rules.min_pass_rate")
-        if "min_mean" in table:
-            kwargs["min_mean"] = self.min_mean(table["min_mean"], "rules.min_mean")
-        if "pair_consistency" in table:
-            kwargs["pair_consistency"] = self.pair_rule(table["pair_consistency"])
-        if "regression" in table:
-            kwargs["regression"] = self.regression_rule(table["regression"])
+        for name in (k for k in _RULE_KEYS if k in table):
+            raw, key = table[name], f"rules.{name}"
+            if name == "min_pass_rate":
+                kwargs[name] = self.rate(raw, key)
+            elif name == "min_mean":
+                kwargs[name] = self.min_mean(raw, key)
+            elif name == "pair_consistency":
+                kwargs[name] = self.pair_rule(raw)
+            elif name == "regression":
+                kwargs[name] = self.regression_rule(raw)
+            else:
+                kwargs[name] = self.rule_table(raw, key, _RULE_CLASSES[name])
         return Rules(**kwargs)
+
+    def rule_table(self, value: Any, key: str, rule: type) -> Any:
+        """A rule's table read by the types of its dataclass's fields (``true``: the defaults):
+        numbers, integers >= 0, booleans, lists of names and ``{metric: number}`` tables."""
+        if value is True:
+            return rule()
+        table = self.table(value, key)
+        hints = typing.get_type_hints(rule)
+        self.check_keys(table, tuple(f.name for f in dataclasses.fields(rule)), f"{key}.")
+        kwargs: dict[str, Any] = {}
+        for name, raw in table.items():
+            kind = _without_none(hints[name])
+            k = f"{key}.{name}"
+            if kind is bool:
+                kwargs[name] = self.boolean(raw, k)
+            elif kind is int:
+                kwargs[name] = self.integer(raw, k)
+            elif kind is float:
+                kwargs[name] = self.number(raw, k)
+            elif typing.get_origin(kind) is dict:
+                kwargs[name] = self.min_mean(raw, k)
+            else:
+                kwargs[name] = self.string_list(raw, k)
+        return rule(**kwargs)
 
     def pair_rule(self, value: Any) -> PairConsistencyRule:
         key = "rules.pair_consistency"
@@ -718,6 +747,13 @@ class _Parser:
                         raise self.fail(k, f"expected a number >= 0, got {drops[metric]:g}")
                 kwargs[name] = drops
         return RegressionRule(**kwargs)
+
+
+def _without_none(hint: Any) -> Any:
+    """``X`` of an ``X | None`` annotation; any other annotation as it is."""
+    if isinstance(hint, types.UnionType):
+        return next(t for t in typing.get_args(hint) if t is not type(None))
+    return hint
 
 
 def _kind(value: Any) -> str:

@@ -5,7 +5,7 @@ Action read: ``passed``, ``verdict``, ``pass_rate``, ``means``, ``settings_hashe
 (name/value/limit/passed/message), ``examples`` (id, source digest, passed, message,
 per-metric value/threshold/error, least supported sentence), ``pairs`` and ``usage`` (what
 the run's scoring cost per metric: requests, tokens). Reports import this module only; the
-rules (``faithgate.rules``) build it and the gate (``faithgate.gate``) runs them.
+rules (``faithgate.gate.evaluate``) build it and the gate (``faithgate.gate.run``) runs them.
 """
 
 from __future__ import annotations

@@ -162,14 +162,8 @@ class GateItem(pytest.Item):
             scorer=self.plugin_session.gate_scorer(),
             cache=self.plugin_session.cache,
             progress=False,
-            update_baseline=opts.update_baseline,
-            force_baseline=opts.force_baseline,
             use_cache=not opts.no_cache,
-            # A --faithgate-baseline that does not exist is an error (a typo), not a first run.
-            explicit_baseline=opts.baseline is not None,
-            # Written with the reports at session end: a report that cannot be written must
-            # not leave the baseline replaced (the gate item had replaced it before).
-            defer_baseline=True,
+            baseline=opts.baseline_policy(),
         )
         return gate, gate.run()
 

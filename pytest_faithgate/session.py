@@ -74,6 +74,20 @@ class Options:
             no_cache=bool(get("faithgate_no_cache")),
         )
 
+    def baseline_policy(self) -> Any:
+        """How the gate treats its baseline under these options (a ``BaselinePolicy``)."""
+        from faithgate.gate import BaselinePolicy
+
+        return BaselinePolicy(
+            update=self.update_baseline,
+            force=self.force_baseline,
+            # A --faithgate-baseline that does not exist is an error (a typo), not a first run.
+            explicit=self.baseline is not None,
+            # Written with the reports at session end: a report that cannot be written must
+            # not leave the baseline replaced (the gate item had replaced it before).
+            defer=True,
+        )
+
     def blank_given(self) -> list[str]:
         """The text options given empty (``--faithgate-metric=``): each fell back to its
         default (the configured metric, a configuration found by search, the default cache)

@@ -157,7 +157,7 @@ def check_command(
     """Score outputs and gate on the configured rules: exit 0 pass, 1 fail, 2 usage error."""
     from faithgate.config import load_config
     from faithgate.escape import safe_line
-    from faithgate.gate import Gate
+    from faithgate.gate import BaselinePolicy, Gate
     from faithgate.report import render, write_reports
     from faithgate.report.terminal import headline
 
@@ -196,14 +196,16 @@ def check_command(
     gate = Gate(
         config,
         progress=progress,
-        update_baseline=update_baseline,
-        force_baseline=force,
         use_cache=not no_cache,
-        # A --baseline that does not exist is an error (a typo), not a first run.
-        explicit_baseline=baseline is not None,
-        # Written with the reports, as one set: a report that cannot be written must not
-        # leave the baseline replaced behind an exit 2 that says nothing was written.
-        defer_baseline=True,
+        baseline=BaselinePolicy(
+            update=update_baseline,
+            force=force,
+            # A --baseline that does not exist is an error (a typo), not a first run.
+            explicit=baseline is not None,
+            # Written with the reports, as one set: a report that cannot be written must not
+            # leave the baseline replaced behind an exit 2 that says nothing was written.
+            defer=True,
+        ),
     )
     result = gate.run()
     for warning in gate.warnings:

@@ -607,11 +607,11 @@ def score_command(
 
 
 def range_warnings(metrics: Sequence[Any], thresholds: dict[str, float]) -> list[str]:
-    """The gate's warnings (``faithgate.rules.limits_outside_range``) for ``thresholds`` outside
+    """The gate's warnings (``faithgate.gate.checks.limits_outside_range``) for ``thresholds`` outside
     the range their metric's scores can take under its settings: ``sentsim=60`` can never be
     met, ``overlap=0`` never fails."""
     from faithgate.config import GateConfig
-    from faithgate.rules import limits_outside_range
+    from faithgate.gate.checks import limits_outside_range
 
     if not thresholds:
         return []

@@ -129,7 +129,7 @@ class Metric(ABC):
         """The lowest and highest value a score of this metric can take under ``settings``
         (None: unbounded); a class method, so a gate learns it without making a metric. A
         threshold at or below the lowest can never fail: the gate does not count it as a
-        criterion (``faithgate.rules.check_has_criterion``)."""
+        criterion (``faithgate.gate.checks.check_has_criterion``)."""
         return cls.bounds
 
     def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:

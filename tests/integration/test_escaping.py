@@ -204,8 +204,8 @@ def test_a_huge_example_id_is_clipped_in_lines_and_annotation_titles():
     """A 1 MB id was printed whole in every failing example's terminal line and annotation
     title: megabytes per failing example, and an annotation the runner may drop."""
     from faithgate.config import GateConfig
+    from faithgate.gate.evaluate import evaluate
     from faithgate.report import render
-    from faithgate.rules import evaluate
     from faithgate.types import Example, Score
 
     eid = "x" * 1_000_000 + "\n::error::end"

@@ -38,7 +38,8 @@ from faithgate.execution import (  # noqa: E402
     LocalExecutor,
     ScorerRecipe,
 )
-from faithgate.gate import Gate, evaluate  # noqa: E402
+from faithgate.gate import Gate  # noqa: E402
+from faithgate.gate.evaluate import evaluate  # noqa: E402
 from faithgate.ray_executor import RayExecutor  # noqa: E402
 from faithgate.report import render  # noqa: E402
 from faithgate.types import Example  # noqa: E402

@@ -32,7 +32,7 @@ def _row(i: int, value: float, label: int) -> dict:
 
 
 def _gate_classification(scores, threshold: float) -> np.ndarray:
-    return np.asarray(scores) >= threshold  # how the gate decides (faithgate.rules): passes
+    return np.asarray(scores) >= threshold  # how the gate decides (faithgate.gate.evaluate): passes
 
 
 # ---------------------------------------------------------------- 1. written threshold

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from faithgate.cli import cli
 from faithgate.config import GateConfig
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
-from faithgate.gate import evaluate
+from faithgate.gate.evaluate import evaluate
 from faithgate.report import render
 from faithgate.types import Example, Score, SentenceScore
 

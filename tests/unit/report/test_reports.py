@@ -11,9 +11,10 @@ from html.parser import HTMLParser
 import pytest
 
 from faithgate.config import GateConfig, Reports
-from faithgate.gate import GateResult, evaluate
+from faithgate.gate.evaluate import evaluate
 from faithgate.report import render, write_reports
 from faithgate.report.markdown import to_markdown
+from faithgate.result import GateResult
 from faithgate.types import Example, Score, SentenceScore
 
 M = "m"

@@ -11,7 +11,8 @@ from gate_fakes import NAME, summary
 
 from faithgate.config import GateConfig
 from faithgate.errors import InputError
-from faithgate.gate import Gate, GateResult, evaluate, usage_totals
+from faithgate.gate import Gate, GateResult
+from faithgate.gate.evaluate import evaluate, usage_totals
 from faithgate.metrics.base import Metric, register
 from faithgate.report import render
 from faithgate.report.format import fmt_usage

@@ -12,9 +12,9 @@ import pytest
 
 from faithgate.config import GateConfig
 from faithgate.errors import InputError
-from faithgate.gate import GateResult, evaluate
-from faithgate.result import source_digest
-from faithgate.rules import baseline_notes, match_baseline
+from faithgate.gate.baseline import baseline_notes, match_baseline
+from faithgate.gate.evaluate import evaluate
+from faithgate.result import GateResult, source_digest
 from faithgate.types import Example, Score
 
 M = "m"
