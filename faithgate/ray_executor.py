@@ -47,16 +47,26 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from faithgate.backends import ModelPool
+    from faithgate.cache import ScoreCache
+    from faithgate.scorer import Scorer
 
 from faithgate.errors import FaithgateError, InputError
 from faithgate.escape import exception_line, safe_line
 from faithgate.execution import (
     ExecutionSettings,
+    ExecutorOptions,
+    OptionCheck,
     Progress,
     ScorerRecipe,
     check_settings_hashes,
+    number_option,
+    table_option,
+    text_option,
 )
 from faithgate.types import Example, Score
 
@@ -68,6 +78,42 @@ PROBE_TIMEOUT_S = 5.0  # to resolve a cluster's host, and again to open a TCP co
 GCS_CONNECT_ATTEMPTS = "3"  # Ray's tries (~40 s each) at a GCS port that answers (default 20)
 PLACEMENT_TIMEOUT_S = 600.0  # the longest a run waits with no worker able to start
 RAY_CLIENT_PORT = 10001  # Ray Client's default port (``ray://host`` without one)
+
+
+@dataclass(frozen=True)
+class RayOptions(ExecutorOptions):
+    """The Ray executor's keys of ``[tool.faithgate.execution]``.
+
+    ``address`` is handed to ``ray.init`` as Ray users expect: ``None`` follows Ray's own
+    resolution (``RAY_ADDRESS``, else a cluster started with ``ray start`` on this machine, else
+    a local one started on demand and stopped afterwards), ``"auto"`` requires a running
+    cluster, ``"ray://host:10001"`` connects through Ray Client, ``"local"`` always starts a
+    fresh local one. ``num_workers`` defaults to as many actors as the cluster's free CPUs (or
+    GPUs, when ``num_gpus`` is set) allow. ``batch_size`` is the number of examples per task
+    sent to an actor (summaries of one source are kept together). ``max_retries`` bounds how
+    often a batch whose worker died is retried before its examples are isolated.
+    ``runtime_env`` is passed to ``ray.init`` (e.g. ``{pip = ["faithgate[full] @ ..."]}``), or,
+    when Ray is already initialised in this process, to the actors (``address`` is then ignored,
+    with a warning).
+    """
+
+    address: str | None = None
+    num_workers: int | None = None
+    batch_size: int = 16
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    max_retries: int = 2
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+
+    CHECKS: ClassVar[Mapping[str, OptionCheck]] = {
+        "address": text_option,
+        "num_workers": number_option(1, integer=True),
+        "batch_size": number_option(1, integer=True),
+        "num_cpus": number_option(0, integer=False),
+        "num_gpus": number_option(0, integer=False),
+        "max_retries": number_option(0, integer=True),
+        "runtime_env": table_option,
+    }
 
 
 def _import_ray() -> Any:
@@ -172,17 +218,21 @@ class RayExecutor:
     ``nodes`` the Ray node ids that returned scores."""
 
     name = "ray"
+    parallel = True
+    Options = RayOptions
     placement_timeout_s = PLACEMENT_TIMEOUT_S
 
     def __init__(
         self,
         recipe: ScorerRecipe,
-        settings: ExecutionSettings | None = None,
+        options: RayOptions | ExecutionSettings | None = None,
         *,
         hashes: Mapping[str, str] | None = None,
     ) -> None:
         self.recipe = recipe
-        self.settings = settings or ExecutionSettings(executor="ray")
+        if isinstance(options, ExecutionSettings):  # the whole table: its Ray keys
+            options = options.options_for(self.name)
+        self.options = options or RayOptions()
         self._hashes = dict(hashes) if hashes is not None else None
         self.actors: list[Any] = []
         self._generation: list[int] = []
@@ -204,13 +254,31 @@ class RayExecutor:
             "tokens": 0,
         }
 
+    @classmethod
+    def create(
+        cls,
+        recipe: ScorerRecipe | None,
+        options: RayOptions,
+        *,
+        scorer: Scorer | None = None,
+        pool: ModelPool | None = None,
+        cache: ScoreCache | None = None,
+    ) -> RayExecutor:
+        """The executor of ``make_executor``: the driver's settings hashes come from
+        ``scorer``, else from a ``Scorer`` built from ``recipe`` (no model is loaded for
+        that); the actors build their own. ``cache`` is the driver's (around this one)."""
+        if recipe is None:
+            raise TypeError("the ray executor needs a ScorerRecipe (its workers build from it)")
+        driver = scorer or recipe.build(pool=pool)
+        return cls(recipe, options, hashes=driver.settings_hashes())
+
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         """Connect to (or start) Ray and create the actor pool; idempotent."""
         if self.actors:
             return
         ray = _import_ray()
-        s = self.settings
+        s = self.options
         if not ray.is_initialized():
             # Where ray.init will go, found as Ray finds it: an address that takes no connection
             # fails here in seconds (Ray itself retries for ~14 minutes before it gives up).
@@ -332,7 +400,7 @@ class RayExecutor:
     def _warn_address_ignored(self, ray: Any) -> None:
         """One warning when ``address`` is configured but Ray was initialised in this process
         before: the run scores on the cluster Ray is connected to (named when Ray says)."""
-        address = self.settings.address
+        address = self.options.address
         if address is None or address == "auto":  # "auto": whichever cluster is there, as now
             return
         connected = None
@@ -367,7 +435,7 @@ class RayExecutor:
             return
         if now - self._stalled_since < self.placement_timeout_s:
             return
-        s = self.settings
+        s = self.options
         free = ray.available_resources()
         raise InputError(
             f"no Ray worker could start within {self.placement_timeout_s:g} s: each needs "
@@ -378,7 +446,7 @@ class RayExecutor:
 
     def _auto_workers(self, ray: Any) -> int:
         free = ray.available_resources()
-        s = self.settings
+        s = self.options
         n = int(free.get("CPU", 0) // s.num_cpus) if s.num_cpus else 1
         if s.num_gpus:
             n = min(n, int(free.get("GPU", 0) // s.num_gpus))
@@ -559,7 +627,7 @@ class RayExecutor:
     def _cost(self, failures: int) -> int:
         """A task's share of its worker's queue: a whole queue for an example on its last
         try (it runs alone on an idle worker), else one of ``IN_FLIGHT`` places."""
-        return IN_FLIGHT if failures > self.settings.max_retries else 1
+        return IN_FLIGHT if failures > self.options.max_retries else 1
 
     @staticmethod
     def _fetch(ray: Any, ref: Any) -> Any:
@@ -606,7 +674,7 @@ class RayExecutor:
         examples = list(examples)
         if todo is None:
             todo = {m: range(len(examples)) for m in self.recipe.metric_names}
-        batches = source_batches(examples, todo, self.settings.batch_size) if examples else []
+        batches = source_batches(examples, todo, self.options.batch_size) if examples else []
         return _Chunk(
             examples=examples,
             wanted={m: set(idx) for m, idx in todo.items()},
@@ -629,7 +697,7 @@ class RayExecutor:
         chunk, idx = task.chunk, task.idx
         reason = _failure(exc)
         failures = task.failures + 1
-        if failures <= self.settings.max_retries:
+        if failures <= self.options.max_retries:
             log.warning("a Ray batch of %d failed (%s); retrying", len(idx), reason)
             self.stats["retries"] += 1
             queue.appendleft((chunk, idx, failures))
