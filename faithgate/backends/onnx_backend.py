@@ -1070,6 +1070,29 @@ class OnnxBackend(Backend):
 
     name = "onnx"
 
+    def identity(self, spec: ModelSpec, task: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The export's quantization, and the options with the provider the sessions run on,
+        not the word configured: "auto" (or none) is CUDA where a session really gets it, the
+        CPU elsewhere, and their scores differ slightly, so a CPU run and a CUDA run must not
+        share a hash. An explicit "cuda" is recorded as written (a CPU Ray driver of GPU
+        workers). A CPU run records none: "cpu", "auto" there and no provider hash the same."""
+        fields: dict[str, Any] = {}
+        # Here onnx is chosen (asked for, or auto found an export): a damaged manifest is the
+        # error, not a warning that the run goes on torch.
+        manifest = find_export(spec, task, strict=True)
+        if manifest is not None:
+            fields["quantization"] = manifest.quantization
+        options = dict(options)
+        if hashed_provider(options.pop("provider", None)) == "cuda":
+            options["provider"] = "cuda"
+        return {**fields, **super().identity(spec, task, options)}
+
+    def precision(self, identity: dict[str, Any]) -> str:
+        quantization = identity.get("quantization")
+        if not quantization:
+            return "-"
+        return "fp32" if str(quantization) == "none" else str(quantization)
+
     def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
         # strict: a damaged manifest is an error about it, not "no export" (auto skips it).
         manifest = find_export(spec, task, strict=True)
