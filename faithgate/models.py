@@ -374,7 +374,9 @@ def _converted_checker(
 def hf_hub_cache() -> Path:
     """The Hugging Face hub cache, found as ``huggingface_hub`` finds it (``HF_HUB_CACHE``,
     ``HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, ``HF_HOME`` defaulting to
-    ``$XDG_CACHE_HOME/huggingface``, then ``~/.cache/huggingface``)."""
+    ``$XDG_CACHE_HOME/huggingface``, then ``~/.cache/huggingface``). Read on every call:
+    ``huggingface_hub.constants`` fixes it when first imported, and the environment may change
+    after that (a test, an embedding process)."""
     for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         if os.environ.get(variable):
             return Path(os.path.expanduser(os.environ[variable]))
@@ -383,53 +385,37 @@ def hf_hub_cache() -> Path:
     return Path(os.path.expanduser(home)) / "hub"
 
 
-def _hf_cached_commit_dir(hub_id: str, revision: str | None) -> tuple[Path, str] | None:
-    """The cache folder of ``hub_id`` and the commit ``revision`` (default ``main``) names
-    there (read from ``refs/<revision>`` unless the revision is a commit); None if unknown."""
-    if not hub_id or hub_id.startswith(("/", ".")) or ".." in hub_id:
-        return None
-    repo = hf_hub_cache() / ("models--" + hub_id.replace("/", "--"))
-    ref = revision or "main"
-    commit = ref
-    if not _COMMIT.fullmatch(ref):
-        try:
-            commit = (repo / "refs" / ref).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            return None
-        if not _COMMIT.fullmatch(commit):
-            return None
-    return repo, commit
-
-
 def hf_cached_file(hub_id: str, filename: str, revision: str | None = None) -> Path | bool | None:
-    """``filename`` of ``hub_id`` at ``revision`` in the Hugging Face cache: its path when
-    cached; False where the cache records that the repository has no such file
-    (``.no_exist/<commit>/``, as ``huggingface_hub`` leaves it); None where the cache does not
-    know. Reads files only, never the network."""
-    found = _hf_cached_commit_dir(hub_id, revision)
-    if found is None:
+    """``filename`` of ``hub_id`` at ``revision`` (default ``main``) in the Hugging Face cache
+    (``huggingface_hub.try_to_load_from_cache``: the commit read from ``refs/<revision>``
+    unless the revision is one): its path when cached; False where the cache records that the
+    repository has no such file (``.no_exist/<commit>/``); None where the cache does not know,
+    for a name that is no hub id, or without ``huggingface_hub`` (the core install, which runs
+    no hub model). Reads files only, never the network."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
         return None
-    repo, commit = found
-    path = repo / "snapshots" / commit / filename
-    if path.is_file():
-        return path
-    if (repo / ".no_exist" / commit / filename).exists():
-        return False
-    return None
+    try:
+        found = try_to_load_from_cache(
+            hub_id, filename, cache_dir=hf_hub_cache(), revision=revision
+        )
+    except ValueError:  # HFValidationError: not a hub id ("../x", "a/b/c")
+        return None
+    if isinstance(found, str):
+        return Path(found)
+    return None if found is None else False  # the sentinel _CACHED_NO_EXIST
 
 
 def hf_cached_snapshot(hub_id: str, revision: str | None = None) -> Path | None:
     """The snapshot of ``hub_id`` at ``revision`` (default ``main``) in the Hugging Face cache
-    (``models--org--name/snapshots/<commit>``, the commit read from ``refs/<revision>`` unless
-    the revision is one), when it holds a loadable model (``config.json`` and safetensors
-    weights); else None. Reads files only, never the network."""
-    found = _hf_cached_commit_dir(hub_id, revision)
-    if found is None:
+    (``models--org--name/snapshots/<commit>``, found through its ``config.json``), when it
+    holds a loadable model (``config.json`` and safetensors weights); else None. Reads files
+    only, never the network."""
+    config = hf_cached_file(hub_id, "config.json", revision)
+    if not isinstance(config, Path):
         return None
-    repo, commit = found
-    snapshot = repo / "snapshots" / commit
-    if not _is_model_dir(snapshot):
-        return None
+    snapshot = config.parent
     if not any(f.suffix == ".safetensors" and f.is_file() for f in snapshot.iterdir()):
         return None
     return snapshot
