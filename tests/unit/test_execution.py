@@ -401,7 +401,7 @@ def test_ctrl_c_inside_a_ray_wait_reaches_the_callers_handler() -> None:
     around those calls it does, and the caller's own handler (the CLI's) then runs."""
     import signal
 
-    from faithgate.ray_executor import _sigint_as_keyboard_interrupt
+    from faithgate.ray_executor.cluster import sigint_as_keyboard_interrupt
 
     class Interrupted(BaseException):
         pass
@@ -411,11 +411,11 @@ def test_ctrl_c_inside_a_ray_wait_reaches_the_callers_handler() -> None:
 
     previous = signal.signal(signal.SIGINT, handler)
     try:
-        with pytest.raises(Interrupted), _sigint_as_keyboard_interrupt():
+        with pytest.raises(Interrupted), sigint_as_keyboard_interrupt():
             assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
             signal.raise_signal(signal.SIGINT)  # as Ray's signal check would see it
         assert signal.getsignal(signal.SIGINT) is handler  # restored
-        with _sigint_as_keyboard_interrupt():
+        with sigint_as_keyboard_interrupt():
             pass
         assert signal.getsignal(signal.SIGINT) is handler
     finally:
