@@ -24,8 +24,13 @@ The pieces:
   comes back, chunk by chunk (``CHUNK_EXAMPLES``; a lazy stream for an executor with
   ``score_stream``, such as Ray's). Workers never touch the cache, so a rerun anywhere is fully
   cached, and an interrupted run keeps the chunks it finished.
-- ``ExecutionSettings``: the parsed ``[tool.faithgate.execution]`` table.
-- ``make_executor``: settings + recipe -> an executor, wrapped in the cache when there is one.
+- ``EXECUTORS``: the registry (name -> class, imported on use). Each executor class owns its
+  ``Options`` (an ``ExecutorOptions`` dataclass: its keys of the table, with their checks),
+  says whether it is ``parallel`` and builds itself in ``create``.
+- ``ExecutionSettings``: the parsed ``[tool.faithgate.execution]`` table: the executor's name
+  and the other keys, checked by the options declaring them (``options_for`` types them).
+- ``make_executor``: the one factory: settings + recipe -> the registered executor, wrapped in
+  the cache when there is one. The gate, bench, calibrate and the pytest plugin ask it.
 """
 
 from __future__ import annotations
@@ -34,8 +39,8 @@ import contextlib
 import importlib
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkable
 
 from faithgate.errors import ConfigError, InputError
 from faithgate.escape import safe_line
@@ -49,20 +54,15 @@ if TYPE_CHECKING:
     from faithgate.metrics.base import Metric
     from faithgate.scorer import Scorer
 
-# The registry of executors: CLI choices, the plugin option and the config key derive from it.
-# Executors that score outside this process: name -> "module:class" (imported on use).
-REMOTE_EXECUTORS = {"ray": "faithgate.ray_executor:RayExecutor"}
-EXECUTOR_CHOICES = ("local", *REMOTE_EXECUTORS)
-EXECUTION_KEYS = (
-    "executor",
-    "address",
-    "num_workers",
-    "batch_size",
-    "num_cpus",
-    "num_gpus",
-    "max_retries",
-    "runtime_env",
-)
+# The executor registry: name -> "module:Class", imported on use (the Ray executor builds on
+# this module, which must not import it back). CLI choices, the plugin option, the keys of
+# ``[tool.faithgate.execution]`` and ``make_executor`` all derive from it: adding an executor is
+# its module plus one line here.
+EXECUTORS: dict[str, str] = {
+    "local": "faithgate.execution:LocalExecutor",
+    "ray": "faithgate.ray_executor:RayExecutor",
+}
+EXECUTOR_CHOICES = tuple(EXECUTORS)
 
 Progress = Callable[[int], None]
 
@@ -71,39 +71,123 @@ Progress = Callable[[int], None]
 CHUNK_EXAMPLES = 1024
 
 
+def executor_class(name: str) -> type[Executor]:
+    """The class registered as ``name`` (``EXECUTORS``); ``InputError`` for an unknown one."""
+    if name not in EXECUTORS:
+        raise InputError(f"unknown executor {name!r}; one of {', '.join(EXECUTORS)}")
+    module, attr = EXECUTORS[name].split(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+
+# One check of an option's value: the value to keep, or ``ValueError`` saying what is wrong.
+# ``numbers_as_text``: command-line values arrive as text, so "4" is read as a number there.
+OptionCheck = Callable[[Any, bool], Any]
+
+
+def number_option(minimum: float, *, integer: bool) -> OptionCheck:
+    """A check for a number (an integer when ``integer``) of at least ``minimum``."""
+
+    def check(value: Any, numbers_as_text: bool) -> Any:
+        if isinstance(value, str) and numbers_as_text:
+            with contextlib.suppress(ValueError):
+                value = int(value) if integer else float(value)
+        ok_type = int if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok_type):
+            raise ValueError(f"expected {'an integer' if integer else 'a number'}, got {value!r}")
+        # is_finite_number: an integer beyond float range (TOML has them) made
+        # math.isfinite raise OverflowError, an "internal error" instead of exit 2.
+        if not is_finite_number(value):
+            shown = "an integer too large for a float" if isinstance(value, int) else value
+            raise ValueError(f"expected a finite number, got {shown}")
+        if value < minimum:
+            raise ValueError(f"expected a value >= {minimum:g}, got {value!r}")
+        return value if integer else float(value)
+
+    return check
+
+
+def text_option(value: Any, numbers_as_text: bool) -> str:
+    """A check for a non-empty string (kept stripped)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def table_option(value: Any, numbers_as_text: bool) -> dict[str, Any]:
+    """A check for a table (a mapping, kept as a dict)."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected a table, got {value!r}")
+    return dict(value)
+
+
 @dataclass(frozen=True)
+class ExecutorOptions:
+    """Base of an executor's options: a frozen dataclass whose fields are its keys of
+    ``[tool.faithgate.execution]`` (and ``ExecutionSettings`` keywords), with ``CHECKS``
+    (key -> ``OptionCheck``) saying what each value must be. The local executor has none."""
+
+    CHECKS: ClassVar[Mapping[str, OptionCheck]] = {}
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any]) -> Self:
+        """These options from the execution table (checked already), ignoring other keys."""
+        return cls(**{k: v for k, v in table.items() if k in cls.names()})
+
+
+def _option_classes() -> list[type[ExecutorOptions]]:
+    return [executor_class(name).Options for name in EXECUTORS]
+
+
+def execution_keys() -> tuple[str, ...]:
+    """Every key ``[tool.faithgate.execution]`` takes: ``executor``, then each registered
+    executor's options, in registry order."""
+    keys = {"executor": None}
+    for options in _option_classes():
+        keys.update(dict.fromkeys(options.names()))
+    return tuple(keys)
+
+
+def executors_taking(*keys: str) -> list[str]:
+    """The registered executors whose options include every one of ``keys``."""
+    return [n for n in EXECUTORS if set(keys) <= set(executor_class(n).Options.names())]
+
+
+@dataclass(frozen=True, init=False)
 class ExecutionSettings:
-    """Where and how to score (``[tool.faithgate.execution]``).
+    """Where and how to score (``[tool.faithgate.execution]``): the ``executor`` to use and
+    the table's other keys (``options``), each checked by the options of the executor(s)
+    declaring it (``ExecutorOptions``). A key of another executor than the chosen one is kept
+    (a file may configure Ray while ``--executor local`` runs); ``options_for`` gives one
+    executor its own, typed. Keywords are the table's keys:
+    ``ExecutionSettings(executor="ray", num_workers=2)``."""
 
-    ``address`` is handed to ``ray.init`` as Ray users expect: ``None`` follows Ray's own
-    resolution (``RAY_ADDRESS``, else a cluster started with ``ray start`` on this machine, else
-    a local one started on demand and stopped afterwards), ``"auto"`` requires a running
-    cluster, ``"ray://host:10001"`` connects through Ray Client, ``"local"`` always starts a
-    fresh local one. ``num_workers`` defaults to as many actors as the cluster's free CPUs (or
-    GPUs, when ``num_gpus`` is set) allow. ``batch_size`` is the number of examples per task
-    sent to an actor (summaries of one source are kept together). ``max_retries`` bounds how
-    often a batch whose worker died is retried before its examples are isolated.
-    ``runtime_env`` is passed to ``ray.init`` (e.g. ``{pip = ["faithgate[full] @ ..."]}``), or,
-    when Ray is already initialised in this process, to the actors (``address`` is then ignored,
-    with a warning).
-    """
+    executor: str
+    options: Mapping[str, Any]
 
-    executor: str = "local"
-    address: str | None = None
-    num_workers: int | None = None
-    batch_size: int = 16
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-    max_retries: int = 2
-    runtime_env: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, executor: str = "local", **options: Any) -> None:
+        if options:
+            unknown = sorted(set(options) - set(execution_keys()))
+            if unknown:
+                raise TypeError(f"ExecutionSettings() got an unexpected keyword {unknown[0]!r}")
+        object.__setattr__(self, "executor", executor)
+        object.__setattr__(self, "options", dict(options))
+
+    def options_for(self, name: str | None = None) -> Any:
+        """The options of executor ``name`` (default: the chosen one), its dataclass."""
+        return executor_class(name or self.executor).Options.from_table(self.options)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "execution") -> ExecutionSettings:
         """Validate the ``[tool.faithgate.execution]`` table (errors name the key)."""
         for key in data:
-            if key not in EXECUTION_KEYS:
+            if key not in execution_keys():
                 raise ConfigError(
-                    f"{where}: unknown key 'execution.{key}'; allowed: {', '.join(EXECUTION_KEYS)}"
+                    f"{where}: unknown key 'execution.{key}'; "
+                    f"allowed: {', '.join(execution_keys())}"
                 )
         return cls().with_overrides(dict(data), where, numbers_as_text=False)
 
@@ -117,48 +201,25 @@ class ExecutionSettings:
         def fail(key: str, problem: str) -> ConfigError:
             return ConfigError(f"{where}: execution.{key}: {problem}")
 
-        def number(key: str, value: Any, minimum: float, integer: bool) -> Any:
-            if isinstance(value, str) and numbers_as_text:
-                with contextlib.suppress(ValueError):
-                    value = int(value) if integer else float(value)
-            ok_type = int if integer else (int, float)
-            if isinstance(value, bool) or not isinstance(value, ok_type):
-                kind = "an integer" if integer else "a number"
-                raise fail(key, f"expected {kind}, got {value!r}")
-            # is_finite_number: an integer beyond float range (TOML has them) made
-            # math.isfinite raise OverflowError, an "internal error" instead of exit 2.
-            if not is_finite_number(value):
-                shown = "an integer too large for a float" if isinstance(value, int) else value
-                raise fail(key, f"expected a finite number, got {shown}")
-            if value < minimum:
-                raise fail(key, f"expected a value >= {minimum:g}, got {value!r}")
-            return value
-
-        new: dict[str, Any] = {}
+        executor, options = self.executor, dict(self.options)
         for key, value in changes.items():
             if value is None:
                 continue
             if key == "executor":
-                if value not in EXECUTOR_CHOICES:
-                    raise fail(key, f"expected one of {', '.join(EXECUTOR_CHOICES)}, got {value!r}")
-                new[key] = value
-            elif key == "address":
-                if not isinstance(value, str) or not value.strip():
-                    raise fail(key, f"expected a non-empty string, got {value!r}")
-                new[key] = value.strip()
-            elif key in ("num_workers", "batch_size"):
-                new[key] = number(key, value, 1, integer=True)
-            elif key == "max_retries":
-                new[key] = number(key, value, 0, integer=True)
-            elif key in ("num_cpus", "num_gpus"):
-                new[key] = float(number(key, value, 0, integer=False))
-            elif key == "runtime_env":
-                if not isinstance(value, Mapping):
-                    raise fail(key, f"expected a table, got {value!r}")
-                new[key] = dict(value)
-            else:
-                raise fail(key, f"unknown setting; allowed: {', '.join(EXECUTION_KEYS)}")
-        return replace(self, **new) if new else self
+                if value not in EXECUTORS:
+                    raise fail(key, f"expected one of {', '.join(EXECUTORS)}, got {value!r}")
+                executor = value
+                continue
+            checks = [c.CHECKS[key] for c in _option_classes() if key in c.CHECKS]
+            if not checks:
+                raise fail(key, f"unknown setting; allowed: {', '.join(execution_keys())}")
+            try:
+                for check in checks:
+                    value = check(value, numbers_as_text)
+            except ValueError as exc:
+                raise fail(key, str(exc)) from None
+            options[key] = value
+        return ExecutionSettings(executor, **options)
 
 
 @dataclass(frozen=True)
@@ -232,9 +293,15 @@ class Executor(Protocol):
     ``examples``, one ``{metric: Score}`` per example; an example that could not be scored gets
     a ``Score.failed`` with the reason (gates fail closed on it). ``todo`` (metric -> example
     indices) restricts the cells computed; the result then holds only those. ``progress`` is
-    called on the driver with the number of examples finished since the last call."""
+    called on the driver with the number of examples finished since the last call.
+
+    A registered executor (``EXECUTORS``) also has ``Options`` (its ``ExecutorOptions``
+    dataclass), ``parallel`` (whether one call is spread over workers: callers then hand it
+    big calls, and it reports progress as batches finish) and ``create``, which
+    ``make_executor`` calls."""
 
     name: str
+    parallel: bool
 
     def score(
         self,
@@ -248,6 +315,20 @@ class Executor(Protocol):
 
     def close(self) -> None: ...
 
+    # The registered executor's class side (``make_executor``).
+    Options: ClassVar[type[ExecutorOptions]]
+
+    @classmethod
+    def create(
+        cls,
+        recipe: ScorerRecipe | None,
+        options: Any,
+        *,
+        scorer: Scorer | None = None,
+        pool: ModelPool | None = None,
+        cache: ScoreCache | None = None,
+    ) -> Executor: ...
+
 
 class LocalExecutor:
     """Scores in this process with one ``Scorer`` (built from the recipe once, or given).
@@ -259,6 +340,8 @@ class LocalExecutor:
     """
 
     name = "local"
+    parallel = False
+    Options = ExecutorOptions  # none
 
     def __init__(
         self,
@@ -273,6 +356,22 @@ class LocalExecutor:
                 raise TypeError("LocalExecutor needs a recipe or a scorer")
             scorer = recipe.build(pool=pool, cache=cache)
         self.scorer = scorer
+
+    @classmethod
+    def create(
+        cls,
+        recipe: ScorerRecipe | None,
+        options: ExecutorOptions,
+        *,
+        scorer: Scorer | None = None,
+        pool: ModelPool | None = None,
+        cache: ScoreCache | None = None,
+    ) -> LocalExecutor:
+        """``scorer`` reused as is, else one built from ``recipe`` (``pool``, and ``cache``
+        for a combination's components)."""
+        if scorer is not None:
+            return cls(scorer=scorer)
+        return cls(recipe, pool=pool, cache=cache)
 
     def score(
         self,
@@ -321,6 +420,7 @@ class CachedExecutor:
         self.inner = inner
         self.cache = cache
         self.name = inner.name
+        self.parallel = getattr(inner, "parallel", False)
         self.chunk_size = chunk_size
         self._hashes = dict(hashes) if hashes is not None else None
 
@@ -446,38 +546,27 @@ SCORER_CACHE: Any = object()
 
 def make_executor(
     settings: ExecutionSettings | None,
-    recipe: ScorerRecipe,
+    recipe: ScorerRecipe | None = None,
     *,
     scorer: Scorer | None = None,
     pool: ModelPool | None = None,
     cache: Any = SCORER_CACHE,
 ) -> Executor:
-    """The executor ``settings`` ask for, with ``cache`` (if any) on the driver.
+    """The executor ``settings`` ask for (default: local), with ``cache`` (if any) around it
+    on the driver. The one place executors are built: the gate, bench, calibrate and the
+    pytest plugin all ask here.
 
-    ``scorer`` (local only) is reused as is; for ``ray`` it only computes the settings hashes.
-    ``cache`` is put around the executor; left out, it is the given scorer's own cache (if it
-    has one), and ``cache=None`` scores every selected metric afresh whatever the scorer
-    carries (``Gate(use_cache=False)``). ``pool`` shares loaded models between local
-    executors. For ``ray``, the driver builds a ``Scorer`` (unless given) only to compute
-    settings hashes (no model is loaded for that) and the actors build their own.
+    ``scorer`` (local) is reused as is; a remote executor uses it only for the settings
+    hashes (built from ``recipe`` when not given; no model is loaded for that) and its
+    workers build their own from ``recipe``. ``cache`` is put around the executor; left out,
+    it is the given scorer's own cache (if it has one), and ``cache=None`` scores every
+    selected metric afresh whatever the scorer carries (``Gate(use_cache=False)``). ``pool``
+    shares loaded models with a scorer built here.
     """
     if cache is SCORER_CACHE:
         cache = getattr(scorer, "cache", None)
     settings = settings or ExecutionSettings()
-    if settings.executor == "local":
-        if scorer is not None:
-            local = LocalExecutor(scorer=scorer)
-        else:
-            local = LocalExecutor(recipe, pool=pool, cache=cache)
-        return CachedExecutor(local, cache) if cache is not None else local
-    if settings.executor in REMOTE_EXECUTORS:
-        # By dotted path, like the backends: the remote executors build on this module, and
-        # this module must not import them back (no import cycle, lazy or not).
-        module, attr = REMOTE_EXECUTORS[settings.executor].split(":")
-        remote_cls = getattr(importlib.import_module(module), attr)
-        driver = scorer or recipe.build(pool=pool)
-        ray_exec = remote_cls(recipe, settings, hashes=driver.settings_hashes())
-        return CachedExecutor(ray_exec, cache) if cache is not None else ray_exec
-    raise InputError(
-        f"unknown executor {settings.executor!r}; one of {', '.join(EXECUTOR_CHOICES)}"
+    inner = executor_class(settings.executor).create(
+        recipe, settings.options_for(), scorer=scorer, pool=pool, cache=cache
     )
+    return CachedExecutor(inner, cache) if cache is not None else inner

@@ -216,10 +216,10 @@ class PluginSession:
     ) -> Any:
         """Scores with the session's ``scorer`` for these arguments, in this process, through
         the execution seam (``faithgate.execution``) with the session's cache around it."""
-        from faithgate.execution import CachedExecutor, LocalExecutor
+        from faithgate.execution import make_executor
 
-        local = LocalExecutor(scorer=self.scorer(metrics, settings, models, backend))
-        return CachedExecutor(local, self.cache) if self.cache is not None else local
+        scorer = self.scorer(metrics, settings, models, backend)
+        return make_executor(None, scorer=scorer, cache=self.cache)
 
     def gate_scorer(self) -> Any:
         """The ``Scorer`` of the configured gate (all configured metrics), sharing the model

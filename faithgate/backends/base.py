@@ -435,10 +435,23 @@ class ExtractiveQA(RoleModel):
 
 
 class Backend(ABC):
-    """Factory of task models for one inference runtime."""
+    """Factory of task models for one inference runtime; it also says what identifies a
+    model it runs (``identity``, ``precision``): the settings hash asks it, never its name."""
 
     name: str = ""
 
     @abstractmethod
     def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
         """Load ``spec`` for ``task``; raise ``BackendError`` with one line on failure."""
+
+    def identity(self, spec: ModelSpec, task: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The fields this backend adds to the identity of ``spec`` loaded for ``task`` with
+        ``options`` (the loader options that can move a score), without loading it: the
+        settings hash holds them. By default the options, absent when there are none (so the
+        hashes of default runs stay as they were)."""
+        return {"options": dict(sorted(options.items()))} if options else {}
+
+    def precision(self, identity: dict[str, Any]) -> str:
+        """How the readable prefix of a settings hash names the precision of the weights in
+        ``identity`` (one this backend made): ``-`` when it cannot tell."""
+        return "-"

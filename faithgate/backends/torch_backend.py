@@ -305,6 +305,9 @@ class TorchPairClassifier(_TokenizedModel, PairClassifier):
 class TorchBackend(Backend):
     name = "torch"
 
+    def precision(self, identity: dict[str, Any]) -> str:
+        return "fp32"  # weights loaded as stored, in float32
+
     def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
         # Options only another backend understands (onnxruntime's threads/provider) are
         # dropped by the dispatch table, ``faithgate.backends.options_for``; provider "cuda"

@@ -16,7 +16,7 @@ from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.execution_options import (
     execution_options,
     execution_overrides,
-    refuse_ray_only_flags,
+    refuse_foreign_flags,
 )
 from faithgate.errors import InputError, did_you_mean
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
@@ -183,7 +183,7 @@ def check_command(
         **reports,
         execution=execution_overrides(executor, address, num_workers),
     )
-    refuse_ray_only_flags(config.execution, address, num_workers)
+    refuse_foreign_flags(config.execution, address, num_workers)
     unknown = set(named) - set(config.metrics)
     if unknown:
         # A typo gets the "did you mean" a misspelled thresholds key of the config file gets.

@@ -45,11 +45,10 @@ from faithgate.evaluation.meta import (
     roc_auc,
 )
 from faithgate.execution import (
-    CachedExecutor,
     ExecutionSettings,
     Executor,
-    LocalExecutor,
     ScorerRecipe,
+    executor_class,
     make_executor,
 )
 from faithgate.io import load_examples, read_jsonl_rows
@@ -290,8 +289,9 @@ class Bench:
         cache_path = default_cache_path() if cache == "default" else cache
         self.cache = ScoreCache(cache_path) if cache_path else None
         self.timings = _Timings(Path(cache_path) if cache_path else None)
-        # A remote executor gets bigger calls so every worker has batches queued.
-        self.batch_size = batch_size if self.execution.executor == "local" else max(batch_size, 256)
+        # A parallel executor gets bigger calls so every worker has batches queued.
+        parallel = executor_class(self.execution.executor).parallel
+        self.batch_size = max(batch_size, 256) if parallel else batch_size
         self.progress = progress
 
     def score(self, examples: Sequence[Example]) -> dict[str, MetricRun]:
@@ -320,12 +320,7 @@ class Bench:
     def _executor(self) -> Executor:
         """One executor for every metric: locally one ``Scorer`` on the bench's model pool
         (one scoring context, so engines are shared between metrics), remotely the recipe."""
-        inner: Executor = (
-            LocalExecutor(self.recipe, pool=self.pool, cache=self.cache)
-            if self.execution.executor == "local"
-            else make_executor(self.execution, self.recipe, pool=self.pool)
-        )
-        return CachedExecutor(inner, self.cache) if self.cache is not None else inner
+        return make_executor(self.execution, self.recipe, pool=self.pool, cache=self.cache)
 
     def _missing(self, executor: Executor, batch: Sequence[Example]) -> dict[str, list[int]]:
         """Per metric, the indices of ``batch`` the cache does not hold (all without one)."""

@@ -20,14 +20,7 @@ from faithgate.cache import ScoreCache
 from faithgate.config import GateConfig
 from faithgate.errors import InputError
 from faithgate.escape import printable
-from faithgate.execution import (
-    CachedExecutor,
-    Executor,
-    LocalExecutor,
-    Progress,
-    ScorerRecipe,
-    make_executor,
-)
+from faithgate.execution import Executor, Progress, ScorerRecipe, make_executor
 from faithgate.gate.baseline import (
     BaselinePolicy,
     baseline_notes,
@@ -122,17 +115,12 @@ class Gate:
         """Where scoring runs (``faithgate.execution``), built on first use, with the cache
         around it on the driver; the local one scores with ``self.scorer``."""
         if self._executor is None:
-            if self.config.execution.executor == "local":
-                local = LocalExecutor(scorer=self.scorer)
-                cache = self.cache
-                self._executor = CachedExecutor(local, cache) if cache is not None else local
-            else:
-                self._executor = make_executor(
-                    self.config.execution,
-                    ScorerRecipe.from_config(self.config),
-                    scorer=self.scorer,
-                    cache=self.cache,
-                )
+            self._executor = make_executor(
+                self.config.execution,
+                ScorerRecipe.from_config(self.config),
+                scorer=self.scorer,
+                cache=self.cache,
+            )
         return self._executor
 
     def close(self) -> None:
@@ -166,7 +154,7 @@ class Gate:
         with self._progress(len(examples)) as advance:
             if advance is None:
                 return executor.score(examples)
-            if executor.name != "local":
+            if executor.parallel:
                 # One call keeps every worker busy; progress moves as batches come back.
                 return executor.score(examples, progress=advance)
             out: list[dict[str, Score]] = []

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from faithgate.backends import ModelPool
+from faithgate.backends import ModelPool, precision_label
 from faithgate.errors import InputError, did_you_mean
 from faithgate.types import Example, Score
 
@@ -213,16 +213,6 @@ def _segment(text: Any) -> str:
     return "".join("_" if c == "|" or c.isspace() else c for c in last) or "-"
 
 
-def _quantization(identity: dict[str, Any]) -> str:
-    backend = identity.get("backend")
-    if backend == "torch":
-        return "fp32"  # the torch backend loads weights as stored, in float32
-    if backend == "onnx" and identity.get("quantization"):
-        quantization = str(identity["quantization"])
-        return "fp32" if quantization == "none" else quantization
-    return "-"
-
-
 def hashed(identity: dict[str, Any]) -> dict[str, Any]:
     """What of a model's identity a settings hash holds: all of it, except the name of a
     directory the user gave (``origin`` "path"), which its content fingerprint identifies.
@@ -259,7 +249,7 @@ def readable_hash(metric: str, identities: Sequence[dict[str, Any]], payload: An
 
         parts.append(joined([f"{_model_label(i)}@{str(i['fingerprint'])[:6]}" for i in identities]))
         parts.append(joined([_segment(i.get("backend") or i["role"]) for i in identities]))
-        parts.append(joined([_quantization(i) for i in identities]))
+        parts.append(joined([precision_label(i) for i in identities]))
         libraries: dict[str, str] = {}
         for identity in identities:
             libraries.update({k: v for k, v in (identity.get("libraries") or {}).items() if v})

@@ -26,7 +26,7 @@ from tiny_models import save_tiny_bart, save_tiny_models  # noqa: E402
 
 from faithgate import models  # noqa: E402
 from faithgate.atomic import current_umask  # noqa: E402
-from faithgate.backends import ModelPool, choose_backend, onnx_backend  # noqa: E402
+from faithgate.backends import ModelPool, choose_backend, onnx_backend, onnx_session  # noqa: E402
 from faithgate.backends.export import (  # noqa: E402
     MANIFEST_NAME,
     ExportManifest,
@@ -727,18 +727,18 @@ def test_int8_weights_form_is_probed_once_and_used_by_the_loader(tmp_path, monke
     neither form is exact, loading an int8 graph is a one-line ``BackendError`` (never a
     silently wrong score), and fp32 graphs load as before."""
     pytest.importorskip("onnx")
-    from faithgate.backends import onnx_backend
+    from faithgate.backends import onnx_backend, onnx_session
 
     assert onnx_backend.int8_weights_form() in ("int8", "uint8")
     w = np.full((8, 2), 127, np.int8)
     path = _matmul_integer_file(tmp_path, w)
     a = np.full((1, 8), 255, np.uint8)
-    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", ["uint8"])
+    monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", ["uint8"])
     session = onnx_backend.get_session(path, threads=1, graph="int8")
     assert [i.name for i in session.get_inputs()] == ["a"]
     np.testing.assert_array_equal(session.run(None, {"a": a})[0], np.full((1, 2), 8 * 127 * 127))
     onnx_backend.drop_sessions(tmp_path)
-    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", [""])
+    monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", [""])
     with pytest.raises(BackendError, match="int8 products are not exact on this CPU") as err:
         onnx_backend.get_session(path, threads=1, graph="int8")
     assert "\n" not in str(err.value)
@@ -807,7 +807,7 @@ def test_w8a32_ctx8_fills_the_cache_in_int8_and_scores_in_fp32(tiny, tmp_path, m
     its cache goes to the context graph; a scored prefix and every continuation to the exact
     one. Scores stay close to the w8a32 form's; other tasks refuse the mode."""
     onnx = pytest.importorskip("onnx")
-    from faithgate.backends import expand, onnx_backend
+    from faithgate.backends import expand, onnx_session
     from faithgate.backends.quantize import BUILTIN_CALIBRATION
 
     manifest = export_model(
@@ -866,7 +866,7 @@ def test_w8a32_ctx8_fills_the_cache_in_int8_and_scores_in_fp32(tiny, tmp_path, m
     # Without the onnx package the file loads as stored and every pass runs exactly.
     monkeypatch.setitem(sys.modules, "onnx", None)
     assert expand.context_model_bytes(path) is None
-    monkeypatch.setattr(onnx_backend, "_SESSIONS", {})
+    monkeypatch.setattr(onnx_session, "_SESSIONS", {})
     plain = OnnxBackend().load(models.resolve("lm", str(manifest.directory)), "causal-lm")
     assert plain.context_session is None
 
@@ -955,10 +955,10 @@ def test_a_file_replaced_under_its_name_gets_a_new_session(exports, tmp_path):
     assert classifier is not encoder
     assert [o.name for o in classifier.get_outputs()] != [o.name for o in encoder.get_outputs()]
     # The replaced file's session is dropped, not kept beside the new one.
-    assert len([k for k in onnx_backend._SESSIONS if k[0] == str(path)]) == 1
-    assert encoder not in onnx_backend._SESSIONS.values()
+    assert len([k for k in onnx_session._SESSIONS if k[0] == str(path)]) == 1
+    assert encoder not in onnx_session._SESSIONS.values()
     onnx_backend.drop_sessions(tmp_path)
-    assert not [k for k in onnx_backend._SESSIONS if k[0].startswith(str(tmp_path))]
+    assert not [k for k in onnx_session._SESSIONS if k[0].startswith(str(tmp_path))]
 
 
 def test_export_releases_the_sessions_of_its_parity_runs(tiny, tmp_path):
@@ -967,7 +967,7 @@ def test_export_releases_the_sessions_of_its_parity_runs(tiny, tmp_path):
     out = tmp_path / "o"
     manifest = export_model(models.resolve("embedder", str(tiny["bert"])), out=out, quantize="w8")
     assert manifest.quantization == "w8"
-    assert not [k[0] for k in onnx_backend._SESSIONS if k[0].startswith(str(tmp_path))]
+    assert not [k[0] for k in onnx_session._SESSIONS if k[0].startswith(str(tmp_path))]
     # Published with a new directory's usual mode, not mkdtemp's 0700.
     assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~current_umask()
 

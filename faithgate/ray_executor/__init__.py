@@ -40,129 +40,85 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
-import signal
-import socket
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from faithgate.errors import FaithgateError, InputError
-from faithgate.escape import exception_line, safe_line
+if TYPE_CHECKING:
+    from faithgate.backends import ModelPool
+    from faithgate.cache import ScoreCache
+    from faithgate.scorer import Scorer
+
+from faithgate.errors import InputError
+from faithgate.escape import safe_line
 from faithgate.execution import (
     ExecutionSettings,
+    ExecutorOptions,
+    OptionCheck,
     Progress,
     ScorerRecipe,
     check_settings_hashes,
+    number_option,
+    table_option,
+    text_option,
 )
+from faithgate.ray_executor.cluster import (
+    GCS_CONNECT_ATTEMPTS,
+    PROBE_TIMEOUT_S,
+    env_default,
+    import_ray,
+    resolve_connection,
+    room_for,
+    same_cluster,
+    sigint_as_keyboard_interrupt,
+    unreachable,
+)
+from faithgate.ray_executor.worker import ScoringWorker, failure_line, last_line, source_batches
 from faithgate.types import Example, Score
 
 log = logging.getLogger(__name__)
 
 IN_FLIGHT = 2  # batches queued per actor: one running, one ready, so actors never wait
 WAIT_SLICE_S = 1.0  # the driver waits for results in slices, so Ctrl-C is never stuck in Ray
-PROBE_TIMEOUT_S = 5.0  # to resolve a cluster's host, and again to open a TCP connection to it
-GCS_CONNECT_ATTEMPTS = "3"  # Ray's tries (~40 s each) at a GCS port that answers (default 20)
 PLACEMENT_TIMEOUT_S = 600.0  # the longest a run waits with no worker able to start
-RAY_CLIENT_PORT = 10001  # Ray Client's default port (``ray://host`` without one)
 
 
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise InputError(
-            "the ray executor needs Ray: pip install 'faithgate[ray]' (or choose --executor local)"
-        ) from None
-    return ray
+@dataclass(frozen=True)
+class RayOptions(ExecutorOptions):
+    """The Ray executor's keys of ``[tool.faithgate.execution]``.
 
+    ``address`` is handed to ``ray.init`` as Ray users expect: ``None`` follows Ray's own
+    resolution (``RAY_ADDRESS``, else a cluster started with ``ray start`` on this machine, else
+    a local one started on demand and stopped afterwards), ``"auto"`` requires a running
+    cluster, ``"ray://host:10001"`` connects through Ray Client, ``"local"`` always starts a
+    fresh local one. ``num_workers`` defaults to as many actors as the cluster's free CPUs (or
+    GPUs, when ``num_gpus`` is set) allow. ``batch_size`` is the number of examples per task
+    sent to an actor (summaries of one source are kept together). ``max_retries`` bounds how
+    often a batch whose worker died is retried before its examples are isolated.
+    ``runtime_env`` is passed to ``ray.init`` (e.g. ``{pip = ["faithgate[full] @ ..."]}``), or,
+    when Ray is already initialised in this process, to the actors (``address`` is then ignored,
+    with a warning).
+    """
 
-def source_batches(
-    examples: Sequence[Example], todo: Mapping[str, Sequence[int]], size: int
-) -> list[list[int]]:
-    """Indices of the examples with work to do, cut into batches of at most ``size`` that
-    keep the summaries of one source together (a source with more than ``size`` summaries
-    spans several batches). Sources keep their first-appearance order."""
-    active = sorted({i for idx in todo.values() for i in idx})
-    groups: dict[str, list[int]] = {}
-    for i in active:
-        groups.setdefault(examples[i].source, []).append(i)
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for group in groups.values():
-        for start in range(0, len(group), size):
-            chunk = group[start : start + size]
-            if current and len(current) + len(chunk) > size:
-                batches.append(current)
-                current = []
-            current.extend(chunk)
-    if current:
-        batches.append(current)
-    return batches
+    address: str | None = None
+    num_workers: int | None = None
+    batch_size: int = 16
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    max_retries: int = 2
+    runtime_env: dict[str, Any] = field(default_factory=dict)
 
-
-class ScoringWorker:
-    """The actor: one ``Scorer`` built from the recipe on first use, kept for the run."""
-
-    def __init__(self, recipe: ScorerRecipe) -> None:
-        self.recipe = recipe
-        self.scorer: Any = None
-
-    def ping(self) -> int:
-        return os.getpid()
-
-    def score(self, examples: list[Example], todo: dict[str, list[int]]) -> dict[str, Any]:
-        """``{"scores": [...], "stats": {...}, "pid": ..., "node": ...}``; a configuration problem comes
-        back as ``{"error": FaithgateError}`` (raised on the driver, not retried)."""
-        try:
-            if self.scorer is None:
-                self.scorer = self.recipe.build()
-                # Workers write no cache (the driver's serves them): llm_judge's answers too.
-                self.scorer.context.cache = False
-            before = self._engine_stats()
-            scores = self.scorer.compute(examples, todo)
-            after = self._engine_stats()
-            # Engines (likelihood, NLI, QA) cache per-pair results; a batch's pairs are never
-            # asked for again on this actor, so drop them and keep a long run's memory flat.
-            self._release()
-        except FaithgateError as exc:
-            return {"error": exc}
-        stats = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-        import ray
-
-        node = ray.get_runtime_context().get_node_id()
-        return {"scores": scores, "stats": stats, "pid": os.getpid(), "node": node}
-
-    def _engines(self) -> list[Any]:
-        # ScoringContext keeps its shared engines privately; only their counters are read.
-        return list(getattr(self.scorer.context, "_shared", {}).values())
-
-    def _engine_stats(self) -> dict[str, int]:
-        total: dict[str, int] = {}
-        for engine in self._engines():
-            for k, v in (getattr(engine, "stats", None) or {}).items():
-                total[k] = total.get(k, 0) + int(v)
-        return total
-
-    def _release(self) -> None:
-        for engine in self._engines():
-            done = getattr(engine, "_done", None)
-            if isinstance(done, dict):
-                done.clear()
-
-
-def _same_cluster(address: str, connected: str) -> bool:
-    """Whether a configured Ray ``address`` names the cluster whose GCS is at ``connected``
-    (``host:port``): the same ``host:port``, or for a Ray Client address (``ray://head:10001``,
-    another port than the GCS's) the same host."""
-    scheme, _, rest = address.strip().rpartition("://")
-    rest = rest.rstrip("/")
-    if scheme == "ray":
-        return rest.rsplit(":", 1)[0] == connected.rsplit(":", 1)[0]
-    return rest == connected
+    CHECKS: ClassVar[Mapping[str, OptionCheck]] = {
+        "address": text_option,
+        "num_workers": number_option(1, integer=True),
+        "batch_size": number_option(1, integer=True),
+        "num_cpus": number_option(0, integer=False),
+        "num_gpus": number_option(0, integer=False),
+        "max_retries": number_option(0, integer=True),
+        "runtime_env": table_option,
+    }
 
 
 class RayExecutor:
@@ -172,17 +128,21 @@ class RayExecutor:
     ``nodes`` the Ray node ids that returned scores."""
 
     name = "ray"
+    parallel = True
+    Options = RayOptions
     placement_timeout_s = PLACEMENT_TIMEOUT_S
 
     def __init__(
         self,
         recipe: ScorerRecipe,
-        settings: ExecutionSettings | None = None,
+        options: RayOptions | ExecutionSettings | None = None,
         *,
         hashes: Mapping[str, str] | None = None,
     ) -> None:
         self.recipe = recipe
-        self.settings = settings or ExecutionSettings(executor="ray")
+        if isinstance(options, ExecutionSettings):  # the whole table: its Ray keys
+            options = options.options_for(self.name)
+        self.options = options or RayOptions()
         self._hashes = dict(hashes) if hashes is not None else None
         self.actors: list[Any] = []
         self._generation: list[int] = []
@@ -204,19 +164,37 @@ class RayExecutor:
             "tokens": 0,
         }
 
+    @classmethod
+    def create(
+        cls,
+        recipe: ScorerRecipe | None,
+        options: RayOptions,
+        *,
+        scorer: Scorer | None = None,
+        pool: ModelPool | None = None,
+        cache: ScoreCache | None = None,
+    ) -> RayExecutor:
+        """The executor of ``make_executor``: the driver's settings hashes come from
+        ``scorer``, else from a ``Scorer`` built from ``recipe`` (no model is loaded for
+        that); the actors build their own. ``cache`` is the driver's (around this one)."""
+        if recipe is None:
+            raise TypeError("the ray executor needs a ScorerRecipe (its workers build from it)")
+        driver = scorer or recipe.build(pool=pool)
+        return cls(recipe, options, hashes=driver.settings_hashes())
+
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         """Connect to (or start) Ray and create the actor pool; idempotent."""
         if self.actors:
             return
-        ray = _import_ray()
-        s = self.settings
+        ray = import_ray()
+        s = self.options
         if not ray.is_initialized():
             # Where ray.init will go, found as Ray finds it: an address that takes no connection
             # fails here in seconds (Ray itself retries for ~14 minutes before it gives up).
-            target = _connection(s.address)
+            target = resolve_connection(s.address)
             if target.endpoint is not None:
-                reason = _unreachable(target.endpoint, PROBE_TIMEOUT_S)
+                reason = unreachable(target.endpoint, PROBE_TIMEOUT_S)
                 if reason is not None:
                     raise InputError(
                         f"cannot connect to the Ray cluster at {target.name}: {reason}; check "
@@ -238,7 +216,7 @@ class RayExecutor:
             try:
                 # A port that takes connections but is no GCS (another service): Ray tries 20
                 # times, ~40 s each; a few tries bound that (unless the user set the variable).
-                with _env_default(
+                with env_default(
                     "RAY_gcs_server_port_wait_time_s", GCS_CONNECT_ATTEMPTS, target.kind == "gcs"
                 ):
                     ray.init(**kwargs)
@@ -278,7 +256,7 @@ class RayExecutor:
         if self._local:
             # A Ray started for this run has only this machine's CPUs (GPUs), and nothing will
             # ever add more: actors beyond them could never start. Use the workers that fit.
-            fit = _room(total, s.num_cpus, s.num_gpus, n)
+            fit = room_for(total, s.num_cpus, s.num_gpus, n)
             if fit < n:
                 log.warning(
                     "execution.num_workers = %d, but the local Ray started for this run has "
@@ -294,7 +272,7 @@ class RayExecutor:
                 )
                 n = fit
         free = ray.available_resources()
-        room = _room(free, s.num_cpus, s.num_gpus, n)
+        room = room_for(free, s.num_cpus, s.num_gpus, n)
         if room < n:
             # Not an error (an autoscaler may add nodes, another job may finish): batches go
             # to the workers that started, the others join when resources free up. If none can
@@ -332,13 +310,13 @@ class RayExecutor:
     def _warn_address_ignored(self, ray: Any) -> None:
         """One warning when ``address`` is configured but Ray was initialised in this process
         before: the run scores on the cluster Ray is connected to (named when Ray says)."""
-        address = self.settings.address
+        address = self.options.address
         if address is None or address == "auto":  # "auto": whichever cluster is there, as now
             return
         connected = None
         with contextlib.suppress(Exception):  # Ray Client, an older or newer Ray
             connected = ray.get_runtime_context().gcs_address
-        if connected and _same_cluster(address, connected):
+        if connected and same_cluster(address, connected):
             return
         log.warning(
             "execution.address = %s is ignored: Ray is already initialised in this process%s, "
@@ -367,7 +345,7 @@ class RayExecutor:
             return
         if now - self._stalled_since < self.placement_timeout_s:
             return
-        s = self.settings
+        s = self.options
         free = ray.available_resources()
         raise InputError(
             f"no Ray worker could start within {self.placement_timeout_s:g} s: each needs "
@@ -378,7 +356,7 @@ class RayExecutor:
 
     def _auto_workers(self, ray: Any) -> int:
         free = ray.available_resources()
-        s = self.settings
+        s = self.options
         n = int(free.get("CPU", 0) // s.num_cpus) if s.num_cpus else 1
         if s.num_gpus:
             n = min(n, int(free.get("GPU", 0) // s.num_gpus))
@@ -387,7 +365,7 @@ class RayExecutor:
     def close(self) -> None:
         """Kill the actors; stop Ray when this executor started it."""
         if self.actors:
-            ray = _import_ray()
+            ray = import_ray()
             for actor in self.actors:
                 try:
                     ray.kill(actor)
@@ -399,7 +377,7 @@ class RayExecutor:
 
     def _stop_ray(self) -> None:
         if self._owns_ray:
-            _import_ray().shutdown()
+            import_ray().shutdown()
             self._owns_ray = False
             self._local = False
 
@@ -461,7 +439,7 @@ class RayExecutor:
                         return
                     continue
                 if ray is None:
-                    ray = _import_ray()
+                    ray = import_ray()
                     self.start()
                     load = [0] * len(self.actors)
                 while queue:
@@ -497,7 +475,7 @@ class RayExecutor:
                     self._check_placement(ray)
                     # In slices of a second: a Ctrl-C is then acted on promptly even while no
                     # batch returns (actors waiting for resources, a hung node).
-                    with _sigint_as_keyboard_interrupt():
+                    with sigint_as_keyboard_interrupt():
                         ready, _ = ray.wait(
                             [*inflight, *self._pings], num_returns=1, timeout=WAIT_SLICE_S
                         )
@@ -520,7 +498,7 @@ class RayExecutor:
                     # No batch is to blame and every retry would fail the same way.
                     raise InputError(
                         "a Ray worker could not start: "
-                        f"{_last_line(outcome)}; faithgate and every metric's module must be "
+                        f"{last_line(outcome)}; faithgate and every metric's module must be "
                         "importable on each node (runtime_env, docs/scale-out.md)"
                     )
                 if not (
@@ -559,13 +537,13 @@ class RayExecutor:
     def _cost(self, failures: int) -> int:
         """A task's share of its worker's queue: a whole queue for an example on its last
         try (it runs alone on an idle worker), else one of ``IN_FLIGHT`` places."""
-        return IN_FLIGHT if failures > self.settings.max_retries else 1
+        return IN_FLIGHT if failures > self.options.max_retries else 1
 
     @staticmethod
     def _fetch(ray: Any, ref: Any) -> Any:
         """A finished task's result, or the ``RayError`` it failed with."""
         try:
-            with _sigint_as_keyboard_interrupt():
+            with sigint_as_keyboard_interrupt():
                 return ray.get(ref)
         except ray.exceptions.RayError as exc:
             return exc
@@ -606,7 +584,7 @@ class RayExecutor:
         examples = list(examples)
         if todo is None:
             todo = {m: range(len(examples)) for m in self.recipe.metric_names}
-        batches = source_batches(examples, todo, self.settings.batch_size) if examples else []
+        batches = source_batches(examples, todo, self.options.batch_size) if examples else []
         return _Chunk(
             examples=examples,
             wanted={m: set(idx) for m, idx in todo.items()},
@@ -627,9 +605,9 @@ class RayExecutor:
         up to ``max_retries`` times; then try each of its examples once alone; an example
         that fails alone too is marked failed with the reason."""
         chunk, idx = task.chunk, task.idx
-        reason = _failure(exc)
+        reason = failure_line(exc)
         failures = task.failures + 1
-        if failures <= self.settings.max_retries:
+        if failures <= self.options.max_retries:
             log.warning("a Ray batch of %d failed (%s); retrying", len(idx), reason)
             self.stats["retries"] += 1
             queue.appendleft((chunk, idx, failures))
@@ -682,167 +660,3 @@ class _Chunk:
     results: list[dict[str, Score]]
     batches: list[list[int]]
     pending: int
-
-
-def _failure(exc: BaseException) -> str:
-    """``Type: message`` of why a Ray task failed, as one escaped line (it quotes a worker's
-    exception, and it is logged): for an exception raised in the task (``RayTaskError``), the
-    underlying exception's, not Ray's header line (``ray::ScoringWorker.score() (pid=...)``,
-    with terminal colour codes); else Ray's own first line (``ActorDiedError: The actor died
-    unexpectedly ...``)."""
-    cause = getattr(exc, "cause", None)
-    if isinstance(cause, BaseException):  # as the scorer words a metric's exception locally
-        return exception_line(cause)
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
-    first = text.splitlines()[0].strip() if text else ""
-    return safe_line(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
-
-
-def _last_line(exc: BaseException) -> str:
-    """The last line of an error from a worker (its traceback ends with the exception),
-    without terminal colour codes."""
-    lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()]
-    lines = [ln for ln in lines if ln]
-    return lines[-1] if lines else type(exc).__name__
-
-
-def _room(resources: Mapping[str, float], num_cpus: float, num_gpus: float, n: int) -> int:
-    """How many workers of ``num_cpus`` CPUs and ``num_gpus`` GPUs fit in ``resources`` (at
-    most ``n``, which is also the answer when a worker asks for nothing)."""
-    room = int(resources.get("CPU", 0) // num_cpus) if num_cpus else n
-    if num_gpus:
-        room = min(room, int(resources.get("GPU", 0) // num_gpus))
-    return min(room, n)
-
-
-@dataclass(frozen=True)
-class _Connection:
-    """Where ``ray.init(address=...)`` will go: ``kind`` is ``"local"`` (it starts a Ray),
-    ``"gcs"`` (a cluster's GCS), ``"client"`` (a Ray Client server, ``ray://``) or
-    ``"unknown"`` (left to Ray); ``endpoint`` the ``host:port`` it opens, ``name`` how an
-    error names the cluster."""
-
-    kind: str
-    endpoint: str | None
-    name: str
-
-
-def _connection(address: str | None) -> _Connection:
-    """Resolve ``address`` as ``ray.init`` will: ``$RAY_ADDRESS`` for none or ``"auto"``, then
-    the cluster last started with ``ray start`` on this machine; none found (or ``"local"``): a
-    local Ray. Ray's own resolver is used for GCS addresses (it maps ``localhost`` to the node's
-    address as ``ray.init`` does); where it is not available the probe is skipped."""
-    name = address
-    env = os.environ.get("RAY_ADDRESS")
-    if address in (None, "auto") and env:
-        address, name = env, f"{env} ($RAY_ADDRESS)"
-    if address is not None and "://" in address:
-        scheme, _, rest = address.partition("://")
-        host_port = rest.split("/")[0]
-        if scheme != "ray" or not host_port:
-            return _Connection("unknown", None, str(name))
-        if not _split_endpoint(host_port):
-            host_port = f"{host_port}:{RAY_CLIENT_PORT}"
-        return _Connection("client", host_port, str(name))
-    try:
-        from ray._private.services import canonicalize_bootstrap_address
-
-        endpoint = canonicalize_bootstrap_address(address)
-    except ConnectionError as exc:  # "auto" and no cluster running: Ray's own one line
-        raise InputError(
-            f"cannot connect to the Ray cluster at {name}: {str(exc).splitlines()[0]}"
-        ) from None
-    except Exception:  # noqa: BLE001 - a malformed address (ray.init says so), a newer Ray
-        return _Connection("unknown", None, str(name))
-    if endpoint is None:
-        return _Connection("local", None, "a local Ray")
-    if address is None:
-        name = f"{endpoint} (the cluster last started with `ray start` here; `ray stop` forgets it)"
-    return _Connection("gcs", endpoint, str(name))
-
-
-def _split_endpoint(endpoint: str) -> tuple[str, int] | None:
-    host, sep, port = endpoint.rpartition(":")
-    host = host.strip("[]")  # [::1]:6379
-    if not sep or not host or not port.isdigit():
-        return None
-    return host, int(port)
-
-
-def _unreachable(endpoint: str, timeout: float) -> str | None:
-    """Why ``endpoint`` (``host:port``) takes no TCP connection, or ``None`` when it does (or
-    is not a ``host:port``: ``ray.init`` then says what is wrong). The host name is resolved
-    in a thread, so a resolver that does not answer costs ``timeout`` too, not minutes."""
-    split = _split_endpoint(endpoint)
-    if split is None:
-        return None
-    host, port = split
-    found: dict[str, Any] = {}
-
-    def lookup() -> None:
-        try:
-            found["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            found["error"] = exc
-
-    resolver = threading.Thread(target=lookup, name="faithgate-ray-probe", daemon=True)
-    resolver.start()
-    resolver.join(timeout)
-    if resolver.is_alive():
-        return f"the host name {host!r} did not resolve within {timeout:g} s"
-    if "error" in found:
-        return f"unknown host {host!r} ({found['error'].strerror or found['error']})"
-    last: OSError | None = None
-    for family, kind, proto, _, sockaddr in found["infos"]:
-        try:
-            with socket.socket(family, kind, proto) as sock:
-                sock.settimeout(timeout)
-                sock.connect(sockaddr)
-            return None
-        except OSError as exc:
-            last = exc
-    if isinstance(last, ConnectionRefusedError):
-        return "connection refused (nothing listens on that port)"
-    if isinstance(last, TimeoutError):
-        return f"no answer within {timeout:g} s"
-    return f"no connection ({last.strerror if last and last.strerror else last})"
-
-
-@contextlib.contextmanager
-def _env_default(name: str, value: str, when: bool) -> Iterator[None]:
-    """Set the environment variable ``name`` for the block, if ``when`` and the user has not
-    set it; then remove it again."""
-    if not when or name in os.environ:
-        yield
-        return
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        os.environ.pop(name, None)
-
-
-@contextlib.contextmanager
-def _sigint_as_keyboard_interrupt() -> Iterator[None]:
-    """Around Ray's blocking calls (``ray.wait``, ``ray.get``): Ray turns a Ctrl-C that
-    arrives while it blocks into an interruption only when the SIGINT handler raises
-    ``KeyboardInterrupt``; any other exception (the CLI's ``Interrupted``) is swallowed inside
-    Ray's signal check and the Ctrl-C is lost. So for the call SIGINT raises
-    ``KeyboardInterrupt``, and when it does, the caller's own handler is run afterwards (the
-    CLI's then raises ``Interrupted``: one line, exit 130)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if not callable(previous) or previous is signal.default_int_handler:
-        yield  # Python's default (KeyboardInterrupt already), SIG_IGN or SIG_DFL
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, previous)
-        previous(signal.SIGINT, None)  # the caller's interruption (raises)
-        raise
-    finally:
-        signal.signal(signal.SIGINT, previous)

