@@ -107,6 +107,8 @@ class MiniCheck(Metric):
     description = "MiniCheck: max over document chunks of a checker's p(supported) per claim"
     version = "1"
     bounds = (0.0, 1.0)
+    scale = "{aggregate} over the claims of the best source chunk's support probability, 0..1"
+    sentence_value = "support probability of the claim by the best source chunk (0..1)"
     roles = {"nli": "pair-classifier", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {
         "form": "auto",

@@ -385,6 +385,8 @@ class EntailS2S(_NLIMetric):
     name = "entail_s2s"
     bounds = (0.0, 1.0)  # aggregates of probabilities
     description = "NLI: mean over summary sentences of the max entailment by one source sentence"
+    scale = "mean entailment probability of the summary sentences, 0..1"
+    sentence_value = "entailment probability by the best source sentence (0..1)"
 
     def plan(self, ex, source, summary, engine, ctx):  # type: ignore[override]
         premises = [list(source) for _ in summary]
@@ -406,6 +408,8 @@ class EntailD2S(_NLIMetric):
     name = "entail_d2s"
     bounds = (0.0, 1.0)
     description = "NLI: mean over summary sentences of the entailment by the (windowed) source"
+    scale = "mean entailment probability of the summary sentences by the source, 0..1"
+    sentence_value = "entailment probability by the (windowed) source (0..1)"
     defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "overlap": 1}
 
     def validate_settings(self) -> None:
@@ -458,6 +462,8 @@ class EntailTopK(_NLIMetric):
     description = (
         "NLI: mean entailment of each summary sentence by its k most similar source sentences"
     )
+    scale = "mean entailment probability by the top-k most similar source sentences, 0..1"
+    sentence_value = "entailment probability by its top-k source sentences (0..1)"
     roles = {"nli": "pair-classifier", "embedder": "text-encoder", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "k": 3}
     # 3: a hub embedder is pooled as its 1_Pooling says (it was always mean pooling), which
@@ -519,6 +525,8 @@ class SummaCZS(_NLIMetric):
     name = "summac_zs"
     bounds = (-1.0, 1.0)  # aggregates of p_e - p_c
     description = "SummaC-ZS: mean over summary sentences of max over source chunks of p_e - p_c"
+    scale = "mean of max(p_entail - p_contradict) over source chunks, -1..1"
+    sentence_value = "p_entail - p_contradict by the best source chunk (-1..1)"
     defaults: ClassVar[dict[str, Any]] = {**_NLIMetric.defaults, "chunk_sentences": 1}
     aggregates = ("mean", "min")  # p_e - p_c is not a probability: no product
 

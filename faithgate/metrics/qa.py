@@ -533,6 +533,8 @@ class QGQA(_QAMetric):
 
     name = "qgqa"
     description = "QA-based: F1 of source vs summary answers to questions about the summary"
+    scale = "mean answer F1 (source vs summary answers to questions about the summary), 0..1"
+    sentence_value = "mean answer F1 of the questions about the sentence (0..1)"
 
     def compare(self, q: Question) -> float:
         return answer_f1(q.source_answer, q.summary_answer) if q.source_answer else 0.0
@@ -545,6 +547,8 @@ class FEQA(_QAMetric):
 
     name = "feqa"
     description = "QA-based: F1 of source answers vs the masked summary spans (FEQA)"
+    scale = "mean answer F1 of the masked summary spans answered from the source, 0..1"
+    sentence_value = "mean answer F1 of the sentence's spans (0..1)"
 
     def compare(self, q: Question) -> float:
         return answer_f1(q.source_answer, q.span) if q.source_answer else 0.0

@@ -358,6 +358,8 @@ class Frames(_StructureMetric):
         "predicate-argument frames (who/what/when/...) of the summary matched in the source"
     )
     defaults = {"sim": "cosine", "component": "f1"}
+    scale = "share of summary predicate frames matched in the source, 0..1"
+    sentence_value = "mean match of the sentence's frames (0..1; - = no frame)"
 
     @classmethod
     def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
@@ -450,6 +452,8 @@ class Triples(_StructureMetric):
     name = "triples"
     description = "(subject, relation, object) triples of the summary matched in the source"
     defaults = {"sim": "cosine"}
+    scale = "share of summary (subject, relation, object) triples matched in the source, 0..1"
+    sentence_value = "mean match of the sentence's triples (0..1; - = no triple)"
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)

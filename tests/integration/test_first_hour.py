@@ -351,12 +351,11 @@ def test_score_says_a_directory_is_a_directory(score_files, option):
 
 def test_harim_plus_sentence_column_is_labelled_as_a_different_quantity():
     from faithgate.metrics.base import get_metric
-    from faithgate.metrics.reading import how_to_read
 
-    scale, sentence = how_to_read(get_metric("harim_plus"))
+    scale, sentence = get_metric("harim_plus").how_to_read()
     assert "7 HaRiM" in scale
     assert sentence.startswith("mean log p(token | source)") and "not the headline" in sentence
-    scale, sentence = how_to_read(get_metric("bertscore", component="f1"))
+    scale, sentence = get_metric("bertscore", component="f1").how_to_read()
     assert scale.startswith("BERTScore f1")
 
 
