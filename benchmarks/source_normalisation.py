@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from faithgate.likelihood import LikelihoodEngine, finite_mean
+from faithgate.engines.likelihood import LikelihoodEngine, finite_mean
 from faithgate.scorer import Scorer
 
 

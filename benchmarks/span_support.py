@@ -339,7 +339,7 @@ def paraphrase(summary: str, rng: random.Random, spacy_model: str | None) -> str
     """A faithful rewording of ``summary`` of the kinds summarizers make, so that positives are
     not all copies: a verb replaced by a synonym (``data/synonyms.json``, same inflection),
     a full person name shortened to the surname, a pronoun replaced by its antecedent."""
-    from faithgate.metrics._spans import resolve_pronoun
+    from faithgate.engines.spans import resolve_pronoun
     from faithgate.perturb import _synonym_groups, _verb_form
     from faithgate.text import parse
 

@@ -157,7 +157,7 @@ class PairClassifier(RoleModel):
     def predict_proba(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
         """Softmax probabilities, shape (n, len(labels)). Premises are truncated to fit; a
         hypothesis alone longer than the window is cut too, and the model never sees its end:
-        callers that must judge all of it split it first (``faithgate.metrics.nli`` does)."""
+        callers that must judge all of it split it first (``faithgate.engines.nli`` does)."""
 
     @property
     def eos_text(self) -> str:
@@ -187,7 +187,7 @@ class LanguageModel(RoleModel):
     """Teacher-forced scoring of targets (decoder-only or encoder-decoder).
 
     Two levels. ``target_logprobs`` is the string-level convenience (QA answer selection).
-    The token-level methods below are what the likelihood engine (``faithgate.likelihood``)
+    The token-level methods below are what the likelihood engine (``faithgate.engines.likelihood``)
     plans its passes with; they take *already tokenized* id sequences so the engine owns
     templates, tokenization and context cutting, and every backend scores the same ids.
 

@@ -2,7 +2,7 @@
 
 Notation (X source, Y = y_1..y_m summary, teacher-forced token probabilities):
 p_s2s(y_i) = p(y_i | y_<i; X), p_lm(y_i) = p(y_i | y_<i; {}), p_pref(y_i) = p(y_i | y_<i; [Y, X]),
-p_s2s(x_i) = p(x_i | x_<i; Y), p_lm(x_i) = p(x_i | x_<i). See ``faithgate.likelihood`` for the
+p_s2s(x_i) = p(x_i | x_<i; Y), p_lm(x_i) = p(x_i | x_<i). See ``faithgate.engines.likelihood`` for the
 passes that produce them; five metrics over one batch run each distinct pass once.
 
 All values are oriented higher = more faithful. The scorer model follows the ``model``
@@ -21,8 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from faithgate import text as textmod
-from faithgate.errors import InputError, ModelNotFoundError
-from faithgate.likelihood import (
+from faithgate.engines.likelihood import (
     CUT_POLICIES,
     ROLE_TASKS,
     LikelihoodConfig,
@@ -31,6 +30,7 @@ from faithgate.likelihood import (
     engine_for,
     pairs_of,
 )
+from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.numbers import is_finite_number
 from faithgate.types import Example, Score, SentenceScore
@@ -72,7 +72,7 @@ _LOGP = "mean log p(token | source) of the sentence's tokens (<= 0; 0 = certain)
 
 def context_cut_text(context: Mapping[str, Any]) -> str:
     """What the model read of a source and summary too long for its window
-    (``details["context"]``, faithgate.likelihood), in words."""
+    (``details["context"]``, faithgate.engines.likelihood), in words."""
     window = f"{context.get('window')}-token window"
     if context.get("policy") == "select" and context.get("sentences"):
         text = (

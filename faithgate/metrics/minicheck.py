@@ -33,9 +33,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from faithgate.engines.nli import entailment_index
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, register
-from faithgate.metrics.nli import combine_sentences, entailment_index
+from faithgate.metrics.nli import combine_sentences
 from faithgate.text import split_sentences
 from faithgate.types import Example, Score, SentenceScore
 

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from faithgate import text as textmod
+from faithgate.engines.spans import SimilarityCache, f1_matrix, resolve_pronoun
 from faithgate.errors import InputError
-from faithgate.metrics._spans import SimilarityCache, f1_matrix, resolve_pronoun
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.types import Example, Score, SentenceScore
 

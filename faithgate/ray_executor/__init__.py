@@ -5,7 +5,7 @@ Each actor builds its own ``Scorer`` from the picklable ``ScorerRecipe`` on its 
 and keeps it for the run. The driver
 
 - cuts the examples into batches of ``batch_size`` that keep the summaries of one source
-  together, so document-prefix caching (``faithgate.likelihood``) applies inside a batch;
+  together, so document-prefix caching (``faithgate.engines.likelihood``) applies inside a batch;
 - streams them: at most ``IN_FLIGHT`` batches per actor are submitted at a time, so the
   object store holds only what is being scored; ``score_stream`` takes the examples as a lazy
   stream of chunks (the driver-side cache feeds it chunk by chunk) and pulls the next chunk

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from faithgate.engines.likelihood import LikelihoodConfig, LikelihoodEngine
 from faithgate.errors import InputError
-from faithgate.likelihood import LikelihoodConfig, LikelihoodEngine
 from faithgate.models import resolve
 from faithgate.scorer import Scorer
 from faithgate.types import Example

@@ -231,7 +231,7 @@ def test_a_quantized_minicheck_export_scores_without_torch(minicheck_models, tmp
 
 
 def test_fever_heads_read_with_the_supported_label():
-    from faithgate.metrics.nli import contradiction_index, entailment_index
+    from faithgate.engines.nli import contradiction_index, entailment_index
 
     labels = ["supports", "refutes", "not enough info"]
     with pytest.raises(ConfigError, match="nli.supported_label"):

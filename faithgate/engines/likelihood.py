@@ -52,6 +52,7 @@ import numpy as np
 
 from faithgate import text as textmod
 from faithgate.backends.base import LanguageModel
+from faithgate.engines.context import EngineContext
 from faithgate.errors import InputError
 
 QUANTITIES = ("y_s2s", "y_lm", "y_pref", "x_s2s", "x_lm")
@@ -443,7 +444,7 @@ class LikelihoodEngine:
         self.stats["passes"] += passes
 
 
-def engine_for(ctx: Any, config: LikelihoodConfig) -> LikelihoodEngine:
+def engine_for(ctx: EngineContext, config: LikelihoodConfig) -> LikelihoodEngine:
     """The run's shared engine for ``config`` (one per scoring context and config)."""
 
     def factory() -> LikelihoodEngine:

@@ -1,5 +1,4 @@
-"""Span helpers shared by the QA and structure metrics (not a metric module: the leading
-underscore keeps it out of metric discovery).
+"""Span helpers shared by the QA engine and the structure metrics.
 
 - ``answer_f1``: SQuAD answer F1 (Rajpurkar et al., 2016): lower case, punctuation (but a "."
   or "," between digits) and articles dropped, bag-of-tokens F1.
