@@ -89,8 +89,8 @@ def test_rules_must_be_a_known_revision() -> None:
 
 
 def test_the_shipped_synth_recipe_keeps_its_hash() -> None:
+    from faithgate.training.recipe import TrainConfig
     from faithgate.training.synth import SynthConfig
-    from faithgate.training.train import TrainConfig
 
     assert "perturb_rules" not in SynthConfig().recipe()
     assert SynthConfig(perturb_rules=2).recipe()["perturb_rules"] == 2
