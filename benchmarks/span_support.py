@@ -578,7 +578,7 @@ def cmd_fit(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from faithgate.evaluation.bench import limit_examples
+    from faithgate.evaluation.bench.files import limit_examples
     from faithgate.evaluation.meta import evaluate, items_from_examples
     from faithgate.io import load_examples
 
