@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate import models
-from faithgate.backends.quantize import Triple
+from faithgate.backends.quantize.parity import Triple
 from faithgate.errors import FaithgateError, InputError
 from faithgate.escape import printable, safe_line
 from faithgate.paths import refuse_dir_over_inputs
