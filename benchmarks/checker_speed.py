@@ -109,12 +109,8 @@ def export_forms(
         load_manifest,
         quantization_feeds,
     )
-    from faithgate.backends.quantize import (
-        Tolerance,
-        load_calibration,
-        quantize_file,
-        quantized_file_name,
-    )
+    from faithgate.backends.quantize.modes import quantize_file, quantized_file_name
+    from faithgate.backends.quantize.parity import Tolerance, load_calibration
 
     out: dict[str, dict[str, str]] = {form: {} for form in forms}
     for role, given in roles.items():

@@ -31,7 +31,8 @@ import numpy as np
 
 from faithgate.atomic import atomic_write_text
 from faithgate.cache import ScoreCache
-from faithgate.evaluation.bench import apply_combination, default_cache_path
+from faithgate.evaluation.bench.combination import apply_combination
+from faithgate.evaluation.bench.scoring import default_cache_path
 from faithgate.evaluation.meta import consistency, dedupe, items_from_examples, pairs, roc_auc
 from faithgate.io import load_examples
 from faithgate.metrics.combined import COMBINATION_FORMAT

@@ -56,7 +56,7 @@ def extract(path: Path, limit: int, out: Path, model: str | None) -> None:
     from faithgate import models
     from faithgate.backends.onnx_backend import OnnxBackend
     from faithgate.engines.likelihood import LikelihoodConfig, LikelihoodEngine
-    from faithgate.evaluation.bench import limit_examples
+    from faithgate.evaluation.bench.files import limit_examples
     from faithgate.perturb import perturb
     from faithgate.types import Example
 

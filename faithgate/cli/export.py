@@ -119,7 +119,7 @@ def export_command(
 ) -> None:
     """Export ROLE's model to ONNX for the torch-free runtime (``faithgate[runtime]``)."""
     from faithgate.backends.export import check_device, check_opset, export_model
-    from faithgate.backends.quantize import Tolerance, load_calibration
+    from faithgate.backends.quantize.parity import Tolerance, load_calibration
 
     if calibration_pairs < 1:
         raise InputError("--calibration-pairs must be at least 1")

@@ -104,7 +104,7 @@ def _refuse_existing(target: Path) -> None:
 def _calibrate(labelled: str, metrics: list[str], backend: str) -> dict[str, Any]:
     """``faithgate calibrate``'s threshold (balanced accuracy) for each metric on the labelled
     file, with its provenance."""
-    from faithgate.evaluation.bench import Bench
+    from faithgate.evaluation.bench.scoring import Bench
     from faithgate.evaluation.calibrate import MIN_PER_CLASS, calibrate, distinct_rows
     from faithgate.io import load_examples
 

@@ -161,7 +161,7 @@ def test_combined_metric(tmp_path):
         "coef": [1.5, -0.5],
         "intercept": 0.1,
     }
-    from faithgate.evaluation.bench import COMBINATION_FORMAT
+    from faithgate.metrics.combined import COMBINATION_FORMAT
 
     weights["format"] = COMBINATION_FORMAT
     path = tmp_path / "w.json"

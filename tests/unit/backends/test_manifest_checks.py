@@ -355,7 +355,7 @@ def test_export_model_device_cuda_without_a_gpu_fails_before_loading(tmp_path, m
 
 
 def test_the_readme_role_table_lists_autos_cpu_candidates():
-    from faithgate.backends.quantize import auto_candidates
+    from faithgate.backends.quantize.modes import auto_candidates
 
     tasks = {
         "embedder": "text-encoder",

@@ -38,7 +38,7 @@ from faithgate.backends.export import (  # noqa: E402
     probe_scores,
 )
 from faithgate.backends.onnx_backend import OnnxBackend  # noqa: E402
-from faithgate.backends.quantize import Tolerance  # noqa: E402
+from faithgate.backends.quantize.parity import Tolerance  # noqa: E402
 from faithgate.backends.torch_backend import TorchBackend  # noqa: E402
 from faithgate.errors import BackendError, ConfigError, InputError, ModelFileError  # noqa: E402
 
@@ -397,7 +397,7 @@ def test_cli_export(tiny, tmp_path):
 def test_cli_quantize_choices_are_the_library_modes():
     """The CLI lists its --quantize choices literally (importing quantize would load numpy at
     every `faithgate` start); they must be the library's names, the ``fp32`` alias aside."""
-    from faithgate.backends.quantize import QUANTIZATIONS
+    from faithgate.backends.quantize.modes import QUANTIZATIONS
     from faithgate.cli.export import export_command
 
     option = next(p for p in export_command.params if p.name == "quantize")
@@ -606,7 +606,7 @@ def test_w8a8_lm_smooths_and_quantizes_every_linear_layer(tiny, tmp_path):
     MatMulInteger on per-token uint8 activations, smoothed with scales measured on the
     built-in sentences (not the parity sample); the tied head stays a float MatMul."""
     onnx = pytest.importorskip("onnx")
-    from faithgate.backends.quantize import BUILTIN_CALIBRATION
+    from faithgate.backends.quantize.parity import BUILTIN_CALIBRATION
 
     manifest = export_model(
         models.resolve("lm", str(tiny["llama"])), out=tmp_path / "q", quantize="w8a8"
@@ -634,7 +634,7 @@ def test_w8a8_matmul_matches_fp32_within_int8_rounding(tmp_path):
     from onnx import TensorProto, helper, numpy_helper
 
     from faithgate.backends import onnx_backend
-    from faithgate.backends.quantize import quantize_w8a8
+    from faithgate.backends.quantize.smoothquant import quantize_w8a8
 
     rng = np.random.default_rng(0)
     w = rng.normal(size=(16, 8)).astype(np.float32)
@@ -808,7 +808,7 @@ def test_w8a32_ctx8_fills_the_cache_in_int8_and_scores_in_fp32(tiny, tmp_path, m
     one. Scores stay close to the w8a32 form's; other tasks refuse the mode."""
     onnx = pytest.importorskip("onnx")
     from faithgate.backends import expand, onnx_session
-    from faithgate.backends.quantize import BUILTIN_CALIBRATION
+    from faithgate.backends.quantize.parity import BUILTIN_CALIBRATION
 
     manifest = export_model(
         models.resolve("lm", str(tiny["llama"])), out=tmp_path / "ctx", quantize="w8a32-ctx8"
@@ -977,13 +977,13 @@ def _external_data_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     import onnx
 
     from faithgate.backends import export as export_module
-    from faithgate.backends import quantize as quantize_module
+    from faithgate.backends.quantize import forms, smoothquant
 
     def save(model, dst: Path) -> None:
         onnx.save(model, str(dst), save_as_external_data=True, location=dst.name + "_data")
 
-    monkeypatch.setattr(quantize_module, "save_onnx", save)
-    monkeypatch.setattr(export_module, "save_onnx", save)
+    for writer in (forms, smoothquant, export_module):
+        monkeypatch.setattr(writer, "save_onnx", save)
 
 
 def test_external_data_files_are_counted_and_never_orphaned(tiny, tmp_path, monkeypatch):
@@ -1082,7 +1082,7 @@ def test_quantized_gather_matches_its_dequantized_table(tmp_path, bits, monkeypa
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from faithgate.backends import quantize as q
+    from faithgate.backends.quantize import forms as q
 
     rng = np.random.default_rng(0)
     table = rng.normal(size=(300, 64)).astype(np.float32)
@@ -1142,7 +1142,7 @@ def test_cli_w8_nli_export_quantizes_the_embeddings(tiny, tmp_path, monkeypatch)
     import onnx
     from click.testing import CliRunner
 
-    from faithgate.backends import quantize as q
+    from faithgate.backends.quantize import forms as q
     from faithgate.cli import cli
 
     monkeypatch.setattr(q, "MIN_GATHER_ELEMENTS", 1024)  # the tiny tables are small
@@ -1411,7 +1411,7 @@ def _bump_rows(**edited: object) -> str:
 
 
 def test_a_malformed_calibration_file_is_an_input_error_naming_the_line(tmp_path, tiny):
-    from faithgate.backends.quantize import load_calibration
+    from faithgate.backends.quantize.parity import load_calibration
 
     path = tmp_path / "calib.jsonl"
     cases = {

@@ -50,7 +50,7 @@ def _static_int8_file(tmp_path):
     """A float MatMul quantized as ``int8-static`` exports are (``quantize_static_int8``: QDQ,
     int8 activations and per-channel int8 weights), and inputs on which the fused uint8 x int8
     kernel saturates on a CPU without VNNI (column 0's weights all large and positive)."""
-    from faithgate.backends.quantize import quantize_static_int8
+    from faithgate.backends.quantize.forms import quantize_static_int8
 
     rng = np.random.default_rng(0)
     k, n = 256, 64

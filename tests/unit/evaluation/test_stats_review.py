@@ -16,7 +16,8 @@ from gate_fakes import NAME
 from faithgate.cli import cli
 from faithgate.config import load_config
 from faithgate.errors import InputError
-from faithgate.evaluation.bench import compare_metrics, markdown_report
+from faithgate.evaluation.bench.comparisons import compare_metrics
+from faithgate.evaluation.bench.report import markdown_report
 from faithgate.evaluation.calibrate import calibrate, write_calibration
 from faithgate.evaluation.meta import Item, evaluate, evaluate_group, roc_auc
 

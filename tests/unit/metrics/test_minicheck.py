@@ -44,7 +44,7 @@ def minicheck_exports(minicheck_models, tmp_path_factory) -> dict[str, Path]:
     pytest.importorskip("onnxruntime")
     from faithgate import models
     from faithgate.backends.export import export_model
-    from faithgate.backends.quantize import Tolerance, load_calibration
+    from faithgate.backends.quantize.parity import Tolerance, load_calibration
 
     root = tmp_path_factory.mktemp("minicheck-onnx")
     few = load_calibration(None)[:4]  # the fp32 gate on a few pairs: the test compares all
@@ -207,7 +207,7 @@ def test_a_quantized_minicheck_export_scores_without_torch(minicheck_models, tmp
     pytest.importorskip("onnxruntime")
     from faithgate import models
     from faithgate.backends.export import export_model
-    from faithgate.backends.quantize import load_calibration
+    from faithgate.backends.quantize.parity import load_calibration
 
     spec = models.resolve("nli", str(minicheck_models["roberta"]))
     manifest = export_model(
