@@ -10,7 +10,6 @@ rules (``faithgate.rules``) build it and the gate (``faithgate.gate``) runs them
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -20,13 +19,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, Strict, TypeAdapter
+from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, Strict
 from pydantic_core import ErrorDetails
 
 from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
 from faithgate.numbers import is_finite_number, mean_of
-from faithgate.schema import ValidationError, expect, first_error, item, none_as_empty
+from faithgate.schema import ValidationError, adapter, expect, first_error, item, none_as_empty
 from faithgate.types import json_safe
 from faithgate.userjson import parse_json
 
@@ -233,7 +232,7 @@ def _example_defaults(data: Any) -> Any:
     """An example read back: its ``message`` checked, its summary empty when absent."""
     if not isinstance(data, Mapping):
         return data
-    _written_schema().validate_python(data)
+    adapter(_Written).validate_python(data)
     return {"summary": "", **data}
 
 
@@ -371,7 +370,7 @@ class GateResult:
             raise InputError("not a faithgate result (expected keys 'metrics' and 'examples')")
         defaults = {"passed": False, "settings_hashes": {}, "thresholds": {}, "rules": []}
         try:
-            result = _result_schema().validate_python({**defaults, **data})
+            result = adapter(GateResult).validate_python({**defaults, **data})
         except ValidationError as exc:
             raise InputError(_problem(first_error(exc), data)[:200]) from None
         result.settings_hashes = consistent_settings_hashes(result.settings_hashes, result.examples)
@@ -421,16 +420,6 @@ class GateResult:
             return cls.from_dict(data)
         except InputError as exc:
             raise InputError(f"{where}: {exc}") from None
-
-
-@functools.cache
-def _result_schema() -> TypeAdapter[GateResult]:
-    return TypeAdapter(GateResult)
-
-
-@functools.cache
-def _written_schema() -> TypeAdapter[_Written]:
-    return TypeAdapter(_Written)
 
 
 # Bool fields are named in quotes ("example 'a': 'passed' must be ..."), a score's by its metric.

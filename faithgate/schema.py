@@ -11,13 +11,21 @@ stdlib dataclasses as they are, and spaCy, a core dependency, already installs i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import ValidationError, WrapValidator
+from pydantic import TypeAdapter, ValidationError, WrapValidator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-__all__ = ["ValidationError", "expect", "first_error", "none_as_empty"]
+__all__ = ["ValidationError", "adapter", "expect", "first_error", "item", "none_as_empty"]
+
+
+@functools.cache
+def adapter(shape: Any) -> TypeAdapter[Any]:
+    """The validator of ``shape`` (a dataclass or an annotated type), built once when first
+    used: building them all at import would slow every command's start."""
+    return TypeAdapter(shape)
 
 
 def expect(wording: str, *, inside: bool = True) -> WrapValidator:
