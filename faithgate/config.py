@@ -60,12 +60,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tomllib
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainValidator, ValidationInfo
+from pydantic_core import PydanticCustomError
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import ConfigError
@@ -74,6 +75,7 @@ from faithgate.execution import ExecutionSettings
 from faithgate.formats import file_report_kinds
 from faithgate.numbers import is_finite_number
 from faithgate.paths import input_mode, refuse_not_a_file
+from faithgate.schema import ValidationError, adapter, first_error
 from faithgate.scorer import DEFAULT_METRICS
 from faithgate.userjson import parse_problem
 
@@ -94,13 +96,13 @@ class PairConsistencyRule:
     all selected). ``per_error_type`` adds one rule per error type with the same ``min_rate``.
     """
 
-    min_rate: float = 1.0
-    per_error_type: bool = False
-    generate: bool = False
-    types: tuple[str, ...] | None = None
-    seed: int = 0
-    per_example: int = 3
-    metrics: tuple[str, ...] | None = None
+    min_rate: Annotated[float, _check("rate")] = 1.0
+    per_error_type: Annotated[bool, _check("boolean")] = False
+    generate: Annotated[bool, _check("boolean")] = False
+    types: Annotated[tuple[str, ...] | None, _check("string_list")] = None
+    seed: Annotated[int, _check("integer")] = 0
+    per_example: Annotated[int, _check("integer", 1)] = 3
+    metrics: Annotated[tuple[str, ...] | None, _check("string_list")] = None
 
 
 # The most bootstrap resamples ``rules.regression.resamples`` takes (documented in docs/gate.md).
@@ -120,17 +122,19 @@ class RegressionRule:
     the baseline output is then the trusted member of a minimal pair, the setting in which the
     metrics separate (BUMP consistency), unlike a threshold shared by every article."""
 
-    tolerance: float = 0.01
-    confidence: float = 0.95
-    resamples: int = 2000
-    seed: int = 0
-    metrics: tuple[str, ...] | None = None
+    tolerance: Annotated[float, _check("drop")] = 0.01
+    confidence: Annotated[float, _check("confidence")] = 0.95
+    resamples: Annotated[int, _check("resamples")] = 2000
+    seed: Annotated[int, _check("integer")] = 0
+    metrics: Annotated[tuple[str, ...] | None, _check("string_list")] = None
     # A first run has no baseline yet: by default the rule is skipped with a warning (like a
     # snapshot tool's first run); ``true`` makes a missing baseline file fail the gate (CI that
     # must never run without its reference).
-    require_baseline: bool = False
-    per_example_drop: dict[str, float] = field(default_factory=dict)
-    max_changed_words: int = 6
+    require_baseline: Annotated[bool, _check("boolean")] = False
+    per_example_drop: Annotated[
+        dict[str, Annotated[float, _check("drop")]], BeforeValidator(_every_metric)
+    ] = field(default_factory=dict)
+    max_changed_words: Annotated[int, _check("integer", 1)] = 6
 
 
 @dataclass(frozen=True)
@@ -138,10 +142,21 @@ class Rules:
     """Decision rules of a gate. ``min_pass_rate`` defaults to 1.0: every example must pass
     (be scored by every metric, at or above each configured threshold)."""
 
-    min_pass_rate: float = 1.0
-    min_mean: dict[str, float] = field(default_factory=dict)
-    pair_consistency: PairConsistencyRule | None = None
-    regression: RegressionRule | None = None
+    min_pass_rate: Annotated[float, _check("rate")] = 1.0
+    min_mean: Annotated[
+        dict[str, Annotated[float, _check("number")]], BeforeValidator(_every_metric)
+    ] = field(default_factory=dict)
+    # One number: the minimum rate; ``true``: the rule with its defaults.
+    pair_consistency: Annotated[
+        PairConsistencyRule | None,
+        _check("keys", _fields(PairConsistencyRule)),
+        BeforeValidator(_min_rate_only),
+    ] = None
+    regression: Annotated[
+        RegressionRule | None,
+        _check("keys", _fields(RegressionRule)),
+        BeforeValidator(lambda v: {} if v is True else v),
+    ] = None
 
 
 def per_metric(table: Mapping[str, float], metrics: Sequence[str]) -> dict[str, float]:
@@ -194,23 +209,29 @@ class GateConfig:
     """A parsed gate configuration. Build one with ``load_config`` or ``GateConfig.from_dict``;
     change it with ``override`` (returns a new object)."""
 
-    metrics: tuple[str, ...] = DEFAULT_METRICS
-    backend: str = "auto"
-    outputs: Path | None = None
-    summarizer: str | None = None
-    data: Path | None = None
-    baseline: Path | None = None
-    cache_dir: Path | None = None
-    allow_download: bool = False
-    models: dict[str, str] = field(default_factory=dict)
-    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    metric_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    thresholds: dict[str, float] = field(default_factory=dict)
-    calibration: dict[str, Any] = field(default_factory=dict)
-    rules: Rules = field(default_factory=Rules)
-    reports: Reports = field(default_factory=Reports)
+    metrics: Annotated[tuple[str, ...], _check("metric_list")] = DEFAULT_METRICS
+    backend: Annotated[str, _check("choice", BACKEND_CHOICES)] = "auto"
+    outputs: Annotated[Path | None, _check("path")] = None
+    summarizer: Annotated[str | None, _check("callable_ref")] = None
+    data: Annotated[Path | None, _check("path")] = None
+    baseline: Annotated[Path | None, _check("path")] = None
+    cache_dir: Annotated[Path | None, _check("path")] = None
+    allow_download: Annotated[bool, _check("boolean")] = False
+    models: Annotated[dict[str, Annotated[str, _check("model")]], _check("table")] = field(
+        default_factory=dict
+    )
+    model_options: _Tables = field(default_factory=dict)
+    metric_settings: _Tables = field(default_factory=dict)
+    thresholds: Annotated[dict[str, Annotated[float, _check("number")]], _check("table")] = field(
+        default_factory=dict
+    )
+    calibration: Annotated[dict[str, Any], _check("table")] = field(default_factory=dict)
+    rules: Annotated[Rules, _check("keys", _fields(Rules))] = field(default_factory=Rules)
+    reports: Annotated[Reports, PlainValidator(_reports)] = field(default_factory=Reports)
     # Where scoring runs ([tool.faithgate.execution]; faithgate.execution).
-    execution: ExecutionSettings = field(default_factory=ExecutionSettings)
+    execution: Annotated[ExecutionSettings, _check("execution")] = field(
+        default_factory=ExecutionSettings
+    )
     # Directory relative paths were resolved against, and the file read (None: defaults only).
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
@@ -231,54 +252,11 @@ class GateConfig:
         ``where`` prefixes error messages (e.g. ``"pyproject.toml: tool.faithgate"``).
         """
         root = Path(root) if root is not None else Path.cwd()
-        p = _Parser(where, root)
-        p.check_keys(data, _TOP_KEYS, "")
-        kwargs: dict[str, Any] = {"root": root, "default_metrics": "metrics" not in data}
-        if "metrics" in data:
-            kwargs["metrics"] = p.metric_list(data["metrics"], "metrics")
-        if "backend" in data:
-            kwargs["backend"] = p.choice(data["backend"], "backend", BACKEND_CHOICES)
-        for key in ("outputs", "data", "baseline", "cache_dir"):
-            if key in data:
-                kwargs[key] = p.path(data[key], key)
-        if "summarizer" in data:
-            kwargs["summarizer"] = p.callable_ref(data["summarizer"], "summarizer")
-        if "allow_download" in data:
-            kwargs["allow_download"] = p.boolean(data["allow_download"], "allow_download")
-        if "models" in data:
-            kwargs["models"] = {
-                k: p.model(v, f"models.{k}") for k, v in p.table(data["models"], "models").items()
-            }
-        if "model_options" in data:
-            kwargs["model_options"] = {
-                k: dict(p.table(v, f"model_options.{k}"))
-                for k, v in p.table(data["model_options"], "model_options").items()
-            }
-        if "metric_settings" in data:
-            kwargs["metric_settings"] = {
-                k: dict(p.table(v, f"metric_settings.{k}"))
-                for k, v in p.table(data["metric_settings"], "metric_settings").items()
-            }
-        if "thresholds" in data:
-            kwargs["thresholds"] = {
-                k: p.number(v, f"thresholds.{k}")
-                for k, v in p.table(data["thresholds"], "thresholds").items()
-            }
-        if "calibration" in data:
-            kwargs["calibration"] = dict(p.table(data["calibration"], "calibration"))
-        if "rules" in data:
-            kwargs["rules"] = p.rules(data["rules"])
-        if "reports" in data:
-            reports = p.table(data["reports"], "reports")
-            p.check_keys(reports, REPORT_KINDS, "reports.")
-            kwargs["reports"] = Reports(
-                **{k: p.report_path(v, f"reports.{k}") for k, v in reports.items()}
-            )
-        if "execution" in data:
-            kwargs["execution"] = ExecutionSettings.from_dict(
-                p.table(data["execution"], "execution"), where
-            )
-        config = cls(**kwargs)
+        try:
+            config = adapter(_File).validate_python(data, context=_Parser(where, root))
+        except ValidationError as exc:
+            raise _config_error(exc, where) from None
+        config = dataclasses.replace(config, root=root, default_metrics="metrics" not in data)
         if config.outputs is not None and (config.summarizer, config.data) != (None, None):
             # The outputs file would be gated and the summarizer never run (a project that
             # added summarizer + data and kept its old outputs key gated stale summaries).
@@ -508,18 +486,14 @@ _TOP_KEYS = (
     "reports",
     "execution",
 )
-# The rules' keys and, per rule, its configuration dataclass (``X | None`` fields of ``Rules``):
-# a rule added to ``Rules`` is read by its fields' types (``_Parser.rule_table``).
-_RULE_KEYS = tuple(f.name for f in dataclasses.fields(Rules))
-_RULE_CLASSES = {
-    name: next(t for t in typing.get_args(hint) if dataclasses.is_dataclass(t))
-    for name, hint in typing.get_type_hints(Rules).items()
-    if any(dataclasses.is_dataclass(t) for t in typing.get_args(hint))
-}
 
 
 class _Parser:
-    """Type checks that name the key (``where: key: problem``)."""
+    """The checks of single values: each names its key (``where: key: problem``), or, as a
+    validator of the schema, leaves the key to the error's location (``key`` is None).
+
+    The shapes (which keys a table takes, the type of each) are the annotated fields of the
+    configuration's dataclasses (``faithgate.schema``: pydantic checks them)."""
 
     def __init__(self, where: str, root: Path, lenient: bool = False) -> None:
         self.where = where
@@ -527,32 +501,28 @@ class _Parser:
         # Command-line values arrive as text: only overrides accept numbers written as strings.
         self.lenient = lenient
 
-    def fail(self, key: str, problem: str) -> ConfigError:
+    def fail(self, key: str | None, problem: str) -> Exception:
+        """The error of a check; without ``key``, one the schema names by its location."""
+        if key is None:
+            return PydanticCustomError("config", problem)
         return ConfigError(f"{self.where}: {key}: {problem}")
 
-    def check_keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
-        for key in table:
-            if key not in allowed:
-                raise ConfigError(
-                    f"{self.where}: unknown key {prefix}{key!r}; allowed: {', '.join(allowed)}"
-                )
-
-    def table(self, value: Any, key: str) -> Mapping[str, Any]:
+    def table(self, value: Any, key: str | None) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
             raise self.fail(key, f"expected a table, got {_kind(value)}")
         return value
 
-    def string(self, value: Any, key: str) -> str:
+    def string(self, value: Any, key: str | None) -> str:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(key, f"expected a non-empty string, got {_kind(value)}")
         return value
 
-    def boolean(self, value: Any, key: str) -> bool:
+    def boolean(self, value: Any, key: str | None) -> bool:
         if not isinstance(value, bool):
             raise self.fail(key, f"expected true or false, got {_kind(value)}")
         return value
 
-    def number(self, value: Any, key: str) -> float:
+    def number(self, value: Any, key: str | None) -> float:
         if isinstance(value, str) and self.lenient:
             with contextlib.suppress(ValueError):
                 value = float(value)
@@ -566,29 +536,29 @@ class _Parser:
             raise self.fail(key, f"expected a finite number, got {shown}")
         return float(value)
 
-    def rate(self, value: Any, key: str) -> float:
+    def rate(self, value: Any, key: str | None) -> float:
         x = self.number(value, key)
         if not 0.0 <= x <= 1.0:
             raise self.fail(key, f"expected a number between 0 and 1, got {x:g}")
         return x
 
-    def integer(self, value: Any, key: str, minimum: int = 0) -> int:
+    def integer(self, value: Any, key: str | None, minimum: int = 0) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(key, f"expected an integer, got {_kind(value)}")
         if value < minimum:
             raise self.fail(key, f"expected an integer >= {minimum}, got {value}")
         return value
 
-    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+    def choice(self, value: Any, key: str | None, choices: tuple[str, ...]) -> str:
         if value not in choices:
             raise self.fail(key, f"expected one of {', '.join(choices)}, got {value!r}")
         return value
 
-    def path(self, value: Any, key: str) -> Path:
+    def path(self, value: Any, key: str | None) -> Path:
         path = Path(self.string(value, key)).expanduser()
         return path if path.is_absolute() else self.root / path
 
-    def report_path(self, value: Any, key: str) -> Path:
+    def report_path(self, value: Any, key: str | None) -> Path:
         """A report's path: ``-`` is refused (a report is a file; standard output holds the
         verdict table, and ``-`` was a file named "-"); ``./-`` names that file."""
         if value == "-":
@@ -599,7 +569,7 @@ class _Parser:
             )
         return self.path(value, key)
 
-    def model(self, value: Any, key: str) -> str:
+    def model(self, value: Any, key: str | None) -> str:
         """A model role's hub id (``org/name``, ``org/name@rev``) or local path. A path relative
         to the configuration's directory is made absolute against it, as every path of the file
         is: one that exists there, or one written as a path (``./``, ``../``; a missing one is
@@ -612,21 +582,21 @@ class _Parser:
         written_as_path = text in (".", "..") or text.startswith(("./", "../", ".\\", "..\\"))
         return str(local) if written_as_path or local.exists() else text
 
-    def callable_ref(self, value: Any, key: str) -> str:
+    def callable_ref(self, value: Any, key: str | None) -> str:
         text = self.string(value, key)
         module, sep, attr = text.partition(":")
         if not sep or not module or not attr:
             raise self.fail(key, f"expected 'module:function', got {text!r}")
         return text
 
-    def string_list(self, value: Any, key: str) -> tuple[str, ...]:
+    def string_list(self, value: Any, key: str | None) -> tuple[str, ...]:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list | tuple) or not value:
             raise self.fail(key, f"expected a non-empty list of strings, got {_kind(value)}")
         return tuple(self.string(v, key) for v in value)
 
-    def metric_list(self, value: Any, key: str) -> tuple[str, ...]:
+    def metric_list(self, value: Any, key: str | None) -> tuple[str, ...]:
         names = self.string_list(value, key)
         if len(set(names)) != len(names):
             raise self.fail(key, f"a metric is listed twice: {', '.join(names)}")
@@ -638,122 +608,85 @@ class _Parser:
         # One number: the same minimum for every selected metric ("*" is expanded by the gate).
         return {"*": self.number(value, key)}
 
-    def rules(self, value: Any) -> Rules:
-        table = self.table(value, "rules")
-        self.check_keys(table, _RULE_KEYS, "rules.")
-        kwargs: dict[str, Any] = {}
-        for name in (k for k in _RULE_KEYS if k in table):
-            raw, key = table[name], f"rules.{name}"
-            if name == "min_pass_rate":
-                kwargs[name] = self.rate(raw, key)
-            elif name == "min_mean":
-                kwargs[name] = self.min_mean(raw, key)
-            elif name == "pair_consistency":
-                kwargs[name] = self.pair_rule(raw)
-            elif name == "regression":
-                kwargs[name] = self.regression_rule(raw)
-            else:
-                kwargs[name] = self.rule_table(raw, key, _RULE_CLASSES[name])
-        return Rules(**kwargs)
-
-    def rule_table(self, value: Any, key: str, rule: type) -> Any:
-        """A rule's table read by the types of its dataclass's fields (``true``: the defaults):
-        numbers, integers >= 0, booleans, lists of names and ``{metric: number}`` tables."""
-        if value is True:
-            return rule()
+    def keys(self, value: Any, key: None, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+        """A table of the ``allowed`` keys only (a check of the schema's: named by location)."""
         table = self.table(value, key)
-        hints = typing.get_type_hints(rule)
-        self.check_keys(table, tuple(f.name for f in dataclasses.fields(rule)), f"{key}.")
-        kwargs: dict[str, Any] = {}
-        for name, raw in table.items():
-            kind = _without_none(hints[name])
-            k = f"{key}.{name}"
-            if kind is bool:
-                kwargs[name] = self.boolean(raw, k)
-            elif kind is int:
-                kwargs[name] = self.integer(raw, k)
-            elif kind is float:
-                kwargs[name] = self.number(raw, k)
-            elif typing.get_origin(kind) is dict:
-                kwargs[name] = self.min_mean(raw, k)
-            else:
-                kwargs[name] = self.string_list(raw, k)
-        return rule(**kwargs)
+        for name in table:
+            if name not in allowed:
+                ctx = {"key": name, "allowed": ", ".join(allowed)}
+                raise PydanticCustomError("unknown_key", "unknown key", ctx)
+        return table
 
-    def pair_rule(self, value: Any) -> PairConsistencyRule:
-        key = "rules.pair_consistency"
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return PairConsistencyRule(min_rate=self.rate(value, key))
-        table = self.table(value, key)
-        fields = tuple(f.name for f in dataclasses.fields(PairConsistencyRule))
-        self.check_keys(table, fields, f"{key}.")
-        kwargs: dict[str, Any] = {}
-        for name, raw in table.items():
-            k = f"{key}.{name}"
-            if name == "min_rate":
-                kwargs[name] = self.rate(raw, k)
-            elif name in ("per_error_type", "generate"):
-                kwargs[name] = self.boolean(raw, k)
-            elif name in ("types", "metrics"):
-                kwargs[name] = self.string_list(raw, k)
-            elif name == "seed":
-                kwargs[name] = self.integer(raw, k)
-            elif name == "per_example":
-                kwargs[name] = self.integer(raw, k, minimum=1)
-        return PairConsistencyRule(**kwargs)
+    def drop(self, value: Any, key: str | None) -> float:
+        x = self.number(value, key)
+        if x < 0:
+            raise self.fail(key, f"expected a number >= 0, got {x:g}")
+        return x
 
-    def regression_rule(self, value: Any) -> RegressionRule:
-        key = "rules.regression"
-        if value is True:
-            return RegressionRule()
-        table = self.table(value, key)
-        fields = tuple(f.name for f in dataclasses.fields(RegressionRule))
-        self.check_keys(table, fields, f"{key}.")
-        kwargs: dict[str, Any] = {}
-        for name, raw in table.items():
-            k = f"{key}.{name}"
-            if name == "tolerance":
-                x = self.number(raw, k)
-                if x < 0:
-                    raise self.fail(k, f"expected a number >= 0, got {x:g}")
-                kwargs[name] = x
-            elif name == "confidence":
-                x = self.number(raw, k)
-                if not 0.5 <= x < 1.0:
-                    raise self.fail(k, f"expected a number in [0.5, 1), got {x:g}")
-                kwargs[name] = x
-            elif name == "resamples":
-                n = self.integer(raw, k, minimum=100)
-                # A bootstrap of more resamples than this tells nothing more, and a huge value
-                # failed with a MemoryError after the whole scoring run.
-                if n > MAX_RESAMPLES:
-                    shown = f"{n:,}" if n < 10**15 else "more than 10^15"  # never 400 digits
-                    raise self.fail(k, f"expected an integer <= {MAX_RESAMPLES:,}, got {shown}")
-                kwargs[name] = n
-            elif name == "seed":
-                kwargs[name] = self.integer(raw, k)
-            elif name == "metrics":
-                kwargs[name] = self.string_list(raw, k)
-            elif name == "require_baseline":
-                kwargs[name] = self.boolean(raw, k)
-            elif name == "max_changed_words":
-                kwargs[name] = self.integer(raw, k, minimum=1)
-            elif name == "per_example_drop":
-                entries = raw if isinstance(raw, dict) else {"*": raw}
-                drops = {}
-                for metric, x in entries.items():
-                    drops[metric] = self.number(x, k if metric == "*" else f"{k}.{metric}")
-                    if drops[metric] < 0:
-                        raise self.fail(k, f"expected a number >= 0, got {drops[metric]:g}")
-                kwargs[name] = drops
-        return RegressionRule(**kwargs)
+    def confidence(self, value: Any, key: str | None) -> float:
+        x = self.number(value, key)
+        if not 0.5 <= x < 1.0:
+            raise self.fail(key, f"expected a number in [0.5, 1), got {x:g}")
+        return x
+
+    def resamples(self, value: Any, key: str | None) -> int:
+        n = self.integer(value, key, minimum=100)
+        # A bootstrap of more resamples than this tells nothing more, and a huge value failed
+        # with a MemoryError after the whole scoring run.
+        if n > MAX_RESAMPLES:
+            shown = f"{n:,}" if n < 10**15 else "more than 10^15"  # never 400 digits
+            raise self.fail(key, f"expected an integer <= {MAX_RESAMPLES:,}, got {shown}")
+        return n
+
+    def execution(self, value: Any, key: str | None) -> ExecutionSettings:
+        return ExecutionSettings.from_dict(self.table(value, key), self.where)
 
 
-def _without_none(hint: Any) -> Any:
-    """``X`` of an ``X | None`` annotation; any other annotation as it is."""
-    if isinstance(hint, types.UnionType):
-        return next(t for t in typing.get_args(hint) if t is not type(None))
-    return hint
+def _check(check: str, *args: Any) -> BeforeValidator:
+    """A ``_Parser`` check as a validator of the configuration's schema (the parser is the
+    validation's context); its error is named by the key it lies at (``_config_error``)."""
+    return BeforeValidator(lambda value, info: getattr(info.context, check)(value, None, *args))
+
+
+def _reports(value: Any, info: ValidationInfo) -> Reports:
+    table = info.context.keys(value, None, REPORT_KINDS)
+    return Reports(**adapter(_ReportPaths).validate_python(table, context=info.context))
+
+
+def _min_rate_only(value: Any, info: ValidationInfo) -> Any:
+    """``pair_consistency = 0.9``: the rule with that minimum rate (named as the rule's key)."""
+    if isinstance(value, bool | Mapping):
+        return value
+    return {"min_rate": info.context.rate(value, None)}
+
+
+def _every_metric(value: Any) -> Any:
+    """A number where a table of metric -> number is expected: the same for every metric."""
+    return value if isinstance(value, Mapping) else {"*": value}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+_Tables = Annotated[dict[str, Annotated[dict[str, Any], _check("table")]], _check("table")]
+_ReportPaths = dict[str, Annotated[Path, _check("report_path")]]
+# A configuration table: its keys, then GateConfig's fields (root and the rest are not keys).
+_File = Annotated[GateConfig, _check("keys", _TOP_KEYS)]
+
+
+def _config_error(exc: ValidationError, where: str) -> ConfigError:
+    """The one-line message of a configuration's first error: ``where: key: problem``, the
+    key dotted as written (``"*"``, a number for every metric, left out)."""
+    error = first_error(exc)
+    key = ".".join(str(k) for k in error["loc"] if k != "*")
+    if error["type"] == "unknown_key":
+        ctx = error.get("ctx") or {}
+        prefix = f"{key}." if key else ""
+        return ConfigError(
+            f"{where}: unknown key {prefix}{ctx['key']!r}; allowed: {ctx['allowed']}"
+        )
+    return ConfigError(f"{where}: {key}: {error['msg']}")
 
 
 def _kind(value: Any) -> str:

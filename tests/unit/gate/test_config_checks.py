@@ -4,7 +4,9 @@ metric, a regression rule without a baseline, and a gate without any criterion."
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import pytest
 from gate_cases import (
@@ -14,7 +16,7 @@ from gate_cases import (
 )
 from gate_fakes import NAME, FakeMetric, summary
 
-from faithgate.config import GateConfig
+from faithgate.config import GateConfig, _check
 from faithgate.errors import ConfigError, InputError
 from faithgate.gate import Gate, checks
 
@@ -257,30 +259,36 @@ def test_check_config_without_the_registry_leaves_metric_names_to_the_run(tmp_pa
     assert str(error).startswith("rules.regression needs a baseline to compare with")
 
 
+@dataclass(frozen=True)
+class ToyRule:
+    """A throwaway rule's configuration: what a newcomer writes to add a rule."""
+
+    limit: Annotated[float, _check("number")] = 0.5
+    strict: Annotated[bool, _check("boolean")] = False
+    window: Annotated[int, _check("integer")] = 3
+    metrics: Annotated[tuple[str, ...] | None, _check("string_list")] = None
+
+
 def test_a_rule_table_is_read_by_its_dataclass_fields():
-    """A rule added to ``Rules`` needs no parser of its own: its table is read by the types of
-    its fields, with the same messages as the other keys."""
-    from dataclasses import dataclass
+    """A rule added to ``Rules`` needs no parser of its own: its table is read by the annotated
+    types of its fields (the schema), with the same messages as the other keys."""
+    from faithgate.config import _config_error, _fields, _Parser
+    from faithgate.schema import ValidationError, adapter
 
-    from faithgate.config import _Parser
-
-    @dataclass(frozen=True)
-    class ToyRule:
-        limit: float = 0.5
-        strict: bool = False
-        window: int = 3
-        metrics: tuple[str, ...] | None = None
-        per_metric: dict[str, float] | None = None
-
+    shape = Annotated[ToyRule, _check("keys", _fields(ToyRule))]
     parser = _Parser("config", Path.cwd())
-    read = parser.rule_table(
-        {"limit": 1, "strict": True, "window": 4, "metrics": "m", "per_metric": 0.2},
-        "rules.toy",
-        ToyRule,
+
+    def read(table):
+        try:
+            return adapter(shape).validate_python(table, context=parser)
+        except ValidationError as exc:
+            raise _config_error(exc, "config") from None
+
+    assert read({"limit": 1, "strict": True, "window": 4, "metrics": "m"}) == ToyRule(
+        1.0, True, 4, ("m",)
     )
-    assert read == ToyRule(1.0, True, 4, ("m",), {"*": 0.2})
-    assert parser.rule_table(True, "rules.toy", ToyRule) == ToyRule()
-    with pytest.raises(ConfigError, match=r"rules.toy.window: expected an integer, got"):
-        parser.rule_table({"window": 1.5}, "rules.toy", ToyRule)
-    with pytest.raises(ConfigError, match=r"unknown key rules.toy.'limt'; allowed: limit"):
-        parser.rule_table({"limt": 1}, "rules.toy", ToyRule)
+    assert read({}) == ToyRule()
+    with pytest.raises(ConfigError, match=r"config: window: expected an integer, got"):
+        read({"window": 1.5})
+    with pytest.raises(ConfigError, match=r"unknown key 'limt'; allowed: limit"):
+        read({"limt": 1})
