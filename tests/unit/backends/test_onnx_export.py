@@ -88,6 +88,17 @@ def exports(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     return out
 
 
+@pytest.fixture(autouse=True)
+def _built_in_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export command's parity gate reads ``$FAITHGATE_CALIBRATION`` when no
+    ``--calibration`` is given, and .ci/run points it at BUMP task 1: each command here then
+    ran 100 long pairs through torch and ONNX (45-120 s a test under ``make test``, 1-2 s
+    without). These tiny random models calibrate on the built-in pairs wherever the suite runs,
+    as the library calls here do; test_the_export_command_calibrates_on_the_environments_file
+    covers the variable."""
+    monkeypatch.delenv("FAITHGATE_CALIBRATION", raising=False)
+
+
 def _pair(tiny: dict[str, Path], exports: dict[str, Path], key: str, role: str, task: str):
     spec = models.resolve(role, str(tiny[key.split("_")[0]]))
     ref = TorchBackend().load(spec, task)
@@ -1428,6 +1439,18 @@ def test_a_malformed_calibration_file_is_an_input_error_naming_the_line(tmp_path
                           "--out", str(tmp_path / "o"))  # fmt: skip
         assert res.exit_code == 2 and "internal error" not in res.output, res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_the_export_command_calibrates_on_the_environments_file(tiny, tmp_path, monkeypatch):
+    """Without --calibration the command reads ``$FAITHGATE_CALIBRATION`` (as .ci/run sets it)
+    and records it as the manifest's calibration source."""
+    calib = tmp_path / "calib.jsonl"
+    calib.write_text(_bump_rows())
+    monkeypatch.setenv("FAITHGATE_CALIBRATION", str(calib))
+    out = tmp_path / "out"
+    res = _export_cli("nli", "--model", str(tiny["nli"]), "--quantize", "none", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert load_manifest(out).parity["calibration"] == {"source": str(calib), "n_pairs": 1}
 
 
 def test_export_threads_must_be_positive(tiny, tmp_path):
