@@ -1229,33 +1229,36 @@ def test_w8a32_loads_expanded_to_fp32_with_the_same_values(tiny, tmp_path, monke
     assert expand.expanded_model_bytes(path) is None
 
 
-@pytest.mark.parametrize("lm_mode", ["w8a8", "w8a32-ctx8"])
-def test_quantized_export_in_the_torch_free_runtime(tiny, tmp_path, lm_mode):
-    """Quantized exports (w8 embedder; w8a8 LM, or w8a32-ctx8 with its int8 context graph
-    built at load) load and score with torch/transformers/optimum unimportable."""
+def test_quantized_exports_in_the_torch_free_runtime(tiny, tmp_path):
+    """Quantized exports (w8 embedder; w8a8 LM, and w8a32-ctx8 with its int8 context graph
+    built at load) load and score with torch/transformers/optimum unimportable. One process
+    scores both LM forms, each with a scorer of its own (a process per form started the
+    runtime twice and exported the same w8 embedder twice)."""
     import os
     import subprocess
     import sys
 
-    paths = {}
-    for role, key, mode in (("embedder", "bert", "w8"), ("lm", "llama", lm_mode)):
+    lm_modes = ("w8a8", "w8a32-ctx8")
+    exported = {}
+    for role, key, mode in (("embedder", "bert", "w8"), *(("lm", "llama", m) for m in lm_modes)):
         manifest = export_model(
-            models.resolve(role, str(tiny[key])), out=tmp_path / key, quantize=mode
+            models.resolve(role, str(tiny[key])), out=tmp_path / f"{key}-{mode}", quantize=mode
         )
         assert manifest.quantization == mode
-        paths[role] = str(manifest.directory)
+        exported[mode] = str(manifest.directory)
+    runs = [{"embedder": exported["w8"], "lm": exported[mode]} for mode in lm_modes]
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(BLOCKER)
     script = """
 import json, sys
 from faithgate import Example, Scorer
-paths = json.loads(sys.argv[1])
-scorer = Scorer(["sentsim", "loglik"], models=paths)
-rows = scorer.score([Example("1", sys.argv[2], sys.argv[3])])
-print(json.dumps({k: [v.value, v.error, v.settings_hash] for k, v in rows[0].items()}))
-lm = scorer.pool.get("lm", "causal-lm")
-assert (lm.context_session is not None) == (lm.quantization == "w8a32-ctx8"), lm.quantization
+for paths in json.loads(sys.argv[1]):
+    scorer = Scorer(["sentsim", "loglik"], models=paths)
+    rows = scorer.score([Example("1", sys.argv[2], sys.argv[3])])
+    print(json.dumps({k: [v.value, v.error, v.settings_hash] for k, v in rows[0].items()}))
+    lm = scorer.pool.get("lm", "causal-lm")
+    print(json.dumps([lm.quantization, lm.context_session is not None]))
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))))
 """
     env = {
@@ -1264,15 +1267,19 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "
     }
     env["FAITHGATE_HOME"] = str(tmp_path / "home")
     proc = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(paths), CORPUS[0], "The council voted."],
+        [sys.executable, "-c", script, json.dumps(runs), CORPUS[0], "The council voted."],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    scores_line, leaked_line = proc.stdout.strip().splitlines()[-2:]
-    scores = json.loads(scores_line)
+    *per_form, leaked_line = proc.stdout.strip().splitlines()[-(2 * len(lm_modes) + 1) :]
     assert json.loads(leaked_line) == []
-    for value, error, _ in scores.values():
-        assert error is None and math.isfinite(value)
+    for mode, scores_line, lm_line in zip(lm_modes, per_form[::2], per_form[1::2], strict=True):
+        # the int8 context graph is built for w8a32-ctx8 only
+        assert json.loads(lm_line) == [mode, mode == "w8a32-ctx8"]
+        scores = json.loads(scores_line)
+        assert set(scores) == {"sentsim", "loglik"}
+        for value, error, _ in scores.values():
+            assert error is None and math.isfinite(value)
 
 
 # --- CUDA (runs only where onnxruntime-gpu sees a GPU) -------------------------------------------
