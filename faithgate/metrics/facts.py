@@ -279,6 +279,7 @@ _TITLES = regex.compile(
     r"inspector|chief|coach|manager|boss|ambassador|st)\b\.?[\s-]*)+",
     regex.IGNORECASE,
 )
+_POSSESSIVE = regex.compile(r"['\u2019]s\b")
 # Letters written with an accent by one text and without by the other: "Sánchez" / "Sanchez".
 _FOLD = {"ø": "o", "Ø": "O", "ł": "l", "Ł": "L", "đ": "d", "Đ": "D", "ı": "i"}
 
@@ -420,10 +421,14 @@ class _Source:
                     return hit
         # A place and its people or adjective: "Kenyan" for "Kenya", "French" for "France".
         if label in {"NORP", "GPE", "LOC"} and 0 < len(words) <= 3:
-            for related in related_places(" ".join(words)):
-                hit = self.names.find(related)
-                if hit is not None:
-                    return hit
+            # As written ("wales", "netherlands") and without a plural "s" ("americans").
+            plain = regex.findall(r"\w+", _POSSESSIVE.sub("", fold_accents(mention)).lower())
+            plain = [w for w in plain if w not in {"the", "a", "an"}]
+            for key in dict.fromkeys((" ".join(plain), " ".join(words))):
+                for related in related_places(key):
+                    hit = self.names.find(related)
+                    if hit is not None:
+                        return hit
         # Every word of a multi-word name, each somewhere in the source: "Ruth Chebet" where
         # the source says "Ruth" once and "Ms Chebet" after.
         if len(words) > 1 and all(w in self.words for w in words):

@@ -82,6 +82,9 @@ def test_a_changed_fact_is_flagged_with_its_span(facts, summary, span):
         ("Officials in France said so.", "French officials said so."),
         ("The French team won.", "France won."),
         ("Troops left the Netherlands.", "Dutch troops left."),
+        ("The Dutch troops left.", "Troops left the Netherlands."),
+        ("The Welsh coast was hit.", "The coast of Wales was hit."),
+        ("Americans voted.", "The United States voted."),
         ("He grew up in Italy.", "The Italian grew up abroad."),
         ("Democrats in Congress voted.", "Democratic lawmakers voted."),
         # A title before a person's name.
