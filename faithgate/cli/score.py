@@ -595,9 +595,7 @@ def metrics_command(fmt: str) -> None:
                 "family": cls.family,
                 "roles": sorted(_listed_roles(name)),
                 "description": cls.description
-                + (
-                    " [the default metric of check and the gate]" if name in DEFAULT_METRICS else ""
-                ),
+                + (" [a default metric of check and the gate]" if name in DEFAULT_METRICS else ""),
                 "default": name in DEFAULT_METRICS,
                 "settings": cls.defaults,
             }

@@ -402,9 +402,10 @@ def default_metric_limits(config: GateConfig) -> list[str]:
         return []
     return [
         f"{' and '.join(limits)} {'applies' if len(limits) == 1 else 'apply'} to "
-        f"{', '.join(config.metrics)}, the default metric, as no `metrics` key (or --metric) "
-        "selects one; the default was sentsim before, and bertscore before that: set `metrics` "
-        "to the metric the limit was chosen for"
+        f"{', '.join(config.metrics)}, the default "
+        f"{'metric' if len(config.metrics) == 1 else 'metrics'}, as no `metrics` key (or "
+        "--metric) selects one; the default was ensemble alone before, sentsim before that, and "
+        "bertscore before that: set `metrics` to the metric the limit was chosen for"
     ]
 
 

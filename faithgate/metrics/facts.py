@@ -7,13 +7,15 @@ Consistency of Abstractive Text Summarization", EACL) and the number/date checks
 Kryscinski et al. (2020, "Evaluating the Factual Consistency of Abstractive Text
 Summarization", FactCC's entity and number swaps), with values compared after normalising:
 "12 million" / "12,000,000" / "twelve million"; "Tuesday" / a source date that falls on a
-Tuesday; "U.S." / "United States"; "$5 million" / "5 million dollars". No torch: spaCy (the
-``spacy`` role) finds the mentions, ``text2num`` reads spelled-out numbers.
+Tuesday; "U.S." / "United States"; "$5 million" / "5 million dollars"; "French" / "France";
+"Dr Goodall" / "Jane Goodall"; "Sanchez" / "Sánchez". No torch: spaCy (the ``spacy`` role)
+finds the mentions, ``text2num`` reads spelled-out numbers.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -111,6 +113,54 @@ _DIGIT_SCALE = regex.compile(
 )
 _JOINER = "\u2060"
 _WORD_HYPHEN = regex.compile(r"(?<=\p{L})-(?=\p{L})")
+# A plural scale word is a vague quantity, not a value: text2num reads "thousands" as 1000 and
+# "tens of thousands" as "10 of 1000", which no source number "27,000" supports. Hidden from
+# text2num, it is checked as a range instead (``vague_ranges``).
+_VAGUE = regex.compile(
+    r"\b(?:(tens|hundreds)\s+of\s+)?(dozens|hundreds|thousands|millions|billions|trillions)\b",
+    regex.I,
+)
+_VAGUE_WORD = regex.compile(
+    r"\b(?:tens|dozens|hundreds|thousands|millions|billions|trillions)\b", regex.I
+)
+_VAGUE_SCALE = {
+    "dozens": 12.0, "hundreds": 1e2, "thousands": 1e3, "millions": 1e6, "billions": 1e9,
+    "trillions": 1e12, "tens": 10.0,
+}  # fmt: skip
+# "a dozen" is 12, "half a dozen" 6 and "3 dozen" 36 (text2num knows no dozen).
+_DOZEN = regex.compile(r"\b(half a|an?|one|(\d+))\s+dozen\b(?!s)", regex.I)
+# A decade written in full: "the 1960s", "1960's"; it is also "the 60s" ("'60s"), a short
+# form ``_SHORT_DECADE`` reads after the number.
+_DECADE = regex.compile(r"(?<![\w.])(1\d|20)(\d0)['\u2019]?s\b")
+_SHORT_DECADE = regex.compile(r"['\u2019]?s\b")
+# A decimal number as tokenised corpora write it: "98. 7 per cent", "$ 1. 7 million" (QAGS
+# gives CNN/DM so). In a source it is read both ways: 98.7, and 98 then 7.
+_SPACED_DECIMAL = regex.compile(
+    r"(?<![\w.])(\d+)\.\s(\d+)(?!\d)"
+    r"(?:\s?(hundred|thousand|million|mln|billion|trillion|bn|tn|k|m|b)\b)?",
+    regex.IGNORECASE,
+)
+
+
+def vague_ranges(text: str) -> list[tuple[float, float, str]]:
+    """(low, high, wording) of each vague quantity of ``text``: "thousands" is 1,000 up to a
+    million, "tens of thousands" 10,000 up to 100,000, "dozens" 12 up to 144."""
+    out = []
+    for m in _VAGUE.finditer(text):
+        unit = _VAGUE_SCALE[m.group(2).lower()]
+        if m.group(1):  # "tens of thousands", "hundreds of millions"
+            low = _VAGUE_SCALE[m.group(1).lower()] * unit
+            out.append((low, low * 10, m.group(0)))
+        else:
+            out.append((unit, unit * (12 if unit == 12 else 1000), m.group(0)))
+    return out
+
+
+def _dozens(m: regex.Match) -> str:
+    count = m.group(1).lower()
+    if count == "half a":
+        return "6"
+    return str(int(m.group(2)) * 12) if m.group(2) else "12"
 
 
 def _spelled_out(text: str) -> str:
@@ -122,6 +172,8 @@ def _spelled_out(text: str) -> str:
     # "twenty-one" reads the same with a space.
     text = _WORD_HYPHEN.sub(" ", text)
     hidden = _DIGIT_SCALE.sub(lambda m: m.group(1) + m.group(2) + _JOINER, text)
+    hidden = _VAGUE_WORD.sub(lambda m: m.group(0)[0] + _JOINER + m.group(0)[1:], hidden)
+    hidden = _DOZEN.sub(_dozens, hidden)
     try:
         out = alpha2digit(hidden, "en", threshold=0)
     except Exception:  # noqa: BLE001 - an odd input is read as written
@@ -216,6 +268,88 @@ def _months(text: str) -> set[int]:
     return found
 
 
+# Titles and roles before a person's name: "Dr Jane Goodall" is "Jane Goodall", "President
+# Obama" is "Obama" (a changed title is a changed role, not a changed name).
+_TITLES = regex.compile(
+    r"^(?:(?:the|late|former|ex|mr|mrs|ms|miss|mx|dr|prof|professor|sir|dame|lord|lady|"
+    r"president|vice|prime|minister|chancellor|secretary|senator|sen|rep|congressman|"
+    r"congresswoman|governor|gov|mayor|judge|justice|king|queen|prince|princess|duke|"
+    r"duchess|pope|rev|reverend|father|archbishop|bishop|cardinal|rabbi|imam|sheikh|general|"
+    r"gen|colonel|col|captain|capt|lieutenant|lt|sergeant|sgt|officer|detective|det|"
+    r"inspector|chief|coach|manager|boss|ambassador|st)\b\.?[\s-]*)+",
+    regex.IGNORECASE,
+)
+_POSSESSIVE = regex.compile(r"['\u2019]s\b")
+# Letters written with an accent by one text and without by the other: "Sánchez" / "Sanchez".
+_FOLD = {"ø": "o", "Ø": "O", "ł": "l", "Ł": "L", "đ": "d", "Đ": "D", "ı": "i"}
+
+
+def fold_accents(text: str) -> str:
+    """``text`` with each accented Latin letter as its base letter, one for one (offsets
+    kept): "Sánchez" -> "Sanchez", "Øresund" -> "Oresund"; other scripts unchanged."""
+    out = []
+    for ch in text:
+        if ch.isascii():
+            out.append(ch)
+            continue
+        base = unicodedata.normalize("NFD", ch)[0]
+        out.append(base if base.isascii() and base.isalpha() else _FOLD.get(ch, ch))
+    return "".join(out)
+
+
+# Places whose people or adjective is not the place's name plus a suffix ("France" /
+# "French"); the regular ones ("Kenya" / "Kenyan", "Italy" / "Italian", "Israel" /
+# "Israeli") are derived by ``related_places``.
+DEMONYMS = {
+    "britain": ("british", "briton", "brit"), "uk": ("british", "briton"),
+    "united kingdom": ("british", "briton"), "england": ("english",),
+    "scotland": ("scottish", "scot"), "wales": ("welsh",), "ireland": ("irish",),
+    "france": ("french",), "netherlands": ("dutch",), "holland": ("dutch",),
+    "switzerland": ("swiss",), "spain": ("spanish", "spaniard"), "denmark": ("danish", "dane"),
+    "sweden": ("swedish", "swede"), "finland": ("finnish", "finn"), "poland": ("polish", "pole"),
+    "turkey": ("turkish", "turk"), "greece": ("greek",), "china": ("chinese",),
+    "japan": ("japanese",), "portugal": ("portuguese",), "philippines": ("filipino",),
+    "thailand": ("thai",), "iceland": ("icelandic",), "lebanon": ("lebanese",),
+    "sudan": ("sudanese",), "vietnam": ("vietnamese",), "taiwan": ("taiwanese",),
+    "nepal": ("nepalese", "nepali"), "afghanistan": ("afghan",), "cyprus": ("cypriot",),
+    "peru": ("peruvian",), "argentina": ("argentine", "argentinian"), "norway": ("norwegian",),
+    "belgium": ("belgian",), "us": ("american",), "usa": ("american",),
+    "united states": ("american",), "new zealand": ("new zealander", "kiwi"),
+    "saudi arabia": ("saudi",), "croatia": ("croat",), "serbia": ("serb",),
+    "czech republic": ("czech",), "slovakia": ("slovak",), "uzbekistan": ("uzbek",),
+    "kazakhstan": ("kazakh",), "azerbaijan": ("azeri",), "somalia": ("somali",),
+    "iraq": ("iraqi",), "texas": ("texan",), "paris": ("parisian",), "manchester": ("mancunian",),
+    "glasgow": ("glaswegian",), "liverpool": ("liverpudlian",),
+}  # fmt: skip
+_PEOPLE_OF: dict[str, list[str]] = {}
+for _place, _people in DEMONYMS.items():
+    for _word in _people:
+        _PEOPLE_OF.setdefault(_word, []).append(_place)
+# Suffixes of a regular adjective or people: Kenya-n, Chile-an, Brazil-ian, Israel-i,
+# Vietnam-ese, London-er; after a final vowel or "y" dropped: Ital(y)-ian, Mexic(o)-an. A
+# group's adjective or creed too: Democrat-ic, Islam-ic, Catholic-ism.
+_DEMONYM_SUFFIXES = ("ian", "ean", "ese", "an", "er", "n", "i", "ic", "ism")
+
+
+def related_places(name: str) -> list[str]:
+    """Words naming the same place as ``name`` (lower case, canonical words): its people or
+    adjective for a place, its place for a people or adjective. "kenya" -> "kenyan", ...;
+    "italian" -> "italy", ...; "french" -> "france". Derived forms must be at least four
+    letters long before the suffix, so that "Austrian" finds "Austria" and not "Australia"."""
+    out = list(DEMONYMS.get(name, ()))
+    out += _PEOPLE_OF.get(name, [])
+    if " " in name or len(name) < 4:
+        return out
+    root = name[:-1] if name[-1] in "aeioy" else name
+    out += [name + suffix for suffix in _DEMONYM_SUFFIXES]
+    out += [root + suffix for suffix in _DEMONYM_SUFFIXES if root != name]
+    for suffix in _DEMONYM_SUFFIXES:  # from a people or adjective back to its place
+        if name.endswith(suffix) and len(name) - len(suffix) >= 4:
+            stem = name[: -len(suffix)]
+            out += [stem] + [stem + vowel for vowel in "aeioy"]
+    return out
+
+
 class _Source:
     """What a source states, indexed once: its numbers (spelled-out ones read as digits), with
     the currency named beside each, its weekdays and months, and its words for names."""
@@ -223,10 +357,15 @@ class _Source:
     def __init__(self, text: str) -> None:
         self.text = text
         self.digits_text = _spelled_out(text)
-        self.numbers = numbers_in(self.digits_text)
+        self.numbers = numbers_in(self.digits_text) + _other_readings(self.digits_text)
+        self.vague = {canonical_word(w) for _, _, v in vague_ranges(text) for w in v.split()}
+        # Decades written in full, by their short form: "the 1960s" -> "60".
+        self.decades = {m.group(2): m.group(0) for m in _DECADE.finditer(self.digits_text)}
         self.weekdays = _weekday_names(text)
         self.months = _months(text)
         self.names = SourceText(text)
+        folded = fold_accents(text)
+        self.folded = SourceText(folded) if folded != text else None
         lower = text.lower()
         self.words = {canonical_word(w) for w in regex.findall(r"\w+", lower)}
         self.lower = lower
@@ -248,10 +387,29 @@ class _Source:
             return self.digits_text[start:end], False
         return None, mismatch
 
+    def vague_support(self, low: float, high: float, wording: str) -> str | None:
+        """The source's support for a vague quantity: the same words ("thousands"), or a
+        number in its range (27,000 for "tens of thousands")."""
+        if all(canonical_word(w) in self.vague for w in wording.split()):
+            return wording
+        for full, _bare, start, end in self.numbers:
+            if low <= full < high:
+                return self.digits_text[start:end]
+        return None
+
     def name_support(self, mention: str, label: str) -> str | None:
         found = self.names.find(mention)
         if found is not None:
             return found
+        if label == "PERSON":  # "Dr Goodall", "President Obama": the title is no part of it
+            mention = _TITLES.sub("", mention) or mention
+            found = self.names.find(mention)
+            if found is not None:
+                return found
+        if self.folded is not None:  # "Sanchez" for "Sánchez"
+            found = self.folded.find(fold_accents(mention))
+            if found is not None:
+                return found
         words = [canonical_word(w) for w in regex.findall(r"[\w.]+", mention) if w]
         words = [w for w in words if w and w not in {"the", "a", "an"}]
         key = " ".join(words)
@@ -261,17 +419,31 @@ class _Source:
                 hit = self.names.find(alias)
                 if hit is not None:
                     return hit
-        # A demonym or adjective of a place: "Kenyan" for "Kenya", "British" for "Britain".
-        if label in {"NORP", "GPE"} and len(words) == 1 and len(words[0]) >= 5:
-            stem = words[0][:4]
-            for w in self.words:
-                if w.startswith(stem) and len(w) >= 4:
-                    return w
+        # A place and its people or adjective: "Kenyan" for "Kenya", "French" for "France".
+        if label in {"NORP", "GPE", "LOC"} and 0 < len(words) <= 3:
+            # As written ("wales", "netherlands") and without a plural "s" ("americans").
+            plain = regex.findall(r"\w+", _POSSESSIVE.sub("", fold_accents(mention)).lower())
+            plain = [w for w in plain if w not in {"the", "a", "an"}]
+            for key in dict.fromkeys((" ".join(plain), " ".join(words))):
+                for related in related_places(key):
+                    hit = self.names.find(related)
+                    if hit is not None:
+                        return hit
         # Every word of a multi-word name, each somewhere in the source: "Ruth Chebet" where
         # the source says "Ruth" once and "Ms Chebet" after.
         if len(words) > 1 and all(w in self.words for w in words):
             return " ".join(words)
         return None
+
+
+def _other_readings(text: str) -> list[tuple[float, float, int, int]]:
+    """Numbers a source states in a second way: a tokenised decimal ("98. 7" is 98.7 too)."""
+    out = []
+    for m in _SPACED_DECIMAL.finditer(text):
+        bare = float(f"{m.group(1)}.{m.group(2)}")
+        full = bare * _SCALES.get((m.group(3) or "").lower(), 1.0)
+        out.append((full, bare, m.start(), m.end()))
+    return out
 
 
 def _currency_near(text: str, start: int, end: int) -> set[str]:
@@ -297,12 +469,15 @@ class Facts(Metric):
 
         supported(f) = every number of f equals a source number (spelled-out numbers read as
                        digits, "12 million" = 12,000,000, a currency beside both the same;
-                       rounding allowed after "about", "more than"...), and
+                       rounding allowed after "about", "more than"...; "98. 7" = 98.7;
+                       "the 60s" = "the 1960s"), every vague quantity of f ("thousands")
+                       is in the source or has a source number in its range, and
                        every weekday/month of f is named in the source or is that of a full
                        source date                                    (numbers, dates)
-                     = f occurs in the source text (normalised as ``ner`` does), or an alias
-                       of it does ("U.S." / "United States"), or every word of it does
-                                                                       (names)
+                     = f occurs in the source text (normalised as ``ner`` does; accents
+                       and a person's title ignored), or an alias of it does ("U.S." /
+                       "United States"), or its place or people does ("French" / "France"),
+                       or every word of it does                        (names)
         value = |{f in F : supported(f)}| / |F|       (no_fact_value when F is empty)
 
     The unsupported facts are the evidence: ``details.unsupported`` lists their text, each
@@ -318,7 +493,9 @@ class Facts(Metric):
     name = "facts"
     description = "share of summary numbers, dates and names supported by the source (normalised)"
     family = "structure"
-    version = "1"
+    # 2: tokenised decimals, short decades, vague quantities, accents, titles and demonyms by
+    # rule instead of a four-letter prefix ("Austrian" no longer meets "Australia").
+    version = "2"
     roles = {"spacy": "pipeline"}
     defaults = {"check": list(KINDS), "no_fact_value": 1.0}
     bounds = (0.0, 1.0)
@@ -421,8 +598,18 @@ class Facts(Metric):
                 regex.I,
             )
         )
-        for full, _bare, _s, _e in values:
+        for low, high, wording in vague_ranges(mention):
             checked = True
+            hit = src.vague_support(low, high, wording)
+            if hit is None:
+                return False, None, "not in the source"
+            evidence.append(hit)
+        for full, _bare, _s, end in values:
+            checked = True
+            decade = f"{full:02.0f}" if full in range(0, 100, 10) else None
+            if decade in src.decades and _SHORT_DECADE.match(digits, end):
+                evidence.append(src.decades[decade])  # "the 60s" in a source's "the 1960s"
+                continue
             hit, mismatch = src.number_support(full, want, approx)
             if hit is None:
                 why = "the source names another currency" if mismatch else "not in the source"

@@ -36,6 +36,15 @@ def failing_fsync(monkeypatch):
     monkeypatch.setattr(atomic.os, "fsync", boom)
 
 
+# The files written, not the scores, are under test: the command runs below register the exact
+# test metric gate_fake (tests/gate_fakes.py: a summary's first word is its score), as the
+# hostile-input suite does, where overlap imported spaCy and NLTK in each child (5 CPU s).
+REGISTER_GATE_FAKE = (
+    f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r}); "
+    "import gate_fakes\n"
+)
+
+
 def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
 
@@ -249,14 +258,14 @@ def test_update_baseline_under_a_file_size_limit_keeps_the_old_baseline(tmp_path
     baseline. With a file-size cap below the new baseline's size the old one must survive and
     the command must say so in one line (exit 2)."""
     rows = [
-        {"id": f"e{i}", "source": "The cat sat on the mat in the sun.", "summary": "The cat sat."}
+        {"id": f"e{i}", "source": "The cat sat on the mat in the sun.", "summary": "0.9 The cat."}
         for i in range(40)
     ]
     (tmp_path / "outputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    old = json.dumps({"metrics": ["overlap"], "examples": []}) + "\n"
+    old = json.dumps({"metrics": ["gate_fake"], "examples": []}) + "\n"
     baseline = tmp_path / "baseline.json"
     baseline.write_text(old)
-    script = textwrap.dedent(
+    script = REGISTER_GATE_FAKE + textwrap.dedent(
         """
         import sys
         from faithgate.cli import main
@@ -272,7 +281,7 @@ def test_update_baseline_under_a_file_size_limit_keeps_the_old_baseline(tmp_path
             "--outputs",
             "outputs.jsonl",
             "--metric",
-            "overlap",
+            "gate_fake",
             "--baseline",
             "baseline.json",
             "--update-baseline",
@@ -368,16 +377,16 @@ def test_a_full_disk_after_scoring_keeps_the_verdict(tmp_path, report):
     """The last-result.json of a passing run failing on a full disk is a warning (exit 0), and
     a report failing is one line and exit 2 beside the verdict: both were "internal error",
     exit 1, for a file under 8 KiB, and the previous run's last-result.json stayed behind."""
-    row = {"id": "a", "source": "The cat sat on the mat.", "summary": "The cat sat."}
+    row = {"id": "a", "source": "The cat sat on the mat.", "summary": "0.9 The cat sat."}
     (tmp_path / "o.jsonl").write_text(json.dumps(row) + "\n")
     last = tmp_path / ".faithgate" / "last-result.json"
     last.parent.mkdir()
     last.write_text('{"schema": 1, "verdict": "pass"}\n')  # the previous run's result
     (tmp_path / "r.md").write_text("previous report\n")
-    args = ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--threshold", "0.1"]
+    args = ["check", "--outputs", "o.jsonl", "--metric", "gate_fake", "--threshold", "0.5"]
     args += ["--no-cache", "--markdown", "r.md"] if report else []
     proc = subprocess.run(
-        [sys.executable, "-c", LIMIT_AT_FIRST_WRITE, *args],
+        [sys.executable, "-c", REGISTER_GATE_FAKE + LIMIT_AT_FIRST_WRITE, *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -41,11 +41,12 @@ def test_metrics_lists_the_registry_one_line_each():
     data = json.loads(invoke(["metrics", "--format", "json"]).stdout)
     assert {d["name"] for d in data} == set(names)
     by_name = {d["name"]: d for d in data}
-    # the default is marked; a combination lists its components' models
-    assert [d["name"] for d in data if d["default"]] == ["ensemble"]
-    assert "[the default metric of check and the gate]" in next(
-        line for line in lines if line.startswith("ensemble")
-    )
+    # the defaults are marked; a combination lists its components' models
+    assert [d["name"] for d in data if d["default"]] == ["ensemble", "facts"]
+    for default in ("ensemble", "facts"):
+        assert "[a default metric of check and the gate]" in next(
+            line for line in lines if line.startswith(default)
+        )
     assert {"embedder", "lm"} <= set(by_name["ensemble"]["roles"])
     assert by_name["combined"]["roles"] == []
 

@@ -70,7 +70,8 @@ def test_news_set_is_minimal_pairs_with_licence():
 
 def test_news_config_and_baseline_agree():
     config = load_config(NEWS / "pyproject.toml")
-    assert config.metrics == ("sentsim", "harim_plus")
+    assert config.metrics == ("sentsim", "harim_plus", "facts")
+    assert config.thresholds["facts"] == 1.0
     assert config.outputs == NEWS / "outputs.jsonl"
     assert config.baseline == BASELINE
     assert config.rules.regression.per_example_drop == {"harim_plus": 0.05}
@@ -239,16 +240,21 @@ def test_action_on_the_news_example(tmp_path, news):
     assert json.loads(run.outputs["means"]) == {
         "sentsim": pytest.approx(0.6907, abs=1e-4),
         "harim_plus": pytest.approx(-5.3542, abs=1e-4),
+        "facts": pytest.approx(0.8711, abs=1e-4),
     }
     assert run.failed_step.name == "Fail when the gate failed"
     assert "| `min_mean[sentsim]` | 0.6907 | 0.7200 | ❌ fail |" in run.summary
     errors = [c for c in run.commands if c.startswith("::error")]
-    # One annotation per edited output, on its JSONL line, naming its own threshold and edit.
+    # One annotation per edited output, on its JSONL line, naming its own threshold and edit;
+    # first the changed fact, quoted, where facts found one (news-1, 3 and 4).
     for line in range(1, 6):
+        first = "facts " if line in (1, 3, 4) else "harim_plus "
         assert errors[line - 1].startswith(
             f"::error file=news/outputs_edited.jsonl,line={line},"
-            f"title=faithgate%3A example news-{line} failed::harim_plus "
+            f"title=faithgate%3A example news-{line} failed::{first}"
         )
+        assert "harim_plus " in errors[line - 1]
+    assert 'not in the source: "Xi Wang"' in errors[2]
     assert "(baseline -5.2879 - allowed drop 0.05; edit: 'life' -> 'two years')" in errors[4]
     assert errors[5:] == [
         "::error title=faithgate%3A rule pass_rate failed::"
@@ -262,6 +268,9 @@ def test_action_on_the_news_example(tmp_path, news):
         "mean harim_plus dropped by 0.6159 (> tolerance 0.01) on 5 examples; the drop is real at "
         "95%25 (bootstrap lower bound 0.5314); per example: 5 of 5 edited or unchanged outputs "
         "below their own thresholds, 0 rewritten (not compared)",
+        "::error title=faithgate%3A rule regression[facts] failed::"
+        "mean facts dropped by 0.1289 (> tolerance 0.01) on 5 examples; the drop is real at "
+        "95%25 (bootstrap lower bound 0.0400)",
     ]
     (tmp_path / "job-summary.md").write_text(run.summary)  # kept for inspection
 

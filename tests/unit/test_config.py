@@ -93,9 +93,11 @@ def test_no_configuration_gives_defaults(tmp_path):
     assert cfg.source is None
     assert cfg.rules.min_pass_rate == 1.0
     assert cfg.outputs is None
-    # One default metric for the library, the gate and the pytest plugin (scorer.DEFAULT_METRICS:
-    # ensemble, measured best per summary on ../shared/data).
-    assert cfg.metrics == DEFAULT_METRICS == ("ensemble",)
+    # One default selection for the library, the gate and the pytest plugin
+    # (scorer.DEFAULT_METRICS): ensemble, measured best per summary on ../shared/data, and facts,
+    # the fast precise check of numbers, dates and names (issue 47). The plugin's fixture uses
+    # the first, ensemble.
+    assert cfg.metrics == DEFAULT_METRICS == ("ensemble", "facts")
     assert [m.name for m in Scorer().metrics] == list(DEFAULT_METRICS)
 
 

@@ -88,6 +88,17 @@ def exports(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     return out
 
 
+@pytest.fixture(autouse=True)
+def _built_in_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export command's parity gate reads ``$FAITHGATE_CALIBRATION`` when no
+    ``--calibration`` is given, and .ci/run points it at BUMP task 1: each command here then
+    ran 100 long pairs through torch and ONNX (45-120 s a test under ``make test``, 1-2 s
+    without). These tiny random models calibrate on the built-in pairs wherever the suite runs,
+    as the library calls here do; test_the_export_command_calibrates_on_the_environments_file
+    covers the variable."""
+    monkeypatch.delenv("FAITHGATE_CALIBRATION", raising=False)
+
+
 def _pair(tiny: dict[str, Path], exports: dict[str, Path], key: str, role: str, task: str):
     spec = models.resolve(role, str(tiny[key.split("_")[0]]))
     ref = TorchBackend().load(spec, task)
@@ -1218,33 +1229,36 @@ def test_w8a32_loads_expanded_to_fp32_with_the_same_values(tiny, tmp_path, monke
     assert expand.expanded_model_bytes(path) is None
 
 
-@pytest.mark.parametrize("lm_mode", ["w8a8", "w8a32-ctx8"])
-def test_quantized_export_in_the_torch_free_runtime(tiny, tmp_path, lm_mode):
-    """Quantized exports (w8 embedder; w8a8 LM, or w8a32-ctx8 with its int8 context graph
-    built at load) load and score with torch/transformers/optimum unimportable."""
+def test_quantized_exports_in_the_torch_free_runtime(tiny, tmp_path):
+    """Quantized exports (w8 embedder; w8a8 LM, and w8a32-ctx8 with its int8 context graph
+    built at load) load and score with torch/transformers/optimum unimportable. One process
+    scores both LM forms, each with a scorer of its own (a process per form started the
+    runtime twice and exported the same w8 embedder twice)."""
     import os
     import subprocess
     import sys
 
-    paths = {}
-    for role, key, mode in (("embedder", "bert", "w8"), ("lm", "llama", lm_mode)):
+    lm_modes = ("w8a8", "w8a32-ctx8")
+    exported = {}
+    for role, key, mode in (("embedder", "bert", "w8"), *(("lm", "llama", m) for m in lm_modes)):
         manifest = export_model(
-            models.resolve(role, str(tiny[key])), out=tmp_path / key, quantize=mode
+            models.resolve(role, str(tiny[key])), out=tmp_path / f"{key}-{mode}", quantize=mode
         )
         assert manifest.quantization == mode
-        paths[role] = str(manifest.directory)
+        exported[mode] = str(manifest.directory)
+    runs = [{"embedder": exported["w8"], "lm": exported[mode]} for mode in lm_modes]
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(BLOCKER)
     script = """
 import json, sys
 from faithgate import Example, Scorer
-paths = json.loads(sys.argv[1])
-scorer = Scorer(["sentsim", "loglik"], models=paths)
-rows = scorer.score([Example("1", sys.argv[2], sys.argv[3])])
-print(json.dumps({k: [v.value, v.error, v.settings_hash] for k, v in rows[0].items()}))
-lm = scorer.pool.get("lm", "causal-lm")
-assert (lm.context_session is not None) == (lm.quantization == "w8a32-ctx8"), lm.quantization
+for paths in json.loads(sys.argv[1]):
+    scorer = Scorer(["sentsim", "loglik"], models=paths)
+    rows = scorer.score([Example("1", sys.argv[2], sys.argv[3])])
+    print(json.dumps({k: [v.value, v.error, v.settings_hash] for k, v in rows[0].items()}))
+    lm = scorer.pool.get("lm", "causal-lm")
+    print(json.dumps([lm.quantization, lm.context_session is not None]))
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))))
 """
     env = {
@@ -1253,15 +1267,19 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "
     }
     env["FAITHGATE_HOME"] = str(tmp_path / "home")
     proc = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(paths), CORPUS[0], "The council voted."],
+        [sys.executable, "-c", script, json.dumps(runs), CORPUS[0], "The council voted."],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    scores_line, leaked_line = proc.stdout.strip().splitlines()[-2:]
-    scores = json.loads(scores_line)
+    *per_form, leaked_line = proc.stdout.strip().splitlines()[-(2 * len(lm_modes) + 1) :]
     assert json.loads(leaked_line) == []
-    for value, error, _ in scores.values():
-        assert error is None and math.isfinite(value)
+    for mode, scores_line, lm_line in zip(lm_modes, per_form[::2], per_form[1::2], strict=True):
+        # the int8 context graph is built for w8a32-ctx8 only
+        assert json.loads(lm_line) == [mode, mode == "w8a32-ctx8"]
+        scores = json.loads(scores_line)
+        assert set(scores) == {"sentsim", "loglik"}
+        for value, error, _ in scores.values():
+            assert error is None and math.isfinite(value)
 
 
 # --- CUDA (runs only where onnxruntime-gpu sees a GPU) -------------------------------------------
@@ -1428,6 +1446,18 @@ def test_a_malformed_calibration_file_is_an_input_error_naming_the_line(tmp_path
                           "--out", str(tmp_path / "o"))  # fmt: skip
         assert res.exit_code == 2 and "internal error" not in res.output, res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_the_export_command_calibrates_on_the_environments_file(tiny, tmp_path, monkeypatch):
+    """Without --calibration the command reads ``$FAITHGATE_CALIBRATION`` (as .ci/run sets it)
+    and records it as the manifest's calibration source."""
+    calib = tmp_path / "calib.jsonl"
+    calib.write_text(_bump_rows())
+    monkeypatch.setenv("FAITHGATE_CALIBRATION", str(calib))
+    out = tmp_path / "out"
+    res = _export_cli("nli", "--model", str(tiny["nli"]), "--quantize", "none", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert load_manifest(out).parity["calibration"] == {"source": str(calib), "n_pairs": 1}
 
 
 def test_export_threads_must_be_positive(tiny, tmp_path):

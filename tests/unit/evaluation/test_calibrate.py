@@ -238,11 +238,15 @@ def test_the_calibration_table_is_followed_by_a_blank_line(tmp_path) -> None:
     ("name", "text", "expected"),
     [
         # No `metrics` key: the gate runs the default selection, which is kept.
-        ("faithgate.toml", "[rules]\nmin_mean = { ensemble = 0.1 }\n", ["ensemble", "bertscore"]),
+        (
+            "faithgate.toml",
+            "[rules]\nmin_mean = { ensemble = 0.1 }\n",
+            ["ensemble", "facts", "bertscore"],
+        ),
         (
             "pyproject.toml",
             "[tool.faithgate]\n[tool.faithgate.rules]\nmin_pass_rate = 0.5\n",
-            ["ensemble", "bertscore"],
+            ["ensemble", "facts", "bertscore"],
         ),  # fmt: skip
         # One name as a string (accepted for a list of one): both, as a list.
         ("faithgate.toml", 'metrics = "sentsim"\n', ["sentsim", "bertscore"]),

@@ -53,7 +53,9 @@ def test_a_limit_for_every_metric_on_the_default_metric_is_warned_about(tmp_path
     assert bare.default_metrics and checks.default_metric_limits(bare) == []
     cfg = GateConfig.from_dict({"rules": {"min_mean": 0.6}})
     [note] = checks.unused_thresholds(cfg)
-    assert note.startswith("rules.min_mean = 0.6 applies to ensemble, the default metric, as no")
+    assert note.startswith(
+        "rules.min_mean = 0.6 applies to ensemble, facts, the default metrics, as no"
+    )
     assert "set `metrics` to the metric the limit was chosen for" in note
     flag = bare.override(threshold="0.5")
     assert checks.default_metric_limits(flag)[0].startswith(
