@@ -37,9 +37,8 @@ from test_metrics_qa import FakeLM
 
 from faithgate.backends import ModelPool
 from faithgate.backends.base import LanguageModel
-from faithgate.evaluation.bench import COMBINATION_FORMAT
 from faithgate.metrics.base import ScoringContext, get_metric, metric_class, metric_names
-from faithgate.metrics.combined import SHIPPED_ENSEMBLE
+from faithgate.metrics.combined import COMBINATION_FORMAT, SHIPPED_ENSEMBLE
 from faithgate.scorer import Scorer
 from faithgate.types import Example
 
