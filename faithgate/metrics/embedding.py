@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from faithgate import text as textmod
+from faithgate.engines.spans import token_f1
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, fmt_detail, register
 from faithgate.types import Example, Score, SentenceScore
@@ -337,17 +338,6 @@ def word_tokens(text: str) -> list[str]:
     vowel signs of Devanagari or Thai stay in their words (Python ``re``'s ``\\w`` drops
     combining marks, and "राम" and "रोम" were one word)."""
     return words(text)
-
-
-def token_f1(a: Sequence[str], b: Sequence[str]) -> float:
-    """SQuAD-style bag-of-tokens F1 between two token lists (0 when either is empty)."""
-    if not a or not b:
-        return 0.0
-    common = sum((Counter(a) & Counter(b)).values())
-    if common == 0:
-        return 0.0
-    p, r = common / len(a), common / len(b)
-    return 2 * p * r / (p + r)
 
 
 @register
