@@ -340,6 +340,19 @@ def word_tokens(text: str) -> list[str]:
     return words(text)
 
 
+def check_sim(metric: Metric, sims: Sequence[str]) -> None:
+    """Check the ``sim`` setting; token_f1 needs no embedder: keep it out of the settings hash
+    and unloaded."""
+    if metric.settings["sim"] not in sims:
+        raise InputError(
+            f"metric {metric.name!r}: sim must be one of {', '.join(sims)}, "
+            f"got {metric.settings['sim']!r}"
+        )
+    metric.roles = (
+        {"spacy": "pipeline"} if metric.settings["sim"] == "token_f1" else dict(type(metric).roles)
+    )
+
+
 @register
 class SentSim(Metric):
     """Sentence-similarity alignment of summary and source sentences.
@@ -377,15 +390,7 @@ class SentSim(Metric):
 
     def validate_settings(self) -> None:
         _check_component(self.name, self.settings["component"], COMPONENTS)
-        if self.settings["sim"] not in self.SIMS:
-            raise InputError(
-                f"metric 'sentsim': sim must be one of {', '.join(self.SIMS)}, "
-                f"got {self.settings['sim']!r}"
-            )
-        # token_f1 needs no embedder: keep it out of the settings hash and unloaded.
-        self.roles = (
-            {"spacy": "pipeline"} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
-        )
+        check_sim(self, self.SIMS)
 
     @classmethod
     def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
