@@ -27,15 +27,6 @@ from faithgate.backends.windowing import batches_by_token_budget, split_by_sizes
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
-TASKS = (
-    "text-encoder",
-    "pair-classifier",
-    "causal-lm",
-    "seq2seq-lm",
-    "text-generator",
-    "extractive-qa",
-)
-
 
 class RoleModel(ABC):
     """A loaded model serving one role. Loaded once per process and reused."""
