@@ -27,15 +27,6 @@ from faithgate.backends.windowing import batches_by_token_budget, split_by_sizes
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
-TASKS = (
-    "text-encoder",
-    "pair-classifier",
-    "causal-lm",
-    "seq2seq-lm",
-    "text-generator",
-    "extractive-qa",
-)
-
 
 class RoleModel(ABC):
     """A loaded model serving one role. Loaded once per process and reused."""
@@ -274,12 +265,7 @@ class LanguageModel(RoleModel):
         Sequences are batched by ``batch_tokens`` (padded size) and each batch is one call of
         the backend's ``_next_token_logprobs``.
         """
-        flat = [[int(t) for seg in segs for t in seg] for segs in batch]
-        for ids in flat:
-            if len(ids) > self.max_length:
-                raise BackendError(
-                    f"sequence of {len(ids)} tokens exceeds the model window {self.max_length}"
-                )
+        flat = self._flat_within_window(batch)
         results: list[list[np.ndarray]] = [[] for _ in batch]
         for idx in batches_by_token_budget([len(ids) for ids in flat], self.batch_tokens):
             rows = [flat[i] for i in idx]
@@ -292,6 +278,20 @@ class LanguageModel(RoleModel):
 
     #: padded tokens per forward pass (longest sequence x batch size)
     batch_tokens: int = 4096
+
+    def _flat_within_window(
+        self, batch: Sequence[Sequence[Sequence[int]]], prefix_length: int = 0
+    ) -> list[list[int]]:
+        """Each sequence's segments joined into one id list; ``BackendError`` where one, after
+        a shared prefix of ``prefix_length`` tokens, exceeds ``max_length``."""
+        flat = [[int(t) for seg in segs for t in seg] for segs in batch]
+        for ids in flat:
+            if prefix_length + len(ids) > self.max_length:
+                raise BackendError(
+                    f"sequence of {prefix_length + len(ids)} tokens exceeds the model window "
+                    f"{self.max_length}"
+                )
+        return flat
 
     def _next_token_logprobs(self, rows: list[list[int]]) -> list[np.ndarray]:
         """One padded forward pass over ``rows``: for each row, log p(row[t+1] | row[:t+1])

@@ -35,11 +35,10 @@ from faithgate.backends.onnx_session import int8_weights_form as int8_weights_fo
 from faithgate.backends.onnx_session import providers_for as providers_for
 from faithgate.backends.windowing import (
     DEFAULT_STRIDE,
+    embed_in_windows,
     equal_length_batches,
     pool_and_normalise,
     run_in_length_order,
-    stitch_windows,
-    token_windows,
     window_stride,
 )
 from faithgate.errors import BackendError
@@ -93,32 +92,18 @@ class OnnxTextEncoder(OnnxRole, TextEncoder):
     ) -> list[TokenEmbeddings]:
         inner = self.max_length - len(self.prefix) - len(self.suffix)
         encoded = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
-        seqs, owners, spans_of = [], [], []
-        for ti, enc in enumerate(encoded):
-            spans = token_windows(len(enc.ids), inner, self.stride)
-            spans_of.append(spans)
-            for start, end in spans:
-                seqs.append(self.prefix + list(enc.ids[start:end]) + self.suffix)
-                owners.append(ti)
-        vectors = (
-            run_in_length_order(seqs, self.batch_size, lambda b: self._forward(b, layer))
-            if seqs
-            else []
+        embedded = embed_in_windows(
+            [enc.ids for enc in encoded],
+            (inner, self.stride),
+            (lambda ids: self.prefix + ids + self.suffix, len(self.prefix), len(self.suffix)),
+            lambda b: self._forward(b, layer),
+            self.batch_size,
+            int(self.config["hidden_size"]),
         )
-        per_text: list[list[np.ndarray]] = [[] for _ in texts]
-        cut_end = len(self.suffix)
-        for owner, vecs in zip(owners, vectors, strict=True):
-            per_text[owner].append(vecs[len(self.prefix) : len(vecs) - cut_end])
-        dim = int(self.config["hidden_size"])
-        result = []
-        for ti, enc in enumerate(encoded):
-            vecs = (
-                stitch_windows(spans_of[ti], per_text[ti])
-                if enc.ids
-                else np.zeros((0, dim), np.float32)
-            )
-            result.append(TokenEmbeddings(list(enc.tokens), vecs, windowed=len(spans_of[ti]) > 1))
-        return result
+        return [
+            TokenEmbeddings(list(enc.tokens), vecs, windowed=windowed)
+            for enc, (vecs, windowed) in zip(encoded, embedded, strict=True)
+        ]
 
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
         inner = self.max_length - len(self.prefix) - len(self.suffix)

@@ -312,13 +312,7 @@ class OnnxCausalLM(OnnxLanguageModel):
         prefix = [int(t) for t in prefix]
         if not prefix:
             return np.zeros(0), self.segment_logprobs(continuations)
-        flat = [[int(t) for seg in segs for t in seg] for segs in continuations]
-        for ids in flat:
-            if len(prefix) + len(ids) > self.max_length:
-                raise BackendError(
-                    f"sequence of {len(prefix) + len(ids)} tokens exceeds the model window "
-                    f"{self.max_length}"
-                )
+        flat = self._flat_within_window(continuations, len(prefix))
         if not self.with_past or len(prefix) == 1:
             # No cache in this export (or nothing worth caching): score prefix + continuation
             # in full; equal values, more compute.

@@ -39,16 +39,20 @@ def normalize_answer(text: str) -> list[str]:
     return _ARTICLES.sub(" ", text).split()
 
 
-def answer_f1(a: str, b: str) -> float:
-    """SQuAD token F1 between two answer strings; 0 when either is empty after normalising."""
-    ta, tb = normalize_answer(a), normalize_answer(b)
-    if not ta or not tb:
+def token_f1(a: Sequence[str], b: Sequence[str]) -> float:
+    """SQuAD-style bag-of-tokens F1 between two token lists (0 when either is empty)."""
+    if not a or not b:
         return 0.0
-    common = sum((Counter(ta) & Counter(tb)).values())
+    common = sum((Counter(a) & Counter(b)).values())
     if common == 0:
         return 0.0
-    p, r = common / len(ta), common / len(tb)
+    p, r = common / len(a), common / len(b)
     return 2 * p * r / (p + r)
+
+
+def answer_f1(a: str, b: str) -> float:
+    """SQuAD token F1 between two answer strings; 0 when either is empty after normalising."""
+    return token_f1(normalize_answer(a), normalize_answer(b))
 
 
 # Coarse answer types from spaCy (OntoNotes) entity labels.

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from faithgate import text as textmod
+from faithgate.engines.spans import token_f1
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, fmt_detail, register
 from faithgate.types import Example, Score, SentenceScore
@@ -339,15 +340,17 @@ def word_tokens(text: str) -> list[str]:
     return words(text)
 
 
-def token_f1(a: Sequence[str], b: Sequence[str]) -> float:
-    """SQuAD-style bag-of-tokens F1 between two token lists (0 when either is empty)."""
-    if not a or not b:
-        return 0.0
-    common = sum((Counter(a) & Counter(b)).values())
-    if common == 0:
-        return 0.0
-    p, r = common / len(a), common / len(b)
-    return 2 * p * r / (p + r)
+def check_sim(metric: Metric, sims: Sequence[str]) -> None:
+    """Check the ``sim`` setting; token_f1 needs no embedder: keep it out of the settings hash
+    and unloaded."""
+    if metric.settings["sim"] not in sims:
+        raise InputError(
+            f"metric {metric.name!r}: sim must be one of {', '.join(sims)}, "
+            f"got {metric.settings['sim']!r}"
+        )
+    metric.roles = (
+        {"spacy": "pipeline"} if metric.settings["sim"] == "token_f1" else dict(type(metric).roles)
+    )
 
 
 @register
@@ -387,15 +390,7 @@ class SentSim(Metric):
 
     def validate_settings(self) -> None:
         _check_component(self.name, self.settings["component"], COMPONENTS)
-        if self.settings["sim"] not in self.SIMS:
-            raise InputError(
-                f"metric 'sentsim': sim must be one of {', '.join(self.SIMS)}, "
-                f"got {self.settings['sim']!r}"
-            )
-        # token_f1 needs no embedder: keep it out of the settings hash and unloaded.
-        self.roles = (
-            {"spacy": "pipeline"} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
-        )
+        check_sim(self, self.SIMS)
 
     @classmethod
     def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:

@@ -18,10 +18,10 @@ from typing import Any
 import regex
 
 from faithgate import text as textmod
+from faithgate.engines.spans import token_f1
 from faithgate.errors import InputError
 from faithgate.escape import printable
 from faithgate.metrics.base import Metric, ScoringContext, register
-from faithgate.metrics.embedding import token_f1
 from faithgate.types import Example, Score, SentenceScore
 from faithgate.words import main_script, script_share
 
