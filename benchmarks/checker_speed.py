@@ -165,7 +165,7 @@ def peak_rss_mb() -> float:
 
 def worker(cell: dict) -> dict:
     """One form, in its own process: load, warm up on 2 items, then time every item."""
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
     from faithgate.types import Example
 
     if cell["backend"] == "torch":

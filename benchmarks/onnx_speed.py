@@ -229,7 +229,7 @@ def peak_rss_mb() -> float:
 
 
 def worker(cell: dict) -> dict:
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
     from faithgate.types import Example
 
     threads = cell["threads"]

@@ -24,7 +24,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from faithgate.engines.likelihood import LikelihoodEngine, finite_mean
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 
 
 def score(path: Path, chunk: int = 40) -> list[dict]:

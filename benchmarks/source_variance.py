@@ -32,7 +32,7 @@ from faithgate.cache import ScoreCache
 from faithgate.evaluation.bench.scoring import default_cache_path
 from faithgate.evaluation.meta import dedupe, roc_auc
 from faithgate.io import load_examples
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 
 SHIPPED_SCALES = Path(__file__).resolve().parents[1] / "faithgate" / "data" / "ensemble.json"
 

@@ -70,14 +70,14 @@ from pydantic_core import PydanticCustomError
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import ConfigError
-from faithgate.escape import utf8_text
-from faithgate.execution import ExecutionSettings
 from faithgate.formats import file_report_kinds
 from faithgate.numbers import is_finite_number
-from faithgate.paths import input_mode, refuse_not_a_file
+from faithgate.safety.escape import utf8_text
+from faithgate.safety.paths import input_mode, refuse_not_a_file
+from faithgate.safety.userjson import parse_problem
 from faithgate.schema import ValidationError, adapter, first_error
-from faithgate.scorer import DEFAULT_METRICS
-from faithgate.userjson import parse_problem
+from faithgate.scoring.execution import ExecutionSettings
+from faithgate.scoring.scorer import DEFAULT_METRICS
 
 # Report files a configuration can ask for: every file format of the registry.
 REPORT_KINDS = file_report_kinds()
@@ -228,7 +228,7 @@ class GateConfig:
     calibration: Annotated[dict[str, Any], _check("table")] = field(default_factory=dict)
     rules: Annotated[Rules, _check("keys", _fields(Rules))] = field(default_factory=Rules)
     reports: Annotated[Reports, PlainValidator(_reports)] = field(default_factory=Reports)
-    # Where scoring runs ([tool.faithgate.execution]; faithgate.execution).
+    # Where scoring runs ([tool.faithgate.execution]; faithgate.scoring.execution).
     execution: Annotated[ExecutionSettings, _check("execution")] = field(
         default_factory=ExecutionSettings
     )

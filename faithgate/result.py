@@ -22,12 +22,12 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, Strict
 from pydantic_core import ErrorDetails
 
-from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
 from faithgate.numbers import is_finite_number, mean_of
+from faithgate.safety.atomic import atomic_write_text
+from faithgate.safety.userjson import parse_json
 from faithgate.schema import ValidationError, adapter, expect, first_error, item, none_as_empty
 from faithgate.types import json_safe
-from faithgate.userjson import parse_json
 
 RESULT_SCHEMA = 1
 # Hex digits of a source digest: 64 bits tell the articles of any example set apart.

@@ -23,8 +23,8 @@ from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebac
 
 from faithgate.config import GateConfig
 from faithgate.errors import FaithgateError
-from faithgate.escape import safe_line
 from faithgate.numbers import shortest
+from faithgate.safety.escape import safe_line
 from pytest_faithgate.messages import plugin_line, plugin_text, skip_exceptions, skip_message
 from pytest_faithgate.session import PluginSession
 

@@ -31,9 +31,9 @@ import pytest
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import FaithgateError
-from faithgate.escape import safe_line
-from faithgate.execution import EXECUTOR_CHOICES
 from faithgate.formats import file_report_kinds
+from faithgate.safety.escape import safe_line
+from faithgate.scoring.execution import EXECUTOR_CHOICES
 from pytest_faithgate.fixture import FaithgateFixture
 from pytest_faithgate.messages import plugin_line
 from pytest_faithgate.run_files import gate_writes, ini_files, refuse_overwriting_pytest_files
@@ -216,7 +216,7 @@ def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True
     test module, a conftest), pytest's ini file (``refuse_overwriting_pytest_files``; the
     other collected files are checked once collected, ``check_collected_files``)."""
     from faithgate.gate import input_files
-    from faithgate.paths import refuse_overwriting_inputs
+    from faithgate.safety.paths import refuse_overwriting_inputs
 
     cfg = session.gate_config
     opts = session.options

@@ -186,7 +186,7 @@ class PluginSession:
         ``settings`` (metric -> settings) are laid over the configured ``metric_settings``.
         The gate item and a fixture call with the same metric and settings share one scorer.
         """
-        from faithgate.scorer import Scorer
+        from faithgate.scoring.scorer import Scorer
 
         names = list(metrics)
         extra = settings or {}
@@ -215,8 +215,8 @@ class PluginSession:
         backend: str | None = None,
     ) -> Any:
         """Scores with the session's ``scorer`` for these arguments, in this process, through
-        the execution seam (``faithgate.execution``) with the session's cache around it."""
-        from faithgate.execution import make_executor
+        the execution seam (``faithgate.scoring.execution``) with the session's cache around it."""
+        from faithgate.scoring.execution import make_executor
 
         scorer = self.scorer(metrics, settings, models, backend)
         return make_executor(None, scorer=scorer, cache=self.cache)

@@ -21,7 +21,7 @@ from faithgate import models
 from faithgate.backends.base import Backend, RoleModel
 from faithgate.backends.manifest import find_export
 from faithgate.errors import ConfigError, InputError, option_error
-from faithgate.escape import printable
+from faithgate.safety.escape import printable
 
 
 @dataclass(frozen=True)

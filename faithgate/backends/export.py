@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from faithgate import models, paths
+from faithgate import models
 from faithgate.backends.lm_graph import add_score_from, drop_mask_expands, drop_softmax_nan_guards
 from faithgate.backends.manifest import (
     MANIFEST_FORMAT,
@@ -58,6 +58,7 @@ from faithgate.backends.quantize.parity import (
 from faithgate.backends.torch_backend import TorchBackend
 from faithgate.backends.windowing import read_pooling
 from faithgate.errors import BackendError, InputError
+from faithgate.safety import paths
 
 DEFAULT_OPSET = 18
 # The ONNX opsets an export can be made at (``check_opset``), checked before any model loads:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from faithgate import models
-from faithgate.atomic import atomic_write_text
 from faithgate.backends.windowing import ST_POOLINGS, pooling_modes
 from faithgate.errors import BackendError, InputError
-from faithgate.escape import printable
+from faithgate.safety.atomic import atomic_write_text
+from faithgate.safety.escape import printable
 
 log = logging.getLogger(__name__)
 

@@ -61,7 +61,7 @@ _WHOLE_NUMBER = re.compile(r"[0-9]+")
 # a YAML block with one entry per line is read in full; an empty entry ("a,,b") is skipped.
 _LIST_SEPARATORS = re.compile(r"[, \t\r\n]+")
 _ARG_SEPARATORS = re.compile(r"[ \t\r\n]+")
-# What faithgate.escape.printable escapes: controls (C0, DEL, C1), lone surrogates,
+# What faithgate.safety.escape.printable escapes: controls (C0, DEL, C1), lone surrogates,
 # U+2028 / U+2029 and the bidirectional controls.
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
@@ -134,7 +134,7 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def printable(text: str) -> str:
-    """``faithgate.escape.printable`` in the standard library (a test holds the two equal):
+    """``faithgate.safety.escape.printable`` in the standard library (a test holds the two equal):
     line breaks, controls, bidirectional controls and lone surrogates as backslash escapes
     (``\\n``, ``\\x1b``, ``\\u202e``), so an input's ``ESC [`` never reaches the log raw."""
 

@@ -20,8 +20,13 @@ from faithgate.cli.execution_options import execution_options, execution_setting
 from faithgate.cli.params import FiniteFloatRange
 from faithgate.cli.score import parse_assignments, parse_settings, read_source_and_summary
 from faithgate.errors import InputError
-from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
-from faithgate.paths import lies_inside, refuse_overwriting_inputs, same_file
+from faithgate.safety.escape import (
+    defuse_workflow_commands,
+    json_for_terminal,
+    printable,
+    safe_line,
+)
+from faithgate.safety.paths import lies_inside, refuse_overwriting_inputs, same_file
 
 _metric_option = click.option(
     "--metric",
@@ -288,7 +293,7 @@ def bench_command(
     )
     doc = json_ready(result)
     if output:
-        from faithgate.atomic import atomic_write_text
+        from faithgate.safety.atomic import atomic_write_text
 
         atomic_write_text(output, json.dumps(doc, indent=1))
     if as_json:

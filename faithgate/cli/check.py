@@ -156,10 +156,10 @@ def check_command(
 ) -> None:
     """Score outputs and gate on the configured rules: exit 0 pass, 1 fail, 2 usage error."""
     from faithgate.config import load_config
-    from faithgate.escape import safe_line
     from faithgate.gate import BaselinePolicy, Gate
     from faithgate.report import render, write_reports
     from faithgate.report.terminal import headline
+    from faithgate.safety.escape import safe_line
 
     if outputs and (summarizer or data):
         raise InputError("give either --outputs or --summarizer with --data, not both")

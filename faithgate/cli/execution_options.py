@@ -1,6 +1,6 @@
 """The ``--executor`` / ``--address`` / ``--num-workers`` options shared by ``check``,
 ``bench`` and ``calibrate``; choices come from the executor registry
-(``faithgate.execution.EXECUTORS``), and a flag applies to the executors whose options take its
+(``faithgate.scoring.execution.EXECUTORS``), and a flag applies to the executors whose options take its
 key. Flags override ``[tool.faithgate.execution]`` of the configuration, for all three."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from faithgate.errors import ConfigError
-from faithgate.execution import EXECUTOR_CHOICES, ExecutionSettings, executors_taking
+from faithgate.scoring.execution import EXECUTOR_CHOICES, ExecutionSettings, executors_taking
 
 
 def execution_options(fn: Callable[..., Any]) -> Callable[..., Any]:

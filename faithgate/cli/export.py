@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from faithgate import models, paths
+from faithgate import models
 from faithgate.cli.params import FiniteFloatRange
 from faithgate.errors import InputError
-from faithgate.escape import json_for_terminal, safe_line
+from faithgate.safety import paths
+from faithgate.safety.escape import json_for_terminal, safe_line
 
 EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq", "alignscore", "hhem")
 

@@ -38,7 +38,6 @@ from faithgate.cli.action_steps import (
     split_list,
 )
 from faithgate.errors import ConfigError, InputError
-from faithgate.escape import printable
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.report.github import (
     ReportRequest,
@@ -48,6 +47,7 @@ from faithgate.report.github import (
     write_env_file,
     write_outputs,
 )
+from faithgate.safety.escape import printable
 
 # The format whose file is the gate result JSON the report reads (``--result``).
 RESULT_FORMAT = "json"
@@ -229,7 +229,7 @@ def clear_report_dir(
     (``report-args``) and become step outputs."""
     from faithgate.config import load_config
     from faithgate.gate import input_files
-    from faithgate.paths import refuse_overwriting_inputs
+    from faithgate.safety.paths import refuse_overwriting_inputs
 
     if printable(directory) != directory:
         # The paths go to stdout as they are (bash reads them back as arguments): escaped,

@@ -1,6 +1,6 @@
 """``faithgate score`` (spot-check one summary) and ``faithgate metrics`` (list the registry).
 
-Only argument handling and printing live here; scores come from ``faithgate.scorer.Scorer``.
+Only argument handling and printing live here; scores come from ``faithgate.scoring.scorer.Scorer``.
 """
 
 from __future__ import annotations
@@ -16,13 +16,18 @@ import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import InputError
-from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.io import check_text, read_stdin_bytes
 from faithgate.metrics.base import Metric, fmt_detail, metric_class
 from faithgate.numbers import at_least
-from faithgate.paths import refuse_not_a_file
+from faithgate.safety.escape import (
+    defuse_workflow_commands,
+    json_for_terminal,
+    printable,
+    safe_line,
+)
+from faithgate.safety.paths import refuse_not_a_file
+from faithgate.safety.userjson import parse_problem, unique_object
 from faithgate.types import Score, is_blank, json_safe
-from faithgate.userjson import parse_problem, unique_object
 
 if TYPE_CHECKING:
     from faithgate.config import GateConfig
@@ -429,7 +434,7 @@ def score_command(
     command line's ``--backend``, ``--model`` and ``--set`` win), as ``faithgate check`` scores.
     """
     from faithgate import text as textmod
-    from faithgate.scorer import Scorer, check_models_used, resolve_metrics
+    from faithgate.scoring.scorer import Scorer, check_models_used, resolve_metrics
     from faithgate.types import Example
 
     source_text, summary_text = read_source_and_summary(source, summary)
@@ -584,7 +589,7 @@ def _listed_roles(name: str) -> set[str]:
 def metrics_command(fmt: str) -> None:
     """List the available metrics, one line each."""
     from faithgate.metrics.base import metric_class, metric_names
-    from faithgate.scorer import DEFAULT_METRICS
+    from faithgate.scoring.scorer import DEFAULT_METRICS
 
     entries = []
     for name in metric_names():

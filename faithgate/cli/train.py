@@ -9,8 +9,8 @@ from __future__ import annotations
 import click
 
 from faithgate.cli.params import FiniteFloatRange
-from faithgate.escape import safe_line
 from faithgate.perturb import RULES
+from faithgate.safety.escape import safe_line
 from faithgate.training.recipe import BUILTIN_CORPORA, TrainConfig
 from faithgate.training.synth import SynthConfig
 

@@ -23,7 +23,7 @@ import numpy as np
 from faithgate.backends.base import PairClassifier
 from faithgate.engines.context import EngineContext
 from faithgate.errors import ConfigError, InputError
-from faithgate.escape import printable
+from faithgate.safety.escape import printable
 
 _ENTAIL_NAMES = ("entailment", "entail", "entails", "entailed")
 

@@ -16,11 +16,11 @@ import numpy as np
 
 from faithgate.config import GateConfig, RegressionRule, Reports, per_metric
 from faithgate.errors import InputError
-from faithgate.escape import printable
 from faithgate.gate.pairs import changed_words, describe_edit
 from faithgate.numbers import above, at_least, decimals_apart, fixed_against, shown_against
-from faithgate.paths import refuse_not_a_file, same_file
 from faithgate.result import ExampleResult, GateResult, RuleResult
+from faithgate.safety.escape import printable
+from faithgate.safety.paths import refuse_not_a_file, same_file
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from faithgate.errors import ConfigError, FaithgateError, InputError, no_metric_
 from faithgate.gate.baseline import BaselinePolicy, active_regression
 from faithgate.metrics.base import metric_class, metric_names
 from faithgate.numbers import above, at_least
-from faithgate.paths import refuse_overwriting_inputs, same_file
+from faithgate.safety.paths import refuse_overwriting_inputs, same_file
 
 # The score cache's file in ``cache_dir`` (shared with `pytest --faithgate`).
 CACHE_FILE = "scores.sqlite"
@@ -411,7 +411,7 @@ def default_metric_limits(config: GateConfig) -> list[str]:
 
 def output_files(config: GateConfig, *, update_baseline: bool) -> list[tuple[str, Any]]:
     """The reports a gate run of ``config`` writes and, with ``update_baseline``, the baseline,
-    as ``(what, path)`` for ``faithgate.paths.refuse_overwriting_inputs``. A json report at
+    as ``(what, path)`` for ``faithgate.safety.paths.refuse_overwriting_inputs``. A json report at
     the baseline path writes the same result twice: allowed, so the baseline is not listed."""
     files: list[tuple[str, Any]] = [
         (f"{kind} report", path) for kind, path in config.reports.items()
@@ -425,7 +425,7 @@ def output_files(config: GateConfig, *, update_baseline: bool) -> list[tuple[str
 
 def input_files(config: GateConfig, *, baseline: bool = True) -> list[tuple[str, Any]]:
     """The files a gate run of ``config`` reads, as ``(what, path or None)`` for
-    ``faithgate.paths.refuse_overwriting_inputs``: the outputs, data and configuration files,
+    ``faithgate.safety.paths.refuse_overwriting_inputs``: the outputs, data and configuration files,
     and (``baseline``) the baseline, which a run reads unless it updates it."""
     files: list[tuple[str, Any]] = [
         ("outputs file", config.outputs),

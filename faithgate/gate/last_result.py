@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 from faithgate.errors import WriteError
-from faithgate.escape import printable
 from faithgate.result import GateResult
+from faithgate.safety.escape import printable
 
 
 def save_last_result(result: GateResult, last: Path) -> list[str]:

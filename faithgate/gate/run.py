@@ -2,7 +2,7 @@
 
 This module only orchestrates: the checks of a configuration are ``faithgate.gate.checks``,
 the pairs ``faithgate.gate.pairs``, the rules ``faithgate.gate.evaluate`` and the baseline
-``faithgate.gate.baseline``; scoring runs through ``faithgate.execution`` (in process by
+``faithgate.gate.baseline``; scoring runs through ``faithgate.scoring.execution`` (in process by
 default, or on a Ray cluster) with the score cache on the driver, and reports are written by
 the callers (``faithgate.report``), so the gate never imports a report.
 """
@@ -19,8 +19,6 @@ from pathlib import Path
 from faithgate.cache import ScoreCache
 from faithgate.config import GateConfig
 from faithgate.errors import InputError
-from faithgate.escape import printable
-from faithgate.execution import Executor, Progress, ScorerRecipe, make_executor
 from faithgate.gate.baseline import (
     BaselinePolicy,
     baseline_notes,
@@ -36,7 +34,9 @@ from faithgate.gate.pairs import generate_pairs, given_pairs, ignored_pair_field
 from faithgate.io import load_examples
 from faithgate.progress import terminal_progress
 from faithgate.result import GateResult
-from faithgate.scorer import Scorer, refuse_oversized
+from faithgate.safety.escape import printable
+from faithgate.scoring.execution import Executor, Progress, ScorerRecipe, make_executor
+from faithgate.scoring.scorer import Scorer, refuse_oversized
 from faithgate.summarize import run_summarizer
 from faithgate.types import Example, Score
 
@@ -112,7 +112,7 @@ class Gate:
 
     @property
     def executor(self) -> Executor:
-        """Where scoring runs (``faithgate.execution``), built on first use, with the cache
+        """Where scoring runs (``faithgate.scoring.execution``), built on first use, with the cache
         around it on the driver; the local one scores with ``self.scorer``."""
         if self._executor is None:
             self._executor = make_executor(

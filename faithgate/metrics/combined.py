@@ -23,8 +23,8 @@ from typing import Any
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, get_metric, hash_digest, register
 from faithgate.numbers import is_finite_number
+from faithgate.safety.userjson import parse_json
 from faithgate.types import Example, Score
-from faithgate.userjson import parse_json
 
 COMBINATION_FORMAT = "faithgate-combination/1"
 # ``ensemble``'s weights: written by benchmarks/fit_ensemble.py (data and figures inside).

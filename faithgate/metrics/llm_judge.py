@@ -38,8 +38,8 @@ from typing import Any, ClassVar
 from faithgate.backends.chat import ChatError, ChatModel, ChatReply, OpenAIChat, parse_json_answer
 from faithgate.cache import ScoreCache
 from faithgate.errors import ConfigError
-from faithgate.escape import clipped
 from faithgate.metrics.base import Metric, ScoringContext, hash_digest, register
+from faithgate.safety.escape import clipped
 from faithgate.types import Example, Score, SentenceScore
 
 log = logging.getLogger(__name__)

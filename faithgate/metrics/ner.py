@@ -20,8 +20,8 @@ import regex
 from faithgate import text as textmod
 from faithgate.engines.spans import token_f1
 from faithgate.errors import InputError
-from faithgate.escape import printable
 from faithgate.metrics.base import Metric, ScoringContext, register
+from faithgate.safety.escape import printable
 from faithgate.types import Example, Score, SentenceScore
 from faithgate.words import main_script, script_share
 

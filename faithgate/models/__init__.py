@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError, ModelNotFoundError
-from faithgate.escape import printable
 from faithgate.models.files import FINGERPRINT_MEMO as FINGERPRINT_MEMO
 from faithgate.models.files import faithgate_home as faithgate_home
 from faithgate.models.files import file_digests, is_model_dir, progress_line, same_file
@@ -48,6 +47,7 @@ from faithgate.models.hub import COMMIT, commit_fingerprint, hf_cached_snapshot,
 from faithgate.models.hub import hf_cached_file as hf_cached_file
 from faithgate.models.hub import hf_hub_cache as hf_hub_cache
 from faithgate.models.hub import hub_problem as hub_problem
+from faithgate.safety.escape import printable
 
 ROLES = ("embedder", "lm", "spacy", "nli", "seq2seq", "qa", "qg", "alignscore", "hhem")
 
@@ -603,7 +603,7 @@ _ASSEMBLED_WEIGHTS = "model.safetensors"
 
 def _record_assembled(directory: Path, sha256: str | None = None) -> None:
     """Write ``_ASSEMBLED_RECORD`` for the weights assembled in ``directory``."""
-    from faithgate.atomic import atomic_write_text
+    from faithgate.safety.atomic import atomic_write_text
 
     weights = directory / _ASSEMBLED_WEIGHTS
     st = weights.stat()

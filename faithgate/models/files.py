@@ -14,10 +14,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-from faithgate.atomic import current_umask
 from faithgate.errors import InputError
-from faithgate.escape import printable, safe_line
-from faithgate.paths import lies_inside
+from faithgate.safety.atomic import current_umask
+from faithgate.safety.escape import printable, safe_line
+from faithgate.safety.paths import lies_inside
 
 
 def faithgate_home() -> Path:
@@ -96,7 +96,7 @@ def file_digests(paths: list[Path]) -> list[str]:
             _memo.update(new)
             text = json.dumps(_memo, sort_keys=True)
         try:  # another process may write it at the same time: the last writer wins, both valid
-            from faithgate.atomic import atomic_write_text
+            from faithgate.safety.atomic import atomic_write_text
 
             atomic_write_text(memo_path, text)
         except (OSError, InputError):

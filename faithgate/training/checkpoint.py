@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError
-from faithgate.escape import printable
+from faithgate.safety.escape import printable
 from faithgate.training.recipe import TrainConfig
 
 

@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faithgate import paths
 from faithgate.errors import InputError
-from faithgate.escape import printable
 from faithgate.perturb import reads_as_english
+from faithgate.safety import paths
+from faithgate.safety.escape import printable
 from faithgate.training import corpora, synth
 from faithgate.training.corpora import LABELS, NLIPair
 from faithgate.training.recipe import BUILTIN_CORPORA, TrainConfig, key_digest

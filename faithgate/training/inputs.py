@@ -10,7 +10,7 @@ from typing import Any
 
 from faithgate import models
 from faithgate.errors import InputError, ModelNotFoundError
-from faithgate.escape import printable
+from faithgate.safety.escape import printable
 from faithgate.training import corpora
 from faithgate.training.corpora import LABELS
 from faithgate.training.dataset import dataset_file, refuse_repeated_files

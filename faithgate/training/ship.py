@@ -27,8 +27,8 @@ from typing import Any
 from faithgate import models
 from faithgate.backends.quantize.parity import Triple
 from faithgate.errors import FaithgateError, InputError
-from faithgate.escape import printable, safe_line
-from faithgate.paths import refuse_dir_over_inputs
+from faithgate.safety.escape import printable, safe_line
+from faithgate.safety.paths import refuse_dir_over_inputs
 from faithgate.training.dataset import is_held_out, synth_pairs_file
 from faithgate.training.recipe import BUILTIN_CORPORA, TRAINING_META, TrainConfig
 from faithgate.training.workdir import work_dir

@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from faithgate import models, paths
+from faithgate import models
 from faithgate.errors import InputError
-from faithgate.escape import printable
+from faithgate.safety import paths
+from faithgate.safety.escape import printable
 from faithgate.training.checkpoint import (
     check_same_base,
     check_same_start,

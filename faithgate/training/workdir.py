@@ -9,9 +9,10 @@ import re
 import shutil
 from pathlib import Path
 
-from faithgate import models, paths
+from faithgate import models
 from faithgate.errors import InputError
-from faithgate.escape import printable
+from faithgate.safety import paths
+from faithgate.safety.escape import printable
 from faithgate.training.recipe import BUILTIN_CORPORA, TRAINING_META, TrainConfig
 
 # The mark of a working directory (OUT.work: checkpoint, dataset, synthetic pairs) faithgate

@@ -444,10 +444,10 @@ HOSTILE_TEXT = [
 
 @pytest.mark.parametrize("text", HOSTILE_TEXT)
 def test_the_standard_library_escaping_is_faithgates(text):
-    """Before the install the steps cannot import faithgate.escape: their copy says the same,
+    """Before the install the steps cannot import faithgate.safety.escape: their copy says the same,
     so an input's error reads alike from the input check and from ``faithgate github``."""
-    from faithgate.escape import printable
     from faithgate.report.github import workflow_command
+    from faithgate.safety.escape import printable
 
     assert action_steps.printable(text) == printable(text)
     assert action_steps.error_command(text) == workflow_command("error", text, title="faithgate")

@@ -17,8 +17,13 @@ from click.testing import CliRunner
 from gate_fakes import NAME, summary
 from gh_commands import parse_output
 
-from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.report import github
+from faithgate.safety.escape import (
+    defuse_workflow_commands,
+    json_for_terminal,
+    printable,
+    safe_line,
+)
 
 HOSTILE_IDS = [
     "a\n::error::forged by a newline",

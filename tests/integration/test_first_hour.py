@@ -277,20 +277,20 @@ def test_score_judges_a_configured_threshold_with_the_configured_settings(score_
 
 
 def test_score_loads_models_as_the_configuration_says(score_files, monkeypatch):
-    import faithgate.scorer
+    import faithgate.scoring.scorer
 
     (score_files / "faithgate.toml").write_text(
         'metrics = ["overlap"]\nbackend = "torch"\n[thresholds]\noverlap = 0.5\n'
         '[models]\nembedder = "my/encoder"\n[model_options.embedder]\nmax_length = 64\n'
     )
     built = []
-    original = faithgate.scorer.Scorer.__init__
+    original = faithgate.scoring.scorer.Scorer.__init__
 
     def recording(self, metrics, **kwargs):
         built.append(kwargs)
         original(self, metrics, **kwargs)
 
-    monkeypatch.setattr(faithgate.scorer.Scorer, "__init__", recording)
+    monkeypatch.setattr(faithgate.scoring.scorer.Scorer, "__init__", recording)
     assert score().exit_code == 0
     assert built[-1]["backend"] == "torch"
     assert built[-1]["models"] == {"embedder": "my/encoder"}

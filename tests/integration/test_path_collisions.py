@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from gate_fakes import NAME, summary
 
 from faithgate.cli import cli
-from faithgate.paths import refuse_overwriting_inputs, same_file
+from faithgate.safety.paths import refuse_overwriting_inputs, same_file
 
 
 @pytest.fixture

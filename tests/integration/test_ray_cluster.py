@@ -13,8 +13,8 @@ import ray
 from ray.cluster_utils import Cluster
 from ray_helpers import RAY_METRICS, as_data, bump_sample, patient_ray_start, start_with_retries
 
-from faithgate.execution import ExecutionSettings, LocalExecutor, ScorerRecipe
-from faithgate.ray_executor import RayExecutor
+from faithgate.scoring.execution import ExecutionSettings, LocalExecutor, ScorerRecipe
+from faithgate.scoring.ray_executor import RayExecutor
 from faithgate.types import Example
 
 # Loads real models on BUMP data (the "slow" marker; still part of `make test`).

@@ -18,7 +18,7 @@ import struct
 import pytest
 
 from faithgate.backends.windowing import batches_by_token_budget, equal_length_batches
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 SRC_A = (

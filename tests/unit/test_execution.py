@@ -1,4 +1,4 @@
-"""The execution seam (faithgate/execution.py): recipe, local executor, driver-side cache,
+"""The execution seam (faithgate/scoring/execution.py): recipe, local executor, driver-side cache,
 settings parsing and source-grouped batching. Runs without Ray."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from faithgate.cache import ScoreCache
 from faithgate.config import GateConfig
 from faithgate.errors import ConfigError, InputError
-from faithgate.execution import (
+from faithgate.scoring.execution import (
     CachedExecutor,
     ExecutionSettings,
     Executor,
@@ -20,8 +20,8 @@ from faithgate.execution import (
     ScorerRecipe,
     make_executor,
 )
-from faithgate.ray_executor import RayOptions, source_batches
-from faithgate.scorer import Scorer
+from faithgate.scoring.ray_executor import RayOptions, source_batches
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 SRC_A = "The mayor opened the new bridge in Leeds on Monday. It cost 40 million pounds."
@@ -160,13 +160,13 @@ def test_the_executor_and_result_checks_find_the_same_first_mismatch() -> None:
     the same comparison in two copies; both now ask ``first_settings_mismatch``: the same first
     score, each in its own words. A score without a hash, or of a metric without an expected
     one, is not compared."""
-    from faithgate.execution import check_settings_hashes
     from faithgate.result import (
         ExampleResult,
         MetricResult,
         consistent_settings_hashes,
         first_settings_mismatch,
     )
+    from faithgate.scoring.execution import check_settings_hashes
 
     hashes = {"m": "m|a", "n": "n|a"}
     rows = [
@@ -313,9 +313,9 @@ def test_bench_and_calibrate_take_the_executor_from_the_configuration(
     from click.testing import CliRunner
     from ray_helpers import PoisonMetric
 
-    from faithgate import execution
     from faithgate.cli import cli
     from faithgate.metrics import base
+    from faithgate.scoring import execution
 
     base.metric_names()  # discovery first, then the model-free test metric
     monkeypatch.setitem(base._REGISTRY, "poison", PoisonMetric)
@@ -359,7 +359,7 @@ def test_bench_and_calibrate_take_the_executor_from_the_configuration(
 def test_cached_executor_feeds_chunks_and_keeps_finished_ones(tmp_path: Path) -> None:
     """Big inputs go to the executor chunk by chunk (a run of one source is never cut), each
     chunk's scores reach the cache before the next is sent: an interrupted run keeps them."""
-    from faithgate.execution import chunk_bounds
+    from faithgate.scoring.execution import chunk_bounds
 
     exs = [Example(f"{s}{k}", f"source {s}", f"summary {s} {k}") for s in "abc" for k in range(3)]
     assert list(chunk_bounds(exs, 2)) == [(0, 3), (3, 6), (6, 9)]  # extended to the source end
@@ -401,7 +401,7 @@ def test_ctrl_c_inside_a_ray_wait_reaches_the_callers_handler() -> None:
     around those calls it does, and the caller's own handler (the CLI's) then runs."""
     import signal
 
-    from faithgate.ray_executor.cluster import sigint_as_keyboard_interrupt
+    from faithgate.scoring.ray_executor.cluster import sigint_as_keyboard_interrupt
 
     class Interrupted(BaseException):
         pass
@@ -429,14 +429,14 @@ def test_an_address_that_names_the_cluster_ray_is_on_is_not_reported_ignored(cap
     from types import SimpleNamespace
 
     pytest.importorskip("ray")
-    from faithgate.ray_executor import RayExecutor
+    from faithgate.scoring.ray_executor import RayExecutor
 
     ray = SimpleNamespace(get_runtime_context=lambda: SimpleNamespace(gcs_address="10.0.0.5:6379"))
     warned = {}
     for address in ("auto", "10.0.0.5:6379", "ray://10.0.0.5:10001", "ray://other:10001"):
         caplog.clear()
         settings = ExecutionSettings(executor="ray", address=address)
-        with caplog.at_level(logging.WARNING, logger="faithgate.ray_executor"):
+        with caplog.at_level(logging.WARNING, logger="faithgate.scoring.ray_executor"):
             RayExecutor(ScorerRecipe(("overlap",)), settings)._warn_address_ignored(ray)
         warned[address] = any("is ignored" in r.getMessage() for r in caplog.records)
     assert warned == {

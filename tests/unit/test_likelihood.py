@@ -17,7 +17,7 @@ import pytest
 from faithgate.engines.likelihood import LikelihoodConfig, LikelihoodEngine
 from faithgate.errors import InputError
 from faithgate.models import resolve
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 pytestmark = pytest.mark.xdist_group("likelihood")

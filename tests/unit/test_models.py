@@ -437,7 +437,7 @@ def test_a_renamed_local_model_keeps_its_settings_hash(tmp_path):
     refused as made with other settings."""
     import shutil
 
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
     a = fake_model_dir(tmp_path / "run-42")
     (a / "model.safetensors").write_bytes(b"\x07" * 64)

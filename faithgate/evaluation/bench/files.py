@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from faithgate.errors import InputError
-from faithgate.escape import safe_line
 from faithgate.io import read_jsonl_rows
-from faithgate.paths import input_mode, refuse_not_a_file
+from faithgate.safety.escape import safe_line
+from faithgate.safety.paths import input_mode, refuse_not_a_file
 from faithgate.types import Example
 
 logger = logging.getLogger(__name__)

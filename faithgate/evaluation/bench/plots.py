@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from faithgate.atomic import atomic_write_bytes
 from faithgate.errors import InputError
 from faithgate.evaluation.meta import Item, roc_auc
+from faithgate.safety.atomic import atomic_write_bytes
 
 
 def write_plots(

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from faithgate.escape import markdown_literal
+from faithgate.safety.escape import markdown_literal
 
 
 def _f(x: Any, digits: int = 3) -> str:

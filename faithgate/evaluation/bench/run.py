@@ -10,9 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
-from faithgate.escape import safe_line
 from faithgate.evaluation.bench.combination import apply_combination, fit_combination
 from faithgate.evaluation.bench.comparisons import compare_metrics
 from faithgate.evaluation.bench.files import (
@@ -31,8 +29,10 @@ from faithgate.evaluation.meta import (
     evaluate,
     items_from_examples,
 )
-from faithgate.execution import ExecutionSettings
 from faithgate.io import load_examples
+from faithgate.safety.atomic import atomic_write_text
+from faithgate.safety.escape import safe_line
+from faithgate.scoring.execution import ExecutionSettings
 from faithgate.types import Example
 
 logger = logging.getLogger(__name__)

@@ -14,14 +14,14 @@ import numpy as np
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
 from faithgate.evaluation.bench.timings import Timings
-from faithgate.execution import (
+from faithgate.scoring.execution import (
     ExecutionSettings,
     Executor,
     ScorerRecipe,
     executor_class,
     make_executor,
 )
-from faithgate.scorer import lookup_cached
+from faithgate.scoring.scorer import lookup_cached
 from faithgate.types import Example
 
 
@@ -70,7 +70,7 @@ class Bench:
         settings = {k: dict(v) for k, v in (metric_settings or {}).items()}
         self.metrics = [get_metric(m, **settings.get(m, {})) for m in metrics]
         self.pool = ModelPool(dict(models or {}), backend=backend)
-        # Where scoring runs (faithgate.execution); workers rebuild each metric from its recipe.
+        # Where scoring runs (faithgate.scoring.execution); workers rebuild each metric from its recipe.
         self.execution = execution or ExecutionSettings()
         self.recipe = ScorerRecipe(
             tuple(metrics),
@@ -89,7 +89,7 @@ class Bench:
     def score(self, examples: Sequence[Example]) -> dict[str, MetricRun]:
         """Every metric's scores for ``examples`` (NaN where a metric could not score one).
 
-        All metrics score together through one executor (``faithgate.execution``), so
+        All metrics score together through one executor (``faithgate.scoring.execution``), so
         metrics that share an engine (the likelihood family) share its passes: one pass per
         distinct input for all of them. The score cache is read and written on the driver
         (``CachedExecutor``); the executor is closed, and its engines released, at the end.

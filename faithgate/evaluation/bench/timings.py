@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from faithgate.atomic import atomic_write_text
-from faithgate.escape import safe_line
+from faithgate.safety.atomic import atomic_write_text
+from faithgate.safety.escape import safe_line
 
 logger = logging.getLogger(__name__)
 

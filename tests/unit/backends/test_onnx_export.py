@@ -25,7 +25,6 @@ pytest.importorskip("onnxruntime")
 from tiny_models import save_tiny_bart, save_tiny_models  # noqa: E402
 
 from faithgate import models  # noqa: E402
-from faithgate.atomic import current_umask  # noqa: E402
 from faithgate.backends import ModelPool, choose_backend, onnx_backend, onnx_session  # noqa: E402
 from faithgate.backends.export import (  # noqa: E402
     MANIFEST_NAME,
@@ -41,6 +40,7 @@ from faithgate.backends.onnx_backend import OnnxBackend  # noqa: E402
 from faithgate.backends.quantize.parity import Tolerance  # noqa: E402
 from faithgate.backends.torch_backend import TorchBackend  # noqa: E402
 from faithgate.errors import BackendError, ConfigError, InputError, ModelFileError  # noqa: E402
+from faithgate.safety.atomic import current_umask  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("onnx")
 

@@ -19,7 +19,7 @@ from faithgate.evaluation.bench.run import run_bench
 from faithgate.evaluation.bench.scoring import Bench
 from faithgate.io import load_examples, write_jsonl
 from faithgate.metrics.base import Metric, ScoringContext, metric_names, register
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 CALLS: dict[str, int] = {}
@@ -282,7 +282,7 @@ def test_a_combination_costs_its_components_once_after_a_remote_run(
     counted the component twice (about 20 ms an item for a 10 ms one); and a remote run that
     read it from the cache left its components out. Its seconds per item are now the same
     (its component's once) whichever executor computed or timed what."""
-    from faithgate.execution import CachedExecutor
+    from faithgate.scoring.execution import CachedExecutor
 
     settings = _combination_of_a_slow_component(tmp_path, monkeypatch)
     local_executor = Bench._executor

@@ -269,7 +269,7 @@ def test_no_cache_scores_afresh_with_a_scorer_that_has_its_own_cache(tmp_path):
     """Gate(use_cache=False) with a scorer carrying its own cache was served from that cache
     on the second run (and reported no cache use)."""
     from faithgate.cache import ScoreCache
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
     out = write_outputs(tmp_path / "o.jsonl", [{"id": "a", "source": "s", "summary": summary(0.9)}])
     cfg = GateConfig.from_dict(

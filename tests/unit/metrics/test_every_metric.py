@@ -39,7 +39,7 @@ from faithgate.backends import ModelPool
 from faithgate.backends.base import LanguageModel
 from faithgate.metrics.base import ScoringContext, get_metric, metric_class, metric_names
 from faithgate.metrics.combined import COMBINATION_FORMAT, SHIPPED_ENSEMBLE
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 CARDS = Path(__file__).resolve().parents[3] / "docs" / "metrics"

@@ -14,7 +14,7 @@ from faithgate.engines.nli import NLIEngine, contradiction_index, entailment_ind
 from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.metrics.base import ScoringContext, get_metric
 from faithgate.models import ModelSpec
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 SOURCE = "The cat sat on the mat. The dog barked loudly. Rain fell in Paris on Monday."

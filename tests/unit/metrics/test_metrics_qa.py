@@ -256,7 +256,7 @@ def tiny_qa_models(tmp_path_factory):
 
 
 def test_configured_qg_and_qa_models_through_the_torch_backend(tiny_qa_models):
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
     qa_dir, qg_dir = tiny_qa_models
     long_source = " ".join([SOURCE] * 6)  # longer than the 64-token window: windowed
@@ -284,7 +284,7 @@ def test_configured_qg_and_qa_models_through_the_torch_backend(tiny_qa_models):
 @pytest.mark.slow
 def test_offline_qgqa_end_to_end_on_a_real_article(bump_rows):
     """SmolLM2 answers rule-based questions about a real BUMP summary (shortest source)."""
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
     ref = min((r for r in bump_rows if r["role"] == "reference"), key=lambda r: len(r["source"]))
     scorer = Scorer(["qgqa", "feqa"], model_options={"lm": {"threads": 1}})

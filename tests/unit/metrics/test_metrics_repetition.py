@@ -13,7 +13,7 @@ from faithgate.cli import cli
 from faithgate.errors import InputError
 from faithgate.metrics.base import ScoringContext, get_metric, metric_class, metric_names
 from faithgate.metrics.repetition import repetition_stats
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 SOURCE = "The actor died in Connecticut on Sunday. He was 80. His family was with him."

@@ -217,7 +217,7 @@ def test_threads_and_device_are_recorded_and_a_resume_on_other_threads_says_so(
 
 
 def test_a_second_run_on_the_same_out_waits_for_the_first(tmp_path, tiny_base, tiny_docs):
-    from faithgate import paths
+    from faithgate.safety import paths
     from faithgate.training.train import train
     from faithgate.training.workdir import work_dir
 

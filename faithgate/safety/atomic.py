@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from faithgate.errors import WriteError
-from faithgate.paths import file_kind
+from faithgate.safety.paths import file_kind
 
 # Where Linux (4.7+) reports the process's umask; a test points it at a file of its own.
 _PROC_STATUS = "/proc/self/status"

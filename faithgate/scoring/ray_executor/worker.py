@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from faithgate.errors import FaithgateError
-from faithgate.escape import exception_line, safe_line
-from faithgate.execution import ScorerRecipe
+from faithgate.safety.escape import exception_line, safe_line
+from faithgate.scoring.execution import ScorerRecipe
 from faithgate.types import Example
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from faithgate.backends import ModelPool
 from faithgate.cache import ScoreCache
 from faithgate.errors import FaithgateError, InputError, Interrupted
-from faithgate.escape import clipped, exception_line, safe_line
 from faithgate.metrics.base import Metric, ScoringContext, get_metric
+from faithgate.safety.escape import clipped, exception_line, safe_line
 from faithgate.threads import metric_blas_threads
 from faithgate.types import Example, Score, is_blank
 
@@ -524,7 +524,7 @@ def lookup_cached(
 ) -> tuple[list[dict[str, Score]], dict[str, list[int]]]:
     """Cached cells of (metric, example), and per metric the example indices that missed.
 
-    Shared by ``Scorer.score`` and the driver-side cache of ``faithgate.execution``, so a score
+    Shared by ``Scorer.score`` and the driver-side cache of ``faithgate.scoring.execution``, so a score
     cached by one executor is a hit for every other.
     """
     results: list[dict[str, Score]] = [{} for _ in examples]

@@ -156,7 +156,7 @@ def _json_escape(match: re.Match[str]) -> str:
 
 def json_for_terminal(obj: Any, **kwargs: Any) -> str:
     """``json.dumps(obj, ensure_ascii=False, **kwargs)`` safe to print: every character that
-    ``faithgate.escape.printable`` would escape (C1 controls such as U+009B CSI, DEL, U+2028,
+    ``faithgate.safety.escape.printable`` would escape (C1 controls such as U+009B CSI, DEL, U+2028,
     bidi overrides, lone surrogates) becomes a ``\\uXXXX`` escape. Such characters occur only
     inside JSON strings, so the text stays valid JSON and parses to the same value; other
     non-ASCII text stays readable."""

@@ -49,11 +49,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from faithgate.backends import ModelPool
     from faithgate.cache import ScoreCache
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
 from faithgate.errors import InputError
-from faithgate.escape import safe_line
-from faithgate.execution import (
+from faithgate.safety.escape import safe_line
+from faithgate.scoring.execution import (
     ExecutionSettings,
     ExecutorOptions,
     OptionCheck,
@@ -64,7 +64,7 @@ from faithgate.execution import (
     table_option,
     text_option,
 )
-from faithgate.ray_executor.cluster import (
+from faithgate.scoring.ray_executor.cluster import (
     GCS_CONNECT_ATTEMPTS,
     PROBE_TIMEOUT_S,
     env_default,
@@ -75,7 +75,12 @@ from faithgate.ray_executor.cluster import (
     sigint_as_keyboard_interrupt,
     unreachable,
 )
-from faithgate.ray_executor.worker import ScoringWorker, failure_line, last_line, source_batches
+from faithgate.scoring.ray_executor.worker import (
+    ScoringWorker,
+    failure_line,
+    last_line,
+    source_batches,
+)
 from faithgate.types import Example, Score
 
 log = logging.getLogger(__name__)
@@ -394,7 +399,7 @@ class RayExecutor:
         todo: Mapping[str, Sequence[int]] | None = None,
         progress: Progress | None = None,
     ) -> list[dict[str, Score]]:
-        """See ``faithgate.execution.Executor.score``."""
+        """See ``faithgate.scoring.execution.Executor.score``."""
         examples = list(examples)
         if not examples:
             return []

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from faithgate.errors import InputError
-from faithgate.escape import printable
+from faithgate.safety.escape import printable
 
 
 def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:

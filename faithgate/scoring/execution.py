@@ -8,7 +8,7 @@ data aligned with its input. The gate, ``bench`` and ``calibrate`` score through
     In this process, with one ``Scorer`` (models loaded once, kept between calls). Inside one
     machine, pytest-xdist parallelises the plugin on top of this.
 ``ray``
-    On a Ray cluster (``faithgate[ray]``, ``faithgate.ray_executor``): a pool of actors, each
+    On a Ray cluster (``faithgate[ray]``, ``faithgate.scoring.ray_executor``): a pool of actors, each
     building its own ``Scorer`` from the recipe once.
 
 The pieces:
@@ -43,24 +43,24 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkable
 
 from faithgate.errors import ConfigError, InputError
-from faithgate.escape import safe_line
 from faithgate.numbers import is_finite_number
 from faithgate.result import first_settings_mismatch
+from faithgate.safety.escape import safe_line
 from faithgate.types import Example, Score
 
 if TYPE_CHECKING:
     from faithgate.backends import ModelPool
     from faithgate.cache import ScoreCache
     from faithgate.metrics.base import Metric
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
 # The executor registry: name -> "module:Class", imported on use (the Ray executor builds on
 # this module, which must not import it back). CLI choices, the plugin option, the keys of
 # ``[tool.faithgate.execution]`` and ``make_executor`` all derive from it: adding an executor is
 # its module plus one line here.
 EXECUTORS: dict[str, str] = {
-    "local": "faithgate.execution:LocalExecutor",
-    "ray": "faithgate.ray_executor:RayExecutor",
+    "local": "faithgate.scoring.execution:LocalExecutor",
+    "ray": "faithgate.scoring.ray_executor:RayExecutor",
 }
 EXECUTOR_CHOICES = tuple(EXECUTORS)
 
@@ -271,7 +271,7 @@ class ScorerRecipe:
 
     def build(self, *, pool: ModelPool | None = None, cache: ScoreCache | None = None) -> Scorer:
         """A ``Scorer`` for this recipe (``pool`` shares models already loaded here)."""
-        from faithgate.scorer import Scorer
+        from faithgate.scoring.scorer import Scorer
 
         named = {m for m in self.metrics if isinstance(m, str)}
         return Scorer(
@@ -436,7 +436,7 @@ class CachedExecutor:
         todo: Mapping[str, Sequence[int]] | None = None,
         progress: Progress | None = None,
     ) -> list[dict[str, Score]]:
-        from faithgate.scorer import lookup_cached
+        from faithgate.scoring.scorer import lookup_cached
 
         examples = list(examples)
         hashes = self.settings_hashes()
