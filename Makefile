@@ -40,8 +40,10 @@ gate: install
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (some shells and containers
 # set it): otherwise every pytest process re-rewrites the asserts of every test module (14 CPU s
 # to collect the suite instead of 8) and every CLI subprocess recompiles faithgate.
+# --dist loadgroup keeps each xdist_group on one worker (a shared Ray cluster, a shared score
+# cache); the slowest tests are listed, so a test or group that outgrows the rest shows.
 test: install-test lint
-	env -u PYTHONDONTWRITEBYTECODE $(PYTHON) -m pytest -n 2 --dist loadgroup -q
+	env -u PYTHONDONTWRITEBYTECODE $(PYTHON) -m pytest -n 2 --dist loadgroup -q --durations=15
 
 # ruff is pinned in the dev extra: its formatter's style changes between releases.
 LINT_PATHS = faithgate pytest_faithgate tests benchmarks examples

@@ -1,15 +1,19 @@
 """Tests of the pytest plugin (``pytest --faithgate``), run on inner projects with ``pytester``.
 
-Every inner run is a subprocess (``runpytest_subprocess``): the inner conftest registers a
-test-only metric, and the registry of this process must not see it. The metric ``toy`` is cheap
-and exact: per '.'-sentence, the share of its words found in the source (to the power
+Inner runs are in this process (``runpytest_inprocess``; ``run`` then restores the metric
+registry the inner conftest adds ``toy`` to), except under xdist (its workers are processes
+anyway) and where a test reads pytest's per-process state (``subprocess=True``). The metric
+``toy`` is cheap and exact: per '.'-sentence, the share of its words found in the source (to the power
 ``power``); the score is the mean over sentences, so expected values are computed by hand.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 
 import pytest
 
@@ -101,9 +105,32 @@ QUIET = (
 FIXTURES_ONLY = ("--faithgate", "-m", "not faithgate_gate")
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """Inner pytest in a subprocess (the inner conftest's metric must not reach this one)."""
-    return pytester.runpytest_subprocess(*QUIET, *args)
+def run(pytester: pytest.Pytester, *args: str, subprocess: bool = False) -> pytest.RunResult:
+    """Inner pytest, in this process unless it runs xdist (``-n``) or ``subprocess`` is asked
+    for (what pytest caches per process matters): a subprocess starts pytest and imports
+    faithgate and the plugin anew, ~1 CPU s per run."""
+    if subprocess or "-n" in args:
+        return pytester.runpytest_subprocess(*QUIET, *args)
+    with own_registry():
+        return pytester.runpytest_inprocess(*QUIET, *args)
+
+
+@contextlib.contextmanager
+def own_registry() -> Iterator[None]:
+    """What an inner run changes in this process's faithgate is put back afterwards: the
+    metrics its conftest registers and ``faithgate.perturb.perturb``, which some replace.
+    (The modules it imports are imported before pytester starts: tests/conftest.py.)"""
+    from faithgate.metrics import base
+
+    perturb_module = importlib.import_module("faithgate.perturb")
+    registry = dict(base._REGISTRY)
+    perturb = perturb_module.perturb
+    try:
+        yield
+    finally:
+        base._REGISTRY.clear()
+        base._REGISTRY.update(registry)
+        perturb_module.perturb = perturb
 
 
 def write_project(pytester: pytest.Pytester, tests: str, **files: str) -> None:
@@ -179,7 +206,8 @@ def test_silent_without_flag(pytester: pytest.Pytester) -> None:
     (pytester.path / "faithgate.toml").write_text('metrics = ["toy"]\noutputs = "out.jsonl"\n')
     with_plugin = run(pytester, "--strict-markers")
     with_plugin.assert_outcomes(passed=1)
-    without = run(pytester, "--strict-markers", "-p", "no:faithgate")
+    # A subprocess: pytest caches the marker names it has seen per process.
+    without = run(pytester, "--strict-markers", "-p", "no:faithgate", subprocess=True)
     # Without the plugin the marker is unknown: proves the plugin registers it.
     assert without.ret != 0
     assert "'faithgate' not found in `markers`" in without.stdout.str()
@@ -396,7 +424,16 @@ def test_xdist_two_workers_gate_and_baseline(pytester: pytest.Pytester) -> None:
     again.stdout.fnmatch_lines(["regression[[]toy[]]*PASS*", "score cache: 3 hits, 0 misses*"])
 
 
+@pytest.fixture(scope="session")
+def perturbation_engine() -> None:
+    """spaCy, its model and what they import, loaded before pytester snapshots
+    ``sys.modules`` (tests/conftest.py says why): an edit made once here."""
+    perturb = importlib.import_module("faithgate.perturb").perturb
+    assert perturb("Bob Jones met Alice Smith in Paris.", "Bob met Alice.")
+
+
 @pytest.mark.slow  # the perturbation engine parses with spaCy
+@pytest.mark.usefixtures("perturbation_engine")
 def test_assert_consistent_under_perturbation(pytester: pytest.Pytester) -> None:
     src = "Police arrested Bob Jones in Paris on Monday. A court convicted Alice Smith."
     write_project(

@@ -1,6 +1,6 @@
 """``pytest --faithgate`` and baselines that are missing or name other outputs (review s19).
 
-Inner pytest runs (``pytester``, in a subprocess) of the ``toy`` project of ``test_plugin``.
+Inner pytest runs (``pytester``, in this process) of the ``toy`` project of ``test_plugin``.
 """
 
 from __future__ import annotations

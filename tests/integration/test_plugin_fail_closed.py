@@ -1,5 +1,5 @@
 """The fixture fails closed (review s19 of the pytest plugin): inner pytest runs (``pytester``,
-in a subprocess) of small projects with the ``toy`` metrics of ``test_plugin_review``.
+in this process) of small projects with the ``toy`` metrics of ``test_plugin_review``.
 
 A class marker's threshold and settings stay with its metric; a check that could not score is
 ``FaithgateScoringError``, which ``pytest.raises(AssertionError)`` does not swallow; text the

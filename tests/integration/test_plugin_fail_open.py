@@ -1,7 +1,7 @@
 """``pytest --faithgate`` neither passes without gating nor writes over the run's own files.
 
-Inner pytest runs (``pytester``, in a subprocess) of small projects with the ``toy`` metric of
-``test_plugin``:
+Inner pytest runs (``pytester``, in this process unless under xdist) of small projects with the
+``toy`` metric of ``test_plugin``:
 
 - with nothing to gate (no configuration found, or one without ``outputs`` / ``summarizer``)
   the run passed ("1 passed", exit 0, no report) where ``faithgate check`` exits 2: now the

@@ -1,11 +1,12 @@
 """The pytest plugin fails closed and speaks pytest's language (review of ``pytest --faithgate``).
 
-Each test is an inner pytest run (``pytester``, in a subprocess) of a small project with the
-``toy`` metric of ``test_plugin``: a skip raised while scoring fails the gate or the check; a
-marker's threshold is its metric's only; margins and rates out of range, values of the wrong
-type and user text in messages are one escaped line each; reports never replace pytest's
-JUnit file; gate options without ``--faithgate`` are warned about; messages name the plugin's
-options; checks in fixtures and the library's log warnings reach the ``faithgate`` summary.
+Each test is an inner pytest run (``pytester``, in this process unless under xdist) of a small
+project with the ``toy`` metric of ``test_plugin``: a skip raised while scoring fails the gate
+or the check; a marker's threshold is its metric's only; margins and rates out of range, values
+of the wrong type and user text in messages are one escaped line each; reports never replace
+pytest's JUnit file; gate options without ``--faithgate`` are warned about; messages name the
+plugin's options; checks in fixtures and the library's log warnings reach the ``faithgate``
+summary.
 """
 
 from __future__ import annotations

@@ -4,14 +4,12 @@ the run gets no more workers than it has room for (the others could never start)
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs faithgate[ray]")
 
@@ -25,10 +23,11 @@ from ray_helpers import (  # noqa: E402
     start_with_retries,
 )
 
+from faithgate.cli import cli  # noqa: E402
 from faithgate.scoring.execution import ExecutionSettings, LocalExecutor, ScorerRecipe  # noqa: E402
 from faithgate.scoring.ray_executor import RayExecutor  # noqa: E402
 
-FAST_S = 30  # the probe: 5 s to resolve, 5 s to connect; the rest is starting Python
+FAST_S = 30  # the probe: 5 s to resolve, 5 s to connect
 
 
 def _closed_port() -> int:
@@ -49,8 +48,10 @@ def _closed_port() -> int:
     ids=["closed-port", "RAY_ADDRESS", "ray-client", "unknown-host"],
 )
 def test_unreachable_address_fails_in_seconds_with_one_line(
-    address: str, via_env: bool, tmp_path: Path
+    address: str, via_env: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``faithgate check`` in this process (click's runner on the CLI's own command, which
+    gives the console script's exit code and stderr line): Ray is imported here already."""
     address = address.format(port=_closed_port())
     (tmp_path / "outputs.jsonl").write_text(
         '{"id": "a", "source": "The cat sat on the mat.", "summary": "The cat sat."}\n',
@@ -60,23 +61,26 @@ def test_unreachable_address_fails_in_seconds_with_one_line(
         'metrics = ["overlap"]\noutputs = "outputs.jsonl"\n[thresholds]\noverlap = 0.1\n',
         encoding="utf-8",
     )
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    args = [sys.executable, "-m", "faithgate", "check", "--executor", "ray"]
+    monkeypatch.chdir(tmp_path)
+    assert not ray.is_initialized()  # else the executor would not connect at all
+    env: dict[str, str | None] = {"RAY_ADDRESS": None}
+    args = ["check", "--executor", "ray"]
     if via_env:
         env["RAY_ADDRESS"] = address
     else:
         args += ["--address", address]
     t0 = time.monotonic()
     # Without the probe this takes ~14 minutes (Ray's 20 tries of ~40 s): the limit fails it.
-    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90)
+    with fails_after(90):
+        result = CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
     took = time.monotonic() - t0
-    assert proc.returncode == 2, proc.stderr
-    [line] = proc.stderr.strip().splitlines()
+    assert result.exit_code == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
     name = f"{address} ($RAY_ADDRESS)" if via_env else address
     assert line.startswith(f"faithgate: cannot connect to the Ray cluster at {name}: "), line
     reason = "unknown host" if "invalid" in address else "connection refused"
     assert reason in line, line
-    assert proc.stdout == "" and took < FAST_S, took
+    assert result.stdout == "" and took < FAST_S, took
 
 
 @pytest.mark.xdist_group("ray")  # starts a Ray of its own: one Ray at a time
