@@ -1,4 +1,4 @@
-"""Class 1 of issue 12: every file faithgate writes is replaced atomically.
+"""Every file faithgate writes is replaced atomically.
 
 A write that fails half way (an injected exception after part of the content is written, a
 full disk, a file-size limit) must leave the previous file byte for byte intact and no

@@ -1,4 +1,4 @@
-"""Class 3 of issue 12: user text never reaches a terminal, log or CI runner unescaped.
+"""User text never reaches a terminal, log or CI runner unescaped.
 
 An example id ``"x\\n::error::forged"`` used to print a forged GitHub workflow command in
 ``faithgate check``'s stdout. Every channel is checked here with a parser that reads output as

@@ -1,4 +1,4 @@
-"""Class 6 of issue 12: a score is a function of (settings, source, summary) alone.
+"""A score is a function of (settings, source, summary) alone.
 
 Scoring 20 rows and then all 60 changed ``sentsim`` values by up to 1.2e-7: sequences were
 padded to the longest of their batch, and padding changes a forward pass's shapes and so its

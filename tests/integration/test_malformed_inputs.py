@@ -1,4 +1,4 @@
-"""Class 4 of issue 12: inputs that used to crash with "internal error" (exit 1).
+"""Inputs that used to crash with "internal error" (exit 1).
 
 Each now gives a clear one-line error with exit 2, or a score: a lone surrogate in JSONL,
 U+FFFE / U+FFFF in a summary with ``--junit``, JSON nested 200,000 levels deep in the outputs

@@ -1,4 +1,4 @@
-"""The pytest plugin fails closed and speaks pytest's language (review of ``pytest --faithgate``).
+"""The pytest plugin fails closed and speaks pytest's language.
 
 Each test is an inner pytest run (``pytester``, in this process unless under xdist) of a small
 project with the ``toy`` metric of ``test_plugin``: a skip raised while scoring fails the gate

@@ -1,4 +1,4 @@
-"""Issue 16, points 1-3 and 6: what a newcomer reads from ``faithgate check``.
+"""What a newcomer reads from ``faithgate check``.
 
 The verdict line names the failed rules; a first run without a baseline is explained (skipped
 with a warning) rather than failed; ``--update-baseline`` refuses a failing run unless
