@@ -49,7 +49,7 @@ from bump_data import data_dir, load_pairs  # noqa: E402
 def faithgate_runner(backend: str, model: str) -> tuple[Any, Any]:
     """(warm-up, timed run) callables scoring with faithgate's bertscore."""
     from faithgate import text as textmod
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
     from faithgate.types import Example
 
     scorer = Scorer(["bertscore"], backend=backend, models={"embedder": model})

@@ -24,7 +24,7 @@ from bump_data import data_dir, load_pairs
 
 from faithgate import text as textmod
 from faithgate.backends import ModelPool
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 # (row label, metric, settings, extra components read from details)

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from bump_data import data_dir, load_pairs
 
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 KNOWN = ("qgqa", "feqa", "frames", "triples")

@@ -57,7 +57,7 @@ def build(work: Path, size: str = "tiny") -> dict[tuple[str, str], tuple[Path, s
 
     from faithgate import models
     from faithgate.backends.export import export_model
-    from faithgate.backends.quantize import Tolerance
+    from faithgate.backends.quantize.parity import Tolerance
     from faithgate.convert import convert_alignscore, convert_hhem
 
     UNGATED = Tolerance(max_mean_abs_diff=1.0, min_rank_agreement=0.0, max_consistency_change=1.0)

@@ -3,7 +3,7 @@
     python benchmarks/checker_heldout.py --out-dir DIR [--trained-on summeval ...] -- BENCH ARGS
 
 ``faithgate train --labelled FILE --labelled-dev-fraction F --seed S`` holds out a seeded share
-``F`` of each labelled file's source documents (``train.is_held_out`` on the document key). This
+``F`` of each labelled file's source documents (``dataset.is_held_out`` on the document key). This
 script writes, for every file the checker was trained on, the rows of its held-out documents to
 ``DIR/<name>.jsonl``; files it was not trained on (BUMP task 1 above all, which is evaluation data
 only) are used whole. Then it runs ``faithgate bench`` over those files with the arguments after
@@ -25,7 +25,7 @@ from bump_data import data_dir  # noqa: E402
 
 from faithgate.io import read_jsonl_rows  # noqa: E402
 from faithgate.training.corpora import LabelledSummary  # noqa: E402
-from faithgate.training.train import is_held_out  # noqa: E402
+from faithgate.training.dataset import is_held_out  # noqa: E402
 
 TRAINED_ON = ("summeval", "falke2019", "cogensumm", "factcc_subset")
 

@@ -109,12 +109,8 @@ def export_forms(
         load_manifest,
         quantization_feeds,
     )
-    from faithgate.backends.quantize import (
-        Tolerance,
-        load_calibration,
-        quantize_file,
-        quantized_file_name,
-    )
+    from faithgate.backends.quantize.modes import quantize_file, quantized_file_name
+    from faithgate.backends.quantize.parity import Tolerance, load_calibration
 
     out: dict[str, dict[str, str]] = {form: {} for form in forms}
     for role, given in roles.items():
@@ -169,7 +165,7 @@ def peak_rss_mb() -> float:
 
 def worker(cell: dict) -> dict:
     """One form, in its own process: load, warm up on 2 items, then time every item."""
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
     from faithgate.types import Example
 
     if cell["backend"] == "torch":

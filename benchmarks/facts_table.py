@@ -27,7 +27,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 SETS = ("cogensumm", "summeval", "polytope", "factcc_subset", "falke2019", "qags", "bump_task1")

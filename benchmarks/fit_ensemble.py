@@ -29,13 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from faithgate.atomic import atomic_write_text
 from faithgate.cache import ScoreCache
-from faithgate.evaluation.bench import apply_combination, default_cache_path
+from faithgate.evaluation.bench.combination import apply_combination
+from faithgate.evaluation.bench.scoring import default_cache_path
 from faithgate.evaluation.meta import consistency, dedupe, items_from_examples, pairs, roc_auc
 from faithgate.io import load_examples
 from faithgate.metrics.combined import COMBINATION_FORMAT
-from faithgate.scorer import Scorer
+from faithgate.safety.atomic import atomic_write_text
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Score
 
 COMPONENTS = ("sentsim", "overlap", "harim_plus", "ner")

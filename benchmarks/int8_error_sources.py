@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from faithgate.backends.quantize import smoothing_scales
+from faithgate.backends.quantize.smoothquant import smoothing_scales
 
 VARIANTS = ("w8_channel", "a8_token", "w8a8", "w8a8_rotated", "a8_block64", "w8a8_block64")
 BLOCK = 64
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from faithgate import models
     from faithgate.backends.export import probe_scores
-    from faithgate.backends.quantize import BUILTIN_CALIBRATION, load_calibration
+    from faithgate.backends.quantize.parity import BUILTIN_CALIBRATION, load_calibration
     from faithgate.backends.torch_backend import TorchBackend
 
     torch.set_num_threads(2)

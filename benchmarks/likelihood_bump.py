@@ -66,7 +66,7 @@ def key_of(item: tuple[str, str]) -> str:
 
 
 def make_scorer(pool, metrics: list[str], prefix_cache: bool = True):
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
     settings = {m: {"prefix_cache": prefix_cache, "token_details": False} for m in metrics}
     return Scorer(metrics, pool=pool, metric_settings=settings)

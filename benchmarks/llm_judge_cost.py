@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 from bump_data import data_dir, load_pairs
 
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 MODEL = "smollm2-135m"

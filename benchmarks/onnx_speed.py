@@ -159,12 +159,8 @@ def ensure_exports(
         load_manifest,
         quantization_feeds,
     )
-    from faithgate.backends.quantize import (
-        Tolerance,
-        load_calibration,
-        quantize_file,
-        quantized_file_name,
-    )
+    from faithgate.backends.quantize.modes import quantize_file, quantized_file_name
+    from faithgate.backends.quantize.parity import Tolerance, load_calibration
 
     paths: dict[str, dict[str, str]] = {"torch fp32": {}} | {variant_name(m): {} for m in modes}
     for role in sorted(roles):
@@ -233,7 +229,7 @@ def peak_rss_mb() -> float:
 
 
 def worker(cell: dict) -> dict:
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
     from faithgate.types import Example
 
     threads = cell["threads"]
@@ -407,7 +403,7 @@ def run_cell(cell: dict, timeout: int) -> dict:
 
 
 def agreement(ref: list, new: list, bounded: bool) -> dict:
-    from faithgate.backends.quantize import Tolerance, compare
+    from faithgate.backends.quantize.parity import Tolerance, compare
 
     a = np.array([np.nan if v is None else v for v in ref], dtype=float).reshape(-1, 2)
     b = np.array([np.nan if v is None else v for v in new], dtype=float).reshape(-1, 2)
@@ -675,7 +671,7 @@ def print_tables(results: dict[str, dict[str, dict]], items: list[dict], args) -
     print(
         "\n### What `--quantize auto` keeps on these pairs (smallest form passing every metric)\n"
     )
-    from faithgate.backends.quantize import AUTO_CANDIDATES
+    from faithgate.backends.quantize.modes import AUTO_CANDIDATES
 
     for device in ("cpu", "cuda"):
         suffix = "" if device == "cpu" else " cuda"

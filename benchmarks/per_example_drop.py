@@ -27,8 +27,8 @@ import numpy as np
 from bump_data import data_dir, load_pairs
 from sklearn.metrics import roc_auc_score
 
-from faithgate.evaluation.bench import Bench
-from faithgate.rules import changed_words
+from faithgate.evaluation.bench.scoring import Bench
+from faithgate.gate.pairs import changed_words
 from faithgate.types import Example
 
 

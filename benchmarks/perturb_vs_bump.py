@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from faithgate.evaluation.bench import Bench, default_cache_path
+from faithgate.evaluation.bench.scoring import Bench, default_cache_path
 from faithgate.evaluation.meta import bootstrap_ci, pair_wins
 from faithgate.io import load_examples
 from faithgate.perturb import TYPES, perturb

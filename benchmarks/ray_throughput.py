@@ -35,9 +35,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bump_data import data_dir  # noqa: E402
 
-from faithgate.execution import ExecutionSettings, LocalExecutor, ScorerRecipe  # noqa: E402
 from faithgate.io import load_examples  # noqa: E402
-from faithgate.ray_executor import RayExecutor, source_batches  # noqa: E402
+from faithgate.scoring.execution import ExecutionSettings, LocalExecutor, ScorerRecipe  # noqa: E402
+from faithgate.scoring.ray_executor import RayExecutor, source_batches  # noqa: E402
 from faithgate.types import Example, Score  # noqa: E402
 
 

@@ -50,7 +50,7 @@ def pack(dataset: Path, out: Path) -> None:
     from safetensors.numpy import load_file, save_file
     from transformers import AutoTokenizer
 
-    from faithgate.training.train import Dataset
+    from faithgate.training.dataset import Dataset
 
     src = _base_dir()
     shutil.rmtree(out, ignore_errors=True)

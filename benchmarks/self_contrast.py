@@ -55,8 +55,8 @@ AGGREGATES = (
 def extract(path: Path, limit: int, out: Path, model: str | None) -> None:
     from faithgate import models
     from faithgate.backends.onnx_backend import OnnxBackend
-    from faithgate.evaluation.bench import limit_examples
-    from faithgate.likelihood import LikelihoodConfig, LikelihoodEngine
+    from faithgate.engines.likelihood import LikelihoodConfig, LikelihoodEngine
+    from faithgate.evaluation.bench.files import limit_examples
     from faithgate.perturb import perturb
     from faithgate.types import Example
 

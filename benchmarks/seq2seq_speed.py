@@ -42,7 +42,7 @@ from seq2seq_models import save_seq2seq_model  # noqa: E402
 
 def _engine(backend: str, location: Path, threads: int) -> Any:
     from faithgate.backends import ModelPool
-    from faithgate.likelihood import LikelihoodConfig, LikelihoodEngine
+    from faithgate.engines.likelihood import LikelihoodConfig, LikelihoodEngine
 
     options = {"seq2seq": {"threads": threads}} if threads else {}  # 0: the backends' default
     pool = ModelPool({"seq2seq": str(location)}, backend=backend, model_options=options)

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from faithgate.likelihood import LikelihoodEngine, finite_mean
-from faithgate.scorer import Scorer
+from faithgate.engines.likelihood import LikelihoodEngine, finite_mean
+from faithgate.scoring.scorer import Scorer
 
 
 def score(path: Path, chunk: int = 40) -> list[dict]:

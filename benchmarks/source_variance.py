@@ -29,10 +29,10 @@ import numpy as np
 from fit_ensemble import COMPONENTS, ensemble, score_file
 
 from faithgate.cache import ScoreCache
-from faithgate.evaluation.bench import default_cache_path
+from faithgate.evaluation.bench.scoring import default_cache_path
 from faithgate.evaluation.meta import dedupe, roc_auc
 from faithgate.io import load_examples
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 
 SHIPPED_SCALES = Path(__file__).resolve().parents[1] / "faithgate" / "data" / "ensemble.json"
 

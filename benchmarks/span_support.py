@@ -339,18 +339,18 @@ def paraphrase(summary: str, rng: random.Random, spacy_model: str | None) -> str
     """A faithful rewording of ``summary`` of the kinds summarizers make, so that positives are
     not all copies: a verb replaced by a synonym (``data/synonyms.json``, same inflection),
     a full person name shortened to the surname, a pronoun replaced by its antecedent."""
-    from faithgate.metrics._spans import resolve_pronoun
-    from faithgate.perturb import _synonym_groups, _verb_form
+    from faithgate.engines.spans import resolve_pronoun
+    from faithgate.perturb.lexicon import synonym_groups, verb_form
     from faithgate.text import parse
 
     doc = parse(summary, spacy_model)
-    groups = _synonym_groups()
+    groups = synonym_groups()
     edits: list[tuple[int, int, str]] = []
     for t in doc:
         if t.pos_ == "VERB" and t.lemma_.lower() in groups:
             others = sorted(groups[t.lemma_.lower()] - {t.lemma_.lower()})
             if others:
-                form = _verb_form(rng.choice(others), t.tag_)
+                form = verb_form(rng.choice(others), t.tag_)
                 if form and form.isalpha():
                     edits.append((t.idx, t.idx + len(t), form))
         elif t.lower_ in ("he", "she", "they") and t.i > 0:
@@ -578,7 +578,7 @@ def cmd_fit(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from faithgate.evaluation.bench import limit_examples
+    from faithgate.evaluation.bench.files import limit_examples
     from faithgate.evaluation.meta import evaluate, items_from_examples
     from faithgate.io import load_examples
 

@@ -31,9 +31,9 @@ from fit_ensemble import (
 )
 
 from faithgate.cache import ScoreCache
-from faithgate.evaluation.bench import default_cache_path
+from faithgate.evaluation.bench.scoring import default_cache_path
 from faithgate.evaluation.meta import bootstrap_ci, roc_auc
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Score
 
 

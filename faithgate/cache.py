@@ -38,9 +38,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from faithgate.errors import InputError
-from faithgate.escape import safe_line
 from faithgate.numbers import is_finite_number
-from faithgate.paths import refuse_not_a_file
+from faithgate.safety.escape import safe_line
+from faithgate.safety.paths import refuse_not_a_file
 from faithgate.types import Score
 
 # The first bytes of every SQLite 3 database file, and the names a cache file may have when

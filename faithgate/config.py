@@ -60,20 +60,24 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tomllib
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainValidator, ValidationInfo
+from pydantic_core import PydanticCustomError
 
 from faithgate.backends import BACKEND_CHOICES
-from faithgate.errors import ConfigError, no_metric_named
-from faithgate.escape import utf8_text
-from faithgate.execution import ExecutionSettings
+from faithgate.errors import ConfigError
 from faithgate.formats import file_report_kinds
 from faithgate.numbers import is_finite_number
-from faithgate.paths import input_mode, refuse_not_a_file
-from faithgate.scorer import DEFAULT_METRICS
-from faithgate.userjson import parse_problem
+from faithgate.safety.escape import utf8_text
+from faithgate.safety.paths import input_mode, refuse_not_a_file
+from faithgate.safety.userjson import parse_problem
+from faithgate.schema import ValidationError, adapter, first_error
+from faithgate.scoring.execution import ExecutionSettings
+from faithgate.scoring.scorer import DEFAULT_METRICS
 
 # Report files a configuration can ask for: every file format of the registry.
 REPORT_KINDS = file_report_kinds()
@@ -92,13 +96,13 @@ class PairConsistencyRule:
     all selected). ``per_error_type`` adds one rule per error type with the same ``min_rate``.
     """
 
-    min_rate: float = 1.0
-    per_error_type: bool = False
-    generate: bool = False
-    types: tuple[str, ...] | None = None
-    seed: int = 0
-    per_example: int = 3
-    metrics: tuple[str, ...] | None = None
+    min_rate: Annotated[float, _check("rate")] = 1.0
+    per_error_type: Annotated[bool, _check("boolean")] = False
+    generate: Annotated[bool, _check("boolean")] = False
+    types: Annotated[tuple[str, ...] | None, _check("string_list")] = None
+    seed: Annotated[int, _check("integer")] = 0
+    per_example: Annotated[int, _check("integer", 1)] = 3
+    metrics: Annotated[tuple[str, ...] | None, _check("string_list")] = None
 
 
 # The most bootstrap resamples ``rules.regression.resamples`` takes (documented in docs/gate.md).
@@ -118,17 +122,19 @@ class RegressionRule:
     the baseline output is then the trusted member of a minimal pair, the setting in which the
     metrics separate (BUMP consistency), unlike a threshold shared by every article."""
 
-    tolerance: float = 0.01
-    confidence: float = 0.95
-    resamples: int = 2000
-    seed: int = 0
-    metrics: tuple[str, ...] | None = None
+    tolerance: Annotated[float, _check("drop")] = 0.01
+    confidence: Annotated[float, _check("confidence")] = 0.95
+    resamples: Annotated[int, _check("resamples")] = 2000
+    seed: Annotated[int, _check("integer")] = 0
+    metrics: Annotated[tuple[str, ...] | None, _check("string_list")] = None
     # A first run has no baseline yet: by default the rule is skipped with a warning (like a
     # snapshot tool's first run); ``true`` makes a missing baseline file fail the gate (CI that
     # must never run without its reference).
-    require_baseline: bool = False
-    per_example_drop: dict[str, float] = field(default_factory=dict)
-    max_changed_words: int = 6
+    require_baseline: Annotated[bool, _check("boolean")] = False
+    per_example_drop: Annotated[
+        dict[str, Annotated[float, _check("drop")]], BeforeValidator(_every_metric)
+    ] = field(default_factory=dict)
+    max_changed_words: Annotated[int, _check("integer", 1)] = 6
 
 
 @dataclass(frozen=True)
@@ -136,10 +142,29 @@ class Rules:
     """Decision rules of a gate. ``min_pass_rate`` defaults to 1.0: every example must pass
     (be scored by every metric, at or above each configured threshold)."""
 
-    min_pass_rate: float = 1.0
-    min_mean: dict[str, float] = field(default_factory=dict)
-    pair_consistency: PairConsistencyRule | None = None
-    regression: RegressionRule | None = None
+    min_pass_rate: Annotated[float, _check("rate")] = 1.0
+    min_mean: Annotated[
+        dict[str, Annotated[float, _check("number")]], BeforeValidator(_every_metric)
+    ] = field(default_factory=dict)
+    # One number: the minimum rate; ``true``: the rule with its defaults.
+    pair_consistency: Annotated[
+        PairConsistencyRule | None,
+        _check("keys", _fields(PairConsistencyRule)),
+        BeforeValidator(_min_rate_only),
+    ] = None
+    regression: Annotated[
+        RegressionRule | None,
+        _check("keys", _fields(RegressionRule)),
+        BeforeValidator(lambda v: {} if v is True else v),
+    ] = None
+
+
+def per_metric(table: Mapping[str, float], metrics: Sequence[str]) -> dict[str, float]:
+    """A rule's ``{metric: value}`` table with ``"*"`` expanded to every metric in ``metrics``
+    (a metric named explicitly keeps its own value)."""
+    values = dict(table)
+    star = values.pop("*", None)
+    return {**dict.fromkeys(metrics, star), **values} if star is not None else values
 
 
 class Reports:
@@ -184,29 +209,35 @@ class GateConfig:
     """A parsed gate configuration. Build one with ``load_config`` or ``GateConfig.from_dict``;
     change it with ``override`` (returns a new object)."""
 
-    metrics: tuple[str, ...] = DEFAULT_METRICS
-    backend: str = "auto"
-    outputs: Path | None = None
-    summarizer: str | None = None
-    data: Path | None = None
-    baseline: Path | None = None
-    cache_dir: Path | None = None
-    allow_download: bool = False
-    models: dict[str, str] = field(default_factory=dict)
-    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    metric_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    thresholds: dict[str, float] = field(default_factory=dict)
-    calibration: dict[str, Any] = field(default_factory=dict)
-    rules: Rules = field(default_factory=Rules)
-    reports: Reports = field(default_factory=Reports)
-    # Where scoring runs ([tool.faithgate.execution]; faithgate.execution).
-    execution: ExecutionSettings = field(default_factory=ExecutionSettings)
+    metrics: Annotated[tuple[str, ...], _check("metric_list")] = DEFAULT_METRICS
+    backend: Annotated[str, _check("choice", BACKEND_CHOICES)] = "auto"
+    outputs: Annotated[Path | None, _check("path")] = None
+    summarizer: Annotated[str | None, _check("callable_ref")] = None
+    data: Annotated[Path | None, _check("path")] = None
+    baseline: Annotated[Path | None, _check("path")] = None
+    cache_dir: Annotated[Path | None, _check("path")] = None
+    allow_download: Annotated[bool, _check("boolean")] = False
+    models: Annotated[dict[str, Annotated[str, _check("model")]], _check("table")] = field(
+        default_factory=dict
+    )
+    model_options: _Tables = field(default_factory=dict)
+    metric_settings: _Tables = field(default_factory=dict)
+    thresholds: Annotated[dict[str, Annotated[float, _check("number")]], _check("table")] = field(
+        default_factory=dict
+    )
+    calibration: Annotated[dict[str, Any], _check("table")] = field(default_factory=dict)
+    rules: Annotated[Rules, _check("keys", _fields(Rules))] = field(default_factory=Rules)
+    reports: Annotated[Reports, PlainValidator(_reports)] = field(default_factory=Reports)
+    # Where scoring runs ([tool.faithgate.execution]; faithgate.scoring.execution).
+    execution: Annotated[ExecutionSettings, _check("execution")] = field(
+        default_factory=ExecutionSettings
+    )
     # Directory relative paths were resolved against, and the file read (None: defaults only).
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
     # Whether ``metrics`` is the default because neither a ``metrics`` key nor --metric chose
     # it, and the --threshold X given for every metric: a limit for "every metric" then lands on
-    # whatever the default is now (``faithgate.rules.default_metric_limits`` warns). Not
+    # whatever the default is now (``faithgate.gate.checks.default_metric_limits`` warns). Not
     # recorded in results (``to_dict``).
     default_metrics: bool = False
     threshold_for_all: float | None = None
@@ -221,54 +252,11 @@ class GateConfig:
         ``where`` prefixes error messages (e.g. ``"pyproject.toml: tool.faithgate"``).
         """
         root = Path(root) if root is not None else Path.cwd()
-        p = _Parser(where, root)
-        p.check_keys(data, _TOP_KEYS, "")
-        kwargs: dict[str, Any] = {"root": root, "default_metrics": "metrics" not in data}
-        if "metrics" in data:
-            kwargs["metrics"] = p.metric_list(data["metrics"], "metrics")
-        if "backend" in data:
-            kwargs["backend"] = p.choice(data["backend"], "backend", BACKEND_CHOICES)
-        for key in ("outputs", "data", "baseline", "cache_dir"):
-            if key in data:
-                kwargs[key] = p.path(data[key], key)
-        if "summarizer" in data:
-            kwargs["summarizer"] = p.callable_ref(data["summarizer"], "summarizer")
-        if "allow_download" in data:
-            kwargs["allow_download"] = p.boolean(data["allow_download"], "allow_download")
-        if "models" in data:
-            kwargs["models"] = {
-                k: p.model(v, f"models.{k}") for k, v in p.table(data["models"], "models").items()
-            }
-        if "model_options" in data:
-            kwargs["model_options"] = {
-                k: dict(p.table(v, f"model_options.{k}"))
-                for k, v in p.table(data["model_options"], "model_options").items()
-            }
-        if "metric_settings" in data:
-            kwargs["metric_settings"] = {
-                k: dict(p.table(v, f"metric_settings.{k}"))
-                for k, v in p.table(data["metric_settings"], "metric_settings").items()
-            }
-        if "thresholds" in data:
-            kwargs["thresholds"] = {
-                k: p.number(v, f"thresholds.{k}")
-                for k, v in p.table(data["thresholds"], "thresholds").items()
-            }
-        if "calibration" in data:
-            kwargs["calibration"] = dict(p.table(data["calibration"], "calibration"))
-        if "rules" in data:
-            kwargs["rules"] = p.rules(data["rules"])
-        if "reports" in data:
-            reports = p.table(data["reports"], "reports")
-            p.check_keys(reports, REPORT_KINDS, "reports.")
-            kwargs["reports"] = Reports(
-                **{k: p.report_path(v, f"reports.{k}") for k, v in reports.items()}
-            )
-        if "execution" in data:
-            kwargs["execution"] = ExecutionSettings.from_dict(
-                p.table(data["execution"], "execution"), where
-            )
-        config = cls(**kwargs)
+        try:
+            config = adapter(_File).validate_python(data, context=_Parser(where, root))
+        except ValidationError as exc:
+            raise _config_error(exc, where) from None
+        config = dataclasses.replace(config, root=root, default_metrics="metrics" not in data)
         if config.outputs is not None and (config.summarizer, config.data) != (None, None):
             # The outputs file would be gated and the summarizer never run (a project that
             # added summarizer + data and kept its old outputs key gated stale summaries).
@@ -343,22 +331,6 @@ class GateConfig:
         if config.summarizer is not None and config.data is None:
             raise ConfigError("option --summarizer needs --data (a JSONL of sources)")
         return config
-
-    def check_metric_keys(self, known: Collection[str]) -> None:
-        """Raise ``ConfigError`` for a ``thresholds`` or ``metric_settings`` key that names no
-        metric in ``known`` (the registered metrics): a misspelled threshold was a warning, and
-        the metric meant ran with no threshold at all. A registered metric that is merely not
-        selected stays a warning (``faithgate.rules.unused_thresholds``)."""
-        where = f"{self.display_path(self.source)}: " if self.source is not None else ""
-        names = sorted(known)
-        for key, table in (
-            ("thresholds", self.thresholds),
-            ("metric_settings", self.metric_settings),
-        ):
-            for name in sorted(table, key=str):
-                if name in known:
-                    continue
-                raise ConfigError(f"{where}{key}.{name}: {no_metric_named(name, names)}")
 
     # ---------------------------------------------------------------- views
     @property
@@ -514,11 +486,14 @@ _TOP_KEYS = (
     "reports",
     "execution",
 )
-_RULE_KEYS = ("min_pass_rate", "min_mean", "pair_consistency", "regression")
 
 
 class _Parser:
-    """Type checks that name the key (``where: key: problem``)."""
+    """The checks of single values: each names its key (``where: key: problem``), or, as a
+    validator of the schema, leaves the key to the error's location (``key`` is None).
+
+    The shapes (which keys a table takes, the type of each) are the annotated fields of the
+    configuration's dataclasses (``faithgate.schema``: pydantic checks them)."""
 
     def __init__(self, where: str, root: Path, lenient: bool = False) -> None:
         self.where = where
@@ -526,32 +501,28 @@ class _Parser:
         # Command-line values arrive as text: only overrides accept numbers written as strings.
         self.lenient = lenient
 
-    def fail(self, key: str, problem: str) -> ConfigError:
+    def fail(self, key: str | None, problem: str) -> Exception:
+        """The error of a check; without ``key``, one the schema names by its location."""
+        if key is None:
+            return PydanticCustomError("config", problem)
         return ConfigError(f"{self.where}: {key}: {problem}")
 
-    def check_keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
-        for key in table:
-            if key not in allowed:
-                raise ConfigError(
-                    f"{self.where}: unknown key {prefix}{key!r}; allowed: {', '.join(allowed)}"
-                )
-
-    def table(self, value: Any, key: str) -> Mapping[str, Any]:
+    def table(self, value: Any, key: str | None) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
             raise self.fail(key, f"expected a table, got {_kind(value)}")
         return value
 
-    def string(self, value: Any, key: str) -> str:
+    def string(self, value: Any, key: str | None) -> str:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(key, f"expected a non-empty string, got {_kind(value)}")
         return value
 
-    def boolean(self, value: Any, key: str) -> bool:
+    def boolean(self, value: Any, key: str | None) -> bool:
         if not isinstance(value, bool):
             raise self.fail(key, f"expected true or false, got {_kind(value)}")
         return value
 
-    def number(self, value: Any, key: str) -> float:
+    def number(self, value: Any, key: str | None) -> float:
         if isinstance(value, str) and self.lenient:
             with contextlib.suppress(ValueError):
                 value = float(value)
@@ -565,29 +536,29 @@ class _Parser:
             raise self.fail(key, f"expected a finite number, got {shown}")
         return float(value)
 
-    def rate(self, value: Any, key: str) -> float:
+    def rate(self, value: Any, key: str | None) -> float:
         x = self.number(value, key)
         if not 0.0 <= x <= 1.0:
             raise self.fail(key, f"expected a number between 0 and 1, got {x:g}")
         return x
 
-    def integer(self, value: Any, key: str, minimum: int = 0) -> int:
+    def integer(self, value: Any, key: str | None, minimum: int = 0) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(key, f"expected an integer, got {_kind(value)}")
         if value < minimum:
             raise self.fail(key, f"expected an integer >= {minimum}, got {value}")
         return value
 
-    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+    def choice(self, value: Any, key: str | None, choices: tuple[str, ...]) -> str:
         if value not in choices:
             raise self.fail(key, f"expected one of {', '.join(choices)}, got {value!r}")
         return value
 
-    def path(self, value: Any, key: str) -> Path:
+    def path(self, value: Any, key: str | None) -> Path:
         path = Path(self.string(value, key)).expanduser()
         return path if path.is_absolute() else self.root / path
 
-    def report_path(self, value: Any, key: str) -> Path:
+    def report_path(self, value: Any, key: str | None) -> Path:
         """A report's path: ``-`` is refused (a report is a file; standard output holds the
         verdict table, and ``-`` was a file named "-"); ``./-`` names that file."""
         if value == "-":
@@ -598,7 +569,7 @@ class _Parser:
             )
         return self.path(value, key)
 
-    def model(self, value: Any, key: str) -> str:
+    def model(self, value: Any, key: str | None) -> str:
         """A model role's hub id (``org/name``, ``org/name@rev``) or local path. A path relative
         to the configuration's directory is made absolute against it, as every path of the file
         is: one that exists there, or one written as a path (``./``, ``../``; a missing one is
@@ -611,21 +582,21 @@ class _Parser:
         written_as_path = text in (".", "..") or text.startswith(("./", "../", ".\\", "..\\"))
         return str(local) if written_as_path or local.exists() else text
 
-    def callable_ref(self, value: Any, key: str) -> str:
+    def callable_ref(self, value: Any, key: str | None) -> str:
         text = self.string(value, key)
         module, sep, attr = text.partition(":")
         if not sep or not module or not attr:
             raise self.fail(key, f"expected 'module:function', got {text!r}")
         return text
 
-    def string_list(self, value: Any, key: str) -> tuple[str, ...]:
+    def string_list(self, value: Any, key: str | None) -> tuple[str, ...]:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list | tuple) or not value:
             raise self.fail(key, f"expected a non-empty list of strings, got {_kind(value)}")
         return tuple(self.string(v, key) for v in value)
 
-    def metric_list(self, value: Any, key: str) -> tuple[str, ...]:
+    def metric_list(self, value: Any, key: str | None) -> tuple[str, ...]:
         names = self.string_list(value, key)
         if len(set(names)) != len(names):
             raise self.fail(key, f"a metric is listed twice: {', '.join(names)}")
@@ -637,87 +608,85 @@ class _Parser:
         # One number: the same minimum for every selected metric ("*" is expanded by the gate).
         return {"*": self.number(value, key)}
 
-    def rules(self, value: Any) -> Rules:
-        table = self.table(value, "rules")
-        self.check_keys(table, _RULE_KEYS, "rules.")
-        kwargs: dict[str, Any] = {}
-        if "min_pass_rate" in table:
-            kwargs["min_pass_rate"] = self.rate(table["min_pass_rate"], "rules.min_pass_rate")
-        if "min_mean" in table:
-            kwargs["min_mean"] = self.min_mean(table["min_mean"], "rules.min_mean")
-        if "pair_consistency" in table:
-            kwargs["pair_consistency"] = self.pair_rule(table["pair_consistency"])
-        if "regression" in table:
-            kwargs["regression"] = self.regression_rule(table["regression"])
-        return Rules(**kwargs)
-
-    def pair_rule(self, value: Any) -> PairConsistencyRule:
-        key = "rules.pair_consistency"
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return PairConsistencyRule(min_rate=self.rate(value, key))
+    def keys(self, value: Any, key: None, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+        """A table of the ``allowed`` keys only (a check of the schema's: named by location)."""
         table = self.table(value, key)
-        fields = tuple(f.name for f in dataclasses.fields(PairConsistencyRule))
-        self.check_keys(table, fields, f"{key}.")
-        kwargs: dict[str, Any] = {}
-        for name, raw in table.items():
-            k = f"{key}.{name}"
-            if name == "min_rate":
-                kwargs[name] = self.rate(raw, k)
-            elif name in ("per_error_type", "generate"):
-                kwargs[name] = self.boolean(raw, k)
-            elif name in ("types", "metrics"):
-                kwargs[name] = self.string_list(raw, k)
-            elif name == "seed":
-                kwargs[name] = self.integer(raw, k)
-            elif name == "per_example":
-                kwargs[name] = self.integer(raw, k, minimum=1)
-        return PairConsistencyRule(**kwargs)
+        for name in table:
+            if name not in allowed:
+                ctx = {"key": name, "allowed": ", ".join(allowed)}
+                raise PydanticCustomError("unknown_key", "unknown key", ctx)
+        return table
 
-    def regression_rule(self, value: Any) -> RegressionRule:
-        key = "rules.regression"
-        if value is True:
-            return RegressionRule()
-        table = self.table(value, key)
-        fields = tuple(f.name for f in dataclasses.fields(RegressionRule))
-        self.check_keys(table, fields, f"{key}.")
-        kwargs: dict[str, Any] = {}
-        for name, raw in table.items():
-            k = f"{key}.{name}"
-            if name == "tolerance":
-                x = self.number(raw, k)
-                if x < 0:
-                    raise self.fail(k, f"expected a number >= 0, got {x:g}")
-                kwargs[name] = x
-            elif name == "confidence":
-                x = self.number(raw, k)
-                if not 0.5 <= x < 1.0:
-                    raise self.fail(k, f"expected a number in [0.5, 1), got {x:g}")
-                kwargs[name] = x
-            elif name == "resamples":
-                n = self.integer(raw, k, minimum=100)
-                # A bootstrap of more resamples than this tells nothing more, and a huge value
-                # failed with a MemoryError after the whole scoring run.
-                if n > MAX_RESAMPLES:
-                    shown = f"{n:,}" if n < 10**15 else "more than 10^15"  # never 400 digits
-                    raise self.fail(k, f"expected an integer <= {MAX_RESAMPLES:,}, got {shown}")
-                kwargs[name] = n
-            elif name == "seed":
-                kwargs[name] = self.integer(raw, k)
-            elif name == "metrics":
-                kwargs[name] = self.string_list(raw, k)
-            elif name == "require_baseline":
-                kwargs[name] = self.boolean(raw, k)
-            elif name == "max_changed_words":
-                kwargs[name] = self.integer(raw, k, minimum=1)
-            elif name == "per_example_drop":
-                entries = raw if isinstance(raw, dict) else {"*": raw}
-                drops = {}
-                for metric, x in entries.items():
-                    drops[metric] = self.number(x, k if metric == "*" else f"{k}.{metric}")
-                    if drops[metric] < 0:
-                        raise self.fail(k, f"expected a number >= 0, got {drops[metric]:g}")
-                kwargs[name] = drops
-        return RegressionRule(**kwargs)
+    def drop(self, value: Any, key: str | None) -> float:
+        x = self.number(value, key)
+        if x < 0:
+            raise self.fail(key, f"expected a number >= 0, got {x:g}")
+        return x
+
+    def confidence(self, value: Any, key: str | None) -> float:
+        x = self.number(value, key)
+        if not 0.5 <= x < 1.0:
+            raise self.fail(key, f"expected a number in [0.5, 1), got {x:g}")
+        return x
+
+    def resamples(self, value: Any, key: str | None) -> int:
+        n = self.integer(value, key, minimum=100)
+        # A bootstrap of more resamples than this tells nothing more, and a huge value failed
+        # with a MemoryError after the whole scoring run.
+        if n > MAX_RESAMPLES:
+            shown = f"{n:,}" if n < 10**15 else "more than 10^15"  # never 400 digits
+            raise self.fail(key, f"expected an integer <= {MAX_RESAMPLES:,}, got {shown}")
+        return n
+
+    def execution(self, value: Any, key: str | None) -> ExecutionSettings:
+        return ExecutionSettings.from_dict(self.table(value, key), self.where)
+
+
+def _check(check: str, *args: Any) -> BeforeValidator:
+    """A ``_Parser`` check as a validator of the configuration's schema (the parser is the
+    validation's context); its error is named by the key it lies at (``_config_error``)."""
+    return BeforeValidator(lambda value, info: getattr(info.context, check)(value, None, *args))
+
+
+def _reports(value: Any, info: ValidationInfo) -> Reports:
+    table = info.context.keys(value, None, REPORT_KINDS)
+    return Reports(**adapter(_ReportPaths).validate_python(table, context=info.context))
+
+
+def _min_rate_only(value: Any, info: ValidationInfo) -> Any:
+    """``pair_consistency = 0.9``: the rule with that minimum rate (named as the rule's key)."""
+    if isinstance(value, bool | Mapping):
+        return value
+    return {"min_rate": info.context.rate(value, None)}
+
+
+def _every_metric(value: Any) -> Any:
+    """A number where a table of metric -> number is expected: the same for every metric."""
+    return value if isinstance(value, Mapping) else {"*": value}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+_Tables = Annotated[dict[str, Annotated[dict[str, Any], _check("table")]], _check("table")]
+_ReportPaths = dict[str, Annotated[Path, _check("report_path")]]
+# A configuration table: its keys, then GateConfig's fields (root and the rest are not keys).
+_File = Annotated[GateConfig, _check("keys", _TOP_KEYS)]
+
+
+def _config_error(exc: ValidationError, where: str) -> ConfigError:
+    """The one-line message of a configuration's first error: ``where: key: problem``, the
+    key dotted as written (``"*"``, a number for every metric, left out)."""
+    error = first_error(exc)
+    key = ".".join(str(k) for k in error["loc"] if k != "*")
+    if error["type"] == "unknown_key":
+        ctx = error.get("ctx") or {}
+        prefix = f"{key}." if key else ""
+        return ConfigError(
+            f"{where}: unknown key {prefix}{ctx['key']!r}; allowed: {ctx['allowed']}"
+        )
+    return ConfigError(f"{where}: {key}: {error['msg']}")
 
 
 def _kind(value: Any) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import BackendError, InputError, ModelFileError
-from faithgate.escape import printable
+from faithgate.safety.escape import printable
 
 # Hub ids of the published checkpoints (``--allow-download``) and what each needs.
 ALIGNSCORE_HUB = "yzha/AlignScore"

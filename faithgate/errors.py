@@ -37,7 +37,7 @@ class ConfigError(InputError):
 class WriteError(InputError):
     """A file faithgate was asked to write cannot be written there (no permission, a directory
     or a file in the way, a read-only file system): the path is the user's choice, so exit 2,
-    and the previous file is left as it was (``faithgate.atomic``)."""
+    and the previous file is left as it was (``faithgate.safety.atomic``)."""
 
     def __init__(self, path: object, reason: str) -> None:
         super().__init__(f"cannot write {path} (left unchanged): {reason}")

@@ -22,7 +22,7 @@ Record rules (the same for both formats):
 - Text must be Unicode text: a lone surrogate (``"\\ud800"``) or a NUL character is an error
   naming the field (``check_text``); JSON nested too deeply to parse, a number of more than
   4300 digits and a field given twice in one record (``"summary"`` twice: JSON parsers disagree
-  on which one counts) are errors naming ``file:line`` (``faithgate.userjson``), not a crash.
+  on which one counts) are errors naming ``file:line`` (``faithgate.safety.userjson``), not a crash.
 - JSONL lines end at ``\\n`` only (``jsonl_lines``): U+2028, U+0085 and the other characters
   ``str.splitlines`` breaks on are legal raw inside JSON strings.
 - Blank lines in JSONL are skipped.
@@ -40,11 +40,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from faithgate.atomic import atomic_write_text
 from faithgate.errors import InputError
-from faithgate.paths import input_mode, refuse_not_a_file
+from faithgate.safety.atomic import atomic_write_text
+from faithgate.safety.paths import input_mode, refuse_not_a_file
+from faithgate.safety.userjson import parse_json, parse_problem
 from faithgate.types import Example, check_text, is_blank
-from faithgate.userjson import parse_json, parse_problem
 
 KNOWN_FIELDS = ("id", "source", "summary", "reference", "label", "meta")
 

@@ -5,7 +5,7 @@ Action read: ``passed``, ``verdict``, ``pass_rate``, ``means``, ``settings_hashe
 (name/value/limit/passed/message), ``examples`` (id, source digest, passed, message,
 per-metric value/threshold/error, least supported sentence), ``pairs`` and ``usage`` (what
 the run's scoring cost per metric: requests, tokens). Reports import this module only; the
-rules (``faithgate.rules``) build it and the gate (``faithgate.gate``) runs them.
+rules (``faithgate.gate.evaluate``) build it and the gate (``faithgate.gate.run``) runs them.
 """
 
 from __future__ import annotations
@@ -13,16 +13,21 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from faithgate.atomic import atomic_write_text
+from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, Strict
+from pydantic_core import ErrorDetails
+
 from faithgate.errors import InputError
 from faithgate.numbers import is_finite_number, mean_of
+from faithgate.safety.atomic import atomic_write_text
+from faithgate.safety.userjson import parse_json
+from faithgate.schema import ValidationError, adapter, expect, first_error, item, none_as_empty
 from faithgate.types import json_safe
-from faithgate.userjson import parse_json
 
 RESULT_SCHEMA = 1
 # Hex digits of a source digest: 64 bits tell the articles of any example set apart.
@@ -36,37 +41,6 @@ def source_digest(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:SOURCE_DIGEST_LENGTH]
 
 
-def _digest_value(value: Any, example_id: str) -> str | None:
-    """A source digest read back from a result JSON: a string or null (a result written before
-    sources were recorded)."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise InputError(
-            f"example {example_id!r}: source_digest must be a string or null, got {value!r}"[:200]
-        )
-    return value
-
-
-def _flag(value: Any, what: str) -> bool:
-    """A true/false field read back from a result JSON: a JSON boolean, never coerced
-    (``bool("false")`` is True: every baseline example would read as a pair's probe)."""
-    if not isinstance(value, bool):
-        raise InputError(f"{what} must be true or false, got {value!r}"[:200])
-    return value
-
-
-def _score_value(value: Any, what: str) -> float | None:
-    """A score read back from a result JSON: a finite number or null (unscorable). A baseline
-    is compared with new scores, so ``"0.9"``, ``true``, NaN or infinity is malformed, never
-    coerced: an infinite baseline value made every drop look like noise to the bootstrap."""
-    if value is None:
-        return None
-    if not is_finite_number(value):
-        raise InputError(f"{what} must be a finite number or null, got {value!r}"[:200])
-    return float(value)
-
-
 def is_recorded_number(value: Any) -> bool:
     """Whether ``value`` is a number a result records as it is: an int or a float (NaN and the
     infinities too: a rule's own overflow); never text or a bool, nor an int too large for a
@@ -74,38 +48,24 @@ def is_recorded_number(value: Any) -> bool:
     return isinstance(value, float) or is_finite_number(value)
 
 
-def _number(value: Any, what: str) -> float | int | None:
-    """A number a result records (a rule's value or limit, a threshold:
-    ``is_recorded_number``), or null."""
-    if value is None or is_recorded_number(value):
-        return value
-    raise InputError(f"{what} must be a number or null, got {value!r}"[:200])
-
-
-def _text(value: Any, what: str, *, null: bool = False) -> Any:
-    """A text field read back from a result JSON (``null`` allowed when ``null``)."""
-    if isinstance(value, str) or (null and value is None):
-        return value
-    raise InputError(f"{what} must be text{' or null' if null else ''}, got {value!r}"[:200])
-
-
-def _usage(value: Any) -> dict[str, dict[str, int]]:
-    """A result's ``usage`` read back: metric -> counter -> a whole number of at least 0 (absent
-    or null in a result written before usage was recorded)."""
-    if value is None:
-        return {}
-    ok = isinstance(value, dict) and all(
-        isinstance(counters, dict)
-        and all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counters.values()
-        )
-        for counters in value.values()
-    )
-    if not ok:
-        raise InputError(
-            f"usage must be an object of metric -> counter -> whole number, got {value!r}"[:200]
-        )
-    return {str(m): {str(k): n for k, n in c.items()} for m, c in value.items()}
+# ------------------------------------------------------------------ the shapes of a result JSON
+# Each field's type below is its schema (faithgate.schema: pydantic checks the dataclasses), in
+# the words its error uses. Scores, flags and ids are strict: ``bool("false")`` is True, and a
+# baseline's ``"0.9"``, ``true`` or infinity compared with new scores made every drop look like
+# noise to the bootstrap.
+_FLOAT_MAX = int(sys.float_info.max)
+Flag = Annotated[bool, Strict(), expect("true or false")]
+Text = Annotated[str, Strict(), expect("text")]
+OptionalText = Annotated[Annotated[str, Strict()] | None, expect("text or null")]
+# A score read back: a finite number or null (unscorable).
+Score = Annotated[
+    Annotated[float, Strict(), AllowInfNan(False)] | None, expect("a finite number or null")
+]
+# A number recorded as it is (``is_recorded_number``: a rule's value or limit, a threshold).
+_Int = Annotated[int, Strict(), Field(ge=-_FLOAT_MAX, le=_FLOAT_MAX)]
+Number = Annotated[_Int | Annotated[float, Strict()] | None, expect("a number or null")]
+# An object read back as empty when null.
+Table = Annotated[dict[str, Any], BeforeValidator(none_as_empty)]
 
 
 @dataclass
@@ -114,19 +74,8 @@ class SentenceRef:
 
     metric: str
     index: int
-    text: str
-    value: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SentenceRef:
-        value = _number(data["value"], "a least supported sentence's value")
-        if value is None:
-            raise InputError("a least supported sentence's value must be a number, got null")
-        text = _text(data["text"], "a least supported sentence's text")
-        return cls(data["metric"], int(data["index"]), text, float(value))
+    text: Text
+    value: Annotated[float, Strict(), expect("a number")]
 
 
 @dataclass
@@ -134,39 +83,27 @@ class MetricResult:
     """One metric on one example: its value (``None`` when unscorable), the threshold it was
     held to, whether it passed, and why not."""
 
-    metric: str
-    value: float | None
-    passed: bool
-    threshold: float | None = None
-    error: str | None = None
+    metric: Text
+    value: Score
+    passed: Flag
+    threshold: Number = None
+    error: OptionalText = None
     settings_hash: str = ""
     least_supported: SentenceRef | None = None
     # The baseline's score for this output when it was held to a threshold derived from it.
-    baseline: float | None = None
+    baseline: Score = None
 
     @property
     def ok(self) -> bool:
         return self.value is not None and self.error is None
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["least_supported"] = self.least_supported.to_dict() if self.least_supported else None
-        return data
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MetricResult:
-        ls = data.get("least_supported")
-        metric = _text(data["metric"], "a score's metric")
-        return cls(
-            metric=metric,
-            value=_score_value(data.get("value"), f"the {metric} value"),
-            passed=_flag(data["passed"], f"the {metric} 'passed'"),
-            threshold=_number(data.get("threshold"), f"the {metric} threshold"),
-            error=_text(data.get("error"), f"the {metric} error", null=True),
-            settings_hash=data.get("settings_hash", ""),
-            least_supported=SentenceRef.from_dict(ls) if ls else None,
-            baseline=_score_value(data.get("baseline"), f"the {metric} baseline value"),
-        )
+def _score_defaults(data: Any) -> Any:
+    """A score read back: its value null (unscorable) when absent."""
+    return {"value": None, **data} if isinstance(data, Mapping) else data
+
+
+_ScoreRead = Annotated[MetricResult, BeforeValidator(_score_defaults)]
 
 
 @dataclass
@@ -176,14 +113,21 @@ class ExampleResult:
     identifies the article summarized (``source_digest()``; ``None`` in a result written before
     it was recorded), so a baseline is never compared with another article's output."""
 
-    id: str
-    summary: str
-    passed: bool
-    scores: dict[str, MetricResult] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
-    probe: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
-    source_digest: str | None = None
+    # An id written as a number reads as its text.
+    id: Annotated[
+        Annotated[str, Strict()] | Annotated[int, Strict()], AfterValidator(str), expect("a string")
+    ]
+    summary: Annotated[str, Strict(), expect("a string")]  # compared word by word with outputs
+    passed: Flag
+    scores: dict[str, _ScoreRead] = field(default_factory=dict)
+    reasons: Annotated[list[Annotated[str, Strict()]], expect("a list of text")] = field(
+        default_factory=list
+    )
+    probe: Flag = False
+    meta: Table = field(default_factory=dict)
+    source_digest: Annotated[
+        Annotated[str, Strict(), Field(min_length=1)] | None, expect("a string or null")
+    ] = None
 
     @property
     def message(self) -> str:
@@ -217,35 +161,10 @@ class ExampleResult:
             "message": self.message,
             "reasons": list(self.reasons),
             "probe": self.probe,
-            "least_supported": ls.to_dict() if ls else None,
-            "scores": {k: v.to_dict() for k, v in self.scores.items()},
+            "least_supported": asdict(ls) if ls else None,
+            "scores": {k: asdict(v) for k, v in self.scores.items()},
             "meta": self.meta,
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ExampleResult:
-        raw_id = data["id"]
-        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-            raise InputError(f"an example id must be a string, got {raw_id!r}"[:200])
-        where = f"example {str(raw_id)!r}"[:120]
-        summary = data.get("summary", "")
-        if not isinstance(summary, str):  # compared word by word with new outputs
-            raise InputError(f"{where}: summary must be a string, got {summary!r}"[:200])
-        # Not read back (``message`` is made of the reasons), but shown as it is by reports.
-        _text(data.get("message"), f"{where}: message", null=True)
-        reasons = data.get("reasons", [])
-        if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
-            raise InputError(f"{where}: reasons must be a list of text, got {reasons!r}"[:200])
-        return cls(
-            id=str(raw_id),
-            summary=summary,
-            passed=_flag(data["passed"], f"{where}: 'passed'"),
-            scores={k: MetricResult.from_dict(v) for k, v in data.get("scores", {}).items()},
-            reasons=list(reasons),
-            probe=_flag(data.get("probe", False), f"{where}: 'probe'"),
-            meta=dict(data.get("meta") or {}),
-            source_digest=_digest_value(data.get("source_digest"), str(raw_id)),
-        )
 
 
 @dataclass
@@ -258,38 +177,20 @@ class RuleResult:
     the tolerance; ``details`` holds the bootstrap bound and counts.
     """
 
-    name: str
-    kind: str
-    value: float | None
-    limit: float | None
-    passed: bool
-    message: str
-    metric: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    name: Annotated[str, Strict(), expect("a string")]
+    kind: Text
+    value: Number
+    limit: Number
+    passed: Flag
+    message: Text
+    metric: OptionalText = None
+    details: Table = field(default_factory=dict)
     # Passed without being checked (e.g. regression on a first run without a baseline): reports
     # show it as SKIP with its message, so a pass never hides a rule that did not run.
-    skipped: bool = False
+    skipped: Flag = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RuleResult:
-        name = data["name"]
-        if not isinstance(name, str):
-            raise InputError(f"a rule name must be a string, got {name!r}"[:200])
-        where = f"rule {name!r}"[:120]
-        return cls(
-            name=name,
-            kind=_text(data.get("kind", name), f"{where}: kind"),
-            value=_number(data.get("value"), f"{where}: value"),
-            limit=_number(data.get("limit"), f"{where}: limit"),
-            passed=_flag(data["passed"], f"{where}: 'passed'"),
-            message=_text(data.get("message", ""), f"{where}: message"),
-            metric=_text(data.get("metric"), f"{where}: metric", null=True),
-            details=dict(data.get("details") or {}),
-            skipped=_flag(data.get("skipped", False), f"{where}: 'skipped'"),
-        )
+_Scores = Annotated[dict[str, Number], expect("an object", inside=False)]
 
 
 @dataclass
@@ -297,40 +198,46 @@ class PairResult:
     """One minimal pair: did the faithful member outscore the unfaithful one, per metric?
     ``consistent[metric]`` is False for ties and for pairs a metric could not score."""
 
-    pair_id: str
-    faithful_id: str
-    unfaithful_id: str
-    error_type: str | None
-    generated: bool
-    unfaithful_summary: str
+    pair_id: Text
+    faithful_id: Text
+    unfaithful_id: Text
+    error_type: OptionalText
+    generated: Flag
+    unfaithful_summary: Text
     # The edit as "old words -> new words" (word-level diff of the two summaries), for reports.
-    edit: str = ""
-    faithful_scores: dict[str, float | None] = field(default_factory=dict)
-    unfaithful_scores: dict[str, float | None] = field(default_factory=dict)
-    consistent: dict[str, bool] = field(default_factory=dict)
+    edit: Text = ""
+    faithful_scores: _Scores = field(default_factory=dict)
+    unfaithful_scores: _Scores = field(default_factory=dict)
+    consistent: Annotated[dict[str, Flag], expect("an object", inside=False)] = field(
+        default_factory=dict
+    )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PairResult:
-        where = f"pair {str(data.get('pair_id'))!r}"[:120]
-        for key in ("pair_id", "faithful_id", "unfaithful_id", "unfaithful_summary", "edit"):
-            if key in data:
-                _text(data[key], f"{where}: {key}")
-        _text(data.get("error_type"), f"{where}: error_type", null=True)
-        _flag(data.get("generated", False), f"{where}: 'generated'")
-        for key in ("faithful_scores", "unfaithful_scores", "consistent"):
-            values = data.get(key, {})
-            if not isinstance(values, dict):
-                raise InputError(f"{where}: {key} must be an object, got {values!r}"[:200])
-            for metric, value in values.items():
-                what = f"{where}: {key}[{metric!r}]"
-                if key == "consistent":
-                    _flag(value, what)
-                else:
-                    _number(value, what)
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+def _rule_defaults(data: Any) -> Any:
+    """A rule read back: ``kind`` defaults to its name, a message to none."""
+    if not isinstance(data, Mapping):
+        return data
+    return {"kind": data.get("name"), "value": None, "limit": None, "message": "", **data}
+
+
+@dataclass
+class _Written:
+    """What an example's JSON holds besides its fields: shown by reports as it is, never read
+    back (``message`` is made of the reasons)."""
+
+    message: OptionalText = None
+
+
+def _example_defaults(data: Any) -> Any:
+    """An example read back: its ``message`` checked, its summary empty when absent."""
+    if not isinstance(data, Mapping):
+        return data
+    adapter(_Written).validate_python(data)
+    return {"summary": "", **data}
+
+
+_RuleRead = Annotated[RuleResult, BeforeValidator(_rule_defaults)]
+_ExampleRead = Annotated[ExampleResult, BeforeValidator(_example_defaults)]
 
 
 @dataclass
@@ -341,22 +248,32 @@ class GateResult:
     digest, plus the settings hash of every metric so incomparable baselines are detected).
     """
 
-    passed: bool
-    metrics: list[str]
-    settings_hashes: dict[str, str]
-    thresholds: dict[str, float]
-    rules: list[RuleResult]
-    examples: list[ExampleResult]
+    passed: Flag
+    metrics: Annotated[list[Annotated[str, Strict()]], expect("a list of metric names")]
+    # Checked against the scores' own hashes too (``consistent_settings_hashes``).
+    settings_hashes: Annotated[dict[str, str], BeforeValidator(none_as_empty)]
+    thresholds: Annotated[
+        dict[str, _Int | Annotated[float, Strict(), AllowInfNan(False)]],
+        BeforeValidator(none_as_empty),
+        expect("an object of finite numbers"),
+    ]
+    rules: list[_RuleRead]
+    examples: list[_ExampleRead]
     pairs: list[PairResult] = field(default_factory=list)
     created: str = ""
     faithgate_version: str = ""
-    input: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    seconds: float | None = None
-    cache: dict[str, int] = field(default_factory=dict)
+    input: OptionalText = None
+    config: Table = field(default_factory=dict)
+    seconds: Number = None
+    cache: Annotated[dict[str, int], BeforeValidator(none_as_empty)] = field(default_factory=dict)
     # Metric -> counter -> this run's total of what its scores report costing
-    # (``details["usage"]``: requests, tokens); empty when no metric reports any.
-    usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    # (``details["usage"]``: requests, tokens); empty when no metric reports any (or absent,
+    # in a result written before usage was recorded).
+    usage: Annotated[
+        dict[str, dict[str, Annotated[int, Strict(), Field(ge=0)]]],
+        BeforeValidator(none_as_empty),
+        expect("an object of metric -> counter -> whole number"),
+    ] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -439,33 +356,25 @@ class GateResult:
             "seconds": self.seconds,
             "cache": dict(self.cache),
             "usage": {m: dict(c) for m, c in self.usage.items()},
-            "rules": [r.to_dict() for r in self.rules],
+            "rules": [asdict(r) for r in self.rules],
             "examples": [e.to_dict() for e in self.examples],
-            "pairs": [p.to_dict() for p in self.pairs],
+            "pairs": [asdict(p) for p in self.pairs],
             "config": self.config,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GateResult:
+        """A result read back from its JSON (``to_dict``); ``InputError`` naming the field
+        when malformed."""
         if not isinstance(data, Mapping) or "examples" not in data or "metrics" not in data:
             raise InputError("not a faithgate result (expected keys 'metrics' and 'examples')")
-        examples = [ExampleResult.from_dict(e) for e in data["examples"]]
-        return cls(
-            passed=bool(data.get("passed", False)),
-            metrics=list(data["metrics"]),
-            settings_hashes=consistent_settings_hashes(data.get("settings_hashes") or {}, examples),
-            thresholds=dict(data.get("thresholds") or {}),
-            rules=[RuleResult.from_dict(r) for r in data.get("rules", [])],
-            examples=examples,
-            pairs=[PairResult.from_dict(p) for p in data.get("pairs", [])],
-            created=data.get("created", ""),
-            faithgate_version=data.get("faithgate_version", ""),
-            input=data.get("input"),
-            config=dict(data.get("config") or {}),
-            seconds=data.get("seconds"),
-            cache=dict(data.get("cache") or {}),
-            usage=_usage(data.get("usage")),
-        )
+        defaults = {"passed": False, "settings_hashes": {}, "thresholds": {}, "rules": []}
+        try:
+            result = adapter(GateResult).validate_python({**defaults, **data})
+        except ValidationError as exc:
+            raise InputError(_problem(first_error(exc), data)[:200]) from None
+        result.settings_hashes = consistent_settings_hashes(result.settings_hashes, result.examples)
+        return result
 
     def save(self, path: str | Path) -> Path:
         """Write the result JSON atomically (a failed write leaves the previous file). A
@@ -511,10 +420,44 @@ class GateResult:
             return cls.from_dict(data)
         except InputError as exc:
             raise InputError(f"{where}: {exc}") from None
-        except KeyError as exc:
-            raise InputError(f"{where}: malformed faithgate result (missing field {exc})") from None
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise InputError(f"{where}: malformed faithgate result ({exc})") from None
+
+
+# Bool fields are named in quotes ("example 'a': 'passed' must be ..."), a score's by its metric.
+_SCORE_FIELDS = {"passed": "'passed'", "baseline": "baseline value"}
+
+
+def _problem(error: ErrorDetails, data: Any) -> str:
+    """The one-line message of a result JSON's first error, naming where it lies as a reader
+    knows it: by example id, rule name, pair id or metric, not by JSON path."""
+    loc = error["loc"]
+    if error["type"] == "missing":
+        return f"malformed faithgate result (missing field {loc[-1]!r})"
+    if error["type"] != "expected":
+        where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in loc)
+        return f"malformed faithgate result ({where.lstrip('.')}: {error['msg']})"
+    flag = error["msg"] == "true or false"
+    match loc:
+        case ("examples", _, "scores", _, "least_supported", name):
+            what = f"a least supported sentence's {name}"
+        case ("examples", _, "scores", _, "metric"):
+            what = "a score's metric"
+        case ("examples", i, "scores", key, name):
+            metric = item(data, "examples", i, "scores", key, "metric")
+            what = f"the {metric} {_SCORE_FIELDS.get(str(name), name)}"
+        case ("examples", _, "id"):
+            what = "an example id"
+        case ("rules", _, "name"):
+            what = "a rule name"
+        case (("examples" | "rules" | "pairs") as part, i, name, *key):
+            owner = {"examples": ("example", "id"), "rules": ("rule", "name")}
+            kind, id_key = owner.get(str(part), ("pair", "pair_id"))
+            shown = item(data, part, i, id_key)
+            shown = shown if isinstance(shown, str) else str(shown)
+            field = f"{name!r}" if flag and not key else f"{name}{''.join(f'[{k!r}]' for k in key)}"
+            what = f"{kind} {shown!r}"[:120] + f": {field}"
+        case _:
+            what = str(loc[0]) if loc else "the result"
+    return f"{what} must be {error['msg']}, got {error['input']!r}"
 
 
 def consistent_settings_hashes(

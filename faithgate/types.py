@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from faithgate.errors import InputError
-from faithgate.escape import safe_line
+from faithgate.safety.escape import safe_line
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from faithgate.errors import FaithgateError
-from faithgate.escape import safe_line
 from faithgate.numbers import at_least
+from faithgate.safety.escape import safe_line
 from faithgate.types import Example, Score
 from pytest_faithgate.messages import plugin_line, skip_exceptions, skip_message
 from pytest_faithgate.session import PluginSession, is_type_list, scoped_value

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from faithgate.errors import FaithgateError
-from faithgate.escape import safe_line
+from faithgate.safety.escape import safe_line
 from pytest_faithgate.fixture import CHECKS_KEY
 from pytest_faithgate.messages import plugin_line
 from pytest_faithgate.session import PluginSession

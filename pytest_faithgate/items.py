@@ -23,8 +23,8 @@ from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebac
 
 from faithgate.config import GateConfig
 from faithgate.errors import FaithgateError
-from faithgate.escape import safe_line
 from faithgate.numbers import shortest
+from faithgate.safety.escape import safe_line
 from pytest_faithgate.messages import plugin_line, plugin_text, skip_exceptions, skip_message
 from pytest_faithgate.session import PluginSession
 
@@ -162,14 +162,8 @@ class GateItem(pytest.Item):
             scorer=self.plugin_session.gate_scorer(),
             cache=self.plugin_session.cache,
             progress=False,
-            update_baseline=opts.update_baseline,
-            force_baseline=opts.force_baseline,
             use_cache=not opts.no_cache,
-            # A --faithgate-baseline that does not exist is an error (a typo), not a first run.
-            explicit_baseline=opts.baseline is not None,
-            # Written with the reports at session end: a report that cannot be written must
-            # not leave the baseline replaced (the gate item had replaced it before).
-            defer_baseline=True,
+            baseline=opts.baseline_policy(),
         )
         return gate, gate.run()
 

@@ -2,7 +2,7 @@
 
 The library names the ``faithgate`` command's flags (``--force``, ``--threshold``,
 ``--cache-dir`` ...), which do not exist under pytest: ``plugin_text`` rewrites them to the
-plugin's options, ``plugin_line`` also makes the text one safe line (``faithgate.escape``).
+plugin's options, ``plugin_line`` also makes the text one safe line (``faithgate.safety.escape``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from faithgate.escape import safe_line
+from faithgate.safety.escape import safe_line
 
 # The faithgate command's flag (as library messages name it) -> the plugin's option.
 _FLAGS = {

@@ -31,9 +31,9 @@ import pytest
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import FaithgateError
-from faithgate.escape import safe_line
-from faithgate.execution import EXECUTOR_CHOICES
 from faithgate.formats import file_report_kinds
+from faithgate.safety.escape import safe_line
+from faithgate.scoring.execution import EXECUTOR_CHOICES
 from pytest_faithgate.fixture import FaithgateFixture
 from pytest_faithgate.messages import plugin_line
 from pytest_faithgate.run_files import gate_writes, ini_files, refuse_overwriting_pytest_files
@@ -216,7 +216,7 @@ def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True
     test module, a conftest), pytest's ini file (``refuse_overwriting_pytest_files``; the
     other collected files are checked once collected, ``check_collected_files``)."""
     from faithgate.gate import input_files
-    from faithgate.paths import refuse_overwriting_inputs
+    from faithgate.safety.paths import refuse_overwriting_inputs
 
     cfg = session.gate_config
     opts = session.options
@@ -235,20 +235,20 @@ def check_paths(config: pytest.Config, session: PluginSession, gate: bool = True
 
 
 def check_gate_inputs(session: PluginSession) -> None:
-    """Before any test runs (a usage error, as ``faithgate check`` exits 2): a
+    """Before any test runs (a usage error, as ``faithgate check`` exits 2), the gate's
+    checks of its configuration (``faithgate.gate.check_config``): e.g. a
     ``--faithgate-baseline`` that does not exist (without ``--faithgate-update-baseline``) is a
     typo far more often than a first run; ``rules.regression`` with no baseline path (in the
     configuration or ``--faithgate-baseline``) is a configuration error, not a failed gate.
-    (Threshold keys naming no metric are refused by the gate item: a conftest collected later
-    may still register the metric.)"""
-    from faithgate.gate import check_baseline_exists, check_regression_baseline
+    (Metric names are checked by the gate item: a conftest collected later may still register
+    the metric.)"""
+    from faithgate.gate import check_config
 
     opts = session.options
-    if opts.baseline is not None and not opts.update_baseline:
-        check_baseline_exists(session.gate_config)
-    cfg = session.gate_config
-    if cfg.outputs is not None or cfg.summarizer is not None:  # a gate item will run
-        check_regression_baseline(cfg)
+    checks = check_config(
+        session.gate_config, opts.baseline_policy(), registry=False, use_cache=not opts.no_cache
+    )
+    checks.raise_errors()
 
 
 def _session(config: pytest.Config) -> PluginSession:

@@ -52,7 +52,7 @@ def refuse_overwriting_pytest_files(
     test module or conftest pytest imports, or any other source: never a report) or a file
     pytest takes its configuration from (``PYTEST_CONFIG_NAMES``): the report would replace
     it. A path that exists as an earlier report (``report.md``) is still written over."""
-    from faithgate.paths import same_file
+    from faithgate.safety.paths import same_file
 
     for what, path in writes:
         if path is None or str(path) == "-":

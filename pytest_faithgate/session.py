@@ -74,6 +74,20 @@ class Options:
             no_cache=bool(get("faithgate_no_cache")),
         )
 
+    def baseline_policy(self) -> Any:
+        """How the gate treats its baseline under these options (a ``BaselinePolicy``)."""
+        from faithgate.gate import BaselinePolicy
+
+        return BaselinePolicy(
+            update=self.update_baseline,
+            force=self.force_baseline,
+            # A --faithgate-baseline that does not exist is an error (a typo), not a first run.
+            explicit=self.baseline is not None,
+            # Written with the reports at session end: a report that cannot be written must
+            # not leave the baseline replaced (the gate item had replaced it before).
+            defer=True,
+        )
+
     def blank_given(self) -> list[str]:
         """The text options given empty (``--faithgate-metric=``): each fell back to its
         default (the configured metric, a configuration found by search, the default cache)
@@ -172,7 +186,7 @@ class PluginSession:
         ``settings`` (metric -> settings) are laid over the configured ``metric_settings``.
         The gate item and a fixture call with the same metric and settings share one scorer.
         """
-        from faithgate.scorer import Scorer
+        from faithgate.scoring.scorer import Scorer
 
         names = list(metrics)
         extra = settings or {}
@@ -201,11 +215,11 @@ class PluginSession:
         backend: str | None = None,
     ) -> Any:
         """Scores with the session's ``scorer`` for these arguments, in this process, through
-        the execution seam (``faithgate.execution``) with the session's cache around it."""
-        from faithgate.execution import CachedExecutor, LocalExecutor
+        the execution seam (``faithgate.scoring.execution``) with the session's cache around it."""
+        from faithgate.scoring.execution import make_executor
 
-        local = LocalExecutor(scorer=self.scorer(metrics, settings, models, backend))
-        return CachedExecutor(local, self.cache) if self.cache is not None else local
+        scorer = self.scorer(metrics, settings, models, backend)
+        return make_executor(None, scorer=scorer, cache=self.cache)
 
     def gate_scorer(self) -> Any:
         """The ``Scorer`` of the configured gate (all configured metrics), sharing the model

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from faithgate.escape import safe_line
+from faithgate.safety.escape import safe_line
 
 
 def _cell(value: Any) -> str:

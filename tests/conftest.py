@@ -60,14 +60,13 @@ def transformers(torch):
 # faithgate import perturb`` would be the function of that name.
 INNER_RUN_MODULES = (
     "email.parser",
-    "faithgate.gate",
     "faithgate.perturb",
-    "faithgate.scorer",
+    "faithgate.scoring.scorer",
     "numpy.ma",
     "numpy.random",
     "threadpoolctl",
 )
-INNER_RUN_PACKAGES = ("faithgate.report", "pytest_faithgate")
+INNER_RUN_PACKAGES = ("faithgate.gate", "faithgate.report", "pytest_faithgate")
 
 
 @pytest.fixture(scope="session")

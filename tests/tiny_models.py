@@ -171,7 +171,7 @@ def tiny_train_config(out: Path, base: Path, docs: Path, **overrides: Any) -> An
     (three claims each, seed 0), no SNLI, nothing held out, batches of 4 pairs of at most 96
     tokens, 4 steps with a checkpoint after each; ``overrides`` replace any of these."""
     from faithgate.training import synth
-    from faithgate.training.train import TrainConfig
+    from faithgate.training.recipe import TrainConfig
 
     settings = {
         "output": str(out),

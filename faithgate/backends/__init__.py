@@ -21,7 +21,7 @@ from faithgate import models
 from faithgate.backends.base import Backend, RoleModel
 from faithgate.backends.manifest import find_export
 from faithgate.errors import ConfigError, InputError, option_error
-from faithgate.escape import printable
+from faithgate.safety.escape import printable
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,13 @@ def get_backend(name: str) -> Backend:
         raise InputError(f"unknown backend {name!r}; choose one of: {', '.join(BACKEND_CHOICES)}")
     module, attr = BACKENDS[name].split(":")
     return getattr(importlib.import_module(module), attr)()
+
+
+def precision_label(identity: dict[str, Any]) -> str:
+    """The precision a settings hash's readable prefix shows for a model ``identity``, as its
+    backend names it (``Backend.precision``); ``-`` for a model of no registered backend."""
+    backend = identity.get("backend")
+    return get_backend(backend).precision(identity) if backend in BACKENDS else "-"
 
 
 # Loader options that only split the work (batch sizes, threads): scores are the same under
@@ -333,8 +340,9 @@ class ModelPool:
 
     def identity(self, role: str, task: str) -> dict[str, Any]:
         """What identifies a role's model for ``task`` without loading it (settings hashes):
-        name, weights fingerprint, backend, the versions of the libraries that run it and, for
-        an ONNX export, its quantization."""
+        name, weights fingerprint, backend, the versions of the libraries that run it, and the
+        fields the backend adds (``Backend.identity``: the loader options that can move a
+        score; an ONNX export's quantization and provider)."""
         spec = self.spec(role)
         # A directory the user gave is known by its content (its fingerprint), not its name: a
         # renamed copy must keep its cached scores and baselines (``metrics.base.hashed``).
@@ -360,29 +368,15 @@ class ModelPool:
             "backend": backend,
             "libraries": entry.versions() if entry is not None else {},
         }
-        if backend == "onnx":
-            # Here onnx is chosen (asked for, or auto found an export): a damaged manifest is
-            # the error, not a warning that the run goes on torch.
-            manifest = find_export(spec, task, strict=True)
-            if manifest is not None:
-                identity["quantization"] = manifest.quantization
         options = {
             k: v
-            for k, v in sorted(self._options_for(backend, role, task, {}).items())
+            for k, v in self._options_for(backend, role, task, {}).items()
             if k not in WORK_SPLIT_OPTIONS
         }
-        if backend == "onnx":
-            # The provider the sessions run on, not the word configured: "auto" (or none) is
-            # CUDA where a session really gets it, the CPU elsewhere, and their scores differ
-            # slightly, so a CPU run and a CUDA run must not share a hash. An explicit "cuda"
-            # is recorded as written (a CPU Ray driver of GPU workers). A CPU run records
-            # none: "cpu", "auto" there and no provider hash the same.
-            from faithgate.backends.onnx_backend import hashed_provider
-
-            if hashed_provider(options.pop("provider", None)) == "cuda":
-                options = dict(sorted({**options, "provider": "cuda"}.items()))
-        if options:  # absent when none: the hashes of default runs stay as they were
-            identity["options"] = options
+        if backend in BACKENDS:
+            identity.update(get_backend(backend).identity(spec, task, options))
+        elif options:  # a model added ready-made under a backend of its own (a test's fake)
+            identity["options"] = dict(sorted(options.items()))
         return identity
 
     def _options_for(
@@ -436,4 +430,5 @@ __all__ = [
     "choose_backend",
     "get_backend",
     "options_for",
+    "precision_label",
 ]

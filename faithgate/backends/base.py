@@ -27,15 +27,6 @@ from faithgate.backends.windowing import batches_by_token_budget, split_by_sizes
 from faithgate.errors import BackendError
 from faithgate.models import ModelSpec
 
-TASKS = (
-    "text-encoder",
-    "pair-classifier",
-    "causal-lm",
-    "seq2seq-lm",
-    "text-generator",
-    "extractive-qa",
-)
-
 
 class RoleModel(ABC):
     """A loaded model serving one role. Loaded once per process and reused."""
@@ -157,7 +148,7 @@ class PairClassifier(RoleModel):
     def predict_proba(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
         """Softmax probabilities, shape (n, len(labels)). Premises are truncated to fit; a
         hypothesis alone longer than the window is cut too, and the model never sees its end:
-        callers that must judge all of it split it first (``faithgate.metrics.nli`` does)."""
+        callers that must judge all of it split it first (``faithgate.engines.nli`` does)."""
 
     @property
     def eos_text(self) -> str:
@@ -187,7 +178,7 @@ class LanguageModel(RoleModel):
     """Teacher-forced scoring of targets (decoder-only or encoder-decoder).
 
     Two levels. ``target_logprobs`` is the string-level convenience (QA answer selection).
-    The token-level methods below are what the likelihood engine (``faithgate.likelihood``)
+    The token-level methods below are what the likelihood engine (``faithgate.engines.likelihood``)
     plans its passes with; they take *already tokenized* id sequences so the engine owns
     templates, tokenization and context cutting, and every backend scores the same ids.
 
@@ -274,12 +265,7 @@ class LanguageModel(RoleModel):
         Sequences are batched by ``batch_tokens`` (padded size) and each batch is one call of
         the backend's ``_next_token_logprobs``.
         """
-        flat = [[int(t) for seg in segs for t in seg] for segs in batch]
-        for ids in flat:
-            if len(ids) > self.max_length:
-                raise BackendError(
-                    f"sequence of {len(ids)} tokens exceeds the model window {self.max_length}"
-                )
+        flat = self._flat_within_window(batch)
         results: list[list[np.ndarray]] = [[] for _ in batch]
         for idx in batches_by_token_budget([len(ids) for ids in flat], self.batch_tokens):
             rows = [flat[i] for i in idx]
@@ -292,6 +278,20 @@ class LanguageModel(RoleModel):
 
     #: padded tokens per forward pass (longest sequence x batch size)
     batch_tokens: int = 4096
+
+    def _flat_within_window(
+        self, batch: Sequence[Sequence[Sequence[int]]], prefix_length: int = 0
+    ) -> list[list[int]]:
+        """Each sequence's segments joined into one id list; ``BackendError`` where one, after
+        a shared prefix of ``prefix_length`` tokens, exceeds ``max_length``."""
+        flat = [[int(t) for seg in segs for t in seg] for segs in batch]
+        for ids in flat:
+            if prefix_length + len(ids) > self.max_length:
+                raise BackendError(
+                    f"sequence of {prefix_length + len(ids)} tokens exceeds the model window "
+                    f"{self.max_length}"
+                )
+        return flat
 
     def _next_token_logprobs(self, rows: list[list[int]]) -> list[np.ndarray]:
         """One padded forward pass over ``rows``: for each row, log p(row[t+1] | row[:t+1])
@@ -435,10 +435,23 @@ class ExtractiveQA(RoleModel):
 
 
 class Backend(ABC):
-    """Factory of task models for one inference runtime."""
+    """Factory of task models for one inference runtime; it also says what identifies a
+    model it runs (``identity``, ``precision``): the settings hash asks it, never its name."""
 
     name: str = ""
 
     @abstractmethod
     def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
         """Load ``spec`` for ``task``; raise ``BackendError`` with one line on failure."""
+
+    def identity(self, spec: ModelSpec, task: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The fields this backend adds to the identity of ``spec`` loaded for ``task`` with
+        ``options`` (the loader options that can move a score), without loading it: the
+        settings hash holds them. By default the options, absent when there are none (so the
+        hashes of default runs stay as they were)."""
+        return {"options": dict(sorted(options.items()))} if options else {}
+
+    def precision(self, identity: dict[str, Any]) -> str:
+        """How the readable prefix of a settings hash names the precision of the weights in
+        ``identity`` (one this backend made): ``-`` when it cannot tell."""
+        return "-"

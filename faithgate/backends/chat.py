@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from faithgate.escape import clipped
+from faithgate.safety.escape import clipped
 
 # The shapes of ``response_format`` tried in order under ``structured = "auto"``.
 STRUCTURED_KINDS = ("json_schema", "json_object", "off")

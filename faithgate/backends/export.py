@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from faithgate import models, paths
+from faithgate import models
 from faithgate.backends.lm_graph import add_score_from, drop_mask_expands, drop_softmax_nan_guards
 from faithgate.backends.manifest import (
     MANIFEST_FORMAT,
@@ -38,24 +38,27 @@ from faithgate.backends.manifest import (
     manifest_format_for,
 )
 from faithgate.backends.onnx_backend import OnnxBackend, drop_sessions, providers_for
-from faithgate.backends.quantize import (
+from faithgate.backends.quantize.forms import save_onnx
+from faithgate.backends.quantize.modes import (
     AUTO_CANDIDATES,
-    MIN_PARITY_PAIRS,
     NEEDS_FEEDS,
-    Tolerance,
-    Triple,
     auto_candidates,
     check_mode_fits_task,
-    compare,
-    load_calibration,
     normalise_quantization,
     quantize_file,
     quantized_file_name,
-    save_onnx,
+)
+from faithgate.backends.quantize.parity import (
+    MIN_PARITY_PAIRS,
+    Tolerance,
+    Triple,
+    compare,
+    load_calibration,
 )
 from faithgate.backends.torch_backend import TorchBackend
 from faithgate.backends.windowing import read_pooling
 from faithgate.errors import BackendError, InputError
+from faithgate.safety import paths
 
 DEFAULT_OPSET = 18
 # The ONNX opsets an export can be made at (``check_opset``), checked before any model loads:
@@ -541,7 +544,7 @@ def export_model(
 ) -> ExportManifest:
     """Export ``spec`` to ONNX for ``task``, quantize it, gate it, write the manifest.
 
-    ``quantize`` is a mode of ``quantize.MODES`` or ``auto`` (default): the candidates of
+    ``quantize`` is a mode of ``quantize.modes.MODES`` or ``auto`` (default): the candidates of
     ``AUTO_CANDIDATES[device]`` smallest first, the first that passes the gate kept (one that
     cannot be made here, its quantizer failing, is refused and the next tried). Parity is
     measured on ``calibration`` triples: torch fp32 vs ONNX fp32, and each quantized form vs

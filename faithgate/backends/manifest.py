@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from faithgate import models
-from faithgate.atomic import atomic_write_text
 from faithgate.backends.windowing import ST_POOLINGS, pooling_modes
 from faithgate.errors import BackendError, InputError
-from faithgate.escape import printable
+from faithgate.safety.atomic import atomic_write_text
+from faithgate.safety.escape import printable
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class ExportManifest:
     task: str
     source: dict[str, Any]  # name, location, origin, revision, fingerprint, sha256 of weights
     opset: int
-    quantization: str  # a mode of quantize.MODES: "none", "w8", "w4", "fp16", "int8-dynamic"...
+    quantization: str  # a mode of quantize.modes.MODES: "none", "w8", "w4", "fp16", ...
     files: dict[str, str]  # part ("model", "encoder", "decoder") -> ONNX file name
     tokenizer_files: list[str]
     config: dict[str, Any]  # runtime facts read by the ONNX backend (no transformers there)
@@ -216,7 +216,7 @@ def check_manifest(data: Any, directory: Path | None = None) -> dict[str, Any]:
     each ONNX file must be a file inside that directory; a format-1 text encoder must not pool
     otherwise than its source (``_stale_pooling``). Raises one-line ``InputError`` naming the
     file and the field; unknown top-level keys are ignored (a later minor addition)."""
-    from faithgate.backends.quantize import MODES  # imported on use: numpy, no cycle
+    from faithgate.backends.quantize.modes import MODES  # imported on use: numpy, no cycle
 
     where = str(directory / MANIFEST_NAME) if directory is not None else "ONNX manifest"
 

@@ -28,6 +28,7 @@ from faithgate.backends.torch_lm import load_language_model
 from faithgate.backends.torch_qa import load_qa_model
 from faithgate.backends.windowing import (  # noqa: F401 - re-exported for old imports
     ST_POOLINGS,
+    embed_in_windows,
     equal_length_batches,
     pool_and_normalise,
     pooling_modes,
@@ -179,37 +180,19 @@ class TorchTextEncoder(_TokenizedModel, TextEncoder):
         self, texts: Sequence[str], layer: int | None = None
     ) -> list[TokenEmbeddings]:
         tok = self.tokenizer
-        inner = self.max_length - 2  # room for [CLS] and [SEP]
-        seqs, owners, spans_of = [], [], []
         encoded = [tok(t, add_special_tokens=False, verbose=False)["input_ids"] for t in texts]
-        for ti, ids in enumerate(encoded):
-            spans = token_windows(len(ids), inner, self.stride)
-            spans_of.append(spans)
-            for start, end in spans:
-                seqs.append(tok.build_inputs_with_special_tokens(ids[start:end]))
-                owners.append(ti)
-        vectors = (
-            run_in_length_order(seqs, self.batch_size, lambda b: self._forward(b, layer))
-            if seqs
-            else []
+        embedded = embed_in_windows(
+            encoded,
+            (self.max_length - 2, self.stride),  # room for [CLS] and [SEP]
+            (tok.build_inputs_with_special_tokens, 1, 1),  # [CLS]/[SEP] dropped again
+            lambda b: self._forward(b, layer),
+            self.batch_size,
+            self.model.config.hidden_size,
         )
-        per_text: list[list[np.ndarray]] = [[] for _ in texts]
-        for owner, vecs in zip(owners, vectors, strict=True):
-            per_text[owner].append(vecs[1:-1])  # drop [CLS]/[SEP]
-        result = []
-        for ti, ids in enumerate(encoded):
-            dim = self.model.config.hidden_size
-            vecs = (
-                stitch_windows(spans_of[ti], per_text[ti])
-                if ids
-                else np.zeros((0, dim), np.float32)
-            )
-            result.append(
-                TokenEmbeddings(
-                    tok.convert_ids_to_tokens(ids), vecs, windowed=len(spans_of[ti]) > 1
-                )
-            )
-        return result
+        return [
+            TokenEmbeddings(tok.convert_ids_to_tokens(ids), vecs, windowed=windowed)
+            for ids, (vecs, windowed) in zip(encoded, embedded, strict=True)
+        ]
 
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
         tok = self.tokenizer
@@ -304,6 +287,9 @@ class TorchPairClassifier(_TokenizedModel, PairClassifier):
 
 class TorchBackend(Backend):
     name = "torch"
+
+    def precision(self, identity: dict[str, Any]) -> str:
+        return "fp32"  # weights loaded as stored, in float32
 
     def load(self, spec: ModelSpec, task: str, **options: Any) -> RoleModel:
         # Options only another backend understands (onnxruntime's threads/provider) are

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import BackendError, ModelFileError
-from faithgate.escape import printable, safe_line
 from faithgate.models import ModelSpec, quiet_legacy_notice
+from faithgate.safety.escape import printable, safe_line
 
 
 def import_torch() -> Any:

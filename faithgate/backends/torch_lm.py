@@ -219,13 +219,7 @@ class TorchCausalLM(_TorchLMBase):
         prefix = [int(t) for t in prefix]
         if not prefix:  # nothing to cache
             return np.zeros(0), self.segment_logprobs(continuations)
-        flat = [[int(t) for seg in segs for t in seg] for segs in continuations]
-        for ids in flat:
-            if len(prefix) + len(ids) > self.max_length:
-                raise BackendError(
-                    f"sequence of {len(prefix) + len(ids)} tokens exceeds the model window "
-                    f"{self.max_length}"
-                )
+        flat = self._flat_within_window(continuations, len(prefix))
         p_ids = torch.tensor([prefix], dtype=torch.long)
         with torch.inference_mode():
             hidden, out = self._hidden(p_ids, torch.ones_like(p_ids), use_cache=True)

@@ -150,6 +150,33 @@ def run_in_length_order(
     return results  # type: ignore[return-value]
 
 
+def embed_in_windows(
+    encoded: Sequence[Sequence[int]],
+    window: tuple[int, int],
+    wrap: tuple[Callable[[list[int]], list[int]], int, int],
+    forward: Callable[[list[list[int]]], list[np.ndarray]],
+    batch_size: int,
+    dim: int,
+) -> list[tuple[np.ndarray, bool]]:
+    """Token vectors of each id list, embedded in overlapping windows (``window``: inner size
+    and stride), with whether it took more than one window. ``wrap`` is the function adding
+    a window's special tokens and how many it puts before and after the ids (dropped again)."""
+    add_specials, lead, trail = wrap
+    seqs, owners, spans_of = [], [], []
+    for ti, ids in enumerate(encoded):
+        spans_of.append(token_windows(len(ids), *window))
+        for start, end in spans_of[-1]:
+            seqs.append(add_specials(list(ids[start:end])))
+            owners.append(ti)
+    per_text: list[list[np.ndarray]] = [[] for _ in encoded]
+    for owner, vecs in zip(owners, run_in_length_order(seqs, batch_size, forward), strict=True):
+        per_text[owner].append(vecs[lead : len(vecs) - trail])
+    return [
+        (stitch_windows(spans, parts) if ids else np.zeros((0, dim), np.float32), len(spans) > 1)
+        for ids, spans, parts in zip(encoded, spans_of, per_text, strict=True)
+    ]
+
+
 def batches_by_token_budget(
     lengths: Sequence[int], budget: int, keys: Sequence[Hashable] | None = None
 ) -> list[list[int]]:

@@ -19,7 +19,7 @@ import click
 
 from faithgate import __version__
 from faithgate.errors import FaithgateError, InputError, Interrupted
-from faithgate.escape import PrintableFormatter, safe_line, utf8_text
+from faithgate.safety.escape import PrintableFormatter, safe_line, utf8_text
 
 # command name -> "module:attribute" of its click command
 COMMANDS = {

@@ -20,8 +20,13 @@ from faithgate.cli.execution_options import execution_options, execution_setting
 from faithgate.cli.params import FiniteFloatRange
 from faithgate.cli.score import parse_assignments, parse_settings, read_source_and_summary
 from faithgate.errors import InputError
-from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
-from faithgate.paths import lies_inside, refuse_overwriting_inputs, same_file
+from faithgate.safety.escape import (
+    defuse_workflow_commands,
+    json_for_terminal,
+    printable,
+    safe_line,
+)
+from faithgate.safety.paths import lies_inside, refuse_overwriting_inputs, same_file
 
 _metric_option = click.option(
     "--metric",
@@ -70,7 +75,7 @@ def _cache_outputs(cache_path: str | None, no_cache: bool) -> list[tuple[str, Pa
     the cache with JSON, and ``--cache data.jsonl`` move the data aside as a corrupt cache."""
     if no_cache:
         return []
-    from faithgate.evaluation.bench import default_cache_path
+    from faithgate.evaluation.bench.scoring import default_cache_path
 
     cache = Path(cache_path) if cache_path else default_cache_path()
     if cache.name in ("", ".", ".."):  # no file name (refused below as a directory)
@@ -234,13 +239,9 @@ def bench_command(
     --plots files are named after the file. A file with only one class, or with neither labels
     nor human `score`s, gets a warning that no label-based figure can be computed (still exit
     0: its timing, scores and any correlations are reported)."""
-    from faithgate.evaluation.bench import (
-        benchmark_files,
-        json_ready,
-        markdown_report,
-        refuse_same_names,
-        run_bench,
-    )
+    from faithgate.evaluation.bench.files import benchmark_files, refuse_same_names
+    from faithgate.evaluation.bench.report import json_ready, markdown_report
+    from faithgate.evaluation.bench.run import run_bench
 
     if not metric_names:
         raise InputError("no metric selected: pass --metric NAME (repeatable)")
@@ -250,7 +251,7 @@ def bench_command(
     files = [f for d in data for f in benchmark_files(d, warn=False)]
     refuse_same_names(files)
     plot_files: list[tuple[str, Path | None]] = []
-    if plots:  # every figure bench may draw, by its name (evaluation.bench.write_plots)
+    if plots:  # every figure bench may draw, by its name (evaluation.bench.plots)
         _refuse_plots_directory(
             Path(plots),
             {"--output": output, "--save-weights": save_weights}
@@ -292,7 +293,7 @@ def bench_command(
     )
     doc = json_ready(result)
     if output:
-        from faithgate.atomic import atomic_write_text
+        from faithgate.safety.atomic import atomic_write_text
 
         atomic_write_text(output, json.dumps(doc, indent=1))
     if as_json:
@@ -372,7 +373,9 @@ def calibrate_command(
     stratified 5-fold, fewer folds when a class is small: each fold scored at the threshold
     chosen on the others) estimates how the threshold does on new data. The written threshold
     classifies these items exactly as reported."""
-    from faithgate.evaluation.bench import Bench, json_ready, limit_examples
+    from faithgate.evaluation.bench.files import limit_examples
+    from faithgate.evaluation.bench.report import json_ready
+    from faithgate.evaluation.bench.scoring import Bench
     from faithgate.evaluation.calibrate import (
         MIN_PER_CLASS,
         calibrate,

@@ -16,7 +16,7 @@ from faithgate.backends import BACKEND_CHOICES
 from faithgate.cli.execution_options import (
     execution_options,
     execution_overrides,
-    refuse_ray_only_flags,
+    refuse_foreign_flags,
 )
 from faithgate.errors import InputError, did_you_mean
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
@@ -156,10 +156,10 @@ def check_command(
 ) -> None:
     """Score outputs and gate on the configured rules: exit 0 pass, 1 fail, 2 usage error."""
     from faithgate.config import load_config
-    from faithgate.escape import safe_line
-    from faithgate.gate import Gate
+    from faithgate.gate import BaselinePolicy, Gate
     from faithgate.report import render, write_reports
     from faithgate.report.terminal import headline
+    from faithgate.safety.escape import safe_line
 
     if outputs and (summarizer or data):
         raise InputError("give either --outputs or --summarizer with --data, not both")
@@ -183,7 +183,7 @@ def check_command(
         **reports,
         execution=execution_overrides(executor, address, num_workers),
     )
-    refuse_ray_only_flags(config.execution, address, num_workers)
+    refuse_foreign_flags(config.execution, address, num_workers)
     unknown = set(named) - set(config.metrics)
     if unknown:
         # A typo gets the "did you mean" a misspelled thresholds key of the config file gets.
@@ -196,14 +196,16 @@ def check_command(
     gate = Gate(
         config,
         progress=progress,
-        update_baseline=update_baseline,
-        force_baseline=force,
         use_cache=not no_cache,
-        # A --baseline that does not exist is an error (a typo), not a first run.
-        explicit_baseline=baseline is not None,
-        # Written with the reports, as one set: a report that cannot be written must not
-        # leave the baseline replaced behind an exit 2 that says nothing was written.
-        defer_baseline=True,
+        baseline=BaselinePolicy(
+            update=update_baseline,
+            force=force,
+            # A --baseline that does not exist is an error (a typo), not a first run.
+            explicit=baseline is not None,
+            # Written with the reports, as one set: a report that cannot be written must not
+            # leave the baseline replaced behind an exit 2 that says nothing was written.
+            defer=True,
+        ),
     )
     result = gate.run()
     for warning in gate.warnings:

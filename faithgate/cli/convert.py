@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from faithgate.escape import printable
+from faithgate.safety.escape import printable
 
 
 def _log(message: str) -> None:

@@ -1,6 +1,7 @@
 """The ``--executor`` / ``--address`` / ``--num-workers`` options shared by ``check``,
-``bench`` and ``calibrate``; choices come from ``faithgate.execution.EXECUTOR_CHOICES``. Flags
-override ``[tool.faithgate.execution]`` of the configuration, for all three commands."""
+``bench`` and ``calibrate``; choices come from the executor registry
+(``faithgate.scoring.execution.EXECUTORS``), and a flag applies to the executors whose options take its
+key. Flags override ``[tool.faithgate.execution]`` of the configuration, for all three."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import click
 
 from faithgate.errors import ConfigError
-from faithgate.execution import EXECUTOR_CHOICES, ExecutionSettings
+from faithgate.scoring.execution import EXECUTOR_CHOICES, ExecutionSettings, executors_taking
 
 
 def execution_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -44,18 +45,24 @@ def execution_overrides(
     return {k: v for k, v in changes.items() if v is not None} or None
 
 
-def refuse_ray_only_flags(
+def refuse_foreign_flags(
     settings: ExecutionSettings, address: str | None, num_workers: int | None
 ) -> None:
     """``--address`` / ``--num-workers`` where the run's executor (flags over the
-    configuration) is not ray would change nothing: a usage error the user should hear of."""
-    flags = (("--address", address), ("--num-workers", num_workers))
-    given = [flag for flag, value in flags if value is not None]
-    if given and settings.executor != "ray":
+    configuration) takes no such option (the ray one does) would change nothing: a usage
+    error the user should hear of."""
+    flags = (("--address", "address", address), ("--num-workers", "num_workers", num_workers))
+    given = [(flag, key) for flag, key, value in flags if value is not None]
+    if not given:
+        return
+    takers = executors_taking(*(key for _, key in given))
+    if settings.executor not in takers:
+        flags_given = " and ".join(flag for flag, _ in given)
+        owner = takers[0] if takers else "another"
         raise ConfigError(
-            f"{' and '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} to the ray "
-            f"executor, and this run's is {settings.executor}: add --executor ray (or set "
-            'execution.executor = "ray")'
+            f"{flags_given} only appl{'y' if len(given) > 1 else 'ies'} to the {owner} "
+            f"executor, and this run's is {settings.executor}: add --executor {owner} (or set "
+            f'execution.executor = "{owner}")'
         )
 
 
@@ -82,5 +89,5 @@ def execution_settings(
     settings = base.with_overrides(
         execution_overrides(executor, address, num_workers) or {}, "option"
     )
-    refuse_ray_only_flags(settings, address, num_workers)
+    refuse_foreign_flags(settings, address, num_workers)
     return settings

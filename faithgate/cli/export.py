@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from faithgate import models, paths
+from faithgate import models
 from faithgate.cli.params import FiniteFloatRange
 from faithgate.errors import InputError
-from faithgate.escape import json_for_terminal, safe_line
+from faithgate.safety import paths
+from faithgate.safety.escape import json_for_terminal, safe_line
 
 EXPORT_ROLES = ("embedder", "nli", "lm", "seq2seq", "alignscore", "hhem")
 
@@ -119,7 +120,7 @@ def export_command(
 ) -> None:
     """Export ROLE's model to ONNX for the torch-free runtime (``faithgate[runtime]``)."""
     from faithgate.backends.export import check_device, check_opset, export_model
-    from faithgate.backends.quantize import Tolerance, load_calibration
+    from faithgate.backends.quantize.parity import Tolerance, load_calibration
 
     if calibration_pairs < 1:
         raise InputError("--calibration-pairs must be at least 1")

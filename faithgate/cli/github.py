@@ -1,28 +1,43 @@
-"""``faithgate github ...``: the GitHub Actions steps of ``action.yml``.
+"""``faithgate github ...``: the GitHub Action's steps (``action.yml``), a hidden command.
 
-``faithgate github report`` turns a gate result JSON into step outputs, the job summary and
-``::error`` annotations (``faithgate.report.github``); ``faithgate github report-args`` gives
-``faithgate check`` one ``--NAME FILE`` per report format of the registry (``faithgate.formats``)
-and ``report --report-dir`` reads them back, so the action names no format by hand;
-``faithgate github cache-dir`` names the score cache directory of the configuration. Errors are
-rendered by the one error boundary in ``faithgate.cli`` as a workflow ``::error`` line (so GitHub
-shows them), with the usual exit codes.
+``faithgate github action`` is the Action's gate step: it reads the Action's inputs (the
+``INPUT_*`` variables action.yml sets, or ``--NAME`` options), checks them with the messages of
+``faithgate.cli.action_steps`` (whose steps run before faithgate is installed), clears the
+report directory, runs ``faithgate check`` with one ``--NAME FILE`` per report format of the
+registry (``faithgate.formats``) and reports the result: step outputs, the job summary and
+``::error`` annotations (``faithgate.report.github``). Its parts are commands of their own:
+``faithgate github report`` (a result JSON to outputs, summary and annotations, anywhere),
+``faithgate github report-args`` (the check's report arguments for a directory) and
+``faithgate github cache-dir`` (the score cache directory of the configuration). Errors are
+rendered by the one error boundary in ``faithgate.cli`` as a workflow ``::error`` line (so
+GitHub shows them), with the usual exit codes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import secrets
 import stat
-from collections.abc import Callable
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TextIO
 
 import click
 
+from faithgate.cli.action_steps import (
+    INPUT_DEFAULTS,
+    env_name,
+    input_problem,
+    read_inputs,
+    split_list,
+)
 from faithgate.errors import ConfigError, InputError
-from faithgate.escape import printable
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.report.github import (
     ReportRequest,
@@ -32,6 +47,7 @@ from faithgate.report.github import (
     write_env_file,
     write_outputs,
 )
+from faithgate.safety.escape import printable
 
 # The format whose file is the gate result JSON the report reads (``--result``).
 RESULT_FORMAT = "json"
@@ -145,13 +161,7 @@ def report_command(
     config_path: str | None,
 ) -> None:
     """Outputs, job summary and annotations of a gate result."""
-    from faithgate.config import load_config
-    from faithgate.errors import FaithgateError
-
-    try:
-        input_root = str(load_config(config_path or os.environ.get("FG_CONFIG") or None).root)
-    except FaithgateError:  # the check failed on it too: its error is what the step reports
-        input_root = None
+    input_root = _input_root(config_path or os.environ.get("FG_CONFIG") or None)
     if report_dir is not None:
         in_dir = report_paths(report_dir)
         result = result or in_dir[RESULT_FORMAT]
@@ -191,16 +201,35 @@ def report_args_command(
     baseline: str | None,
 ) -> None:
     """The `faithgate check` arguments writing every file report of the registry into DIR
-    (``--NAME DIR/FILE`` ...), NUL-separated for bash's ``mapfile -d ''``; report files left in
-    DIR by an earlier run are removed first, so none is taken for this run's. Only faithgate's
-    own reports are removed (recognised by how each format starts); a file of the user's at a
-    report's name is refused (exit 2, nothing removed), as is, given the check's input
-    options, a report path that is one of the run's inputs (a baseline kept in DIR) or a
-    directory. A DIR whose name holds a character ``printable`` escapes (a control character,
-    a line break, a bidirectional control) is refused: the paths are printed raw."""
+    (``--NAME DIR/FILE`` ...), NUL-separated for bash's ``mapfile -d ''``, after
+    ``clear_report_dir`` (an earlier run's reports removed; a file of the user's, an input
+    or a directory at a report's path refused: exit 2, nothing removed)."""
+    paths = clear_report_dir(directory, config_path, outputs=outputs, data=data, baseline=baseline)
+    out = click.get_binary_stream("stdout")
+    for kind, path in paths.items():
+        out.write(os.fsencode(f"--{kind}") + b"\0" + os.fsencode(path) + b"\0")
+    out.flush()
+
+
+def clear_report_dir(
+    directory: str,
+    config_path: str | None,
+    *,
+    outputs: str | None = None,
+    data: str | None = None,
+    baseline: str | None = None,
+) -> dict[str, str]:
+    """Each file report's path in ``directory`` (``report_paths``), once the reports an
+    earlier run left there are removed, so none is taken for this run's. Only faithgate's own
+    reports are removed (recognised by how each format starts); a file of the user's at a
+    report's name is refused (``InputError``, nothing removed), as is, given the check's
+    inputs, a report path that is one of the run's inputs (a baseline kept in the directory)
+    or a directory. A directory whose name holds a character ``printable`` escapes (a control
+    character, a line break, a bidirectional control) is refused: its paths are printed raw
+    (``report-args``) and become step outputs."""
     from faithgate.config import load_config
     from faithgate.gate import input_files
-    from faithgate.paths import refuse_overwriting_inputs
+    from faithgate.safety.paths import refuse_overwriting_inputs
 
     if printable(directory) != directory:
         # The paths go to stdout as they are (bash reads them back as arguments): escaped,
@@ -223,10 +252,7 @@ def report_args_command(
             _remove(report)
     except InputError as exc:
         raise InputError(f"{exc} (report-dir {directory})") from None
-    out = click.get_binary_stream("stdout")
-    for kind, path in paths.items():
-        out.write(os.fsencode(f"--{kind}") + b"\0" + os.fsencode(path) + b"\0")
-    out.flush()
+    return paths
 
 
 def _earlier_report(kind: str, path: str) -> str | None:
@@ -289,3 +315,169 @@ def cache_dir_command(config_path: str | None) -> None:
     write_outputs(
         os.environ.get("GITHUB_OUTPUT"), {"cache-dir": path}, click.get_text_stream("stdout")
     )
+
+
+# ---------------------------------------------------------------------- the Action's gate step
+
+# The Action's inputs this step reads (``faithgate.cli.action_steps.INPUT_DEFAULTS``): each
+# also an option ``--NAME``, which wins over its ``INPUT_*`` variable.
+GATE_INPUTS = (
+    "config",
+    "outputs",
+    "summarizer",
+    "data",
+    "metrics",
+    "thresholds",
+    "min-pass-rate",
+    "baseline",
+    "fail-on-regression",
+    "report-dir",
+    "max-annotations",
+)
+# The check's file inputs, which ``clear_report_dir`` refuses to remove.
+_FILE_INPUTS = ("config", "outputs", "data", "baseline")
+
+
+def _gate_input_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--NAME VALUE`` for every input of ``GATE_INPUTS``, handed to the command as one
+    ``given`` mapping (input name -> value, or None when not given)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["given"] = {name: kwargs.pop(name.replace("-", "_")) for name in GATE_INPUTS}
+        return fn(*args, **kwargs)
+
+    for name in reversed(GATE_INPUTS):
+        default = INPUT_DEFAULTS[name]
+        wrapper = click.option(
+            f"--{name}",
+            name.replace("-", "_"),
+            metavar="VALUE",
+            help=f"the Action's input {name} (default: ${env_name(name)}, else "
+            + (f"'{default}')" if default else "empty)"),
+        )(wrapper)
+    return wrapper
+
+
+@github_command.command("action")
+@_gate_input_options
+@click.option(
+    "--cache-dir",
+    envvar="FG_CACHE_DIR",
+    metavar="DIR",
+    help="the score cache directory for faithgate check (`faithgate github cache-dir`)",
+)
+def action_command(given: dict[str, str | None], cache_dir: str | None) -> None:
+    """The Action's gate step: check the inputs (the Action's messages), clear the report
+    directory, run `faithgate check` with every report format, and report the result to
+    GitHub (step outputs with `exit-code` and `step-exit-code`, job summary, annotations).
+    Exit 0 once the gate decided (the Action's last step fails the job), 2 when it could not
+    run (a bad input or report-dir: one ::error line)."""
+    inputs = read_inputs(os.environ, given)
+    problem = input_problem(inputs)
+    if problem:  # as the Action's input check says it (``action_steps.error_command``)
+        raise InputError(problem)
+    run_gate(inputs, os.environ, click.get_text_stream("stdout"), cache_dir=cache_dir)
+
+
+CheckRunner = Callable[[list[str], BinaryIO], int]
+
+
+def run_check_process(args: list[str], stderr: BinaryIO) -> int:
+    """``faithgate check ARGS`` in a process of its own (this interpreter's), as a user runs
+    it: its stdout is the step's, its stderr goes to ``stderr``; returns its exit code."""
+    command = [sys.executable, "-m", "faithgate", "check", *args]
+    code = subprocess.run(command, stderr=stderr, check=False).returncode
+    return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says
+
+
+def check_arguments(inputs: Mapping[str, str], cache_dir: str | None = None) -> list[str]:
+    """The ``faithgate check`` options the inputs ask for (the report files apart): empty
+    inputs are left to the configuration; list inputs give one option per entry."""
+    args: list[str] = []
+    for name in (*_FILE_INPUTS, "summarizer"):
+        if inputs[name]:
+            args += [f"--{name}", inputs[name]]
+    args += [arg for metric in split_list(inputs["metrics"]) for arg in ("--metric", metric)]
+    for threshold in split_list(inputs["thresholds"]):
+        args += ["--threshold", threshold]
+    if inputs["min-pass-rate"]:
+        args += ["--min-pass-rate", inputs["min-pass-rate"]]
+    if cache_dir:
+        args += ["--cache-dir", cache_dir]
+    return args
+
+
+def report_directory(name: str) -> str:
+    """The absolute path of input ``report-dir`` (relative to the current directory; ``-``
+    is a directory of that name), created when missing."""
+    path = os.path.abspath(name)
+    with contextlib.suppress(OSError):  # (a file there, no permission: said below)
+        os.makedirs(path, exist_ok=True)
+    if not os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise InputError(f"cannot create or enter input report-dir '{name}'")
+    if "\n" in path or "\r" in path:
+        raise InputError("input report-dir resolves to a path with a line break")
+    return path
+
+
+def run_gate(
+    inputs: Mapping[str, str],
+    env: Mapping[str, str],
+    out: TextIO,
+    *,
+    cache_dir: str | None = None,
+    run_check: CheckRunner | None = None,
+) -> int:
+    """The gate step with checked ``inputs``: reports into ``report-dir``, the check's exit
+    code as output ``exit-code``, then ``run_report`` (outputs, summary, annotations).
+    ``InputError`` when the check cannot start (report-dir, a report path refused)."""
+    directory = report_directory(inputs["report-dir"])
+    config_path = inputs["config"] or None
+    files = {name: inputs[name] or None for name in _FILE_INPUTS if name != "config"}
+    reports = clear_report_dir(directory, config_path, **files)
+    args = check_arguments(inputs, cache_dir)
+    args += [arg for kind, path in reports.items() for arg in (f"--{kind}", path)]
+    try:
+        fd, log = tempfile.mkstemp(prefix="faithgate-stderr.", dir=env.get("RUNNER_TEMP") or None)
+    except OSError as exc:
+        raise InputError(f"cannot create a temporary file ({exc.strerror or exc})") from None
+    try:
+        # The check prints user text (ids, sentences, file names): escaped, and on top of
+        # that the runner ignores workflow commands until the random token ends the stop.
+        token = f"faithgate-{secrets.token_hex(16)}"
+        out.write(f"::stop-commands::{token}\n")
+        out.flush()
+        # Its stderr, for the report's annotations: a temporary file of the runner's, never
+        # one in report-dir (a user's stderr.log there was overwritten once).
+        with os.fdopen(fd, "wb") as stderr:
+            code = (run_check or run_check_process)(args, stderr)
+        err = click.get_text_stream("stderr")
+        err.write(Path(log).read_text("utf-8", errors="replace"))
+        err.flush()
+        out.write(f"::{token}::\n")
+        write_outputs(env.get("GITHUB_OUTPUT"), {"exit-code": str(code)}, out)
+        request = ReportRequest(
+            result=reports[RESULT_FORMAT],
+            reports={k: path for k, path in reports.items() if k != RESULT_FORMAT},
+            stderr=log,
+            exit_code=code,
+            fail_on_regression=inputs["fail-on-regression"] == "true",
+            max_annotations=int(inputs["max-annotations"]),
+            input_root=_input_root(config_path),
+        )
+        return run_report(request, env, out)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(log)
+
+
+def _input_root(config_path: str | None) -> str | None:
+    """The directory the result names its input relative to: the configuration's."""
+    from faithgate.config import load_config
+    from faithgate.errors import FaithgateError
+
+    try:
+        return str(load_config(config_path).root)
+    except FaithgateError:  # the check failed on it too: its error is what the step reports
+        return None

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from faithgate.errors import InputError
-from faithgate.escape import safe_line
+from faithgate.safety.escape import safe_line
 
 # Starting thresholds when no labelled file is given (docs/gate.md, "faithgate init"):
 # facts = 1.0: any unsupported number, date or name fails (false alarms on faithful CNN/DM
@@ -104,7 +104,7 @@ def _refuse_existing(target: Path) -> None:
 def _calibrate(labelled: str, metrics: list[str], backend: str) -> dict[str, Any]:
     """``faithgate calibrate``'s threshold (balanced accuracy) for each metric on the labelled
     file, with its provenance."""
-    from faithgate.evaluation.bench import Bench
+    from faithgate.evaluation.bench.scoring import Bench
     from faithgate.evaluation.calibrate import MIN_PER_CLASS, calibrate, distinct_rows
     from faithgate.io import load_examples
 
@@ -207,7 +207,7 @@ def init_command(
             "calibrate one, or choose among " + ", ".join(sorted(STARTING_THRESHOLDS))
         )
     text = render(metrics, thresholds, calibrations, outputs)  # type: ignore[arg-type]
-    from faithgate.atomic import atomic_write_text
+    from faithgate.safety.atomic import atomic_write_text
 
     atomic_write_text(target, text)
     shown = ", ".join(f"{m} >= {thresholds[m]:g}" for m in metrics)

@@ -1,6 +1,6 @@
 """``faithgate score`` (spot-check one summary) and ``faithgate metrics`` (list the registry).
 
-Only argument handling and printing live here; scores come from ``faithgate.scorer.Scorer``.
+Only argument handling and printing live here; scores come from ``faithgate.scoring.scorer.Scorer``.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +16,18 @@ import click
 
 from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import InputError
-from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.io import check_text, read_stdin_bytes
+from faithgate.metrics.base import Metric, fmt_detail, metric_class
 from faithgate.numbers import at_least
-from faithgate.paths import refuse_not_a_file
+from faithgate.safety.escape import (
+    defuse_workflow_commands,
+    json_for_terminal,
+    printable,
+    safe_line,
+)
+from faithgate.safety.paths import refuse_not_a_file
+from faithgate.safety.userjson import parse_problem, unique_object
 from faithgate.types import Score, is_blank, json_safe
-from faithgate.userjson import parse_problem, unique_object
 
 if TYPE_CHECKING:
     from faithgate.config import GateConfig
@@ -127,108 +133,22 @@ def split_role_settings(
     return metrics, options
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+def reader_of(name: str) -> type[Metric]:
+    """The registered class of metric ``name``: it says how to read its scores' details (the
+    base class, which prints their numbers, for a name not registered)."""
+    try:
+        return metric_class(name)
+    except InputError:
+        return Metric
 
 
-def summarize_details(score: Score) -> str:
-    """One short line of a score's most telling details (known metrics; scalars otherwise)."""
-    d = score.details
+def summarize_details(score: Score, reader: type[Metric] | None = None) -> str:
+    """One short line of a score's most telling details, as its metric reads them
+    (``Metric.details_line``), or why it could not be scored."""
     if score.failure:
         return f"FAILED: {score.failure}"
-    if isinstance(d.get("summary"), str):  # a metric's own one-line account of its details
-        return d["summary"]
-    if score.metric == "ner":
-        if d.get("no_entities"):
-            return "no named entities in the summary (value = no_entity_value)"
-        found = sum(1 for e in d.get("entities", []) if e.get("score", 0) >= 1.0)
-        text = f"{found}/{d.get('n_entities')} entities found in source"
-        if d.get("unsupported"):
-            text += "; not found: " + ", ".join(d["unsupported"][:5])
-        return text
-    if score.metric == "overlap":
-        r = d.get("rouge_precision", {})
-        nov = d.get("novel_ngrams", {})
-        prof = d.get("abstractiveness", {})
-        # FEQA's sentence categories, named for a reader: "none" alone reads as "no problem".
-        top = ", ".join(f"{v:.0%} {_CATEGORY_WORDS.get(k, k)}" for k, v in prof.items() if v)
-        return (
-            f"ROUGE precision R1 {_fmt(r.get('rouge1'), 3)} R2 {_fmt(r.get('rouge2'), 3)} "
-            f"RL {_fmt(r.get('rougeL'), 3)} | share of summary n-grams not in the source, "
-            "n=1-4: "
-            + "/".join(_fmt(nov.get(f"novel{n}"), 2) for n in range(1, 5))
-            + (f" | sentences: {top}" if top else "")
-        )
-    if score.metric == "repetition":
-        text = f"{d.get('distinct')}/{d.get('ngrams')} word {d.get('n')}-grams distinct"
-        top = d.get("most_repeated")
-        if top:
-            text += f"; most repeated: {top['ngram']!r} x{top['count']}"
-        return text
-    if score.metric == "llm_judge":
-        from faithgate.metrics.llm_judge import details_line
+    return (reader or reader_of(score.metric)).details_line(score.details)
 
-        return details_line(d)
-    if isinstance(d.get("votes"), dict):
-        # lowest first: the view of support that pulled the score down leads
-        votes = sorted(d["votes"].items(), key=lambda kv: kv[1])
-        return "votes (terms of the logit; lowest first): " + ", ".join(
-            f"{name} {value:+.2f}" for name, value in votes
-        )
-    if {"precision", "recall", "f1"} <= set(d):
-        extra = f" ({d['sim']})" if "sim" in d else ""
-        if d.get("source_windowed"):
-            extra += " source windowed"
-        return f"P {_fmt(d['precision'])} R {_fmt(d['recall'])} F1 {_fmt(d['f1'])}{extra}"
-    scalars = [
-        f"{k} {_fmt(v)}"
-        for k, v in d.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    ]
-    text = ", ".join(scalars[:4])
-    context = d.get("context")
-    if isinstance(context, dict) and context.get("cut"):
-        text += "; " + context_cut_text(context)
-    return text
-
-
-def claim_line(claim: dict[str, Any]) -> str:
-    """One judged claim of ``llm_judge``: verdict, claim and the quoted evidence."""
-    evidence = claim.get("evidence")
-    quote = f' (evidence: "{str(evidence)[:120]}")' if evidence else ""
-    return f"[{claim.get('verdict')}] {claim.get('claim')}{quote}"
-
-
-def context_cut_text(context: dict[str, Any]) -> str:
-    """What a likelihood metric's model read of a source and summary too long for its window
-    (``details["context"]``, faithgate.likelihood), in words."""
-    window = f"{context.get('window')}-token window"
-    if context.get("policy") == "select" and context.get("sentences"):
-        text = (
-            f"read {context.get('sentences_kept')} of {context['sentences']} source sentences, "
-            f"those most relevant to the summary ({window})"
-        )
-    else:
-        where = "last" if context.get("policy") == "keep_end" else "first"
-        text = (
-            f"read the {where} {context.get('source_kept')} of {context.get('source_tokens')} "
-            f"source tokens ({window})"
-        )
-    if context.get("summary_kept", 0) < context.get("summary_tokens", 0):
-        text += f"; scored the first {context['summary_kept']} of {context['summary_tokens']} summary tokens"
-    return text
-
-
-# The overlap metric's abstractiveness categories (Durmus et al. 2020), as a reader needs them.
-_CATEGORY_WORDS = {
-    "sentence_extraction": "copied whole",
-    "span_extraction": "copied span",
-    "word_extraction": "words picked from one source sentence",
-    "perfect_fusion": "fused from source sentences",
-    "none": "with a word not in the source",
-}
 
 # Below this many words, similarity and n-gram metrics have little to match, so a faithful
 # short sentence often ranks lowest; the least supported hint says so.
@@ -289,9 +209,10 @@ def threshold_verdicts(
     return out
 
 
-def _why_least_supported(row: dict[str, Any], scores: dict[str, Score]) -> list[str]:
-    """Hints for the flagged sentence: each flagging metric's evidence, and the short-sentence
-    effect that makes a faithful closing line ("It will open in 2027.") rank last."""
+def _why_least_supported(row: dict[str, Any], readers: Mapping[str, type[Metric]]) -> list[str]:
+    """Hints for the flagged sentence: each flagging metric's evidence, as the metric reads it
+    (``Metric.evidence_hint``), and the short-sentence effect that makes a faithful closing
+    line ("It will open in 2027.") rank last."""
     hints = []
     n_words = len(row["text"].split())
     if n_words < SHORT_SENTENCE_WORDS:
@@ -307,14 +228,8 @@ def _why_least_supported(row: dict[str, Any], scores: dict[str, Score]) -> list[
         )
     for name in row["least_supported_by"]:
         evidence = row.get("evidence", {}).get(name)
-        if not evidence:
-            continue
-        if scores[name].metric == "overlap" and evidence.startswith("none"):
-            hints.append(f"{name}: it has a word that is not in the source")
-        elif evidence.startswith("not in the source"):  # what is missing, not what is close
-            hints.append(f"{name}: {printable(evidence)[:160]}")
-        else:
-            hints.append(f"{name}: closest source text: {printable(evidence)[:160]}")
+        if evidence:
+            hints.append(f"{name}: {readers[name].evidence_hint(printable(evidence)[:160])}")
     return hints
 
 
@@ -322,15 +237,21 @@ def render_text(
     scores: dict[str, Score],
     identities: dict[str, list[dict[str, Any]]],
     rows: list[dict[str, Any]],
-    reading: dict[str, tuple[str, str]] | None = None,
+    metrics: Mapping[str, Metric] | None = None,
     thresholds: dict[str, float] | None = None,
     threshold_source: str | None = None,
     vote_of: dict[str, str] | None = None,
 ) -> str:
     """The text report: per metric its value, threshold, verdict and scale; then per summary
     sentence each metric's per-sentence quantity, with the least supported sentence and why.
-    ``vote_of`` names the metrics shown only as a combination's components."""
-    reading = reading or {}
+    ``metrics`` (by name) say how to read their numbers (``Metric.how_to_read``); ``vote_of``
+    names the metrics shown only as a combination's components."""
+    metrics = metrics or {}
+    reading = {name: metric.how_to_read() for name, metric in metrics.items()}
+    readers = {
+        name: type(metrics[name]) if name in metrics else reader_of(score.metric)
+        for name, score in scores.items()
+    }
     thresholds = thresholds or {}
     vote_of = vote_of or {}
     verdicts = threshold_verdicts(scores, thresholds)
@@ -346,12 +267,14 @@ def render_text(
         scale = reading.get(name, ("", ""))[0] or "-"
         if name in vote_of:
             scale = f"(a vote of {vote_of[name]}) {scale}"
-        lines.append(f"{name:<{w}}{_fmt(score.value):>8}  {_fmt(limit):>9}  {verdict:<7}  {scale}")
+        lines.append(
+            f"{name:<{w}}{fmt_detail(score.value):>8}  {fmt_detail(limit):>9}  {verdict:<7}  {scale}"
+        )
         pad = " " * (w + 8 + 2)
-        lines.append(f"{pad}{printable(summarize_details(score))}")
-        # A judge's claims, one a line, so a failing gate says which claim failed and why.
-        for claim in score.details.get("claims") or [] if score.metric == "llm_judge" else []:
-            lines.append(f"{pad}  {printable(claim_line(claim))}")
+        lines.append(f"{pad}{printable(summarize_details(score, readers[name]))}")
+        lines.extend(
+            f"{pad}  {printable(line)}" for line in readers[name].detail_lines(score.details)
+        )
         # A model's name is a user's path (or hub id): it may hold line breaks or ESC.
         models = _models_text(identities[name])
         lines.append(f"{pad}{printable(f'hash {score.settings_hash}  models {models}')}")
@@ -361,7 +284,7 @@ def render_text(
         where = f" (thresholds from {printable(threshold_source)})" if threshold_source else ""
         if failed:
             detail = ", ".join(
-                f"{n} {_fmt(scores[n].value)} < {_fmt(thresholds[n])}"
+                f"{n} {fmt_detail(scores[n].value)} < {fmt_detail(thresholds[n])}"
                 if scores[n].ok
                 else f"{n} could not be scored"
                 for n in failed
@@ -392,7 +315,7 @@ def render_text(
             for n, c in zip(names, cols, strict=True):
                 v = row["values"].get(n)
                 mark = "*" if n in row["least_supported_by"] else " "
-                cells.append(f"{_fmt(v, 3) + mark:>{c + 1}}")
+                cells.append(f"{fmt_detail(v, 3) + mark:>{c + 1}}")
             text = printable(row["text"])  # user text: no line breaks or escape sequences
             text = text if len(text) <= 90 else text[:87] + "..."
             is_worst = worst and len(row["least_supported_by"]) == worst
@@ -405,7 +328,7 @@ def render_text(
                 flagged.append(row)
             lines.append(f"{row['index'] + 1:>3} " + " ".join(cells) + f"  {text}{flag}")
         for row in flagged:
-            hints = _why_least_supported(row, scores)
+            hints = _why_least_supported(row, readers)
             if hints:
                 lines.append(f"why sentence {row['index'] + 1} may rank last:")
                 lines.extend(f"  - {h}" for h in hints)
@@ -511,7 +434,7 @@ def score_command(
     command line's ``--backend``, ``--model`` and ``--set`` win), as ``faithgate check`` scores.
     """
     from faithgate import text as textmod
-    from faithgate.scorer import Scorer, check_models_used, resolve_metrics
+    from faithgate.scoring.scorer import Scorer, check_models_used, resolve_metrics
     from faithgate.types import Example
 
     source_text, summary_text = read_source_and_summary(source, summary)
@@ -573,9 +496,7 @@ def score_command(
     # The sentences the metrics scored: those of the summary in its scored form (normalized).
     sentences = textmod.split_sentences(example.summary, scorer.context.spacy_model)
     rows = sentence_rows(sentences, scores)
-    from faithgate.metrics.reading import how_to_read
-
-    reading = {m.name: how_to_read(m) for m in scorer.metrics}
+    reading = {m.name: m.how_to_read() for m in scorer.metrics}
     verdicts = threshold_verdicts(scores, thresholds)
     if fmt == "json":
         payload = {
@@ -597,7 +518,8 @@ def score_command(
         }
         click.echo(json_for_terminal(json_safe(payload), indent=2, allow_nan=False))
     else:
-        text = render_text(scores, identities, rows, reading, thresholds, threshold_source, vote_of)
+        metrics = {m.name: m for m in scorer.metrics}
+        text = render_text(scores, identities, rows, metrics, thresholds, threshold_source, vote_of)
         click.echo(defuse_workflow_commands(text))
     # ``failure``, not ``error``: a metric may return NaN or inf without one (exit 1 all the same).
     failed = [f"{n}: {s.failure}" for n, s in scores.items() if s.failure]
@@ -607,11 +529,11 @@ def score_command(
 
 
 def range_warnings(metrics: Sequence[Any], thresholds: dict[str, float]) -> list[str]:
-    """The gate's warnings (``faithgate.rules.limits_outside_range``) for ``thresholds`` outside
+    """The gate's warnings (``faithgate.gate.checks.limits_outside_range``) for ``thresholds`` outside
     the range their metric's scores can take under its settings: ``sentsim=60`` can never be
     met, ``overlap=0`` never fails."""
     from faithgate.config import GateConfig
-    from faithgate.rules import limits_outside_range
+    from faithgate.gate.checks import limits_outside_range
 
     if not thresholds:
         return []
@@ -667,7 +589,7 @@ def _listed_roles(name: str) -> set[str]:
 def metrics_command(fmt: str) -> None:
     """List the available metrics, one line each."""
     from faithgate.metrics.base import metric_class, metric_names
-    from faithgate.scorer import DEFAULT_METRICS
+    from faithgate.scoring.scorer import DEFAULT_METRICS
 
     entries = []
     for name in metric_names():

@@ -9,10 +9,10 @@ from __future__ import annotations
 import click
 
 from faithgate.cli.params import FiniteFloatRange
-from faithgate.escape import safe_line
 from faithgate.perturb import RULES
+from faithgate.safety.escape import safe_line
+from faithgate.training.recipe import BUILTIN_CORPORA, TrainConfig
 from faithgate.training.synth import SynthConfig
-from faithgate.training.train import BUILTIN_CORPORA, TrainConfig
 
 
 @click.command("train")
@@ -189,7 +189,9 @@ def train_command(
     threads: int | None,
 ) -> None:
     """Train an NLI cross-encoder checker: SNLI + synthetic pairs from documents (+ labels)."""
-    from faithgate.training.train import check_output, refuse_repeated_files, train
+    from faithgate.training.dataset import refuse_repeated_files
+    from faithgate.training.train import train
+    from faithgate.training.workdir import check_output
 
     config = TrainConfig(
         output=output,

@@ -50,7 +50,6 @@ import numpy as np
 
 from faithgate.config import find_config_file
 from faithgate.errors import InputError
-from faithgate.escape import utf8_text
 from faithgate.evaluation.meta import (
     MIN_CI_N,
     MIN_ZERO_WIDTH_CI_N,
@@ -60,8 +59,9 @@ from faithgate.evaluation.meta import (
     dedupe_labelled,
     threshold_curve,
 )
-from faithgate.scorer import DEFAULT_METRICS
-from faithgate.userjson import parse_problem
+from faithgate.safety.escape import utf8_text
+from faithgate.safety.userjson import parse_problem
+from faithgate.scoring.scorer import DEFAULT_METRICS
 
 # The fewest scored examples of each class ``faithgate calibrate`` writes a threshold from.
 MIN_PER_CLASS = MIN_CI_N
@@ -689,7 +689,7 @@ def write_calibration(path: str | Path, cal: Calibration) -> Path:
     The new text is parsed again (tomllib) before it is written: unless it reads as the old
     file with only the keys above set, nothing is written (``InputError``).
     """
-    from faithgate.atomic import atomic_write_text
+    from faithgate.safety.atomic import atomic_write_text
 
     path = Path(path)
     text = _render(path, cal)

@@ -93,6 +93,8 @@ class AlignScore(Metric):
     roles = {"alignscore": "pair-classifier", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {"chunk_words": 350, "sentences": "spacy"}
     bounds = (0.0, 1.0)
+    scale = "mean over summary sentences of the best source chunk's ALIGNED probability, 0..1"
+    sentence_value = "ALIGNED probability by the best source chunk (0..1)"
 
     def validate_settings(self) -> None:
         n = self.settings["chunk_words"]

@@ -15,13 +15,14 @@ import hashlib
 import importlib
 import importlib.metadata
 import json
+import math
 import pkgutil
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from faithgate.backends import ModelPool
+from faithgate.backends import ModelPool, precision_label
 from faithgate.errors import InputError, did_you_mean
 from faithgate.types import Example, Score
 
@@ -98,6 +99,12 @@ class Metric(ABC):
     metrics``), ``roles`` (model role -> task it loads) and ``defaults`` (settings with their
     default values), and implement ``score_batch``. ``version`` is bumped when a formula
     changes so cached scores are not reused across the change.
+
+    How to read the numbers is part of the metric too, so ``faithgate score`` and the reports
+    ask the metric instead of keeping tables of their own: ``bounds`` / ``value_range`` (the
+    range), ``scale`` and ``sentence_value`` (what a score and a per-sentence value are), and
+    ``details_line`` / ``detail_lines`` / ``evidence_hint`` (how its details print). Every
+    score is oriented so that higher = more faithful.
     """
 
     name: ClassVar[str] = ""
@@ -108,6 +115,14 @@ class Metric(ABC):
     defaults: ClassVar[dict[str, Any]] = {}
     # The lowest and highest value a score can take (None: unbounded), from the formula.
     bounds: ClassVar[tuple[float | None, float | None]] = (None, None)
+    # What a score is, with its range in words and what its ends mean, e.g. "share of the
+    # summary's named entities found in the source, 0..1": a ``str.format`` template over the
+    # settings ("BERTScore {component}: ..."). Shown beside every value ``faithgate score``
+    # prints, so a -3.62 is not read on a 0..1 scale.
+    scale: ClassVar[str] = ""
+    # What a per-sentence value (``Score.sentences``) is, when it is another quantity than the
+    # headline (``harim_plus``: the sentence's mean log p); "" for a metric that gives none.
+    sentence_value: ClassVar[str] = ""
 
     def __init__(self, **settings: Any) -> None:
         unknown = set(settings) - set(self.defaults)
@@ -129,8 +144,36 @@ class Metric(ABC):
         """The lowest and highest value a score of this metric can take under ``settings``
         (None: unbounded); a class method, so a gate learns it without making a metric. A
         threshold at or below the lowest can never fail: the gate does not count it as a
-        criterion (``faithgate.rules.check_has_criterion``)."""
+        criterion (``faithgate.gate.checks.check_has_criterion``)."""
         return cls.bounds
+
+    def how_to_read(self) -> tuple[str, str]:
+        """(``scale``, ``sentence_value``) filled in with this metric's settings."""
+        return _fill(self.scale, self.settings), _fill(self.sentence_value, self.settings)
+
+    @classmethod
+    def details_line(cls, details: Mapping[str, Any]) -> str:
+        """One short line of a score's most telling details, for ``faithgate score``: the
+        metric's own account (``details["summary"]``, a text) when it gives one, else its
+        first four numbers. Override for details that read better another way."""
+        if isinstance(details.get("summary"), str):
+            return str(details["summary"])
+        return ", ".join(scalar_details(details)[:4])
+
+    @classmethod
+    def detail_lines(cls, details: Mapping[str, Any]) -> list[str]:
+        """Lines printed under ``details_line`` (``llm_judge``: one per judged claim, so a
+        failing gate says which claim failed and why); none by default."""
+        return []
+
+    @classmethod
+    def evidence_hint(cls, evidence: str) -> str:
+        """Why a sentence ranked least supported, from its evidence (``SentenceScore.evidence``,
+        as printed: escaped and clipped): evidence saying what the source lacks is quoted as
+        it is; any other is the closest source text."""
+        if evidence.startswith("not in the source"):
+            return evidence
+        return f"closest source text: {evidence}"
 
     def prepare(self, examples: Sequence[Example], ctx: ScoringContext) -> None:
         """Optional: announce upcoming work to shared engines so passes can be planned once
@@ -196,6 +239,29 @@ class Metric(ABC):
         return readable_hash(self.name, identities, payload)
 
 
+def _fill(template: str, settings: Mapping[str, Any]) -> str:
+    try:
+        return template.format(**settings)
+    except (KeyError, IndexError, ValueError):
+        return template  # a template naming a setting the metric lacks: show it unformatted
+
+
+def fmt_detail(value: Any, digits: int = 4) -> str:
+    """A detail's value as ``details_line`` prints it: ``-`` for none or NaN, floats rounded."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def scalar_details(details: Mapping[str, Any]) -> list[str]:
+    """``"name value"`` for each number of ``details`` (booleans are no numbers), in order."""
+    return [
+        f"{k} {fmt_detail(v)}"
+        for k, v in details.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    ]
+
+
 # Libraries named in the readable prefix of a settings hash, by short tag; the versions of every
 # library a model runs on (torch, tokenizers, spaCy too) are in the digest.
 PREFIX_LIBRARIES = {"transformers": "tf", "onnxruntime": "ort"}
@@ -211,16 +277,6 @@ def _segment(text: Any) -> str:
     """One readable field: no separator, no whitespace; a path or hub id by its last part."""
     last = str(text).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
     return "".join("_" if c == "|" or c.isspace() else c for c in last) or "-"
-
-
-def _quantization(identity: dict[str, Any]) -> str:
-    backend = identity.get("backend")
-    if backend == "torch":
-        return "fp32"  # the torch backend loads weights as stored, in float32
-    if backend == "onnx" and identity.get("quantization"):
-        quantization = str(identity["quantization"])
-        return "fp32" if quantization == "none" else quantization
-    return "-"
 
 
 def hashed(identity: dict[str, Any]) -> dict[str, Any]:
@@ -259,7 +315,7 @@ def readable_hash(metric: str, identities: Sequence[dict[str, Any]], payload: An
 
         parts.append(joined([f"{_model_label(i)}@{str(i['fingerprint'])[:6]}" for i in identities]))
         parts.append(joined([_segment(i.get("backend") or i["role"]) for i in identities]))
-        parts.append(joined([_quantization(i) for i in identities]))
+        parts.append(joined([precision_label(i) for i in identities]))
         libraries: dict[str, str] = {}
         for identity in identities:
             libraries.update({k: v for k, v in (identity.get("libraries") or {}).items() if v})

@@ -23,8 +23,8 @@ from typing import Any
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, get_metric, hash_digest, register
 from faithgate.numbers import is_finite_number
+from faithgate.safety.userjson import parse_json
 from faithgate.types import Example, Score
-from faithgate.userjson import parse_json
 
 COMBINATION_FORMAT = "faithgate-combination/1"
 # ``ensemble``'s weights: written by benchmarks/fit_ensemble.py (data and figures inside).
@@ -107,6 +107,18 @@ class Combined(Metric):
     # A sigmoid of a logit clamped to [-700, 700]: above 0 (about 1e-304 at the clamp), at most
     # 1. A threshold at or below 0 passes every scored example; one above 1 none.
     bounds = (0.0, 1.0)
+    scale = "probability of faithful from a fitted logistic combination, 0..1"
+
+    @classmethod
+    def details_line(cls, details: Mapping[str, Any]) -> str:
+        """Each component's vote (its term of the logit), lowest first: the view of support
+        that pulled the score down leads."""
+        if not isinstance(details.get("votes"), dict):
+            return super().details_line(details)
+        votes = sorted(details["votes"].items(), key=lambda kv: kv[1])
+        return "votes (terms of the logit; lowest first): " + ", ".join(
+            f"{name} {value:+.2f}" for name, value in votes
+        )
 
     def validate_settings(self) -> None:
         path = self.settings["weights"]
@@ -206,6 +218,9 @@ class Ensemble(Combined):
 
     name = "ensemble"
     description = "mean z-score of sentsim, overlap, harim_plus and ner (shipped scales)"
+    scale = (
+        "sigmoid of the mean z-score of sentsim, overlap, harim_plus and ner, 0..1 (0.5 = typical)"
+    )
 
     def validate_settings(self) -> None:
         if not self.settings["weights"]:

@@ -17,12 +17,28 @@ from typing import Any
 import numpy as np
 
 from faithgate import text as textmod
+from faithgate.engines.spans import token_f1
 from faithgate.errors import InputError
-from faithgate.metrics.base import Metric, ScoringContext, register
+from faithgate.metrics.base import Metric, ScoringContext, fmt_detail, register
 from faithgate.types import Example, Score, SentenceScore
 from faithgate.words import unsupported_script_error, words
 
 COMPONENTS = ("precision", "recall", "f1")
+
+
+def precision_recall_line(details: Mapping[str, Any]) -> str:
+    """``P 0.8123 R 0.4410 F1 0.5716 (cosine) source windowed``: all three components, since
+    the value is only one of them."""
+    d = details
+    if not {"precision", "recall", "f1"} <= set(d):
+        return Metric.details_line(d)
+    extra = f" ({d['sim']})" if "sim" in d else ""
+    if d.get("source_windowed"):
+        extra += " source windowed"
+    return (
+        f"P {fmt_detail(d['precision'])} R {fmt_detail(d['recall'])} "
+        f"F1 {fmt_detail(d['f1'])}{extra}"
+    )
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -182,6 +198,11 @@ class BERTScore(Metric):
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"component": "precision", "layer": None, "idf": False}
     bounds = (-1.0, 1.0)  # (weighted) means of cosines
+    scale = (
+        "BERTScore {component}: mean best cosine match of token embeddings, at most 1 "
+        "(MiniLM on news: precision ~0.75-0.95, F1 ~0.45-0.75)"
+    )
+    sentence_value = "precision of the sentence's tokens against the source (cosine, at most 1)"
     # 2: idf over the example's source sentences (was: over the sources of the batch);
     # 3: a text the embedder cannot read at all fails (its unknown tokens matched each other);
     # 4: with idf, a summary sentence whose weights are all 0 is weighted uniformly (it scored
@@ -200,6 +221,10 @@ class BERTScore(Metric):
     @classmethod
     def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
         return _component_range(settings.get("component", cls.defaults["component"]))
+
+    @classmethod
+    def details_line(cls, details: Mapping[str, Any]) -> str:
+        return precision_recall_line(details)
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         encoder = ctx.model("embedder", "text-encoder")
@@ -315,15 +340,17 @@ def word_tokens(text: str) -> list[str]:
     return words(text)
 
 
-def token_f1(a: Sequence[str], b: Sequence[str]) -> float:
-    """SQuAD-style bag-of-tokens F1 between two token lists (0 when either is empty)."""
-    if not a or not b:
-        return 0.0
-    common = sum((Counter(a) & Counter(b)).values())
-    if common == 0:
-        return 0.0
-    p, r = common / len(a), common / len(b)
-    return 2 * p * r / (p + r)
+def check_sim(metric: Metric, sims: Sequence[str]) -> None:
+    """Check the ``sim`` setting; token_f1 needs no embedder: keep it out of the settings hash
+    and unloaded."""
+    if metric.settings["sim"] not in sims:
+        raise InputError(
+            f"metric {metric.name!r}: sim must be one of {', '.join(sims)}, "
+            f"got {metric.settings['sim']!r}"
+        )
+    metric.roles = (
+        {"spacy": "pipeline"} if metric.settings["sim"] == "token_f1" else dict(type(metric).roles)
+    )
 
 
 @register
@@ -352,6 +379,8 @@ class SentSim(Metric):
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
     defaults = {"sim": "cosine", "component": "precision"}
     bounds = (-1.0, 1.0)  # means of cosines (token F1: 0..1)
+    scale = "{component} of the best source-sentence similarity ({sim}), at most 1"
+    sentence_value = "similarity to the most similar source sentence"
     # 2: a text the embedder cannot read at all fails (its unknown tokens matched each other);
     # 3: token_f1 splits words as faithgate.words does (combining marks kept, unsegmented
     # scripts fail), and cosines are clipped to [-1, 1] (float32 noise passed 1); 4: a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged; 5: a break inside a sentence (a wrapped line, a bullet
@@ -361,21 +390,17 @@ class SentSim(Metric):
 
     def validate_settings(self) -> None:
         _check_component(self.name, self.settings["component"], COMPONENTS)
-        if self.settings["sim"] not in self.SIMS:
-            raise InputError(
-                f"metric 'sentsim': sim must be one of {', '.join(self.SIMS)}, "
-                f"got {self.settings['sim']!r}"
-            )
-        # token_f1 needs no embedder: keep it out of the settings hash and unloaded.
-        self.roles = (
-            {"spacy": "pipeline"} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
-        )
+        check_sim(self, self.SIMS)
 
     @classmethod
     def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
         if settings.get("sim", cls.defaults["sim"]) == "token_f1":
             return (0.0, 1.0)  # F1s of word bags, and their F1 is in [0, 1] too
         return _component_range(settings.get("component", cls.defaults["component"]))
+
+    @classmethod
+    def details_line(cls, details: Mapping[str, Any]) -> str:
+        return precision_recall_line(details)
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)

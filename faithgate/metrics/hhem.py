@@ -34,6 +34,7 @@ class HHEM(Metric):
     description = "HHEM-2.1-open: probability that the summary is consistent with the source"
     roles = {"hhem": "pair-classifier"}
     bounds = (0.0, 1.0)
+    scale = "probability that the summary is consistent with the source, 0..1"
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         settings_hash = self.settings_hash(ctx)

@@ -2,7 +2,7 @@
 
 Notation (X source, Y = y_1..y_m summary, teacher-forced token probabilities):
 p_s2s(y_i) = p(y_i | y_<i; X), p_lm(y_i) = p(y_i | y_<i; {}), p_pref(y_i) = p(y_i | y_<i; [Y, X]),
-p_s2s(x_i) = p(x_i | x_<i; Y), p_lm(x_i) = p(x_i | x_<i). See ``faithgate.likelihood`` for the
+p_s2s(x_i) = p(x_i | x_<i; Y), p_lm(x_i) = p(x_i | x_<i). See ``faithgate.engines.likelihood`` for the
 passes that produce them; five metrics over one batch run each distinct pass once.
 
 All values are oriented higher = more faithful. The scorer model follows the ``model``
@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from faithgate import text as textmod
-from faithgate.errors import InputError, ModelNotFoundError
-from faithgate.likelihood import (
+from faithgate.engines.likelihood import (
     CUT_POLICIES,
     ROLE_TASKS,
     LikelihoodConfig,
@@ -31,6 +30,7 @@ from faithgate.likelihood import (
     engine_for,
     pairs_of,
 )
+from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.metrics.base import Metric, ScoringContext, register
 from faithgate.numbers import is_finite_number
 from faithgate.types import Example, Score, SentenceScore
@@ -66,6 +66,32 @@ HARIM_FORMS = ("paper", "released")
 
 _SHORT = {"y_s2s": "s2s", "y_lm": "lm", "y_pref": "pref"}
 
+# What every likelihood metric's per-sentence value is (``Score.sentences``).
+_LOGP = "mean log p(token | source) of the sentence's tokens (<= 0; 0 = certain)"
+
+
+def context_cut_text(context: Mapping[str, Any]) -> str:
+    """What the model read of a source and summary too long for its window
+    (``details["context"]``, faithgate.engines.likelihood), in words."""
+    window = f"{context.get('window')}-token window"
+    if context.get("policy") == "select" and context.get("sentences"):
+        text = (
+            f"read {context.get('sentences_kept')} of {context['sentences']} source sentences, "
+            f"those most relevant to the summary ({window})"
+        )
+    else:
+        where = "last" if context.get("policy") == "keep_end" else "first"
+        text = (
+            f"read the {where} {context.get('source_kept')} of {context.get('source_tokens')} "
+            f"source tokens ({window})"
+        )
+    if context.get("summary_kept", 0) < context.get("summary_tokens", 0):
+        text += (
+            f"; scored the first {context['summary_kept']} of {context['summary_tokens']} "
+            "summary tokens"
+        )
+    return text
+
 
 class LikelihoodMetric(Metric):
     """Base of the likelihood family: settings, engine requests, per-token details."""
@@ -84,6 +110,16 @@ class LikelihoodMetric(Metric):
     roles: ClassVar[dict[str, str]] = {"lm": "causal-lm"}
     defaults: ClassVar[dict[str, Any]] = dict(_COMMON_DEFAULTS)
     needs: ClassVar[tuple[str, ...]] = ("y_s2s",)
+    sentence_value: ClassVar[str] = _LOGP + "; not the headline formula"
+
+    @classmethod
+    def details_line(cls, details: Mapping[str, Any]) -> str:
+        """The formula's numbers, and what was read of a source cut to fit the window."""
+        text = super().details_line(details)
+        context = details.get("context")
+        if isinstance(context, dict) and context.get("cut"):
+            text += "; " + context_cut_text(context)
+        return text
 
     def validate_settings(self) -> None:
         s = self.settings
@@ -315,6 +351,8 @@ class LogLik(LikelihoodMetric):
     name = "loglik"
     description = "mean log p(summary token | source) (BARTScore-style)"
     bounds = (None, 0.0)
+    scale = "mean log p(summary token | source), <= 0 (0 = certain)"
+    sentence_value = _LOGP
     needs = ("y_s2s",)
 
     def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
@@ -343,6 +381,8 @@ class HaRiM(LikelihoodMetric):
     # (0 at p_s2s = 1, 2 at p_s2s = 0 and p_lm = 1): their mean too, so -HaRiM is in [-2, 0].
     bounds = (-2.0, 0.0)
     needs = ("y_s2s", "y_lm")
+    scale = "-HaRiM, <= 0 (0 = no hallucination risk)"
+    sentence_value = _LOGP + "; not -HaRiM"
 
     def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
         s2s, lm = _finite(lp["y_s2s"], lp["y_lm"])
@@ -368,6 +408,7 @@ class HaRiMPlus(LikelihoodMetric):
 
     name = "harim_plus"
     description = "HaRiM+: mean log p(summary|source) - 7 * HaRiM"
+    scale = "mean log p(token | source) - 7 HaRiM, unbounded below (news, SmolLM2: about -5..-1)"
     needs = ("y_s2s", "y_lm")
     defaults = {**_COMMON_DEFAULTS, "lambda": 7.0, "harim_form": "paper"}
 
@@ -410,6 +451,7 @@ class CoP(LikelihoodMetric):
 
     name = "cop"
     description = "CoP: mean log p(summary|source) - log p(summary|[summary, source])"
+    scale = "mean log p(summary | source) - log p(summary | [summary, source]), unbounded"
     needs = ("y_s2s", "y_pref")
 
     def formula(self, lp: PairLogprobs) -> tuple[float, dict[str, Any]]:
@@ -433,6 +475,7 @@ class FFLM(LikelihoodMetric):
 
     name = "fflm"
     description = "FFLM: weighted prior/conditional probability changes (Jia et al. 2023)"
+    scale = "weighted log-probability changes with and without the source, unbounded"
     needs = ("y_s2s", "y_lm", "y_pref", "x_s2s", "x_lm")
     defaults = {**_COMMON_DEFAULTS, "weights": (0.25, 0.25, 0.5)}
 
@@ -478,6 +521,10 @@ class PMIMinK(LikelihoodMetric):
 
     name = "pmi_mink"
     description = "mean of the k lowest token PMIs log p(y_i|source) - log p(y_i) (k = 3)"
+    scale = (
+        "mean of the {k} lowest token PMIs, log p(token | source) - log p(token), unbounded "
+        "(below 0: the source makes those tokens less likely)"
+    )
     needs = ("y_s2s", "y_lm")
     defaults = {**_COMMON_DEFAULTS, "k": 3}
 

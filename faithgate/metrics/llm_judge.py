@@ -30,7 +30,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,8 +38,8 @@ from typing import Any, ClassVar
 from faithgate.backends.chat import ChatError, ChatModel, ChatReply, OpenAIChat, parse_json_answer
 from faithgate.cache import ScoreCache
 from faithgate.errors import ConfigError
-from faithgate.escape import clipped
 from faithgate.metrics.base import Metric, ScoringContext, hash_digest, register
+from faithgate.safety.escape import clipped
 from faithgate.types import Example, Score, SentenceScore
 
 log = logging.getLogger(__name__)
@@ -242,6 +242,33 @@ class LLMJudge(Metric):
     }
     scale = "share of supported claims (claims) or mean P(Yes) of the sentences (direct), 0..1"
     sentence_value = "P(Yes) that the source supports the sentence (direct mode; 0..1)"
+
+    @classmethod
+    def details_line(cls, details: Mapping[str, Any]) -> str:
+        """One line of a score's details for a report: the claims' tally (claims mode) or how P(Yes)
+        was read (direct mode), then the requests and tokens it cost."""
+        usage = details.get("usage") or {}
+        if details.get("mode") == "claims":
+            verdicts = [c.get("verdict") for c in details.get("claims") or []]
+            others = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS[1:] if v in verdicts)
+            head = f"{details.get('supported')}/{details.get('n_claims')} claims supported"
+            head += f" ({others})" if others else ""
+        else:
+            head = f"P(Yes) read from {'/'.join(details.get('read_from') or ['-'])}"
+        chunks = details.get("source_chunks")
+        if isinstance(chunks, int) and chunks > 1:
+            head += f"; source judged in {chunks} chunks"
+        return (
+            f"{head}; {usage.get('requests', 0)} requests, {usage.get('cached_answers', 0)} cached "
+            f"answers, {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} "
+            "completion tokens"
+        )
+
+    @classmethod
+    def detail_lines(cls, details: Mapping[str, Any]) -> list[str]:
+        """The judged claims (claims mode), one a line, so a failing gate says which claim
+        failed and why."""
+        return [claim_line(claim) for claim in details.get("claims") or []]
 
     def validate_settings(self) -> None:
         s = self.settings
@@ -539,25 +566,11 @@ class LLMJudge(Metric):
         return score
 
 
-def details_line(details: dict[str, Any]) -> str:
-    """One line of a score's details for a report: the claims' tally (claims mode) or how P(Yes)
-    was read (direct mode), then the requests and tokens it cost."""
-    usage = details.get("usage") or {}
-    if details.get("mode") == "claims":
-        verdicts = [c.get("verdict") for c in details.get("claims") or []]
-        others = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS[1:] if v in verdicts)
-        head = f"{details.get('supported')}/{details.get('n_claims')} claims supported"
-        head += f" ({others})" if others else ""
-    else:
-        head = f"P(Yes) read from {'/'.join(details.get('read_from') or ['-'])}"
-    chunks = details.get("source_chunks")
-    if isinstance(chunks, int) and chunks > 1:
-        head += f"; source judged in {chunks} chunks"
-    return (
-        f"{head}; {usage.get('requests', 0)} requests, {usage.get('cached_answers', 0)} cached "
-        f"answers, {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} "
-        "completion tokens"
-    )
+def claim_line(claim: Mapping[str, Any]) -> str:
+    """One judged claim: verdict, claim and the quoted evidence."""
+    evidence = claim.get("evidence")
+    quote = f' (evidence: "{str(evidence)[:120]}")' if evidence else ""
+    return f"[{claim.get('verdict')}] {claim.get('claim')}{quote}"
 
 
 def _messages(prompt: str) -> list[dict[str, str]]:

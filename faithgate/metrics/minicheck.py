@@ -33,9 +33,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from faithgate.engines.nli import entailment_index
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric, ScoringContext, register
-from faithgate.metrics.nli import combine_sentences, entailment_index
+from faithgate.metrics.nli import combine_sentences
 from faithgate.text import split_sentences
 from faithgate.types import Example, Score, SentenceScore
 
@@ -107,6 +108,8 @@ class MiniCheck(Metric):
     description = "MiniCheck: max over document chunks of a checker's p(supported) per claim"
     version = "1"
     bounds = (0.0, 1.0)
+    scale = "{aggregate} over the claims of the best source chunk's support probability, 0..1"
+    sentence_value = "support probability of the claim by the best source chunk (0..1)"
     roles = {"nli": "pair-classifier", "spacy": "pipeline"}
     defaults: ClassVar[dict[str, Any]] = {
         "form": "auto",

@@ -12,16 +12,16 @@ yields no GPE "Rotterdam"), and each miss was a false alarm on a faithful summar
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import regex
 
 from faithgate import text as textmod
+from faithgate.engines.spans import token_f1
 from faithgate.errors import InputError
-from faithgate.escape import printable
 from faithgate.metrics.base import Metric, ScoringContext, register
-from faithgate.metrics.embedding import token_f1
+from faithgate.safety.escape import printable
 from faithgate.types import Example, Score, SentenceScore
 from faithgate.words import main_script, script_share
 
@@ -255,7 +255,24 @@ class EntityOverlap(Metric):
     roles = {"spacy": "pipeline"}
     defaults = {"match": "exact", "labels": None, "no_entity_value": 1.0}
     bounds = (0.0, 1.0)  # a share (no_entity_value is in [0, 1] too)
+    scale = (
+        "share of the summary's named entities found in the source, 0..1 "
+        "(no entity: {no_entity_value})"
+    )
+    sentence_value = "share of the sentence's entities found in the source (0..1; - = no entity)"
     MATCHES = ("exact", "token_f1")
+
+    @classmethod
+    def details_line(cls, details: Mapping[str, Any]) -> str:
+        """How many entities the source has, and the first five it lacks."""
+        d = details
+        if d.get("no_entities"):
+            return "no named entities in the summary (value = no_entity_value)"
+        found = sum(1 for e in d.get("entities", []) if e.get("score", 0) >= 1.0)
+        text = f"{found}/{d.get('n_entities')} entities found in source"
+        if d.get("unsupported"):
+            text += "; not found: " + ", ".join(d["unsupported"][:5])
+        return text
 
     def validate_settings(self) -> None:
         if self.settings["match"] not in self.MATCHES:

@@ -8,17 +8,26 @@ low here without being unfaithful, so this is a baseline and a diagnostic, not a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from faithgate import text as textmod
 from faithgate.errors import InputError
-from faithgate.metrics.base import Metric, ScoringContext, register
+from faithgate.metrics.base import Metric, ScoringContext, fmt_detail, register
 from faithgate.types import Example, Score, SentenceScore
 from faithgate.words import stemmed_words, unsupported_script_error, words
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 NOVEL = ("novel1", "novel2", "novel3", "novel4")
+# The abstractiveness categories (Durmus et al. 2020) of ``classify_sentence``, as a reader
+# needs them.
+CATEGORY_WORDS = {
+    "sentence_extraction": "copied whole",
+    "span_extraction": "copied span",
+    "word_extraction": "words picked from one source sentence",
+    "perfect_fusion": "fused from source sentences",
+    "none": "with a word not in the source",
+}
 # Examples whose texts are split into sentences at once (``faithgate.text.presplit``).
 PRESPLIT_EXAMPLES = 1024
 CATEGORIES = (
@@ -250,10 +259,36 @@ class Overlap(Metric):
     roles = {"spacy": "pipeline"}
     defaults = {"component": "rouge2", "use_stemmer": True}
     bounds = (0.0, 1.0)  # a precision, or 1 - a novel-n-gram ratio
+    scale = "{component} precision against the source, 0..1 (1 = every n-gram copied)"
+    sentence_value = "the same {component} precision for the sentence alone (0..1)"
     # 2: Unicode word tokens (faithgate.words) instead of rouge-score's [a-z0-9]+ runs;
     # 3 (sentence details): a line break ends a sentence (faithgate.text.line_breaks): highlights and bullets were merged; 4: a break inside a sentence (a wrapped line, a bullet
     # going on indented) no longer ends it, CRLF/CR/U+2028 are breaks, "2." stays with its item.
     version = "4"
+
+    @classmethod
+    def details_line(cls, details: Mapping[str, Any]) -> str:
+        """ROUGE precisions, the novel n-gram shares and the sentences' abstractiveness."""
+        r = details.get("rouge_precision", {})
+        nov = details.get("novel_ngrams", {})
+        prof = details.get("abstractiveness", {})
+        # FEQA's sentence categories, named for a reader: "none" alone reads as "no problem".
+        top = ", ".join(f"{v:.0%} {CATEGORY_WORDS.get(k, k)}" for k, v in prof.items() if v)
+        return (
+            f"ROUGE precision R1 {fmt_detail(r.get('rouge1'), 3)} "
+            f"R2 {fmt_detail(r.get('rouge2'), 3)} RL {fmt_detail(r.get('rougeL'), 3)} | share "
+            "of summary n-grams not in the source, n=1-4: "
+            + "/".join(fmt_detail(nov.get(f"novel{n}"), 2) for n in range(1, 5))
+            + (f" | sentences: {top}" if top else "")
+        )
+
+    @classmethod
+    def evidence_hint(cls, evidence: str) -> str:
+        """A sentence's evidence starts with its abstractiveness category: "none" means a word
+        of it is not in the source."""
+        if evidence.startswith("none"):
+            return "it has a word that is not in the source"
+        return super().evidence_hint(evidence)
 
     def validate_settings(self) -> None:
         allowed = (*ROUGE_TYPES, *NOVEL)

@@ -8,7 +8,7 @@ eight times scores far above a faithful one-sentence summary; docs/metrics/harim
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from faithgate.errors import InputError
@@ -63,6 +63,16 @@ class Repetition(Metric):
     version = "1"
     scale = "distinct / total word {n}-grams of the summary, 0..1 (1 = nothing repeats)"
     sentence_value = ""
+
+    @classmethod
+    def details_line(cls, details: Mapping[str, Any]) -> str:
+        """The distinct share as counts, and the n-gram repeated most."""
+        d = details
+        text = f"{d.get('distinct')}/{d.get('ngrams')} word {d.get('n')}-grams distinct"
+        top = d.get("most_repeated")
+        if top:
+            text += f"; most repeated: {top['ngram']!r} x{top['count']}"
+        return text
 
     def validate_settings(self) -> None:
         n = self.settings["n"]

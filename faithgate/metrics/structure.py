@@ -29,16 +29,17 @@ default) or SQuAD token F1 (``sim = "token_f1"``, no model).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from faithgate import text as textmod
+from faithgate.engines.spans import SimilarityCache, f1_matrix, resolve_pronoun
 from faithgate.errors import InputError
-from faithgate.metrics._spans import SimilarityCache, f1_matrix, resolve_pronoun
 from faithgate.metrics.base import Metric, ScoringContext, register
+from faithgate.metrics.embedding import check_sim
 from faithgate.types import Example, Score, SentenceScore
 
 LABELS = ("who", "what", "whom", "when", "where", "why", "how")
@@ -325,21 +326,21 @@ class _StructureMetric(Metric):
     roles = {"embedder": "text-encoder", "spacy": "pipeline"}
 
     def validate_settings(self) -> None:
-        if self.settings["sim"] not in SIMS:
-            raise InputError(
-                f"metric {self.name!r}: sim must be one of {', '.join(SIMS)}, "
-                f"got {self.settings['sim']!r}"
-            )
-        # token_f1 needs no embedder: keep it out of the settings hash and unloaded.
-        self.roles = (
-            {"spacy": "pipeline"} if self.settings["sim"] == "token_f1" else dict(type(self).roles)
-        )
+        check_sim(self, SIMS)
 
     @classmethod
     def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
         """token_f1: F1s in [0, 1] and their means; cosine: cosines in [-1, 1] and their means
         (``Frames`` overrides it for its F1 component)."""
         return (0.0, 1.0) if settings.get("sim", cls.defaults["sim"]) == "token_f1" else (-1.0, 1.0)
+
+    def _parse(self, examples: Sequence[Example], ctx: ScoringContext, extract: Callable):  # noqa: ANN202
+        """Each distinct text's frames or triples (``extract``), and their phrases' similarity."""
+        parsed = {
+            t: extract(textmod.parse(t, ctx.spacy_model))
+            for t in dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary))
+        }
+        return parsed, self._similarity(ctx, [p.text for ps in parsed.values() for p in ps])
 
     def _similarity(self, ctx: ScoringContext, texts: list[str]):  # noqa: ANN202
         if self.settings["sim"] == "token_f1":
@@ -358,6 +359,8 @@ class Frames(_StructureMetric):
         "predicate-argument frames (who/what/when/...) of the summary matched in the source"
     )
     defaults = {"sim": "cosine", "component": "f1"}
+    scale = "share of summary predicate frames matched in the source, 0..1"
+    sentence_value = "mean match of the sentence's frames (0..1; - = no frame)"
 
     @classmethod
     def value_range(cls, settings: Mapping[str, Any]) -> tuple[float | None, float | None]:
@@ -379,11 +382,7 @@ class Frames(_StructureMetric):
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)
         model = ctx.spacy_model
-        parsed = {
-            t: extract_frames(textmod.parse(t, model))
-            for t in dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary))
-        }
-        sim = self._similarity(ctx, [f.text for fs in parsed.values() for f in fs])
+        parsed, sim = self._parse(examples, ctx, extract_frames)
         scores = []
         for ex in examples:
             score = self._score(ex, parsed[ex.summary], parsed[ex.source], sim, shash)
@@ -450,15 +449,13 @@ class Triples(_StructureMetric):
     name = "triples"
     description = "(subject, relation, object) triples of the summary matched in the source"
     defaults = {"sim": "cosine"}
+    scale = "share of summary (subject, relation, object) triples matched in the source, 0..1"
+    sentence_value = "mean match of the sentence's triples (0..1; - = no triple)"
 
     def score_batch(self, examples: Sequence[Example], ctx: ScoringContext) -> list[Score]:
         shash = self.settings_hash(ctx)
         model = ctx.spacy_model
-        parsed = {
-            t: extract_triples(textmod.parse(t, model))
-            for t in dict.fromkeys(x for ex in examples for x in (ex.source, ex.summary))
-        }
-        sim = self._similarity(ctx, [t.text for ts in parsed.values() for t in ts])
+        parsed, sim = self._parse(examples, ctx, extract_triples)
         scores = []
         for ex in examples:
             summ_triples = parsed[ex.summary]

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from faithgate.atomic import atomic_write_files
 from faithgate.errors import InputError, WriteError
 from faithgate.formats import REPORT_FORMATS
-from faithgate.paths import same_file
 from faithgate.result import GateResult
+from faithgate.safety.atomic import atomic_write_files
+from faithgate.safety.paths import same_file
 
 if TYPE_CHECKING:
     from faithgate.config import Reports

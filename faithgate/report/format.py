@@ -6,8 +6,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from faithgate.escape import printable
 from faithgate.numbers import decimals_apart, percent_against
+from faithgate.safety.escape import printable
 
 if TYPE_CHECKING:
     from faithgate.result import GateResult

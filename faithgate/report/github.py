@@ -40,13 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from faithgate.errors import InputError
-from faithgate.escape import clipped, markdown_literal, printable, safe_line
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
 from faithgate.io import jsonl_lines
 from faithgate.numbers import is_finite_number, shortest, shown_against
 from faithgate.report import render
 from faithgate.result import GateResult, is_recorded_number
-from faithgate.userjson import parse_json
+from faithgate.safety.escape import clipped, markdown_literal, printable, safe_line
+from faithgate.safety.userjson import parse_json
 
 # GitHub rejects a step summary over 1 MiB (1024 * 1024 bytes); keep room for the cut notice.
 SUMMARY_LIMIT = 1024 * 1024 - 1024
@@ -76,7 +76,7 @@ def workflow_command(command: str, message: str, **properties: Any) -> str:
 
     The only function that builds workflow commands. Properties whose value is ``None`` are
     left out. Every line of the message and every property goes through
-    ``faithgate.escape.printable`` first (no escape sequences or stray control characters
+    ``faithgate.safety.escape.printable`` first (no escape sequences or stray control characters
     reach the log), then through GitHub's escaping (a multi-line message stays one command).
     """
     props = ",".join(
@@ -413,7 +413,7 @@ def write_env_file(path: str | None, text: str, stream: Any) -> None:
 def write_outputs(path: str | None, outputs: Mapping[str, str], stream: Any) -> None:
     """Step outputs: appended to ``$GITHUB_OUTPUT`` (``path``) as they are (a later step reads
     the real paths), or, outside GitHub, printed one ``name=value`` line each with every value
-    through ``faithgate.escape.safe_line``: a report or cache path is user text, and a
+    through ``faithgate.safety.escape.safe_line``: a report or cache path is user text, and a
     directory named with ``ESC [ 2J`` or an OSC 8 hyperlink must not reach the terminal raw."""
     if path:
         write_env_file(path, "".join(format_output(k, v) for k, v in outputs.items()), None)

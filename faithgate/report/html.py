@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from html import escape as html_escape
 
-from faithgate.escape import printable_lines
 from faithgate.report.format import (
     fmt_against,
     fmt_mean,
@@ -24,6 +23,7 @@ from faithgate.report.format import (
     rule_tally,
 )
 from faithgate.result import ExampleResult, GateResult, PairResult
+from faithgate.safety.escape import printable_lines
 
 
 def escape(text: str, quote: bool = True) -> str:

@@ -15,10 +15,10 @@ import re
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from faithgate.escape import printable, printable_lines
 from faithgate.numbers import shortest
 from faithgate.report.format import fmt_against
 from faithgate.result import GateResult
+from faithgate.safety.escape import printable, printable_lines
 
 # Characters XML 1.0 cannot hold at all, not even as references: C0 controls other than tab,
 # LF and CR, lone surrogates, and the noncharacters U+FFFE / U+FFFF. A summary may contain

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-from faithgate.escape import clipped, markdown_literal
 from faithgate.report.format import (
     RuleTally,
     fmt_against,
@@ -21,6 +20,7 @@ from faithgate.report.format import (
     rule_tally,
 )
 from faithgate.result import GateResult
+from faithgate.safety.escape import clipped, markdown_literal
 
 
 def _cell(text: str, limit: int = 200) -> str:

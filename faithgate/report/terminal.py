@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from faithgate.escape import clipped, defuse_workflow_commands, printable
 from faithgate.progress import progress_bar  # noqa: F401 - re-exported for older imports
 from faithgate.report.format import (
     MAX_COLUMNS,
@@ -19,6 +18,7 @@ from faithgate.report.format import (
     rule_tally,
 )
 from faithgate.result import GateResult
+from faithgate.safety.escape import clipped, defuse_workflow_commands, printable
 
 
 def _table(headers: list[str], rows: list[list[str]], width: int | None = None) -> list[str]:

@@ -25,18 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from faithgate import models
-from faithgate.backends.quantize import Triple
+from faithgate.backends.quantize.parity import Triple
 from faithgate.errors import FaithgateError, InputError
-from faithgate.escape import printable, safe_line
-from faithgate.paths import refuse_dir_over_inputs
-from faithgate.training.train import (
-    BUILTIN_CORPORA,
-    TRAINING_META,
-    TrainConfig,
-    is_held_out,
-    synth_pairs_file,
-    work_dir,
-)
+from faithgate.safety.escape import printable, safe_line
+from faithgate.safety.paths import refuse_dir_over_inputs
+from faithgate.training.dataset import is_held_out, synth_pairs_file
+from faithgate.training.recipe import BUILTIN_CORPORA, TRAINING_META, TrainConfig
+from faithgate.training.workdir import work_dir
 
 _WORD_EMBEDDINGS_KEY = "bert.embeddings.word_embeddings.weight"
 
@@ -161,7 +156,7 @@ def find_synth_file(trained: Path, meta: dict[str, Any]) -> Path:
     """The synthetic pairs ``faithgate train`` made for ``trained`` (``synth-<key>.jsonl`` in
     its work directory, ``TRAINED.work``): the only one there, or, when an earlier recipe or
     an edited documents file left others, the one whose key the manifest's recipe and data
-    give (as ``train.build_dataset`` names it). Anything else is an ``InputError``."""
+    give (as ``dataset.build_dataset`` names it). Anything else is an ``InputError``."""
     workdir = work_dir(trained)
     found = sorted(workdir.glob("synth-*.jsonl"))
     if len(found) == 1:

@@ -27,7 +27,7 @@ comes out different (the rest of that document's draws then differ):
 - no unsupported pair (edit, other sentence, added detail) states what its premise says word
   for word (a sentence repeated in the document fell outside its own window);
 - the held-out split keeps documents of the same text, and chunks of one article, together
-  (``corpora.held_out_key``; ``faithgate.training.train``);
+  (``corpora.held_out_key``; ``faithgate.training.dataset``);
 - the optional paraphrases resolve "he"/"she"/"his" only to the subject of the sentence before,
   and only when a first name or title agrees (``paraphrase.resolve_pronoun``).
 """

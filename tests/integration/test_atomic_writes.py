@@ -1,4 +1,4 @@
-"""Class 1 of issue 12: every file faithgate writes is replaced atomically.
+"""Every file faithgate writes is replaced atomically.
 
 A write that fails half way (an injected exception after part of the content is written, a
 full disk, a file-size limit) must leave the previous file byte for byte intact and no
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from faithgate import atomic
-from faithgate.atomic import atomic_write_bytes, atomic_write_text, atomic_writer
 from faithgate.errors import InputError, WriteError
+from faithgate.safety import atomic
+from faithgate.safety.atomic import atomic_write_bytes, atomic_write_text, atomic_writer
 
 
 class DiskFull(OSError):
@@ -306,7 +306,7 @@ def test_update_baseline_under_a_file_size_limit_keeps_the_old_baseline(tmp_path
 SMALL_FILES = textwrap.dedent(
     """
     import json, sys
-    from faithgate.atomic import atomic_write_bytes, atomic_write_files, atomic_write_text
+    from faithgate.safety.atomic import atomic_write_bytes, atomic_write_files, atomic_write_text
     from faithgate.result import GateResult
 
     result = GateResult(True, ["m"], {"m": "h"}, {}, [], [], input="x" * 3000)
@@ -356,7 +356,7 @@ def test_a_size_limit_on_a_small_file_is_a_write_error(tmp_path):
 LIMIT_AT_FIRST_WRITE = textwrap.dedent(
     """
     import resource, sys
-    from faithgate import atomic
+    from faithgate.safety import atomic
     from faithgate.cli import main
 
     real = atomic._open_temporary
@@ -467,7 +467,7 @@ def test_a_previous_file_that_cannot_be_put_back_is_kept_and_named(tmp_path, mon
     was deleted with the others, while the message said only "could not be put back"."""
     import errno
 
-    from faithgate.atomic import atomic_write_files
+    from faithgate.safety.atomic import atomic_write_files
 
     first, second = tmp_path / "a.txt", tmp_path / "c.txt"
     first.write_text("previous a")

@@ -112,7 +112,7 @@ def test_update_baseline_and_reports_are_written_as_one_set(project, monkeypatch
     was written", and the baseline silently held this run. Now neither changes."""
     import errno
 
-    from faithgate import atomic
+    from faithgate.safety import atomic
 
     assert run("--baseline", "base.json", "--update-baseline", "--markdown", "r.md").exit_code == 0
     before = {name: (project / name).read_bytes() for name in ("base.json", "r.md")}

@@ -151,7 +151,7 @@ def test_a_metric_returning_a_non_finite_value_exits_1(files, value):
 
 
 def test_internal_error_exits_1_without_traceback(files, monkeypatch):
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
     def boom(self, examples):
         raise RuntimeError("disk on fire")
@@ -289,7 +289,7 @@ def test_a_threshold_outside_the_metrics_range_is_warned_as_check_does(files) ->
 
 def test_range_warnings_use_each_metrics_settings_and_bounds() -> None:
     from faithgate.cli.score import range_warnings
-    from faithgate.scorer import resolve_metrics
+    from faithgate.scoring.scorer import resolve_metrics
 
     metrics = resolve_metrics(["ensemble", "qgqa", "bertscore"], {"bertscore": {"component": "f1"}})
     assert range_warnings(metrics, {"ensemble": 1.5, "qgqa": 0.0, "bertscore": -5.0}) == [

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from gate_fakes import NAME, summary
 
 from faithgate.cli import cli, main
+from faithgate.gate.baseline import _signed
 from faithgate.report.format import MAX_COLUMNS
-from faithgate.rules import _signed
 
 
 def _lines_fit(text: str) -> None:

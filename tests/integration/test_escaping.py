@@ -1,4 +1,4 @@
-"""Class 3 of issue 12: user text never reaches a terminal, log or CI runner unescaped.
+"""User text never reaches a terminal, log or CI runner unescaped.
 
 An example id ``"x\\n::error::forged"`` used to print a forged GitHub workflow command in
 ``faithgate check``'s stdout. Every channel is checked here with a parser that reads output as
@@ -17,8 +17,13 @@ from click.testing import CliRunner
 from gate_fakes import NAME, summary
 from gh_commands import parse_output
 
-from faithgate.escape import defuse_workflow_commands, json_for_terminal, printable, safe_line
 from faithgate.report import github
+from faithgate.safety.escape import (
+    defuse_workflow_commands,
+    json_for_terminal,
+    printable,
+    safe_line,
+)
 
 HOSTILE_IDS = [
     "a\n::error::forged by a newline",
@@ -204,8 +209,8 @@ def test_a_huge_example_id_is_clipped_in_lines_and_annotation_titles():
     """A 1 MB id was printed whole in every failing example's terminal line and annotation
     title: megabytes per failing example, and an annotation the runner may drop."""
     from faithgate.config import GateConfig
+    from faithgate.gate.evaluate import evaluate
     from faithgate.report import render
-    from faithgate.rules import evaluate
     from faithgate.types import Example, Score
 
     eid = "x" * 1_000_000 + "\n::error::end"

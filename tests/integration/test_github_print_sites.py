@@ -7,6 +7,7 @@ The print sites (``faithgate/cli/github.py``, ``faithgate/report/github.py``):
 - ``report`` outside GitHub: the step outputs printed as ``name=value`` (report paths, means);
 - ``cache-dir`` outside GitHub: ``cache-dir=PATH``;
 - ``report-args``: the ``--NAME PATH`` arguments (NUL-separated, printed as they are);
+- ``action``: an input's refusal, a report directory it refuses, outside GitHub its outputs;
 - the error boundary of every subcommand (a workflow ``::error`` line) and click's usage errors.
 
 A directory named with an OSC 8 hyperlink (``ESC ] 8 ;; URL BEL``), ``ESC [ 2J``, a C1 CSI, a
@@ -28,7 +29,7 @@ from gh_commands import parse_output
 from faithgate.cli import cli
 from faithgate.config import GateConfig
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
-from faithgate.gate import evaluate
+from faithgate.gate.evaluate import evaluate
 from faithgate.report import render
 from faithgate.types import Example, Score, SentenceScore
 
@@ -222,6 +223,19 @@ def test_report_args_errors_about_a_users_file_are_escaped(tmp_path):
     res = _run(["report-args", "--dir", str(directory)])
     assert res.exit_code == 2
     _assert_safe(res)
+
+
+def test_action_refuses_hostile_inputs_and_report_dir_escaped(tmp_path):
+    """The Action's gate step: a bad input's value and a report directory it would print
+    are named escaped; no check runs."""
+    for args in (["--max-annotations", HOSTILE], ["--min-pass-rate", HOSTILE]):
+        res = _run(["action", *args], cwd=tmp_path)
+        assert res.exit_code == 2
+        _assert_safe(res)
+    res = _run(["action", "--report-dir", NAME], cwd=tmp_path)
+    assert res.exit_code == 2
+    _assert_safe(res)
+    assert "\\x1b[2J" in res.stdout  # the ::error names it, escaped
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Class 5 of issue 12: semantics that failed open or looked wrong.
+"""Semantics that failed open or looked wrong.
 
 Infinite thresholds made every example pass (``-inf``) and are now refused like NaN;
 ``overlap`` tokenises by Unicode word rules (Chinese, Arabic, Russian and Hindi get real scores,

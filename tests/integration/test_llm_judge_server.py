@@ -17,7 +17,7 @@ from llm_server import MODEL_NAME, FaultProxy, LlamaServer, free_port, why_no_se
 
 from faithgate import text as textmod
 from faithgate.cli import cli
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 pytestmark = [pytest.mark.xdist_group("llm_judge")]

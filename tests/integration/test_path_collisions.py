@@ -1,4 +1,4 @@
-"""Class 2 of issue 12: a report or baseline path that is an input of the run is refused.
+"""A report or baseline path that is an input of the run is refused.
 
 ``faithgate check --json outputs.jsonl`` used to exit 0 and replace the user's outputs with the
 result. Every writing command now refuses (exit 2, one line, nothing written) a path that
@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from gate_fakes import NAME, summary
 
 from faithgate.cli import cli
-from faithgate.paths import refuse_overwriting_inputs, same_file
+from faithgate.safety.paths import refuse_overwriting_inputs, same_file
 
 
 @pytest.fixture

@@ -545,7 +545,7 @@ def test_a_gate_result_that_does_not_read_back_is_one_summary_line():
     """A gate result whose scores carried another settings hash than it records crashed the
     terminal summary with an INTERNALERROR traceback (``pytest_sessionfinish`` said one line)."""
     from faithgate.config import GateConfig
-    from faithgate.rules import evaluate
+    from faithgate.gate.evaluate import evaluate
     from faithgate.types import Example, Score
     from pytest_faithgate.gate_plugin import render_gate
 

@@ -1,5 +1,5 @@
 """The fixture fails closed (review s19 of the pytest plugin): inner pytest runs (``pytester``,
-in this process) of small projects with the ``toy`` metrics of ``test_plugin_review``.
+in this process) of small projects with the ``toy`` metrics of ``test_plugin_markers_and_messages``.
 
 A class marker's threshold and settings stay with its metric; a check that could not score is
 ``FaithgateScoringError``, which ``pytest.raises(AssertionError)`` does not swallow; text the
@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from test_plugin import FIXTURES_ONLY, SRC, run
-from test_plugin_review import project
+from test_plugin_markers_and_messages import project
 
 pytest_plugins = ["pytester"]
 

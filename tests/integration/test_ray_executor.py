@@ -39,15 +39,16 @@ from ray_helpers import (  # noqa: E402
 from faithgate.cache import ScoreCache  # noqa: E402
 from faithgate.config import GateConfig  # noqa: E402
 from faithgate.errors import InputError  # noqa: E402
-from faithgate.execution import (  # noqa: E402
+from faithgate.gate import Gate  # noqa: E402
+from faithgate.gate.evaluate import evaluate  # noqa: E402
+from faithgate.report import render  # noqa: E402
+from faithgate.scoring.execution import (  # noqa: E402
     CachedExecutor,
     ExecutionSettings,
     LocalExecutor,
     ScorerRecipe,
 )
-from faithgate.gate import Gate, evaluate  # noqa: E402
-from faithgate.ray_executor import RayExecutor  # noqa: E402
-from faithgate.report import render  # noqa: E402
+from faithgate.scoring.ray_executor import RayExecutor  # noqa: E402
 from faithgate.types import Example  # noqa: E402
 
 # One Ray at a time: every Ray module runs in the same xdist worker, one after another.

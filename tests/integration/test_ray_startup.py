@@ -24,8 +24,8 @@ from ray_helpers import (  # noqa: E402
 )
 
 from faithgate.cli import cli  # noqa: E402
-from faithgate.execution import ExecutionSettings, LocalExecutor, ScorerRecipe  # noqa: E402
-from faithgate.ray_executor import RayExecutor  # noqa: E402
+from faithgate.scoring.execution import ExecutionSettings, LocalExecutor, ScorerRecipe  # noqa: E402
+from faithgate.scoring.ray_executor import RayExecutor  # noqa: E402
 
 FAST_S = 30  # the probe: 5 s to resolve, 5 s to connect
 

@@ -1,5 +1,6 @@
 """The import contracts of pyproject's ``[tool.importlinter]`` (layers, no cycles) hold, no
 test module skips itself whole on torch, and the public API imports and is listed in docs/architecture.md.
+That page's layers table is the layers contract, and its layout block names every module.
 
 ``make test`` runs ``lint-imports`` before the suite; this test keeps the check in a plain
 ``pytest`` run too, so a layer violation shows where developers look first.
@@ -8,6 +9,7 @@ test module skips itself whole on torch, and the public API imports and is liste
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,8 +82,6 @@ def test_no_test_module_skips_itself_on_torch() -> None:
 
 
 def test_every_public_name_imports_and_the_readme_lists_it() -> None:
-    import re
-
     import faithgate
 
     for name in faithgate.__all__:
@@ -92,3 +92,48 @@ def test_every_public_name_imports_and_the_readme_lists_it() -> None:
     assert block is not None
     listed = set(re.findall(r"\w+", block.group(1)))
     assert set(faithgate.__all__) - {"__version__"} == listed
+
+
+def _architecture_doc() -> str:
+    return (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+
+
+def test_the_layers_table_is_pyprojects_layers_contract() -> None:
+    """The rows of the layers table in docs/architecture.md are the layers of the contract in
+    pyproject.toml, in order: the page is where a maintainer reads them."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["type"] == "layers" and "containers" not in c
+    )
+    doc = _architecture_doc()
+    section = doc.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    documented = [
+        " | ".join(re.findall(r"`([\w.]+)`", row.split(" | ", 1)[0].replace("\\|", "")))
+        for row in rows
+    ]
+    assert documented == contract["layers"]
+    assert f'"{contract["name"]}"' in section
+    for other in config["tool"]["importlinter"]["contracts"]:
+        assert f'"{other["name"]}"' in section, other["name"]
+
+
+def test_the_layout_block_names_every_module() -> None:
+    """Every entry of faithgate/, and every module of its packages, appears in the layout
+    block of docs/architecture.md: a module added or moved shows there."""
+    block = _architecture_doc().split("## Layout", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"[\w.]+", block))
+    missing = []
+    for path in sorted((ROOT / "faithgate").rglob("*")):
+        if "__pycache__" in path.parts or path.name == "__init__.py":
+            continue
+        if path.parent.name == "data":
+            continue
+        # Top-level files by their file name, a package's modules by their module name.
+        if path.name not in named and path.stem not in named:
+            missing.append(str(path.relative_to(ROOT)))
+    assert missing == []

@@ -1,4 +1,4 @@
-"""Class 6 of issue 12: a score is a function of (settings, source, summary) alone.
+"""A score is a function of (settings, source, summary) alone.
 
 Scoring 20 rows and then all 60 changed ``sentsim`` values by up to 1.2e-7: sequences were
 padded to the longest of their batch, and padding changes a forward pass's shapes and so its
@@ -18,7 +18,7 @@ import struct
 import pytest
 
 from faithgate.backends.windowing import batches_by_token_budget, equal_length_batches
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 SRC_A = (
@@ -161,7 +161,7 @@ def test_combined_metric(tmp_path):
         "coef": [1.5, -0.5],
         "intercept": 0.1,
     }
-    from faithgate.evaluation.bench import COMBINATION_FORMAT
+    from faithgate.metrics.combined import COMBINATION_FORMAT
 
     weights["format"] = COMBINATION_FORMAT
     path = tmp_path / "w.json"

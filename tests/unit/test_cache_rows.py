@@ -15,7 +15,7 @@ import pytest
 
 from faithgate.cache import ScoreCache, cache_key
 from faithgate.metrics.base import Metric
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score, SentenceScore
 
 

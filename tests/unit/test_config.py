@@ -8,7 +8,7 @@ import pytest
 
 from faithgate.config import GateConfig, PairConsistencyRule, RegressionRule, load_config
 from faithgate.errors import ConfigError
-from faithgate.scorer import DEFAULT_METRICS, Scorer
+from faithgate.scoring.scorer import DEFAULT_METRICS, Scorer
 
 FULL = """
 [project]

@@ -1,4 +1,4 @@
-"""Issue 44: a vector, and so a score, is the same bits whatever shares its forward pass and
+"""A vector, and so a score, is the same bits whatever shares its forward pass and
 however many threads run it, on the CPU that runs the suite (AVX-512 Intel and AVX2 AMD alike).
 
 Each probe runs in a fresh interpreter that imports faithgate before torch, as every faithgate

@@ -33,12 +33,12 @@ def _labelled(path: Path) -> Path:
 def test_calibrate_refuses_a_target_precision_outside_0_1_before_scoring(
     tmp_path, monkeypatch, value
 ):
-    from faithgate.evaluation import bench
+    from faithgate.evaluation.bench.scoring import Bench
 
     def never(*args, **kwargs):
         raise AssertionError("scored before the option was checked")
 
-    monkeypatch.setattr(bench.Bench, "score", never)
+    monkeypatch.setattr(Bench, "score", never)
     res = CliRunner().invoke(
         cli,
         [

@@ -1,4 +1,4 @@
-"""The execution seam (faithgate/execution.py): recipe, local executor, driver-side cache,
+"""The execution seam (faithgate/scoring/execution.py): recipe, local executor, driver-side cache,
 settings parsing and source-grouped batching. Runs without Ray."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from faithgate.cache import ScoreCache
 from faithgate.config import GateConfig
 from faithgate.errors import ConfigError, InputError
-from faithgate.execution import (
+from faithgate.scoring.execution import (
     CachedExecutor,
     ExecutionSettings,
     Executor,
@@ -20,8 +20,8 @@ from faithgate.execution import (
     ScorerRecipe,
     make_executor,
 )
-from faithgate.ray_executor import source_batches
-from faithgate.scorer import Scorer
+from faithgate.scoring.ray_executor import RayOptions, source_batches
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 SRC_A = "The mayor opened the new bridge in Leeds on Monday. It cost 40 million pounds."
@@ -160,13 +160,13 @@ def test_the_executor_and_result_checks_find_the_same_first_mismatch() -> None:
     the same comparison in two copies; both now ask ``first_settings_mismatch``: the same first
     score, each in its own words. A score without a hash, or of a metric without an expected
     one, is not compared."""
-    from faithgate.execution import check_settings_hashes
     from faithgate.result import (
         ExampleResult,
         MetricResult,
         consistent_settings_hashes,
         first_settings_mismatch,
     )
+    from faithgate.scoring.execution import check_settings_hashes
 
     hashes = {"m": "m|a", "n": "n|a"}
     rows = [
@@ -235,17 +235,22 @@ def test_execution_settings_parse_and_override() -> None:
         }
     )
     ex = cfg.execution
-    assert (ex.executor, ex.address, ex.num_workers, ex.batch_size) == (
+    ray = ex.options_for()  # the chosen executor's own options
+    assert (ex.executor, ray.address, ray.num_workers, ray.batch_size) == (
         "ray",
         "ray://head:10001",
         4,
         8,
     )
-    assert (ex.num_cpus, ex.num_gpus) == (2.0, 0.5)
+    assert (ray.num_cpus, ray.num_gpus) == (2.0, 0.5)
+    assert ray.runtime_env == {"env_vars": {"HF_HUB_OFFLINE": "1"}}
     assert "execution" not in cfg.to_dict()  # where scores ran is not part of a result
     over = cfg.override(execution={"executor": "local", "num_workers": "2"})
-    assert (over.execution.executor, over.execution.num_workers) == ("local", 2)
-    assert over.execution.address == "ray://head:10001"
+    assert (over.execution.executor, over.execution.options_for("ray").num_workers) == (
+        "local",
+        2,
+    )
+    assert over.execution.options_for("ray").address == "ray://head:10001"
     for bad, key in (
         ({"executor": "spark"}, "execution.executor"),
         ({"num_workers": 0}, "execution.num_workers"),
@@ -272,21 +277,21 @@ def test_source_batches_keep_summaries_of_one_source_together() -> None:
 
 
 class RecordingRemote:
-    """Stands in for the Ray executor (``REMOTE_EXECUTORS["ray"]`` patched to it): records
-    the settings it was built with and scores in process."""
+    """Stands in for the Ray executor (``EXECUTORS["ray"]`` patched to it): records the
+    options it was built with and scores in process."""
 
     name = "ray"
-    built: list[ExecutionSettings] = []
+    parallel = True
+    Options = RayOptions
+    built: list[tuple[str, RayOptions]] = []
 
-    def __init__(
-        self,
-        recipe: ScorerRecipe,
-        settings: ExecutionSettings,
-        *,
-        hashes: Mapping[str, str] | None = None,
-    ) -> None:
-        RecordingRemote.built.append(settings)
+    def __init__(self, recipe: ScorerRecipe) -> None:
         self.local = LocalExecutor(recipe)
+
+    @classmethod
+    def create(cls, recipe, options, *, scorer=None, pool=None, cache=None):  # type: ignore[no-untyped-def]
+        RecordingRemote.built.append((cls.name, options))
+        return cls(recipe)
 
     def score(self, examples, *, todo=None, progress=None):  # type: ignore[no-untyped-def]
         return self.local.score(examples, todo=todo, progress=progress)
@@ -308,13 +313,13 @@ def test_bench_and_calibrate_take_the_executor_from_the_configuration(
     from click.testing import CliRunner
     from ray_helpers import PoisonMetric
 
-    from faithgate import execution
     from faithgate.cli import cli
     from faithgate.metrics import base
+    from faithgate.scoring import execution
 
     base.metric_names()  # discovery first, then the model-free test metric
     monkeypatch.setitem(base._REGISTRY, "poison", PoisonMetric)
-    monkeypatch.setitem(execution.REMOTE_EXECUTORS, "ray", f"{__name__}:RecordingRemote")
+    monkeypatch.setitem(execution.EXECUTORS, "ray", f"{__name__}:RecordingRemote")
     monkeypatch.setattr(RecordingRemote, "built", [])
     monkeypatch.chdir(tmp_path)
     data = tmp_path / "labelled.jsonl"
@@ -339,7 +344,7 @@ def test_bench_and_calibrate_take_the_executor_from_the_configuration(
     calibrate = ["calibrate", "--data", str(data), "--metric", "poison", "--no-cache"]
     res = runner.invoke(cli, [*calibrate, "--dry-run", "--resamples", "0"])
     assert res.exit_code == 0, res.output
-    got = [(s.executor, s.num_workers, s.batch_size) for s in RecordingRemote.built]
+    got = [(name, s.num_workers, s.batch_size) for name, s in RecordingRemote.built]
     assert got == [("ray", 3, 5), ("ray", 2, 5), ("ray", 3, 5)]
     # --executor local wins over the file: nothing remote is built.
     res = runner.invoke(cli, [*bench, "--resamples", "0", "--executor", "local"])
@@ -354,7 +359,7 @@ def test_bench_and_calibrate_take_the_executor_from_the_configuration(
 def test_cached_executor_feeds_chunks_and_keeps_finished_ones(tmp_path: Path) -> None:
     """Big inputs go to the executor chunk by chunk (a run of one source is never cut), each
     chunk's scores reach the cache before the next is sent: an interrupted run keeps them."""
-    from faithgate.execution import chunk_bounds
+    from faithgate.scoring.execution import chunk_bounds
 
     exs = [Example(f"{s}{k}", f"source {s}", f"summary {s} {k}") for s in "abc" for k in range(3)]
     assert list(chunk_bounds(exs, 2)) == [(0, 3), (3, 6), (6, 9)]  # extended to the source end
@@ -396,7 +401,7 @@ def test_ctrl_c_inside_a_ray_wait_reaches_the_callers_handler() -> None:
     around those calls it does, and the caller's own handler (the CLI's) then runs."""
     import signal
 
-    from faithgate.ray_executor import _sigint_as_keyboard_interrupt
+    from faithgate.scoring.ray_executor.cluster import sigint_as_keyboard_interrupt
 
     class Interrupted(BaseException):
         pass
@@ -406,11 +411,11 @@ def test_ctrl_c_inside_a_ray_wait_reaches_the_callers_handler() -> None:
 
     previous = signal.signal(signal.SIGINT, handler)
     try:
-        with pytest.raises(Interrupted), _sigint_as_keyboard_interrupt():
+        with pytest.raises(Interrupted), sigint_as_keyboard_interrupt():
             assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
             signal.raise_signal(signal.SIGINT)  # as Ray's signal check would see it
         assert signal.getsignal(signal.SIGINT) is handler  # restored
-        with _sigint_as_keyboard_interrupt():
+        with sigint_as_keyboard_interrupt():
             pass
         assert signal.getsignal(signal.SIGINT) is handler
     finally:
@@ -424,14 +429,14 @@ def test_an_address_that_names_the_cluster_ray_is_on_is_not_reported_ignored(cap
     from types import SimpleNamespace
 
     pytest.importorskip("ray")
-    from faithgate.ray_executor import RayExecutor
+    from faithgate.scoring.ray_executor import RayExecutor
 
     ray = SimpleNamespace(get_runtime_context=lambda: SimpleNamespace(gcs_address="10.0.0.5:6379"))
     warned = {}
     for address in ("auto", "10.0.0.5:6379", "ray://10.0.0.5:10001", "ray://other:10001"):
         caplog.clear()
         settings = ExecutionSettings(executor="ray", address=address)
-        with caplog.at_level(logging.WARNING, logger="faithgate.ray_executor"):
+        with caplog.at_level(logging.WARNING, logger="faithgate.scoring.ray_executor"):
             RayExecutor(ScorerRecipe(("overlap",)), settings)._warn_address_ignored(ray)
         warned[address] = any("is ignored" in r.getMessage() for r in caplog.records)
     assert warned == {
@@ -454,14 +459,15 @@ def test_ray_only_flags_without_the_ray_executor_are_refused(tmp_path, monkeypat
         execution_settings(None, "auto", 3)
     with pytest.raises(ConfigError, match="--num-workers only applies to the ray executor"):
         execution_settings("local", None, 3)
-    assert execution_settings("ray", None, 2).num_workers == 2
+    assert execution_settings("ray", None, 2).options_for().num_workers == 2
     # from a configuration file they are settings kept for later (and for the library's
     # GateConfig.override): no error
     kept = ExecutionSettings.from_dict({"num_workers": 3}, "faithgate.toml")
-    assert kept.executor == "local" and kept.num_workers == 3
-    assert GateConfig().override(execution={"num_workers": 2}).execution.num_workers == 2
+    assert kept.executor == "local" and kept.options_for("ray").num_workers == 3
+    over = GateConfig().override(execution={"num_workers": 2}).execution
+    assert over.options_for("ray").num_workers == 2
     (tmp_path / "faithgate.toml").write_text("[execution]\nexecutor = 'ray'\n")
-    assert execution_settings(None, None, 2).num_workers == 2  # the file's executor is ray
+    assert execution_settings(None, None, 2).options_for().num_workers == 2  # file: ray
     (tmp_path / "faithgate.toml").unlink()
     (tmp_path / "o.jsonl").write_text('{"id": "a", "source": "A cat sat.", "summary": "A cat."}\n')
     args = ["check", "--outputs", "o.jsonl", "--metric", "overlap", "--threshold", "0.1"]

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from faithgate.engines.likelihood import LikelihoodConfig, LikelihoodEngine
 from faithgate.errors import InputError
-from faithgate.likelihood import LikelihoodConfig, LikelihoodEngine
 from faithgate.models import resolve
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 pytestmark = pytest.mark.xdist_group("likelihood")
@@ -545,7 +545,7 @@ def test_bench_shares_likelihood_passes_between_metrics(tiny_llama: Path, tmp_pa
     """``Bench`` scores several likelihood metrics through one engine: every token sequence
     reaches the model once for all of them (the shared-pass guarantee), exactly the sequences
     one ``Scorer`` over the same metrics runs, and the scores are the Scorer's."""
-    from faithgate.evaluation.bench import Bench
+    from faithgate.evaluation.bench.scoring import Bench
 
     metrics = ["loglik", "harim_plus", "cop"]
 

@@ -12,7 +12,7 @@ from fake_encoder import regex_split
 
 from faithgate import text as textmod
 from faithgate.backends.base import LanguageModel
-from faithgate.likelihood import LikelihoodConfig, LikelihoodEngine
+from faithgate.engines.likelihood import LikelihoodConfig, LikelihoodEngine
 from faithgate.models import ModelSpec
 
 

@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 from fake_encoder import regex_split
 
-from faithgate import scorer as scorer_module
 from faithgate import text as textmod
 from faithgate.cli import cli
 from faithgate.errors import InputError
 from faithgate.metrics import embedding, overlap
 from faithgate.metrics.base import ScoringContext, get_metric
+from faithgate.scoring import scorer as scorer_module
 from faithgate.types import Example
 
 

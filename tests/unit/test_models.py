@@ -14,6 +14,8 @@ import pytest
 
 from faithgate import models
 from faithgate.errors import InputError, ModelNotFoundError
+from faithgate.models import files as model_files
+from faithgate.models import hub as model_hub
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -162,7 +164,7 @@ def test_weights_rewritten_in_place_with_their_mtime_kept_are_read_again(tmp_pat
     after = models.resolve("embedder", "m").fingerprint
     assert after != before
     # What a fresh memo (another machine) gives for these weights.
-    monkeypatch.setattr(models, "_memo", None)
+    monkeypatch.setattr(model_files, "_memo", None)
     monkeypatch.setenv("FAITHGATE_HOME", str(tmp_path / "other-home"))
     assert models.resolve("embedder", "m").fingerprint == after
 
@@ -302,14 +304,14 @@ def test_hub_model_online_is_fingerprinted_by_the_commit_the_hub_serves(tmp_path
         return str(Path(cache_dir) / "models--fakeorg--emb" / "snapshots" / commit / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    monkeypatch.setattr(models, "_hub_commits", {})
+    monkeypatch.setattr(model_hub, "_hub_commits", {})
     offline_a = models.resolve("embedder", "fakeorg/emb").fingerprint
     spec = models.resolve("embedder", "fakeorg/emb", allow_download=True)
     assert (spec.origin, spec.location, spec.revision) == ("hub", "fakeorg/emb", None)
     assert spec.fingerprint == offline_a
     assert asked == [("fakeorg/emb", "config.json", None, str(repo.parent))]
     served["commit"] = COMMIT_B  # main moved on the hub (a new process asks again)
-    monkeypatch.setattr(models, "_hub_commits", {})
+    monkeypatch.setattr(model_hub, "_hub_commits", {})
     moved = models.resolve("embedder", "fakeorg/emb", allow_download=True)
     assert moved.fingerprint != offline_a
     pinned = models.resolve("embedder", "fakeorg/emb@v1", allow_download=True)
@@ -327,7 +329,7 @@ def test_hub_commit_that_cannot_be_known_is_an_error_not_a_guess(monkeypatch):
         raise OSError("no route to host\nretry later")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
-    monkeypatch.setattr(models, "_hub_commits", {})
+    monkeypatch.setattr(model_hub, "_hub_commits", {})
     spec = models.resolve("nli", "org/some-nli", allow_download=True)
     with pytest.raises(ModelNotFoundError, match="cannot tell which commit") as err:
         _ = spec.fingerprint
@@ -435,7 +437,7 @@ def test_a_renamed_local_model_keeps_its_settings_hash(tmp_path):
     refused as made with other settings."""
     import shutil
 
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
     a = fake_model_dir(tmp_path / "run-42")
     (a / "model.safetensors").write_bytes(b"\x07" * 64)

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from faithgate.errors import InputError
-from faithgate.perturb import perturb
-
-perturb_module = sys.modules["faithgate.perturb"]  # the module, not the callable
+from faithgate.perturb import apply, context, lexicon, mentions, perturb, predicates
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spacy")]
 
@@ -92,8 +89,8 @@ def test_rules_must_be_a_known_revision() -> None:
 
 
 def test_the_shipped_synth_recipe_keeps_its_hash() -> None:
+    from faithgate.training.recipe import TrainConfig
     from faithgate.training.synth import SynthConfig
-    from faithgate.training.train import TrainConfig
 
     assert "perturb_rules" not in SynthConfig().recipe()
     assert SynthConfig(perturb_rules=2).recipe()["perturb_rules"] == 2
@@ -128,8 +125,8 @@ def test_synth_passes_its_perturb_rules(monkeypatch) -> None:
 def test_source_sentences_are_analysed_once_per_call(monkeypatch) -> None:
     source = " ".join(f"Team {i} beat rival {i + 1} at home and won the cup." for i in range(60))
     calls = []
-    real = perturb_module._negated
-    monkeypatch.setattr(perturb_module, "_negated", lambda toks: calls.append(toks) or real(toks))
+    real = context.is_negated
+    monkeypatch.setattr(context, "is_negated", lambda toks: calls.append(toks) or real(toks))
     perturb(source, "Team 3 beat rival 4 at home.", types=["predicate"], max_per_type=None, rules=2)
     on_source = [c for c in calls if getattr(c, "doc", None) is not None and c.doc.text == source]
     assert 0 < len(on_source) <= 60
@@ -285,9 +282,9 @@ def test_an_alias_is_not_another_referent() -> None:
     assert not any(
         e.startswith(("The America", "The The", "America imposed", "The United")) for e in found
     )
-    assert perturb_module._same_by_alias("NASA", "National Aeronautics and Space Administration")
-    assert perturb_module._same_by_alias("the U.K.", "Britain")
-    assert not perturb_module._same_by_alias("France", "Britain")
+    assert mentions._same_by_alias("NASA", "National Aeronautics and Space Administration")
+    assert mentions._same_by_alias("the U.K.", "Britain")
+    assert not mentions._same_by_alias("France", "Britain")
 
 
 # --- 10. an edit's type does not depend on the types asked for ------------------------------
@@ -460,17 +457,17 @@ def test_a_bound_antonym_before_a_number_is_a_number_edit() -> None:
     summary = "More than 200 people attended the rally."
 
     def edits_without_entities(rules: int) -> list[tuple[str, str, str]]:
-        ctx = perturb_module._Context(source, summary, None, rules)
+        ctx = context.Context(source, summary, None, rules)
         doc = ctx.doc.copy()  # parses are cached: leave the shared one alone
         doc.ents = []
         ctx.doc = doc
-        made = [perturb_module._apply(ctx, c) for c in perturb_module._antonym(ctx)]
+        made = [apply.apply_candidate(ctx, c) for c in predicates.antonym_edits(ctx)]
         return [(p.type, p.error_type, p.summary) for p in made if p is not None]
 
     fewer = "Fewer than 200 people attended the rally."
     assert edits_without_entities(2) == [("predicate_antonym", "Extrinsic Predicate", fewer)]
     assert edits_without_entities(3) == [("number", "Number", fewer)]
-    assert perturb_module._before_number(perturb_module._Context(source, summary, None).doc[0])
+    assert predicates._before_number(context.Context(source, summary, None).doc[0])
 
 
 # --- rules 3: a verb is swapped only for a class-mate that fits its frame ------------------
@@ -494,7 +491,7 @@ def test_a_verb_of_another_class_is_no_edit(summary, garbage) -> None:
     assert garbage in verb_swaps(source, summary, rules=2)  # what rules 2 made
     swaps = verb_swaps(source, summary)
     assert garbage not in swaps
-    frames = perturb_module._data("verb_frames.json")["verbs"]
+    frames = lexicon.package_data("verb_frames.json")["verbs"]
     lemma_of = {form: v for v, info in frames.items() for form in (v, info["VBD"], info["VBN"])}
     assert swaps and {frames[lemma_of[o]]["class"] for pair in swaps for o in pair} == {
         frames[lemma_of[garbage[0]]]["class"]

@@ -11,7 +11,7 @@ import pytest
 from faithgate.cache import ScoreCache
 from faithgate.errors import InputError
 from faithgate.metrics.base import Metric
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 

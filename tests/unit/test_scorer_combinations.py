@@ -11,7 +11,7 @@ import pytest
 from faithgate.cache import ScoreCache
 from faithgate.metrics.base import get_metric
 from faithgate.metrics.overlap import Overlap
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 EXAMPLES = [

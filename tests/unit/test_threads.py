@@ -11,7 +11,7 @@ import pytest
 
 from faithgate import threads
 from faithgate.metrics.base import Metric
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 
@@ -132,13 +132,13 @@ def _tiny_onnx(path):
 @pytest.mark.parametrize(("policy", "spinning"), [(None, "0"), ("PASSIVE", "0"), ("ACTIVE", "1")])
 def test_onnxruntime_sessions_spin_only_when_asked(tmp_path, monkeypatch, policy, spinning):
     pytest.importorskip("onnxruntime")
-    from faithgate.backends import onnx_backend
+    from faithgate.backends import onnx_backend, onnx_session
 
     if policy is None:
         monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     else:
         monkeypatch.setenv("OMP_WAIT_POLICY", policy)
-    monkeypatch.setattr(onnx_backend, "_SESSIONS", {})  # a fresh session, not a cached one
+    monkeypatch.setattr(onnx_session, "_SESSIONS", {})  # a fresh session, not a cached one
     session = onnx_backend.get_session(_tiny_onnx(tmp_path / "identity.onnx"), threads=1)
     options = session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == spinning

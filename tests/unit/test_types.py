@@ -75,7 +75,7 @@ def test_texts_are_scored_in_one_form_nfc_without_surrounding_whitespace():
 
 def test_invisible_characters_alone_are_a_blank_text():
     """A summary of one byte-order mark passed the empty check and outscored a faithful one."""
-    from faithgate.scorer import blank_text
+    from faithgate.scoring.scorer import blank_text
     from faithgate.types import Example, is_blank
 
     for text in ("\ufeff", "\u200b\u200b", " \u2060\u00ad\t", ""):

@@ -159,10 +159,10 @@ def test_an_onnx_models_identity_names_the_provider_auto_resolves_to(
     and no provider always did, so those three hash the same. No GPU is used: whether CUDA is
     usable is patched, and no export or session is needed for the identity."""
     pytest.importorskip("onnxruntime")
-    from faithgate.backends import onnx_backend
+    from faithgate.backends import onnx_session
 
     def identity(cuda: bool, options: dict) -> dict:
-        monkeypatch.setattr(onnx_backend, "cuda_usable", lambda: cuda)
+        monkeypatch.setattr(onnx_session, "cuda_usable", lambda: cuda)
         pool = ModelPool(backend="onnx", model_options={"embedder": options})
         return pool.identity("embedder", "text-encoder")
 
@@ -184,9 +184,9 @@ def test_an_explicit_cuda_provider_is_hashed_as_written_on_a_machine_without_one
     "no CUDA device" while the hash was computed. It is recorded as written (the sessions,
     which need the GPU, still refuse to start without one)."""
     pytest.importorskip("onnxruntime")
-    from faithgate.backends import onnx_backend
+    from faithgate.backends import onnx_backend, onnx_session
 
-    monkeypatch.setattr(onnx_backend, "cuda_usable", lambda: False)
+    monkeypatch.setattr(onnx_session, "cuda_usable", lambda: False)
     pool = ModelPool(backend="onnx", model_options={"embedder": {"provider": "cuda"}})
     assert pool.identity("embedder", "text-encoder")["options"] == {"provider": "cuda"}
     with pytest.raises(BackendError, match="no CUDA device"):
@@ -203,14 +203,14 @@ def test_cuda_listed_by_onnxruntime_but_not_startable_is_not_usable(
     ``cuda_usable`` asks a probe session which provider it really got. On a CPU-only
     onnxruntime a session asked for CUDA falls back the same way, which this reproduces."""
     ort = pytest.importorskip("onnxruntime")
-    from faithgate.backends import onnx_backend
+    from faithgate.backends import onnx_backend, onnx_session
 
     if "CUDAExecutionProvider" in ort.get_available_providers():
         pytest.skip("this onnxruntime has CUDA: the fallback is not reproducible here")
     monkeypatch.setattr(
         ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
     )
-    monkeypatch.setattr(onnx_backend, "_CUDA_USABLE", [])
+    monkeypatch.setattr(onnx_session, "_CUDA_USABLE", [])
     assert onnx_backend.cuda_usable() is False
     assert onnx_backend.hashed_provider("auto") == "cpu"
     assert onnx_backend.providers_for("auto") == ["CPUExecutionProvider"]

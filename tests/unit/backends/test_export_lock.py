@@ -1,4 +1,4 @@
-"""The lock file beside an exported directory (``DIR.lock``, ``faithgate.paths.owned_lock``):
+"""The lock file beside an exported directory (``DIR.lock``, ``faithgate.safety.paths.owned_lock``):
 made by faithgate with O_EXCL and deleted when done; a user's file of that name is refused
 and left byte for byte as it was, never truncated, written or deleted. No model is loaded:
 the lock is taken before anything heavy, so these tests take milliseconds. Also how the
@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from export_cli import export_cli, fake_model
 
-from faithgate import models, paths
+from faithgate import models
 from faithgate.errors import InputError, Interrupted
+from faithgate.safety import paths
 
 
 def test_export_refuses_a_users_out_lock_and_leaves_it_untouched(tmp_path):

@@ -66,7 +66,7 @@ def _new_dir(parent: Path) -> Path:
 
 def test_the_manifest_names_are_the_writers():
     from faithgate.backends.export import MANIFEST_NAME
-    from faithgate.training.train import TRAINING_META
+    from faithgate.training.recipe import TRAINING_META
 
     assert (MANIFEST_NAME, TRAINING_META) == (ONNX, TRAINING)
 

@@ -320,10 +320,10 @@ def test_export_device_cuda_without_a_gpu_fails_before_any_work(monkeypatch):
     pytest.importorskip("onnxruntime")
     from click.testing import CliRunner
 
-    from faithgate.backends import onnx_backend
+    from faithgate.backends import onnx_session
     from faithgate.cli import cli
 
-    monkeypatch.setattr(onnx_backend, "cuda_usable", lambda: False)
+    monkeypatch.setattr(onnx_session, "cuda_usable", lambda: False)
     done: list[str] = []
 
     def resolve(*args: Any, **kwargs: Any) -> Any:
@@ -340,10 +340,10 @@ def test_export_device_cuda_without_a_gpu_fails_before_any_work(monkeypatch):
 def test_export_model_device_cuda_without_a_gpu_fails_before_loading(tmp_path, monkeypatch):
     pytest.importorskip("onnxruntime")
     export = pytest.importorskip("faithgate.backends.export")
-    from faithgate.backends import onnx_backend
+    from faithgate.backends import onnx_session
     from faithgate.errors import BackendError
 
-    monkeypatch.setattr(onnx_backend, "cuda_usable", lambda: False)
+    monkeypatch.setattr(onnx_session, "cuda_usable", lambda: False)
     monkeypatch.setattr(export, "_torch_model", lambda *a: pytest.fail("the model was loaded"))
     spec = models.ModelSpec("embedder", "m", str(_model_dir(tmp_path / "m")), "path")
     with pytest.raises(BackendError, match="no CUDA device"):
@@ -355,7 +355,7 @@ def test_export_model_device_cuda_without_a_gpu_fails_before_loading(tmp_path, m
 
 
 def test_the_readme_role_table_lists_autos_cpu_candidates():
-    from faithgate.backends.quantize import auto_candidates
+    from faithgate.backends.quantize.modes import auto_candidates
 
     tasks = {
         "embedder": "text-encoder",

@@ -25,8 +25,7 @@ pytest.importorskip("onnxruntime")
 from tiny_models import save_tiny_bart, save_tiny_models  # noqa: E402
 
 from faithgate import models  # noqa: E402
-from faithgate.atomic import current_umask  # noqa: E402
-from faithgate.backends import ModelPool, choose_backend, onnx_backend  # noqa: E402
+from faithgate.backends import ModelPool, choose_backend, onnx_backend, onnx_session  # noqa: E402
 from faithgate.backends.export import (  # noqa: E402
     MANIFEST_NAME,
     ExportManifest,
@@ -38,9 +37,10 @@ from faithgate.backends.export import (  # noqa: E402
     probe_scores,
 )
 from faithgate.backends.onnx_backend import OnnxBackend  # noqa: E402
-from faithgate.backends.quantize import Tolerance  # noqa: E402
+from faithgate.backends.quantize.parity import Tolerance  # noqa: E402
 from faithgate.backends.torch_backend import TorchBackend  # noqa: E402
 from faithgate.errors import BackendError, ConfigError, InputError, ModelFileError  # noqa: E402
+from faithgate.safety.atomic import current_umask  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("onnx")
 
@@ -408,7 +408,7 @@ def test_cli_export(tiny, tmp_path):
 def test_cli_quantize_choices_are_the_library_modes():
     """The CLI lists its --quantize choices literally (importing quantize would load numpy at
     every `faithgate` start); they must be the library's names, the ``fp32`` alias aside."""
-    from faithgate.backends.quantize import QUANTIZATIONS
+    from faithgate.backends.quantize.modes import QUANTIZATIONS
     from faithgate.cli.export import export_command
 
     option = next(p for p in export_command.params if p.name == "quantize")
@@ -617,7 +617,7 @@ def test_w8a8_lm_smooths_and_quantizes_every_linear_layer(tiny, tmp_path):
     MatMulInteger on per-token uint8 activations, smoothed with scales measured on the
     built-in sentences (not the parity sample); the tied head stays a float MatMul."""
     onnx = pytest.importorskip("onnx")
-    from faithgate.backends.quantize import BUILTIN_CALIBRATION
+    from faithgate.backends.quantize.parity import BUILTIN_CALIBRATION
 
     manifest = export_model(
         models.resolve("lm", str(tiny["llama"])), out=tmp_path / "q", quantize="w8a8"
@@ -645,7 +645,7 @@ def test_w8a8_matmul_matches_fp32_within_int8_rounding(tmp_path):
     from onnx import TensorProto, helper, numpy_helper
 
     from faithgate.backends import onnx_backend
-    from faithgate.backends.quantize import quantize_w8a8
+    from faithgate.backends.quantize.smoothquant import quantize_w8a8
 
     rng = np.random.default_rng(0)
     w = rng.normal(size=(16, 8)).astype(np.float32)
@@ -738,18 +738,18 @@ def test_int8_weights_form_is_probed_once_and_used_by_the_loader(tmp_path, monke
     neither form is exact, loading an int8 graph is a one-line ``BackendError`` (never a
     silently wrong score), and fp32 graphs load as before."""
     pytest.importorskip("onnx")
-    from faithgate.backends import onnx_backend
+    from faithgate.backends import onnx_backend, onnx_session
 
     assert onnx_backend.int8_weights_form() in ("int8", "uint8")
     w = np.full((8, 2), 127, np.int8)
     path = _matmul_integer_file(tmp_path, w)
     a = np.full((1, 8), 255, np.uint8)
-    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", ["uint8"])
+    monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", ["uint8"])
     session = onnx_backend.get_session(path, threads=1, graph="int8")
     assert [i.name for i in session.get_inputs()] == ["a"]
     np.testing.assert_array_equal(session.run(None, {"a": a})[0], np.full((1, 2), 8 * 127 * 127))
     onnx_backend.drop_sessions(tmp_path)
-    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", [""])
+    monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", [""])
     with pytest.raises(BackendError, match="int8 products are not exact on this CPU") as err:
         onnx_backend.get_session(path, threads=1, graph="int8")
     assert "\n" not in str(err.value)
@@ -818,8 +818,8 @@ def test_w8a32_ctx8_fills_the_cache_in_int8_and_scores_in_fp32(tiny, tmp_path, m
     its cache goes to the context graph; a scored prefix and every continuation to the exact
     one. Scores stay close to the w8a32 form's; other tasks refuse the mode."""
     onnx = pytest.importorskip("onnx")
-    from faithgate.backends import expand, onnx_backend
-    from faithgate.backends.quantize import BUILTIN_CALIBRATION
+    from faithgate.backends import expand, onnx_session
+    from faithgate.backends.quantize.parity import BUILTIN_CALIBRATION
 
     manifest = export_model(
         models.resolve("lm", str(tiny["llama"])), out=tmp_path / "ctx", quantize="w8a32-ctx8"
@@ -877,7 +877,7 @@ def test_w8a32_ctx8_fills_the_cache_in_int8_and_scores_in_fp32(tiny, tmp_path, m
     # Without the onnx package the file loads as stored and every pass runs exactly.
     monkeypatch.setitem(sys.modules, "onnx", None)
     assert expand.context_model_bytes(path) is None
-    monkeypatch.setattr(onnx_backend, "_SESSIONS", {})
+    monkeypatch.setattr(onnx_session, "_SESSIONS", {})
     plain = OnnxBackend().load(models.resolve("lm", str(manifest.directory)), "causal-lm")
     assert plain.context_session is None
 
@@ -966,10 +966,10 @@ def test_a_file_replaced_under_its_name_gets_a_new_session(exports, tmp_path):
     assert classifier is not encoder
     assert [o.name for o in classifier.get_outputs()] != [o.name for o in encoder.get_outputs()]
     # The replaced file's session is dropped, not kept beside the new one.
-    assert len([k for k in onnx_backend._SESSIONS if k[0] == str(path)]) == 1
-    assert encoder not in onnx_backend._SESSIONS.values()
+    assert len([k for k in onnx_session._SESSIONS if k[0] == str(path)]) == 1
+    assert encoder not in onnx_session._SESSIONS.values()
     onnx_backend.drop_sessions(tmp_path)
-    assert not [k for k in onnx_backend._SESSIONS if k[0].startswith(str(tmp_path))]
+    assert not [k for k in onnx_session._SESSIONS if k[0].startswith(str(tmp_path))]
 
 
 def test_export_releases_the_sessions_of_its_parity_runs(tiny, tmp_path):
@@ -978,7 +978,7 @@ def test_export_releases_the_sessions_of_its_parity_runs(tiny, tmp_path):
     out = tmp_path / "o"
     manifest = export_model(models.resolve("embedder", str(tiny["bert"])), out=out, quantize="w8")
     assert manifest.quantization == "w8"
-    assert not [k[0] for k in onnx_backend._SESSIONS if k[0].startswith(str(tmp_path))]
+    assert not [k[0] for k in onnx_session._SESSIONS if k[0].startswith(str(tmp_path))]
     # Published with a new directory's usual mode, not mkdtemp's 0700.
     assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~current_umask()
 
@@ -988,13 +988,13 @@ def _external_data_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     import onnx
 
     from faithgate.backends import export as export_module
-    from faithgate.backends import quantize as quantize_module
+    from faithgate.backends.quantize import forms, smoothquant
 
     def save(model, dst: Path) -> None:
         onnx.save(model, str(dst), save_as_external_data=True, location=dst.name + "_data")
 
-    monkeypatch.setattr(quantize_module, "save_onnx", save)
-    monkeypatch.setattr(export_module, "save_onnx", save)
+    for writer in (forms, smoothquant, export_module):
+        monkeypatch.setattr(writer, "save_onnx", save)
 
 
 def test_external_data_files_are_counted_and_never_orphaned(tiny, tmp_path, monkeypatch):
@@ -1093,7 +1093,7 @@ def test_quantized_gather_matches_its_dequantized_table(tmp_path, bits, monkeypa
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from faithgate.backends import quantize as q
+    from faithgate.backends.quantize import forms as q
 
     rng = np.random.default_rng(0)
     table = rng.normal(size=(300, 64)).astype(np.float32)
@@ -1153,7 +1153,7 @@ def test_cli_w8_nli_export_quantizes_the_embeddings(tiny, tmp_path, monkeypatch)
     import onnx
     from click.testing import CliRunner
 
-    from faithgate.backends import quantize as q
+    from faithgate.backends.quantize import forms as q
     from faithgate.cli import cli
 
     monkeypatch.setattr(q, "MIN_GATHER_ELEMENTS", 1024)  # the tiny tables are small
@@ -1429,7 +1429,7 @@ def _bump_rows(**edited: object) -> str:
 
 
 def test_a_malformed_calibration_file_is_an_input_error_naming_the_line(tmp_path, tiny):
-    from faithgate.backends.quantize import load_calibration
+    from faithgate.backends.quantize.parity import load_calibration
 
     path = tmp_path / "calib.jsonl"
     cases = {

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from faithgate.backends.export import DEFAULT_OPSET, OPTIMUM_TASKS, ROLE_TASKS
-from faithgate.backends.quantize import (
+from faithgate.backends.quantize.modes import normalise_quantization
+from faithgate.backends.quantize.parity import (
     BUILTIN_CALIBRATION,
     Tolerance,
     compare,
     load_calibration,
-    normalise_quantization,
 )
 from faithgate.errors import InputError
 

@@ -22,7 +22,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from faithgate.backends import expand, onnx_backend  # noqa: E402
+from faithgate.backends import expand, onnx_backend, onnx_session  # noqa: E402
 from faithgate.errors import BackendError  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("onnx")
@@ -50,7 +50,7 @@ def _static_int8_file(tmp_path):
     """A float MatMul quantized as ``int8-static`` exports are (``quantize_static_int8``: QDQ,
     int8 activations and per-channel int8 weights), and inputs on which the fused uint8 x int8
     kernel saturates on a CPU without VNNI (column 0's weights all large and positive)."""
-    from faithgate.backends.quantize import quantize_static_int8
+    from faithgate.backends.quantize.forms import quantize_static_int8
 
     rng = np.random.default_rng(0)
     k, n = 256, 64
@@ -93,27 +93,27 @@ def test_int8_static_session_computes_the_qdq_graph_exactly(tmp_path, monkeypatc
     was 25-46% off on this product; the backend then turns QDQ fusion off. Where the products
     are exact (VNNI) the fused kernel is kept and gives the same values."""
     path, x = _static_int8_file(tmp_path)
-    monkeypatch.setattr(onnx_backend, "_load_tokenizer", lambda manifest: None)
+    monkeypatch.setattr(onnx_session, "load_tokenizer", lambda manifest: None)
     manifest = SimpleNamespace(
         quantization="int8-static",
         config={},
         files={"model": path.name},
         path_of=lambda part: path,
     )
-    role = onnx_backend._OnnxRoleMixin()
+    role = onnx_session.OnnxRole()
     role._setup(manifest, 1, "cpu")  # the real probe: int8_weights_form() on this CPU
     session = role.sessions["model"]
     ref = _unfused(path, x)
     (y,) = session.run(None, {"x": x})
     np.testing.assert_allclose(y, ref, rtol=0, atol=1e-6 * np.abs(ref).max())
-    assert _qdq_fusion_disabled(session) == (onnx_backend._exact_int8_form() != "int8")
+    assert _qdq_fusion_disabled(session) == (onnx_session.exact_int8_form() != "int8")
     # A session of the file as stored is another cache entry, never this one.
     assert onnx_backend.get_session(path, 1, "cpu", graph="stored") is not session
     assert onnx_backend.get_session(path, 1, "cpu", graph="int8-qdq") is session
     # Whatever this CPU is: the probe's three answers.
     for form, disabled in (("uint8", True), ("", True), ("int8", False)):
         onnx_backend.drop_sessions(tmp_path)
-        monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", [form])
+        monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", [form])
         session = onnx_backend.get_session(path, 1, "cpu", graph="int8-qdq")
         assert _qdq_fusion_disabled(session) is disabled, form
         if disabled:
@@ -146,12 +146,12 @@ def test_context_graph_falls_back_where_no_int8_form_is_exact(tmp_path, monkeypa
     one warning), not an error; w8a8 / int8-dynamic graphs still refuse to load there, and
     the message no longer names w8a32-ctx8 among the forms that cannot run."""
     path = _ctx8_file(tmp_path)
-    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", ["uint8"])
+    monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", ["uint8"])
     assert onnx_backend.get_session(path, threads=1, graph="context-int8") is not None
     onnx_backend.drop_sessions(tmp_path)
-    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", [""])
-    monkeypatch.setattr(onnx_backend, "_CONTEXT_FALLBACK_WARNED", [], raising=False)
-    with caplog.at_level(logging.WARNING, logger=onnx_backend.__name__):
+    monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", [""])
+    monkeypatch.setattr(onnx_session, "_CONTEXT_FALLBACK_WARNED", [], raising=False)
+    with caplog.at_level(logging.WARNING, logger=onnx_session.__name__):
         assert onnx_backend.get_session(path, threads=1, graph="context-int8") is None
         assert onnx_backend.get_session(path, threads=1, graph="context-int8") is None
     warned = [r for r in caplog.records if "w8a32-ctx8" in r.getMessage()]
@@ -218,11 +218,11 @@ def test_int8_weights_the_rewrite_cannot_reach_are_refused(tmp_path, monkeypatch
     with pytest.raises(BackendError, match="MatMulInteger node '(mm|inner)'") as err:
         expand.unsigned_int8_weights(onnx.load(str(path)))
     assert "\n" not in str(err.value)
-    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", ["uint8"])
+    monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", ["uint8"])
     with pytest.raises(BackendError, match="cannot load .*saturate on this CPU") as err:
         onnx_backend.get_session(path, threads=1, graph="int8")
     assert str(path) in str(err.value) and "\n" not in str(err.value)
-    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", ["int8"])
+    monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", ["int8"])
     assert onnx_backend.get_session(path, threads=1, graph="int8") is not None
 
 
@@ -253,7 +253,7 @@ def test_rewrite_keeps_an_initializer_a_subgraph_reads(tmp_path, monkeypatch):
     onnx.checker.check_model(model)
     a = np.random.default_rng(1).integers(0, 256, size=(5, 64)).astype(np.uint8)
     a[0] = 255
-    monkeypatch.setattr(onnx_backend, "_INT8_WEIGHTS", ["uint8"])
+    monkeypatch.setattr(onnx_session, "_INT8_WEIGHTS", ["uint8"])
     y, wf = onnx_backend.get_session(path, threads=1, graph="int8").run(None, {"a": a})
     np.testing.assert_array_equal(y, a.astype(np.int64) @ w.astype(np.int64))
     np.testing.assert_array_equal(wf, w.astype(np.float32) * 0.5)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from faithgate import models
-from faithgate.backends.quantize import MIN_PARITY_PAIRS, compare
+from faithgate.backends.quantize.parity import MIN_PARITY_PAIRS, compare
 from faithgate.errors import InputError
 
 

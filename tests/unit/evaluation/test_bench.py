@@ -12,17 +12,14 @@ from click.testing import CliRunner
 
 from faithgate.cli import cli
 from faithgate.errors import InputError
-from faithgate.evaluation.bench import (
-    Bench,
-    apply_combination,
-    benchmark_files,
-    limit_examples,
-    markdown_report,
-    run_bench,
-)
+from faithgate.evaluation.bench.combination import apply_combination
+from faithgate.evaluation.bench.files import benchmark_files, limit_examples
+from faithgate.evaluation.bench.report import markdown_report
+from faithgate.evaluation.bench.run import run_bench
+from faithgate.evaluation.bench.scoring import Bench
 from faithgate.io import load_examples, write_jsonl
 from faithgate.metrics.base import Metric, ScoringContext, metric_names, register
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 CALLS: dict[str, int] = {}
@@ -285,7 +282,7 @@ def test_a_combination_costs_its_components_once_after_a_remote_run(
     counted the component twice (about 20 ms an item for a 10 ms one); and a remote run that
     read it from the cache left its components out. Its seconds per item are now the same
     (its component's once) whichever executor computed or timed what."""
-    from faithgate.execution import CachedExecutor
+    from faithgate.scoring.execution import CachedExecutor
 
     settings = _combination_of_a_slow_component(tmp_path, monkeypatch)
     local_executor = Bench._executor
@@ -340,18 +337,18 @@ def test_limit_keeps_a_pair_whose_integer_id_is_zero_whole() -> None:
     ["[]", '"x"', "3", '{"h": 3}', '{"h": {"seconds": "a", "items": 1}}', '{"h": {}}', "{"],
 )
 def test_a_damaged_timings_file_is_moved_aside_with_a_warning(tmp_path, damaged, caplog) -> None:
-    from faithgate.evaluation.bench import _Timings
+    from faithgate.evaluation.bench.timings import Timings
 
     cache = tmp_path / "c.sqlite"
     timings = tmp_path / "c.timings.json"
     timings.write_text(damaged)
     with caplog.at_level("WARNING", logger="faithgate"):
-        t = _Timings(cache)
+        t = Timings(cache)
     assert t.data == {} and t.per_item("h") is None
     assert "damaged timings file" in caplog.text
     assert [p.read_text() for p in tmp_path.glob("c.timings.json.corrupt-*")] == [damaged]
     t.add("h", 2.0, 4)  # a fresh file, used as before
-    assert _Timings(cache).per_item("h") == 0.5
+    assert Timings(cache).per_item("h") == 0.5
 
 
 def test_bench_warns_when_a_file_has_one_class_or_no_labels(tmp_path) -> None:

@@ -8,7 +8,6 @@ import math
 import pytest
 
 from faithgate.errors import InputError
-from faithgate.escape import json_for_terminal
 from faithgate.evaluation.calibrate import calibrate, write_calibration
 from faithgate.evaluation.meta import (
     MIN_CI_N,
@@ -17,6 +16,7 @@ from faithgate.evaluation.meta import (
     evaluate_group,
     items_from_examples,
 )
+from faithgate.safety.escape import json_for_terminal
 from faithgate.types import Example
 
 

@@ -45,7 +45,7 @@ def checkers(tmp_path_factory: pytest.TempPathFactory, torch, transformers) -> d
     pytest.importorskip("optimum.exporters.onnx", reason="exports need faithgate[full]")
     from faithgate import models
     from faithgate.backends.export import export_model
-    from faithgate.backends.quantize import Tolerance
+    from faithgate.backends.quantize.parity import Tolerance
     from faithgate.convert import convert_alignscore, convert_hhem
 
     root = tmp_path_factory.mktemp("checkers")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from faithgate.errors import InputError
+from faithgate.gate.evaluate import _example_result
 from faithgate.metrics.base import ScoringContext, get_metric
-from faithgate.rules import _example_result
 from faithgate.types import Example
 
 SOURCE = (

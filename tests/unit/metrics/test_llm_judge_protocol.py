@@ -18,7 +18,7 @@ from faithgate.metrics.llm_judge import (
     parse_verdict,
     yes_probability,
 )
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 

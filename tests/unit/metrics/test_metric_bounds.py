@@ -1,6 +1,6 @@
 """Declared score ranges (``Metric.bounds`` / ``value_range``) of the metrics whose formula is
 bounded: a threshold at or below the lowest score judges nothing and one above the highest
-fails every run, and the gate says so (``faithgate.rules``). ``ensemble``, ``combined``,
+fails every run, and the gate says so (``faithgate.gate.checks``). ``ensemble``, ``combined``,
 ``qgqa``, ``feqa`` and ``harim`` declared none, so ``ensemble = 0`` counted as a criterion and
 ``ensemble = 1.5`` failed every run unwarned."""
 
@@ -12,10 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from faithgate import rules
 from faithgate.config import GateConfig
 from faithgate.errors import ConfigError
-from faithgate.gate import Gate
+from faithgate.gate import Gate, checks
 from faithgate.metrics.base import ScoringContext, get_metric, metric_class
 from faithgate.metrics.combined import SHIPPED_ENSEMBLE
 from faithgate.metrics.likelihood import harim_terms
@@ -76,10 +75,10 @@ def test_a_threshold_at_the_floor_is_no_criterion(tmp_path, metric, floor):
     """As ``overlap = 0`` already was: the gate refuses it as its only criterion."""
     cfg = _config(tmp_path, metric, thresholds={metric: floor})
     with pytest.raises(ConfigError, match=rf"threshold {metric} = {floor:.1f} cannot fail"):
-        rules.check_has_criterion(cfg, Gate(cfg).value_ranges())
+        checks.check_has_criterion(cfg, checks.value_ranges(cfg))
     cfg = _config(tmp_path, metric, rules={"min_mean": floor})
     with pytest.raises(ConfigError, match=rf"rules.min_mean {metric} = {floor:.1f} cannot fail"):
-        rules.check_has_criterion(cfg, Gate(cfg).value_ranges())
+        checks.check_has_criterion(cfg, checks.value_ranges(cfg))
 
 
 def test_the_gate_refuses_an_idle_ensemble_threshold_before_scoring(tmp_path):
@@ -102,7 +101,7 @@ def test_limits_outside_the_range_are_warned():
         },
     )
     ranges = {m: metric_class(m).value_range({}) for m in names}
-    assert rules.limits_outside_range(cfg, ranges) == [
+    assert checks.limits_outside_range(cfg, ranges) == [
         "threshold ensemble = 1.5 cannot be met: ensemble scores are <= 1, so it fails every run",
         "threshold qgqa = 0.0 cannot fail: qgqa scores are >= 0, so it judges nothing",
         "threshold feqa = 1.01 cannot be met: feqa scores are <= 1, so it fails every run",
@@ -111,7 +110,7 @@ def test_limits_outside_the_range_are_warned():
         "threshold overlap = 1.5 cannot be met: overlap scores are <= 1, so it fails every run",
     ]
     inside = GateConfig(metrics=names, thresholds={"ensemble": 0.5, "harim": -0.3, "qgqa": 1.0})
-    assert rules.limits_outside_range(inside, ranges) == []
+    assert checks.limits_outside_range(inside, ranges) == []
 
 
 @pytest.mark.parametrize(
@@ -140,11 +139,11 @@ def test_a_token_f1_threshold_at_zero_is_no_criterion(tmp_path, metric):
     table = {"thresholds": {metric: 0}, "metric_settings": {metric: {"sim": "token_f1"}}}
     cfg = _config(tmp_path, metric, **table)
     with pytest.raises(ConfigError, match=rf"threshold {metric} = 0.0 cannot fail"):
-        rules.check_has_criterion(cfg, Gate(cfg).value_ranges())
+        checks.check_has_criterion(cfg, checks.value_ranges(cfg))
     cfg = _config(
         tmp_path, metric, thresholds={metric: 0.1}, metric_settings=table["metric_settings"]
     )
-    rules.check_has_criterion(cfg, Gate(cfg).value_ranges())  # one that can fail is accepted
+    checks.check_has_criterion(cfg, checks.value_ranges(cfg))  # one that can fail is accepted
 
 
 @pytest.mark.parametrize(
@@ -162,19 +161,19 @@ def test_a_regression_drop_as_wide_as_the_range_is_no_criterion(tmp_path, regres
     """A tolerance (or per_example_drop) at or above the width of a bounded metric's range can
     never fail, yet counted as the gate's criterion: the mean fell from 1 to 0 and it passed."""
     cfg = _config(tmp_path, "overlap", baseline="b.json", rules={"regression": regression})
-    ranges = Gate(cfg).value_ranges()
-    assert any(line.startswith(idle) for line in rules.limits_outside_range(cfg, ranges))
+    ranges = checks.value_ranges(cfg)
+    assert any(line.startswith(idle) for line in checks.limits_outside_range(cfg, ranges))
     with pytest.raises(ConfigError, match=idle):
-        rules.check_has_criterion(cfg, ranges)
+        checks.check_has_criterion(cfg, ranges)
     # Within the range it judges (a per-example drop too); an unbounded metric takes any drop.
     ok = _config(tmp_path, "overlap", baseline="b.json", rules={"regression": {"tolerance": 0.5}})
-    rules.check_has_criterion(ok, Gate(ok).value_ranges())
-    assert rules.limits_outside_range(ok, Gate(ok).value_ranges()) == []
+    checks.check_has_criterion(ok, checks.value_ranges(ok))
+    assert checks.limits_outside_range(ok, checks.value_ranges(ok)) == []
     per_example = {"tolerance": 5.0, "per_example_drop": 0.2}
     ok = _config(tmp_path, "overlap", baseline="b.json", rules={"regression": per_example})
-    rules.check_has_criterion(ok, Gate(ok).value_ranges())
+    checks.check_has_criterion(ok, checks.value_ranges(ok))
     wide = _config(tmp_path, "harim_plus", rules={"regression": {"tolerance": 50.0}})
-    rules.check_has_criterion(wide, Gate(wide).value_ranges())
+    checks.check_has_criterion(wide, checks.value_ranges(wide))
 
 
 def test_a_limit_within_float_noise_of_the_range_edge_is_no_criterion(tmp_path):
@@ -194,7 +193,7 @@ def test_a_limit_within_float_noise_of_the_range_edge_is_no_criterion(tmp_path):
         ),
     ):
         cfg = _config(tmp_path, "overlap", **table)
-        ranges = Gate(cfg).value_ranges()
-        assert len(rules.limits_outside_range(cfg, ranges)) == idle, table
+        ranges = checks.value_ranges(cfg)
+        assert len(checks.limits_outside_range(cfg, ranges)) == idle, table
         with pytest.raises(ConfigError, match="no criterion"):
-            rules.check_has_criterion(cfg, ranges)
+            checks.check_has_criterion(cfg, ranges)

@@ -12,7 +12,7 @@ from faithgate import text as textmod
 from faithgate.errors import InputError
 from faithgate.metrics.base import get_metric
 from faithgate.metrics.embedding import align_sentences, idf_weights, token_f1
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 E1, E2, E3, E4 = np.eye(4).tolist()

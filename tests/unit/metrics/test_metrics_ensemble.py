@@ -9,7 +9,7 @@ import pytest
 
 from faithgate.metrics.base import get_metric
 from faithgate.metrics.combined import SHIPPED_ENSEMBLE
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 

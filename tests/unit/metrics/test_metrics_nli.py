@@ -10,11 +10,11 @@ import pytest
 
 from faithgate.backends import ModelPool
 from faithgate.backends.base import PairClassifier, TextEncoder
+from faithgate.engines.nli import NLIEngine, contradiction_index, entailment_index, nli_engine
 from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.metrics.base import ScoringContext, get_metric
-from faithgate.metrics.nli import NLIEngine, contradiction_index, entailment_index, nli_engine
 from faithgate.models import ModelSpec
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 SOURCE = "The cat sat on the mat. The dog barked loudly. Rain fell in Paris on Monday."
@@ -383,7 +383,7 @@ def test_a_sentence_that_fits_is_not_split_and_premise_cuts_are_counted():
 
 
 def test_split_hypothesis_cuts_between_words_and_inside_an_overlong_word():
-    from faithgate.metrics.nli import hypothesis_limit, split_hypothesis
+    from faithgate.engines.nli import hypothesis_limit, split_hypothesis
 
     words = len
     assert split_hypothesis("a b c", 3, lambda t: words(t.split())) == ["a b c"]

@@ -12,9 +12,9 @@ import pytest
 
 from faithgate.backends import ModelPool
 from faithgate.backends.base import LanguageModel
+from faithgate.engines.qa import rule_questions
 from faithgate.errors import InputError, ModelNotFoundError
 from faithgate.metrics.base import ScoringContext, get_metric
-from faithgate.metrics.qa import rule_questions
 from faithgate.models import ModelSpec
 from faithgate.types import Example
 
@@ -152,7 +152,7 @@ def test_partial_answers_give_token_f1_and_feqa_compares_with_the_span():
 def test_a_decimal_point_is_not_dropped_from_answers(metric):
     """SQuAD's normalisation strips every punctuation mark, so "3.5 million dollars" became
     "35 million dollars" and a summary that turned 35 into 3.5 scored as the faithful one."""
-    from faithgate.metrics._spans import answer_f1, normalize_answer
+    from faithgate.engines.spans import answer_f1, normalize_answer
 
     assert normalize_answer("The 3.5 million, 3,500 people.") == [
         "3.5",
@@ -256,7 +256,7 @@ def tiny_qa_models(tmp_path_factory):
 
 
 def test_configured_qg_and_qa_models_through_the_torch_backend(tiny_qa_models):
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
     qa_dir, qg_dir = tiny_qa_models
     long_source = " ".join([SOURCE] * 6)  # longer than the 64-token window: windowed
@@ -284,7 +284,7 @@ def test_configured_qg_and_qa_models_through_the_torch_backend(tiny_qa_models):
 @pytest.mark.slow
 def test_offline_qgqa_end_to_end_on_a_real_article(bump_rows):
     """SmolLM2 answers rule-based questions about a real BUMP summary (shortest source)."""
-    from faithgate.scorer import Scorer
+    from faithgate.scoring.scorer import Scorer
 
     ref = min((r for r in bump_rows if r["role"] == "reference"), key=lambda r: len(r["source"]))
     scorer = Scorer(["qgqa", "feqa"], model_options={"lm": {"threads": 1}})

@@ -12,9 +12,8 @@ from click.testing import CliRunner
 from faithgate.cli import cli
 from faithgate.errors import InputError
 from faithgate.metrics.base import ScoringContext, get_metric, metric_class, metric_names
-from faithgate.metrics.reading import how_to_read
 from faithgate.metrics.repetition import repetition_stats
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 SOURCE = "The actor died in Connecticut on Sunday. He was 80. His family was with him."
@@ -140,7 +139,7 @@ def test_bounds_and_value_range():
 
 
 def test_scale_names_the_order():
-    scale, sentence = how_to_read(get_metric("repetition", n=3))
+    scale, sentence = get_metric("repetition", n=3).how_to_read()
     assert "3-grams" in scale and "0..1" in scale
     assert sentence == ""
 

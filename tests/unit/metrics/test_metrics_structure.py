@@ -10,8 +10,8 @@ import pytest
 
 from faithgate.backends import ModelPool
 from faithgate.backends.base import TextEncoder
+from faithgate.engines.spans import answer_f1
 from faithgate.errors import InputError
-from faithgate.metrics._spans import answer_f1
 from faithgate.metrics.base import ScoringContext, get_metric
 from faithgate.metrics.structure import Frame, extract_frames, extract_triples
 from faithgate.models import ModelSpec

@@ -44,7 +44,7 @@ def minicheck_exports(minicheck_models, tmp_path_factory) -> dict[str, Path]:
     pytest.importorskip("onnxruntime")
     from faithgate import models
     from faithgate.backends.export import export_model
-    from faithgate.backends.quantize import Tolerance, load_calibration
+    from faithgate.backends.quantize.parity import Tolerance, load_calibration
 
     root = tmp_path_factory.mktemp("minicheck-onnx")
     few = load_calibration(None)[:4]  # the fp32 gate on a few pairs: the test compares all
@@ -207,7 +207,7 @@ def test_a_quantized_minicheck_export_scores_without_torch(minicheck_models, tmp
     pytest.importorskip("onnxruntime")
     from faithgate import models
     from faithgate.backends.export import export_model
-    from faithgate.backends.quantize import load_calibration
+    from faithgate.backends.quantize.parity import load_calibration
 
     spec = models.resolve("nli", str(minicheck_models["roberta"]))
     manifest = export_model(
@@ -231,7 +231,7 @@ def test_a_quantized_minicheck_export_scores_without_torch(minicheck_models, tmp
 
 
 def test_fever_heads_read_with_the_supported_label():
-    from faithgate.metrics.nli import contradiction_index, entailment_index
+    from faithgate.engines.nli import contradiction_index, entailment_index
 
     labels = ["supports", "refutes", "not enough info"]
     with pytest.raises(ConfigError, match="nli.supported_label"):

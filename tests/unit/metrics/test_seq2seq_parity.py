@@ -19,7 +19,7 @@ import pytest
 from seq2seq_models import ARCHITECTURES, PAIRS, fingerprint, save_seq2seq_model
 
 from faithgate.errors import FaithgateError, InputError, ModelFileError
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example
 
 pytestmark = pytest.mark.xdist_group("seq2seq_parity")

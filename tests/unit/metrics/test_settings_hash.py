@@ -12,7 +12,7 @@ from fake_encoder import fake_context
 
 from faithgate.backends import BACKEND_TABLE, library_version
 from faithgate.metrics.base import Metric, ScoringContext, get_metric, readable_hash
-from faithgate.scorer import Scorer
+from faithgate.scoring.scorer import Scorer
 from faithgate.types import Example, Score
 
 DIGEST = r"[0-9a-f]{12}"

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from faithgate.cli import cli
 from faithgate.config import GateConfig
 from faithgate.formats import REPORT_FORMATS, file_report_kinds
-from faithgate.gate import evaluate
+from faithgate.gate.evaluate import evaluate
 from faithgate.report import render
 from faithgate.types import Example, Score, SentenceScore
 
@@ -113,7 +113,7 @@ def test_a_report_another_tool_writes_under_the_name_is_the_users(tmp_path):
 
 def test_a_symlinked_report_keeps_its_link(tmp_path):
     """A report behind a symbolic link: the earlier report it points to is removed, the link
-    (the user's) stays, and the check writes through it (``faithgate.atomic``). A link to a
+    (the user's) stays, and the check writes through it (``faithgate.safety.atomic``). A link to a
     file of the user's is refused, both left as they were."""
     reports, elsewhere = tmp_path / "reports", tmp_path / "elsewhere"
     reports.mkdir()

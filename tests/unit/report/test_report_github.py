@@ -14,7 +14,8 @@ import pytest
 from action_runner import parse_env_file
 
 from faithgate.config import GateConfig
-from faithgate.gate import evaluate
+from faithgate.gate.baseline import BaselineRead
+from faithgate.gate.evaluate import evaluate
 from faithgate.report import github
 from faithgate.types import Example, Score, SentenceScore
 
@@ -194,7 +195,7 @@ def _regression_gate(case: str) -> dict:
     old = evaluate(config, examples, [{"m": _score("m", 0.9)}] * 3, {"m": "m:abc"})
     baseline: dict = {"baseline": old}
     if case == "missing":
-        baseline = {"baseline_missing": True, "baseline_error": "no baseline yet at b.json"}
+        baseline = {"baseline": BaselineRead(error="no baseline yet at b.json", missing=True)}
     elif case == "other settings":
         old.settings_hashes["m"] = "m:old"
     elif case == "no common example":

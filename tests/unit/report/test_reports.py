@@ -11,9 +11,10 @@ from html.parser import HTMLParser
 import pytest
 
 from faithgate.config import GateConfig, Reports
-from faithgate.gate import GateResult, evaluate
+from faithgate.gate.evaluate import evaluate
 from faithgate.report import render, write_reports
 from faithgate.report.markdown import to_markdown
+from faithgate.result import GateResult
 from faithgate.types import Example, Score, SentenceScore
 
 M = "m"
@@ -244,7 +245,7 @@ def test_markdown_and_json_show_a_per_example_baseline_threshold():
 def test_markdown_literal_makes_no_link_of_a_url():
     # GitHub's Markdown links bare URLs, "www." names and e-mail addresses by itself: a URL a
     # model invented would be clickable in a CI report.
-    from faithgate.escape import markdown_literal
+    from faithgate.safety.escape import markdown_literal
 
     shown = markdown_literal("see https://evil.example/p, WWW.x.com or a@b.com")
     assert "://" not in shown and "www." not in shown.lower() and "a@b" not in shown
@@ -266,7 +267,7 @@ def test_markdown_literal_makes_no_link_of_a_url():
 def test_markdown_literal_defuses_every_www_github_would_link(text):
     """GFM autolinks a "www." at the start and after whitespace, "*", "_", "~" or "(":
     "\\bwww\\." found no word boundary after "_", so "_www.evil.example" stayed a link."""
-    from faithgate.escape import markdown_literal
+    from faithgate.safety.escape import markdown_literal
 
     shown = markdown_literal(text)
     assert "www." not in shown.lower()
@@ -279,7 +280,7 @@ def test_markdown_user_text_renders_as_text_not_markup():
     span; ids with "<" were shown as "&lt;" inside code spans."""
     from markdown_it import MarkdownIt
 
-    from faithgate.escape import printable
+    from faithgate.safety.escape import printable
 
     hostile = "x`<img src=x onerror=alert(1)>|\n## @octocat <details>\n::error::f"
     config = GateConfig.from_dict({"metrics": ["m"], "thresholds": {"m": 0.5}})

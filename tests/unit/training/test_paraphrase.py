@@ -12,7 +12,7 @@ from faithgate.text import load_spacy
 from faithgate.training import paraphrase as para
 from faithgate.training import synth
 from faithgate.training.corpora import Document
-from faithgate.training.train import TrainConfig
+from faithgate.training.recipe import TrainConfig
 
 
 def _sents(text: str) -> list:

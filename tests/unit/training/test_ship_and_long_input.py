@@ -13,7 +13,7 @@ from tiny_models import MAYOR_TEXT, tiny_train_config
 from faithgate.errors import BackendError, InputError
 from faithgate.training import ship, synth
 from faithgate.training.corpora import Document
-from faithgate.training.train import TRAINING_META
+from faithgate.training.recipe import TRAINING_META
 
 
 def _trained(tmp_path: Path, torch, *, work: bool) -> Path:
@@ -21,7 +21,7 @@ def _trained(tmp_path: Path, torch, *, work: bool) -> Path:
     ``work``, its work directory holding the synthetic pairs of one held-out document."""
     from safetensors.torch import save_file
 
-    from faithgate.training.train import TrainConfig
+    from faithgate.training.recipe import TrainConfig
 
     trained = tmp_path / "model"
     trained.mkdir()
@@ -91,7 +91,7 @@ def test_ship_picks_this_models_synthetic_pairs_among_several(tmp_path, torch):
     only.with_name("synth-ba9876543210.jsonl").write_text("")  # another recipe's
     with pytest.raises(InputError, match=r"2 synthetic pair files .* none is this model's"):
         ship.find_synth_file(trained, meta)
-    # The key train.build_dataset names the file by: documents, synth recipe, user files.
+    # The key dataset.build_dataset names the file by: documents, synth recipe, user files.
     key = json.dumps(
         [["docs.jsonl"], meta["recipe"]["synth"], {"docs.jsonl": "0" * 64}], sort_keys=True
     )
@@ -210,7 +210,7 @@ def test_negative_calibration_pairs_and_torn_synthetic_lines(tmp_path, torch, ca
     with synth_file.open("a") as fh:
         fh.write('\n{"doc": "e", "pairs": [{"premise": "P\x01')
     meta = json.loads((trained / TRAINING_META).read_text())
-    from faithgate.training.train import TrainConfig
+    from faithgate.training.recipe import TrainConfig
 
     config = TrainConfig(**{**meta["recipe"], "output": str(trained)})
     assert len(ship.held_out_triples(config, synth_file)) == 1

@@ -16,7 +16,7 @@ from faithgate.errors import InputError
 def _trained(tmp_path: Path, torch) -> tuple[Path, Path]:
     from safetensors.torch import save_file
 
-    from faithgate.training.train import TRAINING_META, TrainConfig
+    from faithgate.training.recipe import TRAINING_META, TrainConfig
 
     trained = tmp_path / "m"
     trained.mkdir()

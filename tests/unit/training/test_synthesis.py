@@ -192,7 +192,8 @@ def _sides(data) -> dict[str, set[str]]:
 @pytest.mark.parametrize("synthesis", [1, 2])
 def test_copies_of_one_text_fall_on_one_side_of_the_split(tmp_path, synthesis):
     from faithgate.training import ship
-    from faithgate.training.train import TrainConfig, build_dataset
+    from faithgate.training.dataset import build_dataset
+    from faithgate.training.recipe import TrainConfig
 
     path = _copies_file(tmp_path)
     config = TrainConfig(
@@ -298,7 +299,7 @@ def test_synthesis_1_keeps_the_shipped_recipe_hash_and_2_is_a_new_recipe(tmp_pat
 
     import faithgate.training.train as train_module
     from faithgate.cli.train import train_command
-    from faithgate.training.train import TrainConfig
+    from faithgate.training.recipe import TrainConfig
 
     manifest = json.loads(
         (
@@ -339,7 +340,8 @@ def test_synthesis_1_keeps_the_shipped_recipe_hash_and_2_is_a_new_recipe(tmp_pat
 
 def test_a_resume_of_a_synthesis_1_run_names_the_option(tmp_path):
     from faithgate.errors import InputError
-    from faithgate.training.train import TrainConfig, _load_checkpoint
+    from faithgate.training.checkpoint import load_checkpoint
+    from faithgate.training.recipe import TrainConfig
 
     torch = pytest.importorskip("torch")
     first = TrainConfig(output=str(tmp_path / "m"), synth=synth.SynthConfig(synthesis=1))
@@ -349,4 +351,4 @@ def test_a_resume_of_a_synthesis_1_run_names_the_option(tmp_path):
     torch.save(state, tmp_path / "checkpoint.pt")
     newer = TrainConfig(output=str(tmp_path / "m"))
     with pytest.raises(InputError, match="--synthesis 1"):
-        _load_checkpoint(tmp_path / "checkpoint.pt", newer, "cpu")
+        load_checkpoint(tmp_path / "checkpoint.pt", newer, "cpu")

@@ -37,7 +37,7 @@ def no_dataset(monkeypatch):
         raise AssertionError("the dataset was built before the input was refused")
 
     monkeypatch.setattr(train_module, "build_dataset", refuse)
-    monkeypatch.setattr(train_module.synth, "write_pairs", refuse)
+    monkeypatch.setattr(synth, "write_pairs", refuse)
 
 
 # --- standard input and repeated files (items 13, 20) ---------------------------------------
@@ -104,7 +104,7 @@ def test_a_file_given_twice_is_refused_before_any_work(
 
 def test_the_same_labelled_file_twice_does_not_double_its_pairs(tmp_path, tiny_base, tiny_docs):
     """build_dataset, called on its own, refuses the repeat too."""
-    from faithgate.training.train import build_dataset
+    from faithgate.training.dataset import build_dataset
 
     lab = tmp_path / "lab.jsonl"
     lab.write_text(json.dumps({"source": MAYOR_TEXT, "summary": "It was.", "label": 1}) + "\n")
@@ -190,7 +190,8 @@ def test_a_max_length_longer_than_the_base_takes_is_refused_before_the_dataset(
 
 
 def test_a_damaged_kept_dataset_is_an_input_error_naming_it(tmp_path, tiny_base, tiny_docs):
-    from faithgate.training.train import build_dataset, dataset_file, train
+    from faithgate.training.dataset import build_dataset, dataset_file
+    from faithgate.training.train import train
 
     cfg = tiny_train_config(tmp_path / "m", tiny_base, tiny_docs)
     work = tmp_path / "m.work"
@@ -273,6 +274,7 @@ def test_a_hypothesis_longer_than_a_tiny_max_length_is_no_internal_error(
 
 def test_perturb_rules_is_an_option_and_rules_1_keeps_the_recipe_hash(monkeypatch, tmp_path):
     from faithgate.training import train as train_module
+    from faithgate.training.inputs import check_inputs
 
     seen = []
     monkeypatch.setattr(train_module, "train", lambda config, **kw: seen.append(config))
@@ -289,4 +291,4 @@ def test_perturb_rules_is_an_option_and_rules_1_keeps_the_recipe_hash(monkeypatc
     bad = tiny_train_config(tmp_path / "o", tmp_path, tmp_path / "docs.jsonl")
     bad.synth = synth.SynthConfig(perturb_rules=4)
     with pytest.raises(InputError, match="--perturb-rules 4: expected 1, 2 or 3"):
-        train_module.check_inputs(bad)
+        check_inputs(bad)

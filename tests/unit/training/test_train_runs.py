@@ -86,7 +86,7 @@ def _labelled_overlap_run(tmp_path, tiny_base, synthesis: int):
     which are held out: the dataset, its log lines, and the held-out towns."""
     from faithgate.training import synth
     from faithgate.training.corpora import labelled_summaries
-    from faithgate.training.train import build_dataset, is_held_out
+    from faithgate.training.dataset import build_dataset, is_held_out
 
     towns = ["Springfield", "Shelbyville", "Ogdenville", "Brockway"]
     sources = [  # every sentence names its town: each pair shows which document it is from
@@ -217,8 +217,9 @@ def test_threads_and_device_are_recorded_and_a_resume_on_other_threads_says_so(
 
 
 def test_a_second_run_on_the_same_out_waits_for_the_first(tmp_path, tiny_base, tiny_docs):
-    from faithgate import paths
-    from faithgate.training.train import train, work_dir
+    from faithgate.safety import paths
+    from faithgate.training.train import train
+    from faithgate.training.workdir import work_dir
 
     out = tmp_path / "m"
     lock = Path(str(work_dir(out)) + ".lock")

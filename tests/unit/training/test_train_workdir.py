@@ -58,7 +58,8 @@ def test_an_out_work_the_user_made_is_refused_untouched(tmp_path, tiny_base, tin
 
 
 def test_a_work_directory_faithgate_made_is_resumed(tmp_path, tiny_base, tiny_docs):
-    from faithgate.training.train import WORK_MARKER, train
+    from faithgate.training.train import train
+    from faithgate.training.workdir import WORK_MARKER
 
     class Stop(Exception):
         pass

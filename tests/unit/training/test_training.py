@@ -265,7 +265,7 @@ def _stop_at_3(line: str) -> None:
 
 
 def _config(out: Path, base: Path, docs: Path, seed: int = 0, **kw):
-    from faithgate.training.train import TrainConfig
+    from faithgate.training.recipe import TrainConfig
 
     return TrainConfig(
         output=str(out),
@@ -338,7 +338,7 @@ def test_a_checkpoint_of_another_recipe_is_refused(tmp_path, tiny_base, tiny_doc
 
 
 def test_labelled_files_are_split_by_document_and_evaluated_apart(tmp_path, tiny_base, tiny_docs):
-    from faithgate.training.train import build_dataset, is_held_out
+    from faithgate.training.dataset import build_dataset, is_held_out
 
     other = DOC.text.replace("Springfield", "Shelbyville")
     rows = [
@@ -385,8 +385,8 @@ def test_training_continues_from_a_trained_checker(tmp_path, tiny_base, tiny_doc
 
 
 def test_the_dataset_is_kept_and_read_back_without_rebuilding(tmp_path, tiny_base, tiny_docs):
-    from faithgate.training import train as train_module
-    from faithgate.training.train import build_dataset, dataset_file
+    from faithgate.training import dataset as dataset_module
+    from faithgate.training.dataset import build_dataset, dataset_file
 
     cfg = _config(tmp_path / "d", tiny_base, tiny_docs)
     first = build_dataset(cfg, tmp_path / "work", log=lambda _: None)
@@ -395,12 +395,12 @@ def test_the_dataset_is_kept_and_read_back_without_rebuilding(tmp_path, tiny_bas
     def refuse(*args, **kwargs):
         raise AssertionError("rebuilt a dataset that was kept")
 
-    original = train_module._build_dataset
-    train_module._build_dataset = refuse
+    original = dataset_module._build_dataset
+    dataset_module._build_dataset = refuse
     try:
         again = build_dataset(cfg, tmp_path / "work", log=lambda _: None)
     finally:
-        train_module._build_dataset = original
+        dataset_module._build_dataset = original
     assert again == first and again.train
     # Settings that do not decide the pairs share the file; one that does gets its own.
     assert dataset_file(_config(tmp_path / "x", tiny_base, tiny_docs, learning_rate=1e-3), tmp_path)
@@ -446,7 +446,7 @@ def test_a_cuda_device_without_cuda_is_a_clear_error(tmp_path, tiny_base, tiny_d
 
 
 def test_an_edited_document_file_is_not_trained_on_stale(tmp_path, tiny_base, tiny_docs):
-    from faithgate.training.train import build_dataset
+    from faithgate.training.dataset import build_dataset
 
     docs = tmp_path / "docs.jsonl"
     docs.write_bytes(tiny_docs.read_bytes())
@@ -466,7 +466,7 @@ def test_an_edited_document_file_is_not_trained_on_stale(tmp_path, tiny_base, ti
 def test_the_shipped_checkers_recipe_keeps_its_hash():
     """Settings added to TrainConfig later must not change the hash of recipes made before
     them: the shipped checker's manifest and its build command give its recorded hash."""
-    from faithgate.training.train import TrainConfig
+    from faithgate.training.recipe import TrainConfig
 
     manifest = json.loads(
         (
@@ -597,7 +597,7 @@ def test_a_damaged_checkpoint_is_an_input_error_naming_it(tmp_path, tiny_base, t
 
 def test_documents_with_the_same_ids_in_two_files_are_all_kept(tmp_path, tiny_base):
     from faithgate.errors import InputError
-    from faithgate.training.train import build_dataset
+    from faithgate.training.dataset import build_dataset
 
     towns = ["Springfield", "Shelbyville", "Ogdenville", "Brockway"]
     files = []
@@ -641,7 +641,7 @@ def test_documents_that_do_not_read_as_english_are_left_out_of_the_pairs(tmp_pat
     # The edit rules are English: on French they made pairs such as "en resigns 2025"
     # (contradiction) and "coûteront." cut mid-clause (entailment), trained on silently.
     from faithgate.errors import InputError
-    from faithgate.training.train import build_dataset
+    from faithgate.training.dataset import build_dataset
 
     mixed = tmp_path / "mixed.jsonl"
     rows = [{"id": "en", "source": DOC.text}, {"id": "fr", "source": FRENCH}]
@@ -801,7 +801,7 @@ def test_bad_inputs_are_refused_before_any_work_and_leave_no_work_dir(
     def no_synthesis(*args, **kwargs):
         raise AssertionError("synthesis started before the inputs were checked")
 
-    monkeypatch.setattr(train_module.synth, "write_pairs", no_synthesis)
+    monkeypatch.setattr(synth, "write_pairs", no_synthesis)
     monkeypatch.setattr(train_module, "build_dataset", no_synthesis)
     lab = tmp_path / "lab.jsonl"
     lab.write_text('{"source": "a", "summary": "b", "label": 2}\n')

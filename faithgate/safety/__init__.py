@@ -1,0 +1,1 @@
+"""Small safety helpers: atomic writes, escaping user text, path refusals, strict JSON."""

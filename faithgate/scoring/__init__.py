@@ -1,0 +1,1 @@
+"""Scoring: the scorer (texts -> scores) and the executors that run it (local, Ray)."""
