@@ -93,7 +93,7 @@ class PairConsistencyRule:
     correct/incorrect, as in BUMP and Falke et al. 2019) and, with ``generate``, from
     ``faithgate.perturb`` edits of every output summary (``types``, ``seed``,
     ``per_example`` variants at most). ``metrics`` limits the rule to some metrics (default:
-    all selected). ``per_error_type`` adds one rule per error type with the same ``min_rate``.
+    the selected ones that rank pairs, ``Metric.ranks_pairs``). ``per_error_type`` adds one rule per error type with the same ``min_rate``.
     """
 
     min_rate: Annotated[float, _check("rate")] = 1.0

@@ -31,6 +31,7 @@ from faithgate.gate.baseline import (
     regression_rules,
 )
 from faithgate.gate.pairs import Pair, describe_edit, given_pairs, no_pair, unpaired_rows
+from faithgate.metrics.base import metric_class
 from faithgate.numbers import at_least, mean_of, percent_against, shown_against
 from faithgate.result import (
     ExampleResult,
@@ -119,7 +120,7 @@ def evaluate(
     if pairs:
         # Consistency is judged for the rule's metrics only: a report must not list pairs
         # "inconsistent" by a metric no rule gates them on.
-        judged = [m for m in (rule.metrics if rule and rule.metrics else metrics) if m in metrics]
+        judged = [m for m in pair_rule_metrics(rule, metrics) if m in metrics]
         pair_results = [_pair_result(p, examples, results, metrics, judged) for p in pairs]
     inputs = Judged(
         config,
@@ -355,10 +356,26 @@ def _pair_result(
     return pr
 
 
+def pair_rule_metrics(rule: PairConsistencyRule | None, metrics: Sequence[str]) -> list[str]:
+    """The metrics ``pair_consistency`` judges: those it names, else every selected metric that
+    ranks pairs (``Metric.ranks_pairs``; all of them when none does)."""
+    if rule is not None and rule.metrics:
+        return list(rule.metrics)
+    ranking = [m for m in metrics if _ranks_pairs(m)]
+    return ranking or list(metrics)
+
+
+def _ranks_pairs(name: str) -> bool:
+    try:
+        return metric_class(name).ranks_pairs
+    except InputError:  # not registered (a metric object given to the gate): it may rank
+        return True
+
+
 def _pair_rules(
     rule: PairConsistencyRule, pairs: list[PairResult], metrics: list[str], unpaired: int = 0
 ) -> list[RuleResult]:
-    selected = list(rule.metrics or metrics)
+    selected = pair_rule_metrics(rule, metrics)
     for m in selected:
         if m not in metrics:
             raise InputError(

@@ -123,6 +123,10 @@ class Metric(ABC):
     # What a per-sentence value (``Score.sentences``) is, when it is another quantity than the
     # headline (``harim_plus``: the sentence's mean log p); "" for a metric that gives none.
     sentence_value: ClassVar[str] = ""
+    # Whether the score grades support finely enough to rank a faithful summary above its
+    # minimal edit. A pass/fail check (``facts``: 1.0 unless a fact is unsupported) ties on
+    # most edits by design, so ``pair_consistency`` leaves it out unless named.
+    ranks_pairs: ClassVar[bool] = True
 
     def __init__(self, **settings: Any) -> None:
         unknown = set(settings) - set(self.defaults)

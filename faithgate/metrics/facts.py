@@ -499,6 +499,7 @@ class Facts(Metric):
     roles = {"spacy": "pipeline"}
     defaults = {"check": list(KINDS), "no_fact_value": 1.0}
     bounds = (0.0, 1.0)
+    ranks_pairs = False  # 1.0 for every edit that changes no fact: ties, not rankings
 
     def validate_settings(self) -> None:
         check = self.settings["check"]

@@ -288,3 +288,33 @@ def test_a_source_that_does_not_read_as_english_gets_no_generated_pair_and_a_war
     assert r.pairs == [] and not r.passed
     [note] = [w for w in g.warnings if "minimal pair" in w]
     assert note.startswith("1 output(s) got no generated minimal pair: their source does not read")
+
+
+def test_a_pair_rule_without_metrics_leaves_out_a_pass_fail_check():
+    """facts is 1.0 for an edit that changes no fact: a tie, which fails. A pair rule naming no
+    metrics judges the selected metrics that rank pairs, and facts only when named."""
+    hashes = {"facts": "facts:1", "overlap": "overlap:1"}
+    exs = pair_examples(1)
+    scores = [
+        {
+            "facts": Score("facts", 1.0, "facts:1", "0r"),
+            "overlap": Score("overlap", 0.9, "overlap:1", "0r"),
+        },
+        {
+            "facts": Score("facts", 1.0, "facts:1", "0e"),
+            "overlap": Score("overlap", 0.4, "overlap:1", "0e"),
+        },
+    ]
+    cfg = GateConfig.from_dict({"metrics": ["overlap", "facts"], "rules": {"pair_consistency": 1}})
+    r = evaluate(cfg, exs, scores, hashes)
+    assert r.passed
+    assert [x.name for x in r.rules if x.kind == "pair_consistency"] == [
+        "pair_consistency[overlap]"
+    ]
+    assert r.pairs[0].consistent == {"overlap": True}
+    named = GateConfig.from_dict(
+        {"metrics": ["overlap", "facts"], "rules": {"pair_consistency": {"metrics": ["facts"]}}}
+    )
+    assert not evaluate(named, exs, scores, hashes).passed  # named: the tie fails
+    alone = GateConfig.from_dict({"metrics": ["facts"], "rules": {"pair_consistency": 1}})
+    assert not evaluate(alone, exs, scores, hashes).passed  # no other metric: judged anyway
