@@ -33,7 +33,7 @@ from faithgate.backends import BACKEND_CHOICES
 from faithgate.errors import FaithgateError
 from faithgate.formats import file_report_kinds
 from faithgate.safety.escape import safe_line
-from faithgate.scoring.execution import EXECUTOR_CHOICES
+from faithgate.scoring.execution import EXECUTOR_CHOICES, executors_help
 from pytest_faithgate.fixture import FaithgateFixture
 from pytest_faithgate.messages import plugin_line
 from pytest_faithgate.run_files import gate_writes, ini_files, refuse_overwriting_pytest_files
@@ -121,8 +121,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--faithgate-executor",
         choices=EXECUTOR_CHOICES,
         default=None,
-        help="where the gate items score: local, or ray (a Ray cluster: address and workers "
-        "from [tool.faithgate.execution] or RAY_ADDRESS; default: from the configuration)",
+        help=f"where the gate items score: {executors_help()}; options from "
+        "[tool.faithgate.execution] (default: from the configuration)",
     )
     for kind in file_report_kinds():  # the report format registry
         group.addoption(

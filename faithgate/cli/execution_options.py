@@ -12,7 +12,12 @@ from typing import Any
 import click
 
 from faithgate.errors import ConfigError
-from faithgate.scoring.execution import EXECUTOR_CHOICES, ExecutionSettings, executors_taking
+from faithgate.scoring.execution import (
+    EXECUTOR_CHOICES,
+    ExecutionSettings,
+    executors_help,
+    executors_taking,
+)
 
 
 def execution_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -32,7 +37,7 @@ def execution_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option(
         "--executor",
         type=click.Choice(EXECUTOR_CHOICES),
-        help="where scoring runs: local (this process) or ray (a Ray cluster; faithgate[ray])",
+        help=f"where scoring runs: {executors_help()}",
     )(fn)
     return fn
 

@@ -54,15 +54,33 @@ if TYPE_CHECKING:
     from faithgate.metrics.base import Metric
     from faithgate.scoring.scorer import Scorer
 
-# The executor registry: name -> "module:Class", imported on use (the Ray executor builds on
-# this module, which must not import it back). CLI choices, the plugin option, the keys of
-# ``[tool.faithgate.execution]`` and ``make_executor`` all derive from it: adding an executor is
-# its module plus one line here.
-EXECUTORS: dict[str, str] = {
-    "local": "faithgate.scoring.execution:LocalExecutor",
-    "ray": "faithgate.scoring.ray_executor:RayExecutor",
+
+@dataclass(frozen=True)
+class RegisteredExecutor:
+    """An entry of ``EXECUTORS``: the class as ``"module:Class"`` (imported on use) and where
+    it scores, in a few words (the help of ``--executor``)."""
+
+    path: str
+    where: str
+
+
+# The executor registry (the Ray executor builds on this module, which must not import it
+# back). CLI choices and help, the plugin option, the keys of ``[tool.faithgate.execution]`` and
+# ``make_executor`` all derive from it: adding an executor is its module plus one line here.
+EXECUTORS: dict[str, RegisteredExecutor] = {
+    "local": RegisteredExecutor("faithgate.scoring.execution:LocalExecutor", "this process"),
+    "ray": RegisteredExecutor(
+        "faithgate.scoring.ray_executor:RayExecutor", "a Ray cluster; faithgate[ray]"
+    ),
 }
 EXECUTOR_CHOICES = tuple(EXECUTORS)
+
+
+def executors_help() -> str:
+    """``local (this process) or ray (a Ray cluster; faithgate[ray])``, from the registry."""
+    named = [f"{name} ({entry.where})" for name, entry in EXECUTORS.items()]
+    return " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+
 
 Progress = Callable[[int], None]
 
@@ -75,7 +93,7 @@ def executor_class(name: str) -> type[Executor]:
     """The class registered as ``name`` (``EXECUTORS``); ``InputError`` for an unknown one."""
     if name not in EXECUTORS:
         raise InputError(f"unknown executor {name!r}; one of {', '.join(EXECUTORS)}")
-    module, attr = EXECUTORS[name].split(":")
+    module, attr = EXECUTORS[name].path.split(":")
     return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
 
 

@@ -319,7 +319,8 @@ def test_bench_and_calibrate_take_the_executor_from_the_configuration(
 
     base.metric_names()  # discovery first, then the model-free test metric
     monkeypatch.setitem(base._REGISTRY, "poison", PoisonMetric)
-    monkeypatch.setitem(execution.EXECUTORS, "ray", f"{__name__}:RecordingRemote")
+    fake = execution.RegisteredExecutor(f"{__name__}:RecordingRemote", "a recording stand-in")
+    monkeypatch.setitem(execution.EXECUTORS, "ray", fake)
     monkeypatch.setattr(RecordingRemote, "built", [])
     monkeypatch.chdir(tmp_path)
     data = tmp_path / "labelled.jsonl"
