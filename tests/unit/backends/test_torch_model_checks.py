@@ -274,30 +274,52 @@ def test_cls_and_mean_pooling_still_load_and_differ(tiny, tmp_path) -> None:
 # --- end to end: one line, exit 2 --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("metric", "role", "key", "says"),
-    [
-        ("sentsim", "embedder", "llama", "LlamaForCausalLM"),
-        ("entail_topk", "nli", "nli_nohead", "lacks weights"),
-    ],
-)
-def test_the_cli_refuses_in_one_line_with_exit_2(tiny, tmp_path, metric, role, key, says):
-    """Only transformers' "Some weights ... newly initialized" warning used to show (the score
-    printed, exit 0); now faithgate's line alone, without that warning before it."""
+REFUSALS = {
+    "sentsim": ("embedder", "llama", "LlamaForCausalLM"),
+    "entail_topk": ("nli", "nli_nohead", "lacks weights"),
+}
+
+
+@pytest.fixture(scope="module")
+def cli_refusals(tiny, tmp_path_factory) -> dict[str, dict[str, str]]:
+    """Each REFUSALS case as ``python -m faithgate score`` in a process of its own: a fork of
+    one driver that imported torch and transformers once (tests/forked_cli.py), not a cold
+    start per case. By metric: the child's ``stderr`` and ``exit`` status."""
     import os
     import subprocess
     import sys
 
-    env = {**os.environ, "FAITHGATE_HOME": str(tmp_path / "home")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "faithgate", "score", "--source", "-", "--metric", metric,
-         "--summary", "The council built a library.", "--backend", "torch",
-         "--model", f"{role}={tiny[key]}"],
-        input=CORPUS[0], env=env, capture_output=True, text=True, timeout=300,
+    root = tmp_path_factory.mktemp("cli_refusals")
+    cases = []
+    for metric, (role, key, _) in REFUSALS.items():
+        out = root / metric
+        out.mkdir()
+        argv = ["score", "--source", "-", "--metric", metric,
+                "--summary", "The council built a library.", "--backend", "torch",
+                "--model", f"{role}={tiny[key]}"]  # fmt: skip
+        cases.append({"argv": argv, "stdin": CORPUS[0], "out": str(out)})
+    (root / "cases.json").write_text(json.dumps(cases))
+    driver = Path(__file__).resolve().parents[2] / "forked_cli.py"
+    env = {**os.environ, "FAITHGATE_HOME": str(root / "home")}
+    subprocess.run(
+        [sys.executable, str(driver), str(root / "cases.json")],
+        env=env, stdin=subprocess.DEVNULL, check=True, timeout=300,
     )  # fmt: skip
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.startswith("faithgate: ") and proc.stderr.count("\n") == 1, proc.stderr
-    assert says in proc.stderr and str(tiny[key]) in proc.stderr
+    return {
+        metric: {name: (root / metric / name).read_text() for name in ("stdout", "stderr", "exit")}
+        for metric in REFUSALS
+    }
+
+
+@pytest.mark.parametrize("metric", list(REFUSALS))
+def test_the_cli_refuses_in_one_line_with_exit_2(tiny, cli_refusals, metric):
+    """Only transformers' "Some weights ... newly initialized" warning used to show (the score
+    printed, exit 0); now faithgate's line alone, without that warning before it."""
+    _, key, says = REFUSALS[metric]
+    run = cli_refusals[metric]
+    assert run["exit"] == "2", run["stdout"] + run["stderr"]
+    assert run["stderr"].startswith("faithgate: ") and run["stderr"].count("\n") == 1, run["stderr"]
+    assert says in run["stderr"] and str(tiny[key]) in run["stderr"]
 
 
 def test_a_hub_model_is_pooled_as_its_sentence_transformers_files_say(tmp_path, monkeypatch):
