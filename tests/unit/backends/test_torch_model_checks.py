@@ -311,6 +311,8 @@ def cli_refusals(tiny, tmp_path_factory) -> dict[str, dict[str, str]]:
     }
 
 
+# One worker runs both cases, so the driver (the fixture) runs once under xdist.
+@pytest.mark.xdist_group("torch_cli_refusals")
 @pytest.mark.parametrize("metric", list(REFUSALS))
 def test_the_cli_refuses_in_one_line_with_exit_2(tiny, cli_refusals, metric):
     """Only transformers' "Some weights ... newly initialized" warning used to show (the score
