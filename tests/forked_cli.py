@@ -10,20 +10,25 @@ stderr on files. A cold start cost 7-9 CPU s on the test machine, mostly these i
 Usage: ``python forked_cli.py CASES.json``, where the file holds a list of
 ``{"argv": [...], "stdin": "...", "out": DIR}``; each child's ``stdout`` and ``stderr`` and
 its exit status (``exit``; negative: the signal that ended it) land in its ``out`` directory.
+Optional keys: ``cwd`` (the child's working directory) and ``script`` (a file run as
+``__main__`` instead of ``faithgate.cli.main``, e.g. a CLI with a test metric registered).
+A child ends as an interpreter does: its exit handlers run and its streams are flushed.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import os
+import runpy
 import sys
 import traceback
 from pathlib import Path
 
 
 def _child(case: dict) -> None:
-    """Run one command line in this (forked) process; never returns."""
+    """Run one command line in this (forked) process, then end it; never returns."""
     out = Path(case["out"])
     stdin = out / "stdin"
     stdin.write_text(case.get("stdin", ""), encoding="utf-8")
@@ -34,31 +39,45 @@ def _child(case: dict) -> None:
         (2, out / "stderr", write),
     ):
         os.dup2(os.open(path, flags, 0o644), fd)
-    code: object = 1
+    if "cwd" in case:
+        os.chdir(case["cwd"])
+    code: object = 0
     try:
-        from faithgate.cli import main
+        if "script" in case:
+            sys.argv = [case["script"], *case["argv"]]
+            runpy.run_path(case["script"], run_name="__main__")
+        else:
+            from faithgate.cli import main
 
-        sys.argv = ["faithgate", *case["argv"]]
-        sys.exit(main(case["argv"]))  # as faithgate/__main__.py does
+            sys.argv = ["faithgate", *case["argv"]]
+            code = main(case["argv"])  # as faithgate/__main__.py does
     except SystemExit as exc:
         code = exc.code
-        if code is not None and not isinstance(code, int):
-            print(code, file=sys.stderr)  # as the interpreter does with sys.exit("message")
-            code = 1
     except BaseException:
         traceback.print_exc()  # as the interpreter does with an uncaught exception
         code = 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code or 0)
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)  # as the interpreter does with sys.exit("message")
+        code = 1
+    # What runs at exit runs (atexit handlers, flushed streams), as at the end of a process
+    # started cold; the interpreter's module teardown is skipped (seconds with torch loaded).
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
+
+
+PRELOAD = ("faithgate.cli", "torch", "transformers.models.auto.modeling_auto")
 
 
 def main() -> None:
     cases = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     # faithgate first: it sets the thread pools' variables, which torch reads as it loads.
     # transformers' Auto* classes import its generation code and scikit-learn (2.4 s).
-    for module in ("faithgate.cli", "torch", "transformers.models.auto.modeling_auto"):
+    # FORKED_CLI_PRELOAD (comma-separated) names other modules: a big process forks slower.
+    preload = os.environ.get("FORKED_CLI_PRELOAD")
+    modules = preload.split(",") if preload else PRELOAD
+    for module in modules:
         importlib.import_module(module)
 
     sys.stdout.flush()
