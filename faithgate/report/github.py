@@ -126,14 +126,12 @@ def load_result(path: str | Path) -> dict[str, Any]:
 
 
 def _top_level_problem(data: Mapping[str, Any]) -> str | None:
-    """What is wrong with the top-level fields of a result JSON that the report steps read
-    as they are (``outputs_for``, ``annotations_for``, ``summary_markdown``), or ``None``."""
-
+    """What is wrong with the fields a result JSON records beside ``GateResult``'s own (the
+    schema checked those in ``from_checked_dict``): ``verdict``, ``pass_rate`` and ``means``,
+    which the report steps read as they are (``outputs_for``, ``summary_markdown``), or
+    ``None``."""
     means = data.get("means")
-    metrics = data.get("metrics")
-    thresholds = data.get("thresholds")
     checks = [
-        (isinstance(data.get("passed"), bool), "passed must be true or false"),
         (data.get("verdict") in (None, "pass", "fail"), "verdict must be 'pass' or 'fail'"),
         (
             data.get("pass_rate") is None or is_recorded_number(data["pass_rate"]),
@@ -146,23 +144,6 @@ def _top_level_problem(data: Mapping[str, Any]) -> str | None:
                 and all(v is None or is_recorded_number(v) for v in means.values())
             ),
             "means must be an object of numbers or null",
-        ),
-        (
-            isinstance(metrics, list) and all(isinstance(m, str) for m in metrics),
-            "metrics must be a list of metric names",
-        ),
-        (
-            thresholds is None
-            or (
-                isinstance(thresholds, dict)
-                and all(is_finite_number(v) for v in thresholds.values())
-            ),
-            "thresholds must be an object of finite numbers",
-        ),
-        (data.get("input") is None or isinstance(data["input"], str), "input must be text"),
-        (
-            data.get("seconds") is None or is_recorded_number(data["seconds"]),
-            "seconds must be a number or null",
         ),
     ]
     return next((why for ok, why in checks if not ok), None)
