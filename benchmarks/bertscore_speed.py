@@ -59,9 +59,7 @@ def faithgate_runner(backend: str, model: str) -> tuple[Any, Any]:
         return [row["bertscore"].value for row in scorer.score(examples)]
 
     def timed(items: list[tuple[str, str]]) -> list[float]:
-        textmod._parse_cached.cache_clear()
-        if hasattr(textmod, "_sentences_cached"):
-            textmod._sentences_cached.cache_clear()
+        textmod.clear_caches()
         return run(items)
 
     return run, timed

@@ -282,8 +282,7 @@ def worker(cell: dict) -> dict:
             setattr(model, name, timed)
     from faithgate import text as textmod
 
-    textmod._parse_cached.cache_clear()  # spaCy parses are not reused from the warm-up
-    textmod._sentences_cached.cache_clear()
+    textmod.clear_caches()  # spaCy parses are not reused from the warm-up
     scorer = Scorer(
         [cell["metric"]], metric_settings={cell["metric"]: cell["settings"]}, pool=warm.pool
     )
@@ -329,9 +328,6 @@ class _SentenceTable:
                 f"the sentence table has no split of a {len(text)}-character text"
             ) from None
 
-    def cache_clear(self) -> None:
-        pass
-
 
 class _SentenceRecorder:
     """``faithgate.text._sentences_cached`` that also keeps every split it makes."""
@@ -342,9 +338,6 @@ class _SentenceRecorder:
     def __call__(self, text: str, spacy_model: str | None) -> tuple[str, ...]:
         self.rows[(text, spacy_model)] = out = self.split(text, spacy_model)
         return out
-
-    def cache_clear(self) -> None:
-        self.split.cache_clear()
 
     def table(self) -> list:
         return [[text, model, list(sents)] for (text, model), sents in self.rows.items()]

@@ -192,6 +192,16 @@ def _remember(text: str, spacy_model: str | None, sentences: tuple[str, ...]) ->
             _BATCH_SPLIT.popitem(last=False)
 
 
+def clear_caches() -> None:
+    """Forget every parse and sentence split kept so far (one-at-a-time and batch caches), so
+    the next call parses afresh: for timing cold parses and for tests that swap pipelines."""
+    with _SPACY_LOCK:
+        _parse_cached.cache_clear()
+        _BATCH_PARSED.clear()
+        _sentences_alone.cache_clear()
+        _BATCH_SPLIT.clear()
+
+
 # A list item's marker: a bullet or dash, or "1." / "2)" numbering; a line that starts one.
 _LIST_MARKER = re.compile(r"[-*+\u2022\u00b7\u2023\u25e6\u2013\u2014]|\d{1,3}[.)]")
 _LIST_ITEM = re.compile(rf"[ \t]*(?:{_LIST_MARKER.pattern})[ \t]+\S")

@@ -78,3 +78,17 @@ def test_ner_parses_a_batch_without_a_pipeline_call_per_text(pipeline_calls, mon
         (s.value, s.error, s.details) for s in alone
     ]
     assert len(pipeline_calls) == len({t for ex in examples for t in (ex.source, ex.summary)})
+
+
+def test_clear_caches_makes_the_next_parse_and_split_run_again(pipeline_calls):
+    """Benchmarks time cold parses and tests swap pipelines: nothing kept survives the clear."""
+    text = "A text for the caches. It has two sentences."
+    textmod.presplit([text, TEXTS[0]], None)
+    textmod.preparse([text, TEXTS[0]], None)
+    textmod.split_sentences(text)
+    textmod.parse(text)
+    assert pipeline_calls == []  # all four answered from what the batch calls kept
+    textmod.clear_caches()
+    textmod.split_sentences(text)
+    textmod.parse(text)
+    assert pipeline_calls == [text, text]

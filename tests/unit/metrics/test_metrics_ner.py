@@ -179,9 +179,9 @@ def pipeline_as(monkeypatch):
     def use(nlp) -> None:
         monkeypatch.setattr(textmod, "load_spacy", lambda name=None: nlp)
 
-    textmod._parse_cached.cache_clear()
+    textmod.clear_caches()
     yield use
-    textmod._parse_cached.cache_clear()
+    textmod.clear_caches()
 
 
 def _blank(*components: str):
