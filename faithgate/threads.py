@@ -33,7 +33,9 @@ score depended on its batch, which faithgate promises it never does
 AMD EPYC, 6 unset and 0 with ``MKL_CBWR=AUTO``; on an Intel Xeon with AVX-512 (VNNI, bf16,
 fp16; issue 44), 20 with ``AUTO``, 19 with ``AVX2``, 20 with ``AVX512``, 42 with
 ``COMPATIBLE``, and 0 with ``AUTO,STRICT`` (0 too with MKL held to AVX2 by
-``MKL_ENABLE_INSTRUCTIONS=AVX2``, where ``AUTO`` gave 19).
+``MKL_ENABLE_INSTRUCTIONS=AVX2``, where ``AUTO`` gave 19); on that Xeon emulating an AMD
+EPYC-Rome (AVX2; ``benchmarks/emulated_cpu.py``), 6 unset, as on issue 13's, and 0 with
+``AUTO`` or ``AUTO,STRICT``.
 
 ``STRICT`` is MKL's strict CNR mode: for ``?gemm`` on its AVX2 and AVX-512 code branches a
 result is bitwise the same whatever the thread count (so whatever the split of the rows), which
